@@ -1,0 +1,29 @@
+-- The append-only audit trail: exactly five kinds, one event per transition.
+CREATE TABLE mcp_audit_events (
+    seq         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    event_id    UUID NOT NULL UNIQUE,
+    tenant_id   UUID NOT NULL,
+    kind        TEXT NOT NULL CHECK (kind IN (
+                    'mcp.server.registered', 'mcp.server.degraded', 'mcp.server.unhealthy',
+                    'mcp.server.recovered', 'mcp.server.deregistered')),
+    server_id   UUID NOT NULL REFERENCES mcp_servers (server_id),
+    module_name TEXT NOT NULL,
+    from_status TEXT CHECK (from_status IN ('healthy', 'degraded', 'unhealthy', 'deregistered')),
+    to_status   TEXT NOT NULL CHECK (to_status IN ('healthy', 'degraded', 'unhealthy', 'deregistered')),
+    trace_id    CHAR(32),
+    occurred_at TIMESTAMPTZ NOT NULL,
+    body        JSONB NOT NULL
+);
+
+CREATE INDEX mcp_audit_events_tenant_seq_idx ON mcp_audit_events (tenant_id, seq);
+CREATE INDEX mcp_audit_events_server_seq_idx ON mcp_audit_events (server_id, seq);
+
+ALTER TABLE mcp_audit_events ENABLE ROW LEVEL SECURITY;
+CREATE POLICY audit_rls ON mcp_audit_events
+    USING (tenant_id = NULLIF(current_setting('auth.tenant_id', true), '')::uuid)
+    WITH CHECK (tenant_id = NULLIF(current_setting('auth.tenant_id', true), '')::uuid);
+
+GRANT SELECT, INSERT ON mcp_audit_events TO cyberos_app;
+
+ALTER TABLE mcp_skills
+    ADD CONSTRAINT mcp_skills_server_fk FOREIGN KEY (server_id) REFERENCES mcp_servers (server_id);

@@ -1,0 +1,1 @@
+DROP FUNCTION IF EXISTS mcp_sweep(timestamptz, interval, interval, integer);

@@ -1,0 +1,96 @@
+-- The monitor's sweep: one pass over every tenant, with the least privilege
+-- that works. cyberos_app has no BYPASSRLS; it may only execute this function,
+-- which runs as the tables' owner, with a fixed search_path, and does the
+-- sweep and nothing else.
+--
+-- Each transition is decided by the same conditional UPDATE that applies it:
+-- a heartbeat that commits first makes the row no longer match, and of several
+-- concurrent sweepers only the first moves a row (the others re-check the
+-- locked row and skip it). Unhealthy servers' available skills become
+-- unavailable ('server_unhealthy') and every transition gets its audit event,
+-- all in this one statement, so in one transaction.
+CREATE FUNCTION mcp_sweep(
+    p_now             timestamptz,
+    p_degraded_after  interval,
+    p_unhealthy_after interval,
+    p_limit           integer
+)
+RETURNS TABLE (
+    event_id    uuid,
+    tenant_id   uuid,
+    kind        text,
+    server_id   uuid,
+    module_name text,
+    from_status text,
+    to_status   text,
+    trace_id    text,
+    occurred_at timestamptz,
+    body        jsonb
+)
+LANGUAGE sql
+VOLATILE
+SECURITY DEFINER
+SET search_path = public, pg_temp
+AS $fn$
+WITH clock AS (
+    SELECT COALESCE(p_now, now()) AS now
+),
+due AS (
+    SELECT s.server_id, s.status
+    FROM mcp_servers s, clock c
+    WHERE (s.status = 'healthy' AND s.last_heartbeat_at <= c.now - p_degraded_after)
+       OR (s.status = 'degraded' AND s.last_heartbeat_at <= c.now - p_unhealthy_after)
+    LIMIT p_limit
+),
+moved AS (
+    UPDATE mcp_servers s
+    SET status = CASE WHEN s.last_heartbeat_at <= c.now - p_unhealthy_after
+                      THEN 'unhealthy' ELSE 'degraded' END
+    FROM due d, clock c
+    WHERE s.server_id = d.server_id
+      AND s.status = d.status
+      AND ((s.status = 'healthy' AND s.last_heartbeat_at <= c.now - p_degraded_after)
+        OR (s.status = 'degraded' AND s.last_heartbeat_at <= c.now - p_unhealthy_after))
+    RETURNING s.server_id, s.tenant_id, s.module_name, d.status AS from_status,
+              s.status AS to_status, s.trace_id, s.version, s.supported_protocols, c.now
+),
+cascaded AS (
+    UPDATE mcp_skills k
+    SET available = false, unavailable_reason = 'server_unhealthy'
+    FROM moved m
+    WHERE k.server_id = m.server_id AND m.to_status = 'unhealthy' AND k.available
+    RETURNING k.server_id, k.name
+),
+affected AS (
+    SELECT a.server_id, array_agg(a.name ORDER BY a.name) AS names
+    FROM cascaded a
+    GROUP BY a.server_id
+),
+events AS (
+    INSERT INTO mcp_audit_events
+        (event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
+         trace_id, occurred_at, body)
+    SELECT gen_random_uuid(), m.tenant_id, 'mcp.server.' || m.to_status, m.server_id,
+           m.module_name, m.from_status, m.to_status, m.trace_id, m.now,
+           jsonb_build_object(
+               'server_id', m.server_id,
+               'module_name', m.module_name,
+               'status', m.to_status,
+               'version', m.version,
+               'supported_protocols', to_jsonb(m.supported_protocols),
+               'skills_affected', COALESCE(to_jsonb(a.names), '[]'::jsonb))
+    FROM moved m
+    LEFT JOIN affected a ON a.server_id = m.server_id
+    RETURNING mcp_audit_events.seq, mcp_audit_events.event_id, mcp_audit_events.tenant_id,
+              mcp_audit_events.kind, mcp_audit_events.server_id, mcp_audit_events.module_name,
+              mcp_audit_events.from_status, mcp_audit_events.to_status,
+              mcp_audit_events.trace_id, mcp_audit_events.occurred_at, mcp_audit_events.body
+)
+SELECT e.event_id, e.tenant_id, e.kind, e.server_id, e.module_name, e.from_status,
+       e.to_status, e.trace_id::text, e.occurred_at, e.body
+FROM events e
+ORDER BY e.seq;
+$fn$;
+
+REVOKE ALL ON FUNCTION mcp_sweep(timestamptz, interval, interval, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mcp_sweep(timestamptz, interval, interval, integer) TO cyberos_app;

@@ -1,0 +1,14 @@
+package heartbeat
+
+import "errors"
+
+// Errors callers branch on. The API maps them to problems.
+var (
+	// ErrNotFound: no such server for this tenant (another tenant's server is
+	// not found too).
+	ErrNotFound = errors.New("server not found")
+	// ErrDeregistered: the server is deregistered and must register again.
+	ErrDeregistered = errors.New("server is deregistered")
+	// ErrUnavailable: the store cannot answer now; the call may be retried.
+	ErrUnavailable = errors.New("store unavailable")
+)

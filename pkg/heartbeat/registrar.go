@@ -1,0 +1,130 @@
+package heartbeat
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/google/uuid"
+)
+
+// Registrar is the lifecycle of servers as their owners drive it: register,
+// heartbeat, deregister. It validates, writes through the Store, logs with
+// the server's trace id, and hands each transition to the alert sink.
+type Registrar struct {
+	store    Store
+	sink     AlertSink
+	logger   *slog.Logger
+	interval float64
+}
+
+// RegistrarOptions configures a Registrar.
+type RegistrarOptions struct {
+	Store             Store
+	Sink              AlertSink // nil: transitions are only logged
+	Logger            *slog.Logger
+	HeartbeatInterval float64 // seconds, reported in every server object
+}
+
+// NewRegistrar returns a Registrar over opts.Store.
+func NewRegistrar(opts RegistrarOptions) *Registrar {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	sink := opts.Sink
+	if sink == nil {
+		sink = LogSink{Logger: logger}
+	}
+	interval := opts.HeartbeatInterval
+	if interval == 0 {
+		interval = DefaultHeartbeatInterval.Seconds()
+	}
+	return &Registrar{store: opts.Store, sink: sink, logger: logger, interval: interval}
+}
+
+// Register validates info and registers it for tenant; created reports a new
+// server. A missing trace id is made here.
+func (r *Registrar) Register(ctx context.Context, tenant uuid.UUID, info ServerInfo) (Server, bool, error) {
+	if err := info.Validate(); err != nil {
+		return Server{}, false, err
+	}
+	if info.TraceID == "" {
+		info.TraceID = NewTraceID()
+	}
+	srv, created, ev, err := r.store.Register(ctx, tenant, info)
+	if err != nil {
+		return Server{}, false, fmt.Errorf("register %q: %w", info.ModuleName, err)
+	}
+	r.logger.InfoContext(ctx, "server registered", "tenant_id", tenant.String(), "server_id", srv.ServerID.String(),
+		"module_name", srv.ModuleName, "version", srv.Version, "created", created, "trace_id", srv.TraceID)
+	r.sink.Transition(ctx, ev)
+	return r.decorate(srv), created, nil
+}
+
+// Heartbeat records a heartbeat; a degraded or unhealthy server recovers.
+func (r *Registrar) Heartbeat(ctx context.Context, tenant, serverID uuid.UUID) (Server, error) {
+	srv, ev, err := r.store.Heartbeat(ctx, tenant, serverID)
+	if err != nil {
+		return Server{}, fmt.Errorf("heartbeat %s: %w", serverID, err)
+	}
+	r.logger.DebugContext(ctx, "heartbeat", "tenant_id", tenant.String(), "server_id", srv.ServerID.String(),
+		"module_name", srv.ModuleName, "status", string(srv.Status), "trace_id", srv.TraceID)
+	if ev != nil {
+		r.sink.Transition(ctx, *ev)
+	}
+	return r.decorate(srv), nil
+}
+
+// Deregister marks a server deregistered; it is idempotent.
+func (r *Registrar) Deregister(ctx context.Context, tenant, serverID uuid.UUID) (Server, error) {
+	srv, ev, err := r.store.Deregister(ctx, tenant, serverID)
+	if err != nil {
+		return Server{}, fmt.Errorf("deregister %s: %w", serverID, err)
+	}
+	if ev != nil {
+		r.logger.InfoContext(ctx, "server deregistered", "tenant_id", tenant.String(), "server_id", srv.ServerID.String(),
+			"module_name", srv.ModuleName, "trace_id", srv.TraceID)
+		r.sink.Transition(ctx, *ev)
+	}
+	return r.decorate(srv), nil
+}
+
+// Server returns one server of tenant.
+func (r *Registrar) Server(ctx context.Context, tenant, serverID uuid.UUID) (Server, error) {
+	srv, err := r.store.Server(ctx, tenant, serverID)
+	if err != nil {
+		return Server{}, err
+	}
+	return r.decorate(srv), nil
+}
+
+// Servers returns a page of tenant's servers.
+func (r *Registrar) Servers(ctx context.Context, tenant uuid.UUID, f ServerFilter) (ServerPage, error) {
+	page, err := r.store.Servers(ctx, tenant, f)
+	if err != nil {
+		return ServerPage{}, err
+	}
+	for i := range page.Servers {
+		page.Servers[i] = r.decorate(page.Servers[i])
+	}
+	return page, nil
+}
+
+// Skills returns the skills of one of tenant's servers.
+func (r *Registrar) Skills(ctx context.Context, tenant, serverID uuid.UUID) ([]Skill, error) {
+	return r.store.Skills(ctx, tenant, serverID)
+}
+
+// Events returns a page of tenant's audit trail.
+func (r *Registrar) Events(ctx context.Context, tenant uuid.UUID, f EventFilter) (EventPage, error) {
+	return r.store.Events(ctx, tenant, f)
+}
+
+func (r *Registrar) decorate(s Server) Server {
+	s.HeartbeatIntervalSecs = r.interval
+	if s.SupportedProtocols == nil {
+		s.SupportedProtocols = []string{}
+	}
+	return s
+}

@@ -1,0 +1,42 @@
+package heartbeat
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Store keeps servers, skills and the audit trail. Every method that changes
+// a server writes its audit event in the same transaction, or nothing. Tenant
+// methods see only that tenant's rows. Timestamps that decide a status come
+// from the store's own clock: the database's now() in production, an
+// injected clock in tests.
+type Store interface {
+	// Register creates the (tenant, module) server or updates the existing
+	// one in place (same server_id), healthy, with the given skills.
+	// created reports whether the server is new.
+	Register(ctx context.Context, tenant uuid.UUID, info ServerInfo) (srv Server, created bool, ev Event, err error)
+	// Heartbeat records a heartbeat now; from degraded or unhealthy the
+	// server recovers, and the returned event is non-nil. ErrNotFound,
+	// ErrDeregistered.
+	Heartbeat(ctx context.Context, tenant, serverID uuid.UUID) (Server, *Event, error)
+	// Deregister marks the server deregistered and its skills unavailable.
+	// Idempotent: a second call returns the server and a nil event.
+	Deregister(ctx context.Context, tenant, serverID uuid.UUID) (Server, *Event, error)
+	// Server returns one server. ErrNotFound.
+	Server(ctx context.Context, tenant, serverID uuid.UUID) (Server, error)
+	// Servers returns a page of servers ordered by module name.
+	Servers(ctx context.Context, tenant uuid.UUID, f ServerFilter) (ServerPage, error)
+	// Skills returns the skills of one server, by name. ErrNotFound.
+	Skills(ctx context.Context, tenant, serverID uuid.UUID) ([]Skill, error)
+	// Events returns a page of audit events, oldest first.
+	Events(ctx context.Context, tenant uuid.UUID, f EventFilter) (EventPage, error)
+	// Sweep moves every tenant's silent live servers as Classify says, at
+	// most limit of them, cascading unhealthy to skills, and returns the
+	// events written. A zero now means the store's own clock.
+	Sweep(ctx context.Context, now time.Time, interval time.Duration, limit int) ([]Event, error)
+	// Ping reports whether the store answers and its schema is the one this
+	// build expects.
+	Ping(ctx context.Context) error
+}

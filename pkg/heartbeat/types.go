@@ -1,0 +1,152 @@
+package heartbeat
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// SkillInfo names a skill that a registration says the server offers.
+type SkillInfo struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+}
+
+// ServerInfo is what a server says of itself when it registers.
+type ServerInfo struct {
+	ModuleName              string
+	Version                 string
+	SupportedProtocols      []string
+	CapabilityAdvertisement json.RawMessage // a JSON object, or nil
+	Skills                  []SkillInfo     // the complete set; skills not named are removed
+	TraceID                 string          // 32 lowercase hex; empty: the store makes one
+}
+
+// Server is a registered MCP server, as the API returns it.
+type Server struct {
+	ServerID                uuid.UUID       `json:"server_id"`
+	TenantID                uuid.UUID       `json:"tenant_id"`
+	ModuleName              string          `json:"module_name"`
+	Version                 string          `json:"version"`
+	SupportedProtocols      []string        `json:"supported_protocols"`
+	CapabilityAdvertisement json.RawMessage `json:"capability_advertisement"`
+	Status                  Status          `json:"status"`
+	LastHeartbeatAt         time.Time       `json:"last_heartbeat_at"`
+	RegisteredAt            time.Time       `json:"registered_at"`
+	DeregisteredAt          *time.Time      `json:"deregistered_at"`
+	TraceID                 string          `json:"trace_id"`
+	HeartbeatIntervalSecs   float64         `json:"heartbeat_interval_seconds"`
+}
+
+// Reasons a skill is unavailable that mcpd itself sets and a recovery undoes.
+// Any other reason belongs to the skill and is left alone.
+const (
+	ReasonServerUnhealthy    = "server_unhealthy"
+	ReasonServerDeregistered = "server_deregistered"
+)
+
+// Skill is one skill of a server and whether it can be used now.
+type Skill struct {
+	SkillID           uuid.UUID `json:"skill_id"`
+	ServerID          uuid.UUID `json:"server_id"`
+	Name              string    `json:"name"`
+	Description       string    `json:"description"`
+	Available         bool      `json:"available"`
+	UnavailableReason *string   `json:"unavailable_reason"`
+}
+
+// EventKind is one of the five kinds of audit event.
+type EventKind string
+
+// The five audit event kinds.
+const (
+	KindRegistered   EventKind = "mcp.server.registered"
+	KindDegraded     EventKind = "mcp.server.degraded"
+	KindUnhealthy    EventKind = "mcp.server.unhealthy"
+	KindRecovered    EventKind = "mcp.server.recovered"
+	KindDeregistered EventKind = "mcp.server.deregistered"
+)
+
+// EventKinds lists the five kinds.
+var EventKinds = []EventKind{KindRegistered, KindDegraded, KindUnhealthy, KindRecovered, KindDeregistered}
+
+// ParseEventKind returns the kind named s, or an error for anything else.
+func ParseEventKind(s string) (EventKind, error) {
+	for _, k := range EventKinds {
+		if string(k) == s {
+			return k, nil
+		}
+	}
+	return "", &unknownKindError{s}
+}
+
+type unknownKindError struct{ kind string }
+
+func (e *unknownKindError) Error() string { return "unknown audit kind " + `"` + e.kind + `"` }
+
+// EventBody describes the server at the time of an event: module, version
+// and protocols only, never capabilities, tokens or addresses.
+type EventBody struct {
+	ServerID           uuid.UUID `json:"server_id"`
+	ModuleName         string    `json:"module_name"`
+	Status             Status    `json:"status"`
+	Version            string    `json:"version"`
+	SupportedProtocols []string  `json:"supported_protocols"`
+	SkillsAffected     []string  `json:"skills_affected"`
+}
+
+// Event is one entry of the append-only audit trail: one per transition.
+type Event struct {
+	Seq        int64     `json:"-"` // position in the trail, for paging
+	EventID    uuid.UUID `json:"event_id"`
+	TenantID   uuid.UUID `json:"-"`
+	Kind       EventKind `json:"kind"`
+	ServerID   uuid.UUID `json:"server_id"`
+	ModuleName string    `json:"module_name"`
+	FromStatus *Status   `json:"from_status"`
+	ToStatus   Status    `json:"to_status"`
+	TraceID    string    `json:"trace_id"`
+	OccurredAt time.Time `json:"occurred_at"`
+	Body       EventBody `json:"body"`
+}
+
+// ServerFilter selects servers of one tenant, ordered by module name.
+type ServerFilter struct {
+	Status     Status // empty: any
+	ModuleName string // empty: any
+	Limit      int
+	After      *ServerCursor
+}
+
+// ServerCursor is the position after which a page of servers starts.
+type ServerCursor struct {
+	ModuleName string
+	ServerID   uuid.UUID
+}
+
+// ServerPage is one page of servers and the cursor of the next, if any.
+type ServerPage struct {
+	Servers []Server
+	Next    *ServerCursor
+}
+
+// EventFilter selects audit events of one tenant, oldest first.
+type EventFilter struct {
+	ServerID *uuid.UUID
+	Kind     EventKind // empty: any
+	Limit    int
+	AfterSeq int64
+}
+
+// EventPage is one page of events and the sequence to continue after, if any.
+type EventPage struct {
+	Events  []Event
+	NextSeq *int64
+}
+
+// Limits of a listing page.
+const (
+	DefaultPageLimit = 100
+	MaxPageLimit     = 1000
+)
