@@ -32,3 +32,6 @@ CREATE POLICY skills_rls ON mcp_skills
 
 GRANT SELECT, INSERT, DELETE ON mcp_skills TO cyberos_app;
 GRANT UPDATE (description, available, unavailable_reason) ON mcp_skills TO cyberos_app;
+
+-- mcpd's /readyz compares the applied schema version with the one it expects.
+GRANT SELECT ON schema_migrations TO cyberos_app;

@@ -94,3 +94,17 @@ $fn$;
 
 REVOKE ALL ON FUNCTION mcp_sweep(timestamptz, interval, interval, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mcp_sweep(timestamptz, interval, interval, integer) TO cyberos_app;
+
+-- Servers per status across every tenant, for mcpd's metrics; counts only.
+CREATE FUNCTION mcp_status_counts()
+RETURNS TABLE (status text, servers bigint)
+LANGUAGE sql
+STABLE
+SECURITY DEFINER
+SET search_path = public, pg_temp
+AS $fn$
+    SELECT s.status, count(*) FROM mcp_servers s GROUP BY s.status;
+$fn$;
+
+REVOKE ALL ON FUNCTION mcp_status_counts() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mcp_status_counts() TO cyberos_app;

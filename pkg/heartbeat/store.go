@@ -40,3 +40,9 @@ type Store interface {
 	// build expects.
 	Ping(ctx context.Context) error
 }
+
+// StatusCounter is a store that can count servers per status across every
+// tenant, for metrics.
+type StatusCounter interface {
+	CountByStatus(ctx context.Context) (map[Status]int64, error)
+}
