@@ -68,7 +68,7 @@ func (r *Registrar) Heartbeat(ctx context.Context, tenant, serverID uuid.UUID) (
 	if err != nil {
 		return Server{}, fmt.Errorf("heartbeat %s: %w", serverID, err)
 	}
-	r.logger.DebugContext(ctx, "heartbeat", "tenant_id", tenant.String(), "server_id", srv.ServerID.String(),
+	r.logger.InfoContext(ctx, "heartbeat", "tenant_id", tenant.String(), "server_id", srv.ServerID.String(),
 		"module_name", srv.ModuleName, "status", string(srv.Status), "trace_id", srv.TraceID)
 	if ev != nil {
 		r.sink.Transition(ctx, *ev)
