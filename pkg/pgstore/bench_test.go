@@ -1,0 +1,126 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/pgstore"
+	"github.com/cyberos/mcpd/pkg/pgtest"
+)
+
+// seed fills db with tenants x modules healthy servers, two skills each,
+// all heartbeating at epoch.
+func seed(b *testing.B, db *pgtest.DB, tenants, modules int) {
+	b.Helper()
+	ctx := context.Background()
+	_, err := db.Admin.Exec(ctx, `
+INSERT INTO mcp_servers (server_id, tenant_id, module_name, version, supported_protocols, status,
+                         last_heartbeat_at, registered_at, trace_id)
+SELECT gen_random_uuid(), md5('tenant' || t)::uuid, 'module-' || m, '1.0.0', ARRAY['2025-06-18'], 'healthy',
+       $1::timestamptz, $1::timestamptz, md5(t || '/' || m)
+FROM generate_series(1, $2) t, generate_series(1, $3) m`, epoch, tenants, modules)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, err = db.Admin.Exec(ctx, `
+INSERT INTO mcp_skills (skill_id, tenant_id, server_id, name)
+SELECT gen_random_uuid(), s.tenant_id, s.server_id, k.name
+FROM mcp_servers s, (VALUES ('search'), ('summarize')) k(name)`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := db.Admin.Exec(ctx, `VACUUM ANALYZE mcp_servers`); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := db.Admin.Exec(ctx, `VACUUM ANALYZE mcp_skills`); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// makeDue puts every dueEvery-th server back to healthy, 35 s silent, with
+// its skills available, outside the timed part.
+func makeDue(b *testing.B, db *pgtest.DB, dueEvery int) {
+	b.Helper()
+	ctx := context.Background()
+	if _, err := db.Admin.Exec(ctx, `
+WITH due AS (
+    SELECT server_id FROM (SELECT server_id, row_number() OVER (ORDER BY server_id) AS n FROM mcp_servers) x
+    WHERE n % $2 = 0
+), srv AS (
+    UPDATE mcp_servers s SET status = 'healthy', last_heartbeat_at = $1::timestamptz - interval '35 seconds'
+    FROM due WHERE s.server_id = due.server_id
+)
+UPDATE mcp_skills k SET available = true, unavailable_reason = NULL FROM due WHERE k.server_id = due.server_id`,
+		epoch, dueEvery); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func BenchmarkSweep(b *testing.B) {
+	for _, size := range []struct{ tenants, modules int }{{100, 100}, {1000, 100}} {
+		n := size.tenants * size.modules
+		db := pgtest.NewDB(b)
+		seed(b, db, size.tenants, size.modules)
+		st := pgstore.New(db.App, pgstore.Options{})
+		ctx := context.Background()
+		b.Run(fmt.Sprintf("servers=%d/due=none", n), func(b *testing.B) {
+			for b.Loop() {
+				evs, err := st.Sweep(ctx, epoch, 10*time.Second, heartbeat.DefaultSweepBatch)
+				if err != nil || len(evs) != 0 {
+					b.Fatalf("sweep: %d events, %v", len(evs), err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("servers=%d/due=1pct", n), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				makeDue(b, db, 100)
+				b.StartTimer()
+				evs, err := st.Sweep(ctx, epoch, 10*time.Second, 2*n/100)
+				if err != nil || len(evs) != n/100 {
+					b.Fatalf("sweep: %d events, want %d, %v", len(evs), n/100, err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkHeartbeat(b *testing.B) {
+	db := pgtest.NewDB(b)
+	seed(b, db, 10, 100)
+	ctx := context.Background()
+	var (
+		tenant uuid.UUID
+		ids    []uuid.UUID
+	)
+	rows, err := db.Admin.Query(ctx, `SELECT tenant_id, server_id FROM mcp_servers WHERE tenant_id = md5('tenant1')::uuid`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&tenant, &id); err != nil {
+			b.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if rows.Err() != nil || len(ids) == 0 {
+		b.Fatalf("no servers seeded: %v", rows.Err())
+	}
+	st := pgstore.New(db.App, pgstore.Options{Clock: clockwork.NewFakeClockAt(epoch)})
+	b.Run("serial", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			if _, _, err := st.Heartbeat(ctx, tenant, ids[i%len(ids)]); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+}

@@ -1,0 +1,359 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+)
+
+// insertEvent writes one audit event for the server row just changed, with
+// the server's trace id and the contract's body, and returns it.
+const insertEvent = `
+INSERT INTO mcp_audit_events
+    (event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body)
+SELECT gen_random_uuid(), s.tenant_id, $2, s.server_id, s.module_name, $3, s.status, s.trace_id, $4,
+       jsonb_build_object('server_id', s.server_id, 'module_name', s.module_name, 'status', s.status,
+                          'version', s.version, 'supported_protocols', to_jsonb(s.supported_protocols),
+                          'skills_affected', to_jsonb($5::text[]))
+FROM mcp_servers s WHERE s.server_id = $1
+RETURNING ` + eventColumns
+
+// Register creates or updates the (tenant, module) server, its skills and
+// the registered event, in one transaction.
+func (s *Store) Register(ctx context.Context, tenant uuid.UUID, info heartbeat.ServerInfo) (heartbeat.Server, bool, heartbeat.Event, error) {
+	var (
+		srv     heartbeat.Server
+		created bool
+		ev      heartbeat.Event
+	)
+	caps := []byte(nil)
+	if len(info.CapabilityAdvertisement) > 0 && string(info.CapabilityAdvertisement) != "null" {
+		caps = info.CapabilityAdvertisement
+	}
+	protocols := info.SupportedProtocols
+	if protocols == nil {
+		protocols = []string{}
+	}
+	err := s.inTenant(ctx, tenant, func(tx pgx.Tx) error {
+		var from *string
+		for attempt := 0; ; attempt++ {
+			var id uuid.UUID
+			var status string
+			err := tx.QueryRow(ctx,
+				`SELECT server_id, status FROM mcp_servers WHERE tenant_id = $1 AND module_name = $2 FOR UPDATE`,
+				tenant, info.ModuleName).Scan(&id, &status)
+			switch {
+			case err == nil:
+				from = &status
+				srv, err = scanServer(tx.QueryRow(ctx, `
+UPDATE mcp_servers
+SET version = $2, supported_protocols = $3, capability_advertisement = $4, status = 'healthy',
+    last_heartbeat_at = COALESCE($5::timestamptz, now()), deregistered_at = NULL
+WHERE server_id = $1
+RETURNING `+serverColumns, id, info.Version, protocols, caps, s.now()))
+				if err != nil {
+					return fmt.Errorf("update server: %w", err)
+				}
+			case errors.Is(err, pgx.ErrNoRows):
+				srv, err = scanServer(tx.QueryRow(ctx, `
+INSERT INTO mcp_servers (server_id, tenant_id, module_name, version, supported_protocols,
+                         capability_advertisement, status, last_heartbeat_at, registered_at, trace_id)
+VALUES ($1, $2, $3, $4, $5, $6, 'healthy', COALESCE($7::timestamptz, now()), COALESCE($7::timestamptz, now()), $8)
+ON CONFLICT (tenant_id, module_name) DO NOTHING
+RETURNING `+serverColumns, uuid.New(), tenant, info.ModuleName, info.Version, protocols, caps, s.now(), info.TraceID))
+				if errors.Is(err, pgx.ErrNoRows) && attempt == 0 {
+					continue // a concurrent registration inserted it first: update that row
+				}
+				if err != nil {
+					return fmt.Errorf("insert server: %w", err)
+				}
+				created = true
+			default:
+				return fmt.Errorf("find server: %w", err)
+			}
+			break
+		}
+
+		names := make([]string, len(info.Skills))
+		descs := make([]string, len(info.Skills))
+		for i, sk := range info.Skills {
+			names[i], descs[i] = sk.Name, sk.Description
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM mcp_skills WHERE server_id = $1 AND NOT (name = ANY($2::text[]))`,
+			srv.ServerID, names); err != nil {
+			return fmt.Errorf("remove skills: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `
+INSERT INTO mcp_skills (skill_id, tenant_id, server_id, name, description)
+SELECT gen_random_uuid(), $1, $2, n.name, n.description
+FROM unnest($3::text[], $4::text[]) AS n(name, description)
+ON CONFLICT (tenant_id, server_id, name) DO UPDATE
+SET description = EXCLUDED.description,
+    available = mcp_skills.available OR mcp_skills.unavailable_reason IN ('server_unhealthy', 'server_deregistered'),
+    unavailable_reason = CASE WHEN mcp_skills.unavailable_reason IN ('server_unhealthy', 'server_deregistered')
+                              THEN NULL ELSE mcp_skills.unavailable_reason END`,
+			tenant, srv.ServerID, names, descs); err != nil {
+			return fmt.Errorf("upsert skills: %w", err)
+		}
+		affected := sortedCopy(names)
+		var err error
+		ev, err = scanEvent(tx.QueryRow(ctx, insertEvent, srv.ServerID, string(heartbeat.KindRegistered), from,
+			srv.LastHeartbeatAt, affected))
+		if err != nil {
+			return fmt.Errorf("audit registration: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return heartbeat.Server{}, false, heartbeat.Event{}, err
+	}
+	return srv, created, ev, nil
+}
+
+// heartbeatSQL records a heartbeat, recovers a degraded or unhealthy server,
+// gives back the skills the cascade took, and audits the recovery: one
+// statement. prev_status is NULL when no such server is visible.
+var heartbeatSQL = `
+WITH prev AS (
+    SELECT server_id, status FROM mcp_servers WHERE server_id = $1 FOR UPDATE
+), upd AS (
+    UPDATE mcp_servers s
+    SET last_heartbeat_at = COALESCE($2::timestamptz, now()), status = 'healthy'
+    FROM prev p
+    WHERE s.server_id = p.server_id AND p.status <> 'deregistered'
+    RETURNING ` + prefixed("s") + `, p.status AS from_status
+), restored AS (
+    UPDATE mcp_skills k
+    SET available = true, unavailable_reason = NULL
+    FROM upd u
+    WHERE k.server_id = u.server_id AND u.from_status = 'unhealthy' AND k.unavailable_reason = 'server_unhealthy'
+    RETURNING k.name
+), ev AS (
+    INSERT INTO mcp_audit_events
+        (event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body)
+    SELECT gen_random_uuid(), u.tenant_id, 'mcp.server.recovered', u.server_id, u.module_name, u.from_status,
+           u.status, u.trace_id, u.last_heartbeat_at,
+           jsonb_build_object('server_id', u.server_id, 'module_name', u.module_name, 'status', u.status,
+                              'version', u.version, 'supported_protocols', to_jsonb(u.supported_protocols),
+                              'skills_affected', COALESCE((SELECT jsonb_agg(r.name ORDER BY r.name) FROM restored r), '[]'::jsonb))
+    FROM upd u
+    WHERE u.from_status IN ('degraded', 'unhealthy')
+    RETURNING ` + eventColumns + `
+)
+SELECT p.status, ` + prefixed("u") + `, e.seq, e.event_id, e.tenant_id, e.kind, e.server_id, e.module_name,
+       e.from_status, e.to_status, e.trace_id, e.occurred_at, e.body
+FROM prev p LEFT JOIN upd u ON true LEFT JOIN ev e ON true`
+
+// Heartbeat records a heartbeat now, recovering the server when it was
+// degraded or unhealthy.
+func (s *Store) Heartbeat(ctx context.Context, tenant, serverID uuid.UUID) (heartbeat.Server, *heartbeat.Event, error) {
+	var (
+		srv heartbeat.Server
+		ev  *heartbeat.Event
+	)
+	err := s.inTenant(ctx, tenant, func(tx pgx.Tx) error {
+		var r heartbeatRow
+		if err := tx.QueryRow(ctx, heartbeatSQL, serverID, s.now()).Scan(r.dest()...); err != nil {
+			return err
+		}
+		if r.prevStatus == string(heartbeat.StatusDeregistered) {
+			return heartbeat.ErrDeregistered
+		}
+		var err error
+		srv, err = r.server()
+		if err != nil {
+			return err
+		}
+		ev, err = r.event()
+		return err
+	})
+	if err != nil {
+		return heartbeat.Server{}, nil, err
+	}
+	return srv, ev, nil
+}
+
+// deregisterSQL marks a live server deregistered, makes its skills
+// unavailable (all but those unavailable for a reason of their own) and
+// audits it: one statement.
+var deregisterSQL = `
+WITH prev AS (
+    SELECT server_id, status FROM mcp_servers WHERE server_id = $1 FOR UPDATE
+), upd AS (
+    UPDATE mcp_servers s
+    SET status = 'deregistered', deregistered_at = COALESCE($2::timestamptz, now())
+    FROM prev p
+    WHERE s.server_id = p.server_id AND p.status <> 'deregistered'
+    RETURNING ` + prefixed("s") + `, p.status AS from_status
+), taken AS (
+    UPDATE mcp_skills k
+    SET available = false, unavailable_reason = 'server_deregistered'
+    FROM upd u
+    WHERE k.server_id = u.server_id AND (k.available OR k.unavailable_reason = 'server_unhealthy')
+    RETURNING k.name
+), ev AS (
+    INSERT INTO mcp_audit_events
+        (event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body)
+    SELECT gen_random_uuid(), u.tenant_id, 'mcp.server.deregistered', u.server_id, u.module_name, u.from_status,
+           u.status, u.trace_id, u.deregistered_at,
+           jsonb_build_object('server_id', u.server_id, 'module_name', u.module_name, 'status', u.status,
+                              'version', u.version, 'supported_protocols', to_jsonb(u.supported_protocols),
+                              'skills_affected', COALESCE((SELECT jsonb_agg(t.name ORDER BY t.name) FROM taken t), '[]'::jsonb))
+    FROM upd u
+    RETURNING ` + eventColumns + `
+)
+SELECT p.status, ` + prefixed("u") + `, e.seq, e.event_id, e.tenant_id, e.kind, e.server_id, e.module_name,
+       e.from_status, e.to_status, e.trace_id, e.occurred_at, e.body
+FROM prev p LEFT JOIN upd u ON true LEFT JOIN ev e ON true`
+
+// Deregister marks the server deregistered; a second call changes nothing.
+func (s *Store) Deregister(ctx context.Context, tenant, serverID uuid.UUID) (heartbeat.Server, *heartbeat.Event, error) {
+	var (
+		srv heartbeat.Server
+		ev  *heartbeat.Event
+	)
+	err := s.inTenant(ctx, tenant, func(tx pgx.Tx) error {
+		var r heartbeatRow
+		if err := tx.QueryRow(ctx, deregisterSQL, serverID, s.now()).Scan(r.dest()...); err != nil {
+			return err
+		}
+		var err error
+		if r.prevStatus == string(heartbeat.StatusDeregistered) {
+			srv, err = scanServer(tx.QueryRow(ctx, `SELECT `+serverColumns+` FROM mcp_servers WHERE server_id = $1`, serverID))
+			return err
+		}
+		if srv, err = r.server(); err != nil {
+			return err
+		}
+		ev, err = r.event()
+		return err
+	})
+	if err != nil {
+		return heartbeat.Server{}, nil, err
+	}
+	return srv, ev, nil
+}
+
+// Sweep applies at most limit of the transitions due at now across every
+// tenant, through mcp_sweep.
+func (s *Store) Sweep(ctx context.Context, now time.Time, interval time.Duration, limit int) ([]heartbeat.Event, error) {
+	var at *time.Time
+	if !now.IsZero() {
+		t := now.UTC().Truncate(time.Microsecond)
+		at = &t
+	} else {
+		at = s.now()
+	}
+	rows, err := s.pool.Query(ctx, `
+SELECT 0::bigint, event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body
+FROM mcp_sweep($1::timestamptz, $2::bigint * interval '1 microsecond', $3::bigint * interval '1 microsecond', $4)`,
+		at, heartbeat.DegradedAfter(interval).Microseconds(), heartbeat.UnhealthyAfter(interval).Microseconds(), limit)
+	if err != nil {
+		return nil, translate(err)
+	}
+	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (heartbeat.Event, error) { return scanEvent(row) })
+	if err != nil {
+		return nil, translate(err)
+	}
+	return events, nil
+}
+
+// heartbeatRow is the answer of heartbeatSQL and deregisterSQL: the previous
+// status, the updated server (all NULL when nothing changed) and the event
+// (all NULL when there was no transition).
+type heartbeatRow struct {
+	prevStatus string
+
+	serverID, tenantID                      *uuid.UUID
+	module, version, status                 *string
+	protocols                               []string
+	caps                                    []byte
+	lastHeartbeat, registered, deregistered *time.Time
+	traceID                                 *string
+
+	seq                               *int64
+	eventID, evTenant, evServer       *uuid.UUID
+	kind, evModule, from, to, evTrace *string
+	occurred                          *time.Time
+	body                              []byte
+}
+
+func (r *heartbeatRow) dest() []any {
+	return []any{&r.prevStatus,
+		&r.serverID, &r.tenantID, &r.module, &r.version, &r.protocols, &r.caps, &r.status,
+		&r.lastHeartbeat, &r.registered, &r.deregistered, &r.traceID,
+		&r.seq, &r.eventID, &r.evTenant, &r.kind, &r.evServer, &r.evModule, &r.from, &r.to, &r.evTrace,
+		&r.occurred, &r.body}
+}
+
+func (r *heartbeatRow) server() (heartbeat.Server, error) {
+	if r.serverID == nil {
+		return heartbeat.Server{}, fmt.Errorf("server row missing after update")
+	}
+	srv := heartbeat.Server{
+		ServerID:           *r.serverID,
+		TenantID:           *r.tenantID,
+		ModuleName:         *r.module,
+		Version:            *r.version,
+		SupportedProtocols: r.protocols,
+		Status:             heartbeat.Status(*r.status),
+		LastHeartbeatAt:    r.lastHeartbeat.UTC(),
+		RegisteredAt:       r.registered.UTC(),
+	}
+	if r.caps != nil {
+		srv.CapabilityAdvertisement = r.caps
+	}
+	if r.deregistered != nil {
+		t := r.deregistered.UTC()
+		srv.DeregisteredAt = &t
+	}
+	if r.traceID != nil {
+		srv.TraceID = strings.TrimSpace(*r.traceID)
+	}
+	return srv, nil
+}
+
+func (r *heartbeatRow) event() (*heartbeat.Event, error) {
+	if r.eventID == nil {
+		return nil, nil
+	}
+	ev := heartbeat.Event{
+		Seq:        *r.seq,
+		EventID:    *r.eventID,
+		TenantID:   *r.evTenant,
+		Kind:       heartbeat.EventKind(*r.kind),
+		ServerID:   *r.evServer,
+		ModuleName: *r.evModule,
+		ToStatus:   heartbeat.Status(*r.to),
+		OccurredAt: r.occurred.UTC(),
+	}
+	if r.from != nil {
+		st := heartbeat.Status(*r.from)
+		ev.FromStatus = &st
+	}
+	if r.evTrace != nil {
+		ev.TraceID = strings.TrimSpace(*r.evTrace)
+	}
+	if err := json.Unmarshal(r.body, &ev.Body); err != nil {
+		return nil, fmt.Errorf("decode event body: %w", err)
+	}
+	if ev.Body.SkillsAffected == nil {
+		ev.Body.SkillsAffected = []string{}
+	}
+	return &ev, nil
+}
+
+func sortedCopy(names []string) []string {
+	out := append([]string{}, names...)
+	slices.Sort(out)
+	return out
+}

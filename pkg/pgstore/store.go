@@ -1,0 +1,211 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/schema"
+)
+
+// executor is what both a pool and a transaction offer, so that a store
+// statement runs inside the caller's transaction.
+type executor interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Options configures a Store.
+type Options struct {
+	// Clock, when set, supplies every timestamp that decides a status (tests).
+	// Nil: the database's now(), one clock for every replica.
+	Clock  clockwork.Clock
+	Logger *slog.Logger
+}
+
+// Store is the PostgreSQL heartbeat.Store.
+type Store struct {
+	pool   *pgxpool.Pool
+	clock  clockwork.Clock
+	logger *slog.Logger
+}
+
+var (
+	_ heartbeat.Store         = (*Store)(nil)
+	_ heartbeat.StatusCounter = (*Store)(nil)
+)
+
+// Connect opens a pool to databaseURL and checks that the server answers.
+func Connect(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	}
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "mcpd"
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open pool: %w", err)
+	}
+	return pool, nil
+}
+
+// New returns a Store over pool.
+func New(pool *pgxpool.Pool, opts Options) *Store {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Store{pool: pool, clock: opts.Clock, logger: logger}
+}
+
+// now is the timestamp parameter of a statement: nil lets the database use
+// now().
+func (s *Store) now() *time.Time {
+	if s.clock == nil {
+		return nil
+	}
+	t := s.clock.Now().UTC().Truncate(time.Microsecond)
+	return &t
+}
+
+const setTenant = `SELECT set_config('auth.tenant_id', $1, true)`
+
+// inTenant runs fn in a transaction scoped to tenant by row-level security.
+func (s *Store) inTenant(ctx context.Context, tenant uuid.UUID, fn func(tx pgx.Tx) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return translate(err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, setTenant, tenant.String()); err != nil {
+		return translate(err)
+	}
+	if err := fn(tx); err != nil {
+		return translate(err)
+	}
+	return translate(tx.Commit(ctx))
+}
+
+// serverColumns is the column list every server read scans with scanServer.
+const serverColumns = `server_id, tenant_id, module_name, version, supported_protocols,
+	capability_advertisement, status, last_heartbeat_at, registered_at, deregistered_at, trace_id`
+
+func prefixed(prefix string) string {
+	cols := strings.Split(serverColumns, ",")
+	for i, c := range cols {
+		cols[i] = prefix + "." + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
+}
+
+type rowScanner interface{ Scan(dest ...any) error }
+
+func scanServer(row rowScanner, extra ...any) (heartbeat.Server, error) {
+	var (
+		srv     heartbeat.Server
+		caps    []byte
+		status  string
+		traceID *string
+	)
+	dest := append([]any{&srv.ServerID, &srv.TenantID, &srv.ModuleName, &srv.Version, &srv.SupportedProtocols,
+		&caps, &status, &srv.LastHeartbeatAt, &srv.RegisteredAt, &srv.DeregisteredAt, &traceID}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return heartbeat.Server{}, err
+	}
+	srv.Status = heartbeat.Status(status)
+	if caps != nil {
+		srv.CapabilityAdvertisement = json.RawMessage(caps)
+	}
+	if traceID != nil {
+		srv.TraceID = strings.TrimSpace(*traceID)
+	}
+	srv.LastHeartbeatAt = srv.LastHeartbeatAt.UTC()
+	srv.RegisteredAt = srv.RegisteredAt.UTC()
+	if srv.DeregisteredAt != nil {
+		t := srv.DeregisteredAt.UTC()
+		srv.DeregisteredAt = &t
+	}
+	return srv, nil
+}
+
+// eventColumns is the column list every event read scans with scanEvent.
+const eventColumns = `seq, event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
+	trace_id, occurred_at, body`
+
+func scanEvent(row rowScanner) (heartbeat.Event, error) {
+	var (
+		ev      heartbeat.Event
+		kind    string
+		from    *string
+		to      string
+		traceID *string
+		body    []byte
+	)
+	if err := row.Scan(&ev.Seq, &ev.EventID, &ev.TenantID, &kind, &ev.ServerID, &ev.ModuleName, &from, &to,
+		&traceID, &ev.OccurredAt, &body); err != nil {
+		return heartbeat.Event{}, err
+	}
+	ev.Kind = heartbeat.EventKind(kind)
+	ev.ToStatus = heartbeat.Status(to)
+	if from != nil {
+		st := heartbeat.Status(*from)
+		ev.FromStatus = &st
+	}
+	if traceID != nil {
+		ev.TraceID = strings.TrimSpace(*traceID)
+	}
+	ev.OccurredAt = ev.OccurredAt.UTC()
+	if err := json.Unmarshal(body, &ev.Body); err != nil {
+		return heartbeat.Event{}, fmt.Errorf("decode event body: %w", err)
+	}
+	if ev.Body.SkillsAffected == nil {
+		ev.Body.SkillsAffected = []string{}
+	}
+	return ev, nil
+}
+
+// Ping reports whether the database answers and its schema is the one this
+// build expects.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := schema.Check(ctx, s.pool); err != nil {
+		return translate(err)
+	}
+	return nil
+}
+
+// CountByStatus counts servers per status across every tenant.
+func (s *Store) CountByStatus(ctx context.Context) (map[heartbeat.Status]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT status, servers FROM mcp_status_counts()`)
+	if err != nil {
+		return nil, translate(err)
+	}
+	counts := make(map[heartbeat.Status]int64, len(heartbeat.Statuses))
+	for _, st := range heartbeat.Statuses {
+		counts[st] = 0
+	}
+	var (
+		status string
+		n      int64
+	)
+	_, err = pgx.ForEachRow(rows, []any{&status, &n}, func() error {
+		counts[heartbeat.Status(status)] = n
+		return nil
+	})
+	return counts, translate(err)
+}

@@ -1,0 +1,46 @@
+package pgstore_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/cyberos/mcpd/pkg/heartbeat/storetest"
+	"github.com/cyberos/mcpd/pkg/pgstore"
+	"github.com/cyberos/mcpd/pkg/pgtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
+
+var epoch = time.Date(2026, 5, 17, 10, 0, 0, 0, time.UTC)
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) storetest.Harness {
+		db := pgtest.NewDB(t)
+		clock := clockwork.NewFakeClockAt(epoch)
+		return storetest.Harness{
+			Store: pgstore.New(db.App, pgstore.Options{Clock: clock}),
+			Clock: clock,
+			DisableSkill: func(ctx context.Context, tenant, serverID uuid.UUID, name, reason string) error {
+				// What the upstream skill registry does, through the app role.
+				tx, err := db.App.Begin(ctx)
+				if err != nil {
+					return err
+				}
+				defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+				if _, err := tx.Exec(ctx, `SELECT set_config('auth.tenant_id', $1, true)`, tenant.String()); err != nil {
+					return err
+				}
+				if _, err := tx.Exec(ctx, `UPDATE mcp_skills SET available = false, unavailable_reason = $3
+					WHERE server_id = $1 AND name = $2`, serverID, name, reason); err != nil {
+					return err
+				}
+				return tx.Commit(ctx)
+			},
+		}
+	})
+}
