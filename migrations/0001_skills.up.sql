@@ -1,10 +1,16 @@
 -- The part of the skill registry (upstream TASK-MCP-001) that mcpd needs:
 -- the skills each server offers, per tenant, and whether they are available.
+-- Roles are cluster-wide: a migration of another database of the cluster may
+-- be creating cyberos_app at this very moment. Its CREATE ROLE is invisible
+-- to the check until it commits, and ours then fails on the duplicate, so a
+-- duplicate is taken as the role being there.
 DO $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'cyberos_app') THEN
         CREATE ROLE cyberos_app NOLOGIN;
     END IF;
+EXCEPTION WHEN duplicate_object OR unique_violation THEN
+    NULL;
 END
 $$;
 

@@ -4,9 +4,11 @@
 -- sweep and nothing else.
 --
 -- Each transition is decided by the same conditional UPDATE that applies it:
--- a heartbeat that commits first makes the row no longer match, and of several
--- concurrent sweepers only the first moves a row (the others re-check the
--- locked row and skip it). Unhealthy servers' available skills become
+-- a heartbeat that commits first makes the row no longer match (the locked
+-- row is re-checked at its newest version), a row that a heartbeat or another
+-- sweeper holds right now is skipped (SKIP LOCKED: the heartbeat wins, the
+-- other sweeper moves it), so several sweepers never wait on each other or
+-- deadlock with heartbeats, and each transition is applied once. Unhealthy servers' available skills become
 -- unavailable ('server_unhealthy') and every transition gets its audit event,
 -- all in this one statement, so in one transaction.
 CREATE FUNCTION mcp_sweep(
@@ -41,6 +43,7 @@ due AS (
     WHERE (s.status = 'healthy' AND s.last_heartbeat_at <= c.now - p_degraded_after)
        OR (s.status = 'degraded' AND s.last_heartbeat_at <= c.now - p_unhealthy_after)
     LIMIT p_limit
+    FOR UPDATE OF s SKIP LOCKED
 ),
 moved AS (
     UPDATE mcp_servers s

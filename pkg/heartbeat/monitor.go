@@ -11,8 +11,11 @@ import (
 )
 
 // DefaultSweepBatch bounds the transitions one sweep statement applies; a
-// sweep repeats until a batch comes back short.
+// sweep repeats until a batch comes back short, at most maxSweepBatches
+// times, and the next tick goes on from there.
 const DefaultSweepBatch = 1000
+
+const maxSweepBatches = 100
 
 // Monitor is the health monitor: every period it sweeps all tenants and
 // moves servers that stopped heartbeating to degraded and unhealthy.
@@ -89,7 +92,7 @@ func (m *Monitor) Sweep(ctx context.Context, now time.Time) ([]Event, error) {
 	start := m.clock.Now()
 	var all []Event
 	var err error
-	for {
+	for range maxSweepBatches {
 		var evs []Event
 		evs, err = m.store.Sweep(ctx, now, m.interval, m.batch)
 		if err != nil {

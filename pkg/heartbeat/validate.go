@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -38,17 +40,14 @@ var (
 	revisionRE = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}$`)
 )
 
-// firstRevision is the oldest MCP revision; earlier dates are not revisions.
-const firstRevision = "2024-11-05"
-
 // ValidModuleName reports whether s is 1-63 of [a-z0-9-], starting with a letter.
 func ValidModuleName(s string) bool { return moduleNameRE.MatchString(s) }
 
 // ValidVersion reports whether s is a semantic version.
 func ValidVersion(s string) bool { return len(s) <= 256 && semverRE.MatchString(s) }
 
-// ValidProtocol reports whether s is an MCP revision date: a real date, no
-// earlier than the first published revision.
+// ValidProtocol reports whether s is an MCP revision: one of the published
+// revisions, or a real date later than the newest of them.
 func ValidProtocol(s string) bool {
 	if !revisionRE.MatchString(s) {
 		return false
@@ -56,7 +55,7 @@ func ValidProtocol(s string) bool {
 	if _, err := time.Parse("2006-01-02", s); err != nil {
 		return false
 	}
-	return s >= firstRevision
+	return slices.Contains(PublishedProtocols, s) || s > PublishedProtocols[len(PublishedProtocols)-1]
 }
 
 // Validate checks a registration against the contract's input rules.
@@ -72,7 +71,8 @@ func (info ServerInfo) Validate() error {
 	}
 	for _, p := range info.SupportedProtocols {
 		if !ValidProtocol(p) {
-			return &FieldError{"supported_protocols", fmt.Sprintf("%q is not an MCP revision date (YYYY-MM-DD, %s or later)", truncate(p), firstRevision)}
+			return &FieldError{"supported_protocols", fmt.Sprintf("%q is not an MCP revision (YYYY-MM-DD: one of %s, or a later date)",
+				truncate(p), strings.Join(PublishedProtocols, ", "))}
 		}
 	}
 	if c := bytes.TrimSpace(info.CapabilityAdvertisement); len(c) > 0 && !bytes.Equal(c, []byte("null")) {

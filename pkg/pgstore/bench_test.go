@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,6 +69,7 @@ func BenchmarkSweep(b *testing.B) {
 		db := pgtest.NewDB(b)
 		seed(b, db, size.tenants, size.modules)
 		st := pgstore.New(db.App, pgstore.Options{})
+		b.Cleanup(st.Close)
 		ctx := context.Background()
 		b.Run(fmt.Sprintf("servers=%d/due=none", n), func(b *testing.B) {
 			for b.Loop() {
@@ -114,6 +116,7 @@ func BenchmarkHeartbeat(b *testing.B) {
 		b.Fatalf("no servers seeded: %v", rows.Err())
 	}
 	st := pgstore.New(db.App, pgstore.Options{Clock: clockwork.NewFakeClockAt(epoch)})
+	b.Cleanup(st.Close)
 	b.Run("serial", func(b *testing.B) {
 		i := 0
 		for b.Loop() {
@@ -122,5 +125,18 @@ func BenchmarkHeartbeat(b *testing.B) {
 			}
 			i++
 		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		var next atomic.Int64
+		b.SetParallelism(16)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				i := next.Add(1)
+				if _, _, err := st.Heartbeat(ctx, tenant, ids[int(i)%len(ids)]); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
 	})
 }

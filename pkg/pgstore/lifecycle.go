@@ -39,6 +39,9 @@ func (s *Store) Register(ctx context.Context, tenant uuid.UUID, info heartbeat.S
 	if len(info.CapabilityAdvertisement) > 0 && string(info.CapabilityAdvertisement) != "null" {
 		caps = info.CapabilityAdvertisement
 	}
+	if info.TraceID == "" {
+		info.TraceID = heartbeat.NewTraceID()
+	}
 	protocols := info.SupportedProtocols
 	if protocols == nil {
 		protocols = []string{}
@@ -119,67 +122,10 @@ SET description = EXCLUDED.description,
 	return srv, created, ev, nil
 }
 
-// heartbeatSQL records a heartbeat, recovers a degraded or unhealthy server,
-// gives back the skills the cascade took, and audits the recovery: one
-// statement. prev_status is NULL when no such server is visible.
-var heartbeatSQL = `
-WITH prev AS (
-    SELECT server_id, status FROM mcp_servers WHERE server_id = $1 FOR UPDATE
-), upd AS (
-    UPDATE mcp_servers s
-    SET last_heartbeat_at = COALESCE($2::timestamptz, now()), status = 'healthy'
-    FROM prev p
-    WHERE s.server_id = p.server_id AND p.status <> 'deregistered'
-    RETURNING ` + prefixed("s") + `, p.status AS from_status
-), restored AS (
-    UPDATE mcp_skills k
-    SET available = true, unavailable_reason = NULL
-    FROM upd u
-    WHERE k.server_id = u.server_id AND u.from_status = 'unhealthy' AND k.unavailable_reason = 'server_unhealthy'
-    RETURNING k.name
-), ev AS (
-    INSERT INTO mcp_audit_events
-        (event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body)
-    SELECT gen_random_uuid(), u.tenant_id, 'mcp.server.recovered', u.server_id, u.module_name, u.from_status,
-           u.status, u.trace_id, u.last_heartbeat_at,
-           jsonb_build_object('server_id', u.server_id, 'module_name', u.module_name, 'status', u.status,
-                              'version', u.version, 'supported_protocols', to_jsonb(u.supported_protocols),
-                              'skills_affected', COALESCE((SELECT jsonb_agg(r.name ORDER BY r.name) FROM restored r), '[]'::jsonb))
-    FROM upd u
-    WHERE u.from_status IN ('degraded', 'unhealthy')
-    RETURNING ` + eventColumns + `
-)
-SELECT p.status, ` + prefixed("u") + `, e.seq, e.event_id, e.tenant_id, e.kind, e.server_id, e.module_name,
-       e.from_status, e.to_status, e.trace_id, e.occurred_at, e.body
-FROM prev p LEFT JOIN upd u ON true LEFT JOIN ev e ON true`
-
 // Heartbeat records a heartbeat now, recovering the server when it was
-// degraded or unhealthy.
+// degraded or unhealthy. Concurrent heartbeats share one commit.
 func (s *Store) Heartbeat(ctx context.Context, tenant, serverID uuid.UUID) (heartbeat.Server, *heartbeat.Event, error) {
-	var (
-		srv heartbeat.Server
-		ev  *heartbeat.Event
-	)
-	err := s.inTenant(ctx, tenant, func(tx pgx.Tx) error {
-		var r heartbeatRow
-		if err := tx.QueryRow(ctx, heartbeatSQL, serverID, s.now()).Scan(r.dest()...); err != nil {
-			return err
-		}
-		if r.prevStatus == string(heartbeat.StatusDeregistered) {
-			return heartbeat.ErrDeregistered
-		}
-		var err error
-		srv, err = r.server()
-		if err != nil {
-			return err
-		}
-		ev, err = r.event()
-		return err
-	})
-	if err != nil {
-		return heartbeat.Server{}, nil, err
-	}
-	return srv, ev, nil
+	return s.batcher.submit(ctx, tenant, serverID)
 }
 
 // deregisterSQL marks a live server deregistered, makes its skills
@@ -211,8 +157,8 @@ WITH prev AS (
     FROM upd u
     RETURNING ` + eventColumns + `
 )
-SELECT p.status, ` + prefixed("u") + `, e.seq, e.event_id, e.tenant_id, e.kind, e.server_id, e.module_name,
-       e.from_status, e.to_status, e.trace_id, e.occurred_at, e.body
+SELECT p.server_id, p.status, ` + prefixed("u") + `, e.seq, e.event_id, e.tenant_id, e.kind, e.server_id,
+       e.module_name, e.from_status, e.to_status, e.trace_id, e.occurred_at, e.body
 FROM prev p LEFT JOIN upd u ON true LEFT JOIN ev e ON true`
 
 // Deregister marks the server deregistered; a second call changes nothing.
@@ -222,6 +168,11 @@ func (s *Store) Deregister(ctx context.Context, tenant, serverID uuid.UUID) (hea
 		ev  *heartbeat.Event
 	)
 	err := s.inTenant(ctx, tenant, func(tx pgx.Tx) error {
+		// Lock first, so that the next statement's snapshot sees what a
+		// sweep holding the row committed (the skills it took away).
+		if _, err := tx.Exec(ctx, lockServersSQL, []uuid.UUID{serverID}); err != nil {
+			return err
+		}
 		var r heartbeatRow
 		if err := tx.QueryRow(ctx, deregisterSQL, serverID, s.now()).Scan(r.dest()...); err != nil {
 			return err
@@ -267,10 +218,11 @@ FROM mcp_sweep($1::timestamptz, $2::bigint * interval '1 microsecond', $3::bigin
 	return events, nil
 }
 
-// heartbeatRow is the answer of heartbeatSQL and deregisterSQL: the previous
+// heartbeatRow is one row of the answer of heartbeatBatchSQL and deregisterSQL: the previous
 // status, the updated server (all NULL when nothing changed) and the event
 // (all NULL when there was no transition).
 type heartbeatRow struct {
+	prevID     uuid.UUID
 	prevStatus string
 
 	serverID, tenantID                      *uuid.UUID
@@ -288,7 +240,7 @@ type heartbeatRow struct {
 }
 
 func (r *heartbeatRow) dest() []any {
-	return []any{&r.prevStatus,
+	return []any{&r.prevID, &r.prevStatus,
 		&r.serverID, &r.tenantID, &r.module, &r.version, &r.protocols, &r.caps, &r.status,
 		&r.lastHeartbeat, &r.registered, &r.deregistered, &r.traceID,
 		&r.seq, &r.eventID, &r.evTenant, &r.kind, &r.evServer, &r.evModule, &r.from, &r.to, &r.evTrace,

@@ -32,13 +32,26 @@ type Options struct {
 	// Nil: the database's now(), one clock for every replica.
 	Clock  clockwork.Clock
 	Logger *slog.Logger
+	// MaxBatch bounds the heartbeats applied by one statement (default
+	// DefaultMaxBatch); Flushers bounds the batches in flight at once
+	// (default DefaultFlushers).
+	MaxBatch int
+	Flushers int
+	// BatchWait is how long a batch waits for more heartbeats before it is
+	// sent; 0 sends whatever is queued at once, which batches by itself
+	// under load and adds no latency under light load.
+	BatchWait time.Duration
+	// BatchTimeout bounds one batch's round trip (default 5 s).
+	BatchTimeout time.Duration
 }
 
 // Store is the PostgreSQL heartbeat.Store.
 type Store struct {
-	pool   *pgxpool.Pool
-	clock  clockwork.Clock
-	logger *slog.Logger
+	pool         *pgxpool.Pool
+	clock        clockwork.Clock
+	logger       *slog.Logger
+	batcher      *batcher
+	batchTimeout time.Duration
 }
 
 var (
@@ -65,14 +78,23 @@ func Connect(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// New returns a Store over pool.
+// New returns a Store over pool. Close stops its heartbeat batcher.
 func New(pool *pgxpool.Pool, opts Options) *Store {
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Store{pool: pool, clock: opts.Clock, logger: logger}
+	s := &Store{pool: pool, clock: opts.Clock, logger: logger, batchTimeout: opts.BatchTimeout}
+	if s.batchTimeout <= 0 {
+		s.batchTimeout = 5 * time.Second
+	}
+	s.batcher = newBatcher(s, opts.Flushers, opts.MaxBatch, opts.BatchWait)
+	return s
 }
+
+// Close stops the heartbeat batcher; heartbeats still queued fail with
+// heartbeat.ErrUnavailable. It does not close the pool.
+func (s *Store) Close() { s.batcher.close() }
 
 // now is the timestamp parameter of a statement: nil lets the database use
 // now().

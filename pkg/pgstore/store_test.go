@@ -22,8 +22,10 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Harness {
 		db := pgtest.NewDB(t)
 		clock := clockwork.NewFakeClockAt(epoch)
+		st := pgstore.New(db.App, pgstore.Options{Clock: clock})
+		t.Cleanup(st.Close)
 		return storetest.Harness{
-			Store: pgstore.New(db.App, pgstore.Options{Clock: clock}),
+			Store: st,
 			Clock: clock,
 			DisableSkill: func(ctx context.Context, tenant, serverID uuid.UUID, name, reason string) error {
 				// What the upstream skill registry does, through the app role.

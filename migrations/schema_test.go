@@ -1,0 +1,666 @@
+package migrations_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cyberos/mcpd/migrations"
+	"github.com/cyberos/mcpd/pkg/pgtest"
+	"github.com/cyberos/mcpd/pkg/schema"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
+
+var ctx = context.Background()
+
+// asTenant runs fn in a transaction of pool with auth.tenant_id set to
+// tenant (nothing set for uuid.Nil), and commits when fn returns nil.
+func asTenant(t *testing.T, pool *pgxpool.Pool, tenant uuid.UUID, fn func(tx pgx.Tx) error) error {
+	t.Helper()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if tenant != uuid.Nil {
+		if _, err := tx.Exec(ctx, `SELECT set_config('auth.tenant_id', $1, true)`, tenant.String()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+func sqlState(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
+
+func wantState(t *testing.T, what string, err error, code string) {
+	t.Helper()
+	if got := sqlState(err); got != code {
+		t.Fatalf("%s: error %v (SQLSTATE %q), want SQLSTATE %s", what, err, got, code)
+	}
+}
+
+const (
+	insufficientPrivilege = "42501" // also: a row that violates an RLS policy
+	uniqueViolation       = "23505"
+	checkViolation        = "23514"
+)
+
+func insertServer(tx pgx.Tx, tenant uuid.UUID, module string) (uuid.UUID, error) {
+	id := uuid.New()
+	_, err := tx.Exec(ctx, `INSERT INTO mcp_servers
+		(server_id, tenant_id, module_name, version, supported_protocols, capability_advertisement, trace_id)
+		VALUES ($1, $2, $3, '1.0.0', ARRAY['2025-06-18'], '{"tools": {}}', $4)`,
+		id, tenant, module, strings.Repeat("ab", 16))
+	return id, err
+}
+
+// seed registers module for tenant through the app role, with one skill.
+func seed(t *testing.T, db *pgtest.DB, tenant uuid.UUID, module string) uuid.UUID {
+	t.Helper()
+	var id uuid.UUID
+	err := asTenant(t, db.App, tenant, func(tx pgx.Tx) error {
+		var err error
+		if id, err = insertServer(tx, tenant, module); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO mcp_skills (skill_id, tenant_id, server_id, name) VALUES ($1, $2, $3, $4)`,
+			uuid.New(), tenant, id, module+"-skill")
+		return err
+	})
+	if err != nil {
+		t.Fatalf("seed %s: %v", module, err)
+	}
+	return id
+}
+
+func count(t *testing.T, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := q.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+func TestRLSKeepsTenantsApart(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	a, b := uuid.New(), uuid.New()
+	srv := seed(t, db, a, "calendar")
+
+	// Read: b sees none of a's servers, skills or events.
+	if err := asTenant(t, db.App, a, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO mcp_audit_events
+			(event_id, tenant_id, kind, server_id, module_name, to_status, occurred_at, body)
+			VALUES ($1, $2, 'mcp.server.registered', $3, 'calendar', 'healthy', now(), '{}')`, uuid.New(), a, srv)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_ = asTenant(t, db.App, b, func(tx pgx.Tx) error {
+		for _, table := range []string{"mcp_servers", "mcp_skills", "mcp_audit_events"} {
+			if n := count(t, tx, `SELECT count(*) FROM `+table); n != 0 {
+				t.Errorf("tenant b sees %d rows of %s, want 0", n, table)
+			}
+		}
+		return nil
+	})
+	_ = asTenant(t, db.App, a, func(tx pgx.Tx) error {
+		for _, table := range []string{"mcp_servers", "mcp_skills", "mcp_audit_events"} {
+			if n := count(t, tx, `SELECT count(*) FROM `+table); n != 1 {
+				t.Errorf("tenant a sees %d rows of %s, want 1", n, table)
+			}
+		}
+		return nil
+	})
+
+	// Update: b's UPDATE of a's rows changes nothing.
+	_ = asTenant(t, db.App, b, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE mcp_servers SET version = '6.6.6', status = 'deregistered' WHERE server_id = $1`, srv)
+		if err != nil {
+			t.Fatalf("update of another tenant's server: %v", err)
+		}
+		if tag.RowsAffected() != 0 {
+			t.Errorf("tenant b updated %d of a's servers", tag.RowsAffected())
+		}
+		tag, err = tx.Exec(ctx, `UPDATE mcp_skills SET available = false, unavailable_reason = 'x' WHERE server_id = $1`, srv)
+		if err != nil {
+			t.Fatalf("update of another tenant's skills: %v", err)
+		}
+		if tag.RowsAffected() != 0 {
+			t.Errorf("tenant b updated %d of a's skills", tag.RowsAffected())
+		}
+		tag, err = tx.Exec(ctx, `DELETE FROM mcp_skills WHERE server_id = $1`, srv)
+		if err != nil {
+			t.Fatalf("delete of another tenant's skills: %v", err)
+		}
+		if tag.RowsAffected() != 0 {
+			t.Errorf("tenant b deleted %d of a's skills", tag.RowsAffected())
+		}
+		return nil
+	})
+	var version string
+	if err := db.Admin.QueryRow(ctx, `SELECT version FROM mcp_servers WHERE server_id = $1`, srv).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if version != "1.0.0" {
+		t.Fatalf("a's server has version %q after b's update, want 1.0.0", version)
+	}
+
+	// Insert: b cannot write rows of a (WITH CHECK).
+	err := asTenant(t, db.App, b, func(tx pgx.Tx) error {
+		_, err := insertServer(tx, a, "smuggled")
+		return err
+	})
+	wantState(t, "tenant b inserts a server of tenant a", err, insufficientPrivilege)
+	err = asTenant(t, db.App, b, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO mcp_skills (skill_id, tenant_id, server_id, name) VALUES ($1, $2, $3, 'x')`,
+			uuid.New(), a, srv)
+		return err
+	})
+	wantState(t, "tenant b inserts a skill of tenant a", err, insufficientPrivilege)
+	err = asTenant(t, db.App, b, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO mcp_audit_events
+			(event_id, tenant_id, kind, server_id, module_name, to_status, occurred_at, body)
+			VALUES ($1, $2, 'mcp.server.deregistered', $3, 'calendar', 'deregistered', now(), '{}')`, uuid.New(), a, srv)
+		return err
+	})
+	wantState(t, "tenant b inserts an audit event of tenant a", err, insufficientPrivilege)
+}
+
+func TestNoTenantSeesNothing(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	seed(t, db, uuid.New(), "calendar")
+	for _, tt := range []struct {
+		name  string
+		setup string
+	}{
+		{"unset", ``},
+		{"empty", `SELECT set_config('auth.tenant_id', '', true)`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_ = asTenant(t, db.App, uuid.Nil, func(tx pgx.Tx) error {
+				if tt.setup != "" {
+					if _, err := tx.Exec(ctx, tt.setup); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for _, table := range []string{"mcp_servers", "mcp_skills", "mcp_audit_events"} {
+					if n := count(t, tx, `SELECT count(*) FROM `+table); n != 0 {
+						t.Errorf("without a tenant the app sees %d rows of %s, want 0", n, table)
+					}
+				}
+				tag, err := tx.Exec(ctx, `UPDATE mcp_servers SET version = '9.9.9'`)
+				if err != nil {
+					t.Fatalf("update without a tenant: %v", err)
+				}
+				if tag.RowsAffected() != 0 {
+					t.Errorf("update without a tenant changed %d rows", tag.RowsAffected())
+				}
+				return nil
+			})
+		})
+	}
+	// Also outside any transaction, on a fresh session.
+	if n := count(t, db.App, `SELECT count(*) FROM mcp_servers`); n != 0 {
+		t.Fatalf("a session without a tenant sees %d servers", n)
+	}
+	err := asTenant(t, db.App, uuid.Nil, func(tx pgx.Tx) error {
+		_, err := insertServer(tx, uuid.New(), "no-tenant")
+		return err
+	})
+	wantState(t, "insert without a tenant", err, insufficientPrivilege)
+}
+
+func TestUniqueTenantModule(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	a, b := uuid.New(), uuid.New()
+	seed(t, db, a, "calendar")
+	err := asTenant(t, db.App, a, func(tx pgx.Tx) error {
+		_, err := insertServer(tx, a, "calendar")
+		return err
+	})
+	wantState(t, "a second calendar for one tenant", err, uniqueViolation)
+	seed(t, db, b, "calendar") // another tenant's calendar is fine
+}
+
+func TestStatusCheck(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	a := uuid.New()
+	srv := seed(t, db, a, "calendar")
+	for _, status := range []string{"healthy", "degraded", "unhealthy", "deregistered"} {
+		if err := asTenant(t, db.App, a, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `UPDATE mcp_servers SET status = $2 WHERE server_id = $1`, srv, status)
+			return err
+		}); err != nil {
+			t.Fatalf("status %s: %v", status, err)
+		}
+	}
+	err := asTenant(t, db.App, a, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `UPDATE mcp_servers SET status = 'zombie' WHERE server_id = $1`, srv)
+		return err
+	})
+	wantState(t, "a fifth status", err, checkViolation)
+	err = asTenant(t, db.App, a, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO mcp_servers (server_id, tenant_id, module_name, version, supported_protocols, status)
+			VALUES ($1, $2, 'other', '1.0.0', ARRAY['2025-06-18'], 'Healthy')`, uuid.New(), a)
+		return err
+	})
+	wantState(t, "insert with a fifth status", err, checkViolation)
+}
+
+func TestServerColumnsTheAppMayNotChange(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	a := uuid.New()
+	srv := seed(t, db, a, "calendar")
+	for _, set := range []string{
+		`module_name = 'renamed'`,
+		fmt.Sprintf(`tenant_id = '%s'`, uuid.New()),
+		fmt.Sprintf(`server_id = '%s'`, uuid.New()),
+		`registered_at = now() - interval '1 day'`,
+		fmt.Sprintf(`trace_id = '%s'`, strings.Repeat("cd", 16)),
+	} {
+		t.Run(strings.Fields(set)[0], func(t *testing.T) {
+			err := asTenant(t, db.App, a, func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, `UPDATE mcp_servers SET `+set+` WHERE server_id = $1`, srv)
+				return err
+			})
+			wantState(t, "UPDATE SET "+set, err, insufficientPrivilege)
+		})
+	}
+	t.Run("delete", func(t *testing.T) {
+		err := asTenant(t, db.App, a, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `DELETE FROM mcp_servers WHERE server_id = $1`, srv)
+			return err
+		})
+		wantState(t, "DELETE of an own server", err, insufficientPrivilege)
+		err = asTenant(t, db.App, a, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `DELETE FROM mcp_servers`)
+			return err
+		})
+		wantState(t, "DELETE of every server", err, insufficientPrivilege)
+		err = asTenant(t, db.App, a, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `TRUNCATE mcp_servers CASCADE`)
+			return err
+		})
+		wantState(t, "TRUNCATE", err, insufficientPrivilege)
+	})
+	t.Run("skill name", func(t *testing.T) {
+		err := asTenant(t, db.App, a, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `UPDATE mcp_skills SET name = 'renamed' WHERE server_id = $1`, srv)
+			return err
+		})
+		wantState(t, "UPDATE mcp_skills SET name", err, insufficientPrivilege)
+	})
+	// What the lifecycle needs stays possible.
+	if err := asTenant(t, db.App, a, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `UPDATE mcp_servers SET version = '1.1.0', supported_protocols = ARRAY['2025-11-25'],
+			capability_advertisement = '{}', status = 'deregistered', last_heartbeat_at = now(),
+			deregistered_at = now() WHERE server_id = $1`, srv)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE mcp_skills SET description = 'd', available = false,
+			unavailable_reason = 'server_deregistered' WHERE server_id = $1`, srv)
+		return err
+	}); err != nil {
+		t.Fatalf("the updates the lifecycle makes: %v", err)
+	}
+}
+
+func TestAuditIsAppendOnly(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	a := uuid.New()
+	srv := seed(t, db, a, "calendar")
+	if err := asTenant(t, db.App, a, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO mcp_audit_events
+			(event_id, tenant_id, kind, server_id, module_name, to_status, occurred_at, body)
+			VALUES ($1, $2, 'mcp.server.registered', $3, 'calendar', 'healthy', now(), '{}')`, uuid.New(), a, srv)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{
+		`UPDATE mcp_audit_events SET kind = 'mcp.server.recovered'`,
+		`UPDATE mcp_audit_events SET body = '{}'`,
+		`DELETE FROM mcp_audit_events`,
+		`TRUNCATE mcp_audit_events`,
+	} {
+		err := asTenant(t, db.App, a, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, stmt)
+			return err
+		})
+		wantState(t, stmt, err, insufficientPrivilege)
+	}
+	err := asTenant(t, db.App, a, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO mcp_audit_events
+			(event_id, tenant_id, kind, server_id, module_name, to_status, occurred_at, body)
+			VALUES ($1, $2, 'mcp.server.exploded', $3, 'calendar', 'healthy', now(), '{}')`, uuid.New(), a, srv)
+		return err
+	})
+	wantState(t, "a sixth event kind", err, checkViolation)
+	if n := count(t, db.Admin, `SELECT count(*) FROM mcp_audit_events`); n != 1 {
+		t.Fatalf("%d audit events, want 1", n)
+	}
+}
+
+func TestAppRoleIsUnprivileged(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	for _, role := range []string{"current_user", "'cyberos_app'"} {
+		var super, bypass, createrole, createdb bool
+		if err := db.App.QueryRow(ctx, `SELECT rolsuper, rolbypassrls, rolcreaterole, rolcreatedb
+			FROM pg_roles WHERE rolname = `+role).Scan(&super, &bypass, &createrole, &createdb); err != nil {
+			t.Fatal(err)
+		}
+		if super || bypass || createrole || createdb {
+			t.Fatalf("%s: superuser=%v bypassrls=%v createrole=%v createdb=%v, want all false",
+				role, super, bypass, createrole, createdb)
+		}
+		// Owns nothing, in any database of the cluster.
+		if n := count(t, db.App, `SELECT count(*) FROM pg_shdepend WHERE deptype = 'o'
+			AND refclassid = 'pg_authid'::regclass AND refobjid = (SELECT oid FROM pg_roles WHERE rolname = `+role+`)`); n != 0 {
+			t.Fatalf("%s owns %d objects, want 0", role, n)
+		}
+	}
+	var canLogin bool
+	if err := db.App.QueryRow(ctx, `SELECT rolcanlogin FROM pg_roles WHERE rolname = 'cyberos_app'`).Scan(&canLogin); err != nil {
+		t.Fatal(err)
+	}
+	if canLogin {
+		t.Fatal("cyberos_app can log in; it must be a group role")
+	}
+	// And it cannot come to own anything.
+	for _, stmt := range []string{
+		`CREATE TABLE public.mine (id int)`,
+		`CREATE FUNCTION public.mine() RETURNS int LANGUAGE sql AS 'SELECT 1'`,
+		`CREATE SCHEMA mine`,
+	} {
+		_, err := db.App.Exec(ctx, stmt)
+		wantState(t, stmt, err, insufficientPrivilege)
+	}
+	for _, stmt := range []string{
+		`ALTER TABLE mcp_servers DISABLE ROW LEVEL SECURITY`,
+		`DROP POLICY servers_rls ON mcp_servers`,
+		`ALTER FUNCTION mcp_status_counts() SECURITY INVOKER`,
+		`SET ROLE postgres`,
+	} {
+		_, err := db.App.Exec(ctx, stmt)
+		if sqlState(err) != insufficientPrivilege && sqlState(err) != "42704" { // or: no such role
+			t.Fatalf("%s: %v, want permission denied", stmt, err)
+		}
+	}
+}
+
+func TestSweepAndCountsAreTheOnlyWayAcross(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	a, b := uuid.New(), uuid.New()
+	sa := seed(t, db, a, "calendar")
+	sb := seed(t, db, b, "mail")
+	seed(t, db, b, "fresh")
+	// The admin backdates two heartbeats: a's by 25 s, b's by 35 s.
+	if _, err := db.Admin.Exec(ctx, `UPDATE mcp_servers SET last_heartbeat_at = now() - CASE server_id
+		WHEN $1 THEN interval '25 seconds' ELSE interval '35 seconds' END WHERE server_id IN ($1, $2)`, sa, sb); err != nil {
+		t.Fatal(err)
+	}
+
+	// No tenant set: the app sees no row directly, but the sweep moves both
+	// tenants' servers and returns only the events.
+	rows, err := db.App.Query(ctx, `SELECT * FROM mcp_sweep(now(), interval '20 seconds', interval '30 seconds', 100)`)
+	if err != nil {
+		t.Fatalf("app role executes mcp_sweep: %v", err)
+	}
+	var cols []string
+	for _, f := range rows.FieldDescriptions() {
+		cols = append(cols, f.Name)
+	}
+	type event struct {
+		EventID    uuid.UUID      `db:"event_id"`
+		TenantID   uuid.UUID      `db:"tenant_id"`
+		Kind       string         `db:"kind"`
+		ServerID   uuid.UUID      `db:"server_id"`
+		ModuleName string         `db:"module_name"`
+		FromStatus *string        `db:"from_status"`
+		ToStatus   string         `db:"to_status"`
+		TraceID    *string        `db:"trace_id"`
+		OccurredAt time.Time      `db:"occurred_at"`
+		Body       map[string]any `db:"body"`
+	}
+	events, err := pgx.CollectRows(rows, pgx.RowToStructByName[event])
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCols := []string{"event_id", "tenant_id", "kind", "server_id", "module_name", "from_status",
+		"to_status", "trace_id", "occurred_at", "body"}
+	if !slices.Equal(cols, wantCols) {
+		t.Fatalf("mcp_sweep returns %v, want %v", cols, wantCols)
+	}
+	if len(events) != 2 {
+		t.Fatalf("sweep returned %d events, want 2: %+v", len(events), events)
+	}
+	byServer := map[uuid.UUID]event{}
+	for _, e := range events {
+		byServer[e.ServerID] = e
+		var keys []string
+		for k := range e.Body {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		if want := []string{"module_name", "server_id", "skills_affected", "status", "supported_protocols", "version"}; !slices.Equal(keys, want) {
+			t.Fatalf("event body keys %v, want %v (no capabilities, nothing else)", keys, want)
+		}
+	}
+	if e := byServer[sa]; e.TenantID != a || e.Kind != "mcp.server.degraded" || e.ToStatus != "degraded" {
+		t.Fatalf("a's event = %+v, want degraded of tenant a", e)
+	}
+	if e := byServer[sb]; e.TenantID != b || e.Kind != "mcp.server.unhealthy" ||
+		fmt.Sprint(e.Body["skills_affected"]) != "[mail-skill]" {
+		t.Fatalf("b's event = %+v, want unhealthy of tenant b with mail-skill affected", e)
+	}
+
+	// A second sweep at the same time finds nothing to do, and so shows
+	// nothing: the function is no window onto the tables.
+	if n := count(t, db.App, `SELECT count(*) FROM mcp_sweep(now(), interval '20 seconds', interval '30 seconds', 100)`); n != 0 {
+		t.Fatalf("second sweep returned %d events, want 0", n)
+	}
+	for _, table := range []string{"mcp_servers", "mcp_skills", "mcp_audit_events"} {
+		if n := count(t, db.App, `SELECT count(*) FROM `+table); n != 0 {
+			t.Fatalf("after sweeping, the app without a tenant sees %d rows of %s", n, table)
+		}
+	}
+	if n := count(t, db.Admin, `SELECT count(*) FROM mcp_audit_events`); n != 2 {
+		t.Fatalf("%d audit events written, want 2", n)
+	}
+	if n := count(t, db.Admin, `SELECT count(*) FROM mcp_skills WHERE NOT available AND unavailable_reason = 'server_unhealthy'`); n != 1 {
+		t.Fatalf("%d skills cascaded, want 1", n)
+	}
+
+	// Counts: across tenants, only status and a number. A temporary table
+	// of the same name does not fool the function (fixed search_path).
+	if _, err := db.App.Exec(ctx, `CREATE TEMP TABLE mcp_servers AS SELECT 'healthy'::text AS status FROM generate_series(1, 50)`); err != nil {
+		// A pool connection keeps the temp table; that is the point.
+		t.Fatalf("temp table: %v", err)
+	}
+	rows, err = db.App.Query(ctx, `SELECT * FROM mcp_status_counts()`)
+	if err != nil {
+		t.Fatalf("app role executes mcp_status_counts: %v", err)
+	}
+	cols = cols[:0]
+	for _, f := range rows.FieldDescriptions() {
+		cols = append(cols, f.Name)
+	}
+	counts := map[string]int64{}
+	for rows.Next() {
+		var s string
+		var n int64
+		if err := rows.Scan(&s, &n); err != nil {
+			t.Fatal(err)
+		}
+		counts[s] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cols, []string{"status", "servers"}) {
+		t.Fatalf("mcp_status_counts returns %v, want [status servers]", cols)
+	}
+	if want := map[string]int64{"healthy": 1, "degraded": 1, "unhealthy": 1}; fmt.Sprint(counts) != fmt.Sprint(want) {
+		t.Fatalf("counts = %v, want %v", counts, want)
+	}
+}
+
+func TestFunctionsAreNotPublic(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	for _, fn := range []string{"mcp_sweep(timestamptz, interval, interval, integer)", "mcp_status_counts()"} {
+		var public, app bool
+		if err := db.Admin.QueryRow(ctx, `SELECT has_function_privilege('public', $1, 'EXECUTE'),
+			has_function_privilege('cyberos_app', $1, 'EXECUTE')`, fn).Scan(&public, &app); err != nil {
+			t.Fatal(err)
+		}
+		if public || !app {
+			t.Fatalf("%s: EXECUTE for PUBLIC %v, for cyberos_app %v; want false, true", fn, public, app)
+		}
+		var definer bool
+		var config []string
+		if err := db.Admin.QueryRow(ctx, `SELECT prosecdef, coalesce(proconfig, '{}') FROM pg_proc WHERE oid = $1::regprocedure`,
+			fn).Scan(&definer, &config); err != nil {
+			t.Fatal(err)
+		}
+		if !definer || !slices.Contains(config, "search_path=public, pg_temp") {
+			t.Fatalf("%s: security definer %v, config %v; want a definer with search_path=public, pg_temp", fn, definer, config)
+		}
+	}
+	// A role outside cyberos_app is refused.
+	outsider := "mcpd_outsider_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	if _, err := db.Admin.Exec(ctx, `CREATE ROLE `+outsider+` NOLOGIN`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = db.Admin.Exec(context.WithoutCancel(ctx), `DROP ROLE IF EXISTS `+outsider) })
+	tx, err := db.Admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SET LOCAL ROLE `+outsider); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tx.Exec(ctx, `SELECT * FROM mcp_status_counts()`)
+	wantState(t, "an outsider calls mcp_status_counts", err, insufficientPrivilege)
+}
+
+// fingerprint describes the schema: tables, columns, constraints, indexes,
+// policies, grants and functions.
+func fingerprint(t *testing.T, pool *pgxpool.Pool) string {
+	t.Helper()
+	rows, err := pool.Query(ctx, `
+		SELECT 'column ' || table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable || ' ' || coalesce(column_default, '')
+			FROM information_schema.columns WHERE table_schema = 'public'
+		UNION ALL SELECT 'constraint ' || conrelid::regclass || ' ' || pg_get_constraintdef(oid)
+			FROM pg_constraint WHERE connamespace = 'public'::regnamespace
+		UNION ALL SELECT 'index ' || indexdef FROM pg_indexes WHERE schemaname = 'public'
+		UNION ALL SELECT 'policy ' || tablename || ' ' || policyname || ' ' || coalesce(qual, '') || ' ' || coalesce(with_check, '')
+			FROM pg_policies WHERE schemaname = 'public'
+		UNION ALL SELECT 'grant ' || table_name || ' ' || grantee || ' ' || privilege_type
+			FROM information_schema.table_privileges WHERE table_schema = 'public' AND grantee = 'cyberos_app'
+		UNION ALL SELECT 'column grant ' || table_name || '.' || column_name || ' ' || grantee || ' ' || privilege_type
+			FROM information_schema.column_privileges WHERE table_schema = 'public' AND grantee = 'cyberos_app'
+		UNION ALL SELECT 'function ' || p.oid::regprocedure || ' ' || md5(p.prosrc) || ' ' || coalesce(p.proacl::text, '')
+			FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace
+		UNION ALL SELECT 'rls ' || relname || ' ' || relrowsecurity FROM pg_class
+			WHERE relnamespace = 'public'::regnamespace AND relkind = 'r'
+		ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
+}
+
+func TestMigrationRoundTrip(t *testing.T) {
+	t.Parallel()
+	db := pgtest.Shared(t).NewEmptyDB(t)
+	if err := schema.Up(ctx, db.AdminURL); err != nil {
+		t.Fatalf("Up: %v", err)
+	}
+	first := fingerprint(t, db.Admin)
+	if !strings.Contains(first, "policy mcp_servers servers_rls") {
+		t.Fatalf("the schema after Up has no RLS policy:\n%s", first)
+	}
+	if err := schema.Down(ctx, db.AdminURL, 0); err != nil {
+		t.Fatalf("Down to zero: %v", err)
+	}
+	if left := fingerprint(t, db.Admin); strings.Contains(left, "mcp_") {
+		t.Fatalf("Down to zero left:\n%s", left)
+	}
+	if err := schema.Up(ctx, db.AdminURL); err != nil {
+		t.Fatalf("Up again: %v", err)
+	}
+	st, err := schema.Current(ctx, db.AdminURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (schema.Status{Version: migrations.Latest, Latest: migrations.Latest, Applied: true}); st != want {
+		t.Fatalf("after the round trip: Current = %+v, want %+v", st, want)
+	}
+	if again := fingerprint(t, db.Admin); again != first {
+		t.Fatalf("the schema differs after down and up:\nfirst:\n%s\nagain:\n%s", first, again)
+	}
+	// Each step down and up again, one at a time.
+	for v := migrations.Latest; v > 0; v-- {
+		if err := schema.Down(ctx, db.AdminURL, 1); err != nil {
+			t.Fatalf("Down from %d: %v", v, err)
+		}
+	}
+	if err := schema.Up(ctx, db.AdminURL); err != nil {
+		t.Fatalf("Up after stepping down: %v", err)
+	}
+	if again := fingerprint(t, db.Admin); again != first {
+		t.Fatalf("the schema differs after stepping down and up")
+	}
+}
+
+func TestTemplateCloneIsFast(t *testing.T) {
+	pgtest.NewDB(t) // the template, made once
+	const n = 5
+	var total time.Duration
+	for range n {
+		start := time.Now()
+		pgtest.NewDB(t)
+		total += time.Since(start)
+	}
+	t.Logf("a fresh migrated database (clone of the template, two pools) in %.1f ms on average over %d",
+		float64(total.Microseconds())/n/1000, n)
+}

@@ -1,0 +1,5 @@
+// Package memstore is an in-memory heartbeat.Store for mcpd --dev and for
+// fast tests. It keeps everything behind one lock, passes the same
+// conformance suite as the PostgreSQL store (pkg/heartbeat/storetest), and
+// forgets everything when the process ends.
+package memstore
