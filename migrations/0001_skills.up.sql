@@ -27,7 +27,7 @@ CREATE TABLE mcp_skills (
     unavailable_reason TEXT,
     CHECK (available = (unavailable_reason IS NULL)),
     UNIQUE (tenant_id, server_id, name)
-);
+) WITH (fillfactor = 80); -- room for HOT updates of availability
 
 CREATE INDEX mcp_skills_server_idx ON mcp_skills (server_id);
 

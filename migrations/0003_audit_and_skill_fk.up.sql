@@ -6,7 +6,10 @@ CREATE TABLE mcp_audit_events (
     kind        TEXT NOT NULL CHECK (kind IN (
                     'mcp.server.registered', 'mcp.server.degraded', 'mcp.server.unhealthy',
                     'mcp.server.recovered', 'mcp.server.deregistered')),
-    server_id   UUID NOT NULL REFERENCES mcp_servers (server_id),
+    -- No foreign key: servers are never deleted (cyberos_app has no DELETE),
+    -- every event is written from its server's row in the same statement,
+    -- and a key check per event would cost the sweep a lookup each.
+    server_id   UUID NOT NULL,
     module_name TEXT NOT NULL,
     from_status TEXT CHECK (from_status IN ('healthy', 'degraded', 'unhealthy', 'deregistered')),
     to_status   TEXT NOT NULL CHECK (to_status IN ('healthy', 'degraded', 'unhealthy', 'deregistered')),

@@ -29,33 +29,39 @@ RETURNS TABLE (
     occurred_at timestamptz,
     body        jsonb
 )
-LANGUAGE sql
+LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = public, pg_temp
+-- Planned with the actual thresholds each call, so that the planner sees how
+-- few rows are due and reads them through mcp_servers_sweep_idx; a generic
+-- plan would guess a third of the table and scan all of it.
+SET plan_cache_mode = force_custom_plan
 AS $fn$
-WITH clock AS (
-    SELECT COALESCE(p_now, now()) AS now
-),
-due AS (
+#variable_conflict use_column
+DECLARE
+    v_now             timestamptz := COALESCE(p_now, now());
+    v_degraded_before timestamptz := v_now - p_degraded_after;
+    v_unhealthy_before timestamptz := v_now - p_unhealthy_after;
+BEGIN
+RETURN QUERY
+WITH due AS (
     SELECT s.server_id, s.status
-    FROM mcp_servers s, clock c
-    WHERE (s.status = 'healthy' AND s.last_heartbeat_at <= c.now - p_degraded_after)
-       OR (s.status = 'degraded' AND s.last_heartbeat_at <= c.now - p_unhealthy_after)
+    FROM mcp_servers s
+    WHERE (s.status = 'healthy' AND s.last_heartbeat_at <= v_degraded_before)
+       OR (s.status = 'degraded' AND s.last_heartbeat_at <= v_unhealthy_before)
     LIMIT p_limit
     FOR UPDATE OF s SKIP LOCKED
 ),
+-- The rows are locked and unchanged since due read them; updated by primary
+-- key (an index probe each), and their previous status comes from due.
 moved AS (
     UPDATE mcp_servers s
-    SET status = CASE WHEN s.last_heartbeat_at <= c.now - p_unhealthy_after
+    SET status = CASE WHEN s.last_heartbeat_at <= v_unhealthy_before
                       THEN 'unhealthy' ELSE 'degraded' END
-    FROM due d, clock c
-    WHERE s.server_id = d.server_id
-      AND s.status = d.status
-      AND ((s.status = 'healthy' AND s.last_heartbeat_at <= c.now - p_degraded_after)
-        OR (s.status = 'degraded' AND s.last_heartbeat_at <= c.now - p_unhealthy_after))
-    RETURNING s.server_id, s.tenant_id, s.module_name, d.status AS from_status,
-              s.status AS to_status, s.trace_id, s.version, s.supported_protocols, c.now
+    WHERE s.server_id = ANY (ARRAY(SELECT d.server_id FROM due d))
+    RETURNING s.server_id, s.tenant_id, s.module_name, s.status AS to_status, s.trace_id, s.version,
+              s.supported_protocols, v_now AS now
 ),
 cascaded AS (
     UPDATE mcp_skills k
@@ -74,7 +80,7 @@ events AS (
         (event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
          trace_id, occurred_at, body)
     SELECT gen_random_uuid(), m.tenant_id, 'mcp.server.' || m.to_status, m.server_id,
-           m.module_name, m.from_status, m.to_status, m.trace_id, m.now,
+           m.module_name, d.status, m.to_status, m.trace_id, m.now,
            jsonb_build_object(
                'server_id', m.server_id,
                'module_name', m.module_name,
@@ -83,6 +89,7 @@ events AS (
                'supported_protocols', to_jsonb(m.supported_protocols),
                'skills_affected', COALESCE(to_jsonb(a.names), '[]'::jsonb))
     FROM moved m
+    JOIN due d ON d.server_id = m.server_id
     LEFT JOIN affected a ON a.server_id = m.server_id
     RETURNING mcp_audit_events.seq, mcp_audit_events.event_id, mcp_audit_events.tenant_id,
               mcp_audit_events.kind, mcp_audit_events.server_id, mcp_audit_events.module_name,
@@ -93,6 +100,7 @@ SELECT e.event_id, e.tenant_id, e.kind, e.server_id, e.module_name, e.from_statu
        e.to_status, e.trace_id::text, e.occurred_at, e.body
 FROM events e
 ORDER BY e.seq;
+END
 $fn$;
 
 REVOKE ALL ON FUNCTION mcp_sweep(timestamptz, interval, interval, integer) FROM PUBLIC;
