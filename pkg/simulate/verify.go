@@ -1,0 +1,89 @@
+package simulate
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/cyberos/mcpd/pkg/client"
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+)
+
+// The API does not tell its monitor period; verification assumes half the
+// interval, mcpd's default ratio (10s and 5s). Near a boundary of the
+// statuses (2 and 3 intervals of silence) a window of one interval plus that
+// period is tolerated: from half an interval before the boundary (latency,
+// timers) to one interval after it (the monitor's next sweep, and more).
+const (
+	earlySlackIntervals = 0.5
+	lateSlackIntervals  = 1.0
+)
+
+// liveLevels orders the statuses of a live server by silence.
+var liveLevels = []heartbeat.Status{heartbeat.StatusHealthy, heartbeat.StatusDegraded, heartbeat.StatusUnhealthy}
+
+func level(s heartbeat.Status) int {
+	for i, l := range liveLevels {
+		if l == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// expect is the statuses that server s may have at now: one, or the
+// neighbours of a boundary; none when there is no expectation.
+func (r *runner) expect(s *sim, now time.Duration) []heartbeat.Status {
+	if s.gone.Load() {
+		if s.deregOK.Load() {
+			return []heartbeat.Status{heartbeat.StatusDeregistered}
+		}
+		return nil
+	}
+	lag := now - time.Duration(s.lastOK.Load())
+	early := time.Duration(earlySlackIntervals * float64(r.interval))
+	late := time.Duration(lateSlackIntervals * float64(r.interval))
+	lo := level(heartbeat.Classify(lag-late, r.interval))
+	hi := level(heartbeat.Classify(lag+early, r.interval))
+	return slices.Clone(liveLevels[lo : hi+1])
+}
+
+// verify lists the tenant's servers and compares each simulated one with
+// what the run implies.
+func (r *runner) verify(ctx context.Context) (*VerifyResult, error) {
+	now := r.since()
+	servers, err := r.c.AllServers(ctx, client.ListServersParams{Limit: heartbeat.MaxPageLimit})
+	if err != nil {
+		return nil, fmt.Errorf("verify: %w", err)
+	}
+	byID := make(map[uuid.UUID]heartbeat.Server, len(servers))
+	for _, srv := range servers {
+		byID[srv.ServerID] = srv
+	}
+	v := &VerifyResult{Mismatches: []Mismatch{}}
+	for _, s := range r.sims {
+		want := r.expect(s, now)
+		if len(want) == 0 {
+			v.Skipped++
+			continue
+		}
+		v.Checked++
+		if len(want) > 1 {
+			v.Tolerated++
+		}
+		got := "missing"
+		srv, ok := byID[s.id]
+		if ok {
+			got = string(srv.Status)
+			if slices.Contains(want, srv.Status) {
+				continue
+			}
+		}
+		v.Mismatches = append(v.Mismatches, Mismatch{Index: s.index, ModuleName: moduleName(r.opts.Prefix, s.index),
+			ServerID: s.id.String(), Want: want, Got: got})
+	}
+	return v, nil
+}

@@ -1,0 +1,165 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/google/uuid"
+
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+)
+
+// Fixed column widths of the servers table, each with its trailing space.
+const (
+	colMarker   = 2
+	colVersion  = 12
+	colStatus   = 14
+	colLastBeat = 16
+	minModule   = 12
+	maxModule   = 40
+)
+
+// serverTable is the list of servers with a cursor, one row each: module,
+// version, status, age of the last heartbeat, protocols.
+type serverTable struct {
+	styles  styles
+	keys    tableKeyMap
+	rows    []heartbeat.Server
+	empty   string
+	cursor  int
+	offset  int
+	width   int
+	height  int // lines, the column header included
+	module  int // width of the module column
+	now     time.Time
+	focused bool
+}
+
+func newServerTable(st styles) serverTable {
+	return serverTable{styles: st, keys: defaultTableKeyMap(), empty: "no servers registered", focused: true}
+}
+
+// Update moves the cursor on keys and takes the time of every clock tick.
+func (t serverTable) Update(msg tea.Msg) (serverTable, tea.Cmd) {
+	switch msg := msg.(type) {
+	case clockMsg:
+		t.now = msg.now
+	case tea.KeyMsg:
+		if !t.focused {
+			return t, nil
+		}
+		page := max(t.bodyHeight(), 1)
+		switch {
+		case key.Matches(msg, t.keys.Up):
+			t.move(-1)
+		case key.Matches(msg, t.keys.Down):
+			t.move(1)
+		case key.Matches(msg, t.keys.PageUp):
+			t.move(-page)
+		case key.Matches(msg, t.keys.PageDown):
+			t.move(page)
+		case key.Matches(msg, t.keys.Top):
+			t.move(-len(t.rows))
+		case key.Matches(msg, t.keys.Bottom):
+			t.move(len(t.rows))
+		}
+	}
+	return t, nil
+}
+
+// SetSize sets the cells the table fills, its header line included.
+func (t *serverTable) SetSize(width, height int) {
+	t.width, t.height = width, height
+	rest := width - colMarker - colVersion - colStatus - colLastBeat
+	t.module = min(max(rest*45/100, minModule), maxModule)
+	t.scroll()
+}
+
+// SetServers replaces the rows, keeping the cursor on the same server when
+// it is still listed; empty is what an empty table says.
+func (t *serverTable) SetServers(rows []heartbeat.Server, empty string) {
+	var selected uuid.UUID
+	if t.cursor >= 0 && t.cursor < len(t.rows) {
+		selected = t.rows[t.cursor].ServerID
+	}
+	t.rows, t.empty = rows, empty
+	t.cursor = 0
+	for i, r := range rows {
+		if r.ServerID == selected {
+			t.cursor = i
+			break
+		}
+	}
+	t.scroll()
+}
+
+// Position is "first-last of n" for the visible rows.
+func (t serverTable) Position() string {
+	if len(t.rows) == 0 {
+		return "0 of 0"
+	}
+	last := min(t.offset+t.bodyHeight(), len(t.rows))
+	return fmt.Sprintf("%d-%d of %d", t.offset+1, last, len(t.rows))
+}
+
+func (t serverTable) bodyHeight() int { return t.height - 1 }
+
+func (t *serverTable) move(n int) {
+	t.cursor = min(max(t.cursor+n, 0), max(len(t.rows)-1, 0))
+	t.scroll()
+}
+
+// scroll keeps the cursor inside the visible rows.
+func (t *serverTable) scroll() {
+	body := max(t.bodyHeight(), 1)
+	if t.cursor < t.offset {
+		t.offset = t.cursor
+	}
+	if t.cursor >= t.offset+body {
+		t.offset = t.cursor - body + 1
+	}
+	if maxOff := max(len(t.rows)-body, 0); t.offset > maxOff {
+		t.offset = maxOff
+	}
+	t.offset = max(t.offset, 0)
+}
+
+// View renders the column header and the visible rows.
+func (t serverTable) View() string {
+	if t.height <= 0 {
+		return ""
+	}
+	protocols := max(t.width-colMarker-t.module-colVersion-colStatus-colLastBeat, 0)
+	head := fit("", colMarker) + fit("MODULE", t.module) + fit("VERSION", colVersion) +
+		fit("STATUS", colStatus) + fit("LAST HEARTBEAT", colLastBeat) + fit("PROTOCOLS", protocols)
+	lines := []string{t.styles.header.Render(strings.TrimRight(head, " "))}
+	if len(t.rows) == 0 {
+		lines = append(lines, t.styles.dim.Render(fit("", colMarker)+t.empty))
+		return padLines(lines, t.height)
+	}
+	end := min(t.offset+t.bodyHeight(), len(t.rows))
+	for i := t.offset; i < end; i++ {
+		s := t.rows[i]
+		selected := i == t.cursor && t.focused
+		marker := ""
+		if selected {
+			marker = ">"
+		}
+		status := fit(string(s.Status), colStatus-1)
+		if !selected {
+			status = t.styles.statusStyle(s.Status).Render(status)
+		}
+		row := fit(marker, colMarker) + fit(s.ModuleName, t.module-1) + " " + fit(s.Version, colVersion-1) + " " +
+			status + " " + fit(age(t.now, s.LastHeartbeatAt), colLastBeat-1) + " " +
+			fit(strings.Join(s.SupportedProtocols, ", "), protocols)
+		row = strings.TrimRight(row, " ")
+		if selected {
+			row = t.styles.selected.Render(fit(row, t.width))
+		}
+		lines = append(lines, row)
+	}
+	return padLines(lines, t.height)
+}
