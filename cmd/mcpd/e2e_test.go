@@ -1,0 +1,423 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/cyberos/mcpd/pkg/api"
+	"github.com/cyberos/mcpd/pkg/auth"
+	"github.com/cyberos/mcpd/pkg/client"
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/pgtest"
+)
+
+// binPath is the mcpd binary that TestMain builds once.
+var binPath string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "mcpd-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binPath = filepath.Join(dir, "mcpd")
+	if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build mcpd: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := pgtest.Run(m)
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// Bounds of every wait: short steps, a hard cap.
+const (
+	pollStep = 20 * time.Millisecond
+	pollCap  = 10 * time.Second
+)
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(pollCap)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, pollCap)
+		}
+		time.Sleep(pollStep)
+	}
+}
+
+// proc is a running mcpd binary.
+type proc struct {
+	cmd    *exec.Cmd
+	addr   string
+	secret []byte
+	stderr *lockedBuffer
+	done   chan struct{} // closed when the process has exited
+	err    error         // of Wait, once done
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startMcpd runs the binary against databaseURL on a free loopback port,
+// with a 200ms heartbeat interval, and waits until it listens.
+func startMcpd(t *testing.T, databaseURL string, extra ...string) *proc {
+	t.Helper()
+	secret := []byte(strings.Repeat("e2e-secret-", 4))
+	secretFile := filepath.Join(t.TempDir(), "jwt.secret")
+	if err := os.WriteFile(secretFile, append(secret, '\n'), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{
+		"--database-url", databaseURL,
+		"--auth-jwt-secret-file", secretFile,
+		"--listen", "127.0.0.1:0",
+		"--heartbeat-interval", "200ms",
+		"--monitor-period", "100ms",
+		"--request-timeout", "2s",
+		"--log-format", "json",
+	}, extra...)
+	cmd := exec.Command(binPath, args...)
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET=") // never talk to a real systemd
+	stderrPipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, secret: secret, stderr: &lockedBuffer{}, done: make(chan struct{})}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	listening := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderrPipe)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(p.stderr, line)
+			var rec struct {
+				Msg  string `json:"msg"`
+				Addr string `json:"addr"`
+			}
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "mcpd listening" {
+				listening <- rec.Addr
+			}
+		}
+		_, _ = io.Copy(p.stderr, stderrPipe)
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("mcpd stderr:\n%s", p.stderr.String())
+		}
+	})
+	select {
+	case p.addr = <-listening:
+	case <-p.done:
+		t.Fatalf("mcpd exited before listening: %v\n%s", p.err, p.stderr.String())
+	case <-time.After(pollCap):
+		t.Fatalf("mcpd not listening within %s:\n%s", pollCap, p.stderr.String())
+	}
+	return p
+}
+
+// client returns a client of p with a read-write token of tenant.
+func (p *proc) client(t *testing.T, tenant uuid.UUID) *client.Client {
+	t.Helper()
+	tok, err := auth.Issue(p.secret, tenant, "e2e", "mcp:read mcp:write", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client.New("http://"+p.addr, tok)
+	t.Cleanup(c.CloseIdleConnections)
+	return c
+}
+
+// running reports whether the process has not exited.
+func (p *proc) running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+func TestLifecycleOverHTTP(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	p := startMcpd(t, db.AppURL)
+	c := p.client(t, uuid.New())
+	ctx := context.Background()
+
+	eventually(t, "ready", func() bool { return c.Readyz(ctx) == nil })
+	tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	srv, created, err := c.Register(ctx, api.RegisterRequest{
+		ModuleName: "calendar", Version: "1.3.2", SupportedProtocols: []string{"2025-06-18"},
+		CapabilityAdvertisement: json.RawMessage(`{"tools":{"listChanged":true}}`),
+		Skills:                  []heartbeat.SkillInfo{{Name: "search", Description: "find events"}, {Name: "book"}},
+	}, tp)
+	if err != nil || !created {
+		t.Fatalf("register: created %v err %v", created, err)
+	}
+	if srv.TraceID != "4bf92f3577b34da6a3ce929d0e0e4736" || srv.HeartbeatIntervalSecs != 0.2 || srv.Status != heartbeat.StatusHealthy {
+		t.Fatalf("registered %+v", srv)
+	}
+	again, created, err := c.Register(ctx, api.RegisterRequest{ModuleName: "calendar", Version: "1.3.3",
+		SupportedProtocols: []string{"2025-06-18"}, Skills: []heartbeat.SkillInfo{{Name: "search"}, {Name: "book"}}}, tp)
+	if err != nil || created || again.ServerID != srv.ServerID || again.Version != "1.3.3" {
+		t.Fatalf("re-register: %+v created %v err %v", again, created, err)
+	}
+	if hb, err := c.Heartbeat(ctx, srv.ServerID); err != nil || hb.Status != heartbeat.StatusHealthy {
+		t.Fatalf("heartbeat: %+v %v", hb, err)
+	}
+
+	status := func() heartbeat.Status {
+		s, err := c.Server(ctx, srv.ServerID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Status
+	}
+	// Silence: degraded at 2I, unhealthy at 3I.
+	eventually(t, "away from healthy", func() bool { return status() != heartbeat.StatusHealthy })
+	eventually(t, "unhealthy", func() bool { return status() == heartbeat.StatusUnhealthy })
+	skills, err := c.Skills(ctx, srv.ServerID)
+	if err != nil || len(skills) != 2 {
+		t.Fatalf("skills: %+v %v", skills, err)
+	}
+	for _, s := range skills {
+		if s.Available || s.UnavailableReason == nil || *s.UnavailableReason != heartbeat.ReasonServerUnhealthy {
+			t.Fatalf("skill %s while unhealthy: %+v", s.Name, s)
+		}
+	}
+
+	// A heartbeat brings it back, skills too.
+	if hb, err := c.Heartbeat(ctx, srv.ServerID); err != nil || hb.Status != heartbeat.StatusHealthy {
+		t.Fatalf("heartbeat from unhealthy: %+v %v", hb, err)
+	}
+	skills, err = c.Skills(ctx, srv.ServerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range skills {
+		if !s.Available {
+			t.Fatalf("skill %s not back after recovery", s.Name)
+		}
+	}
+
+	dereg, err := c.Deregister(ctx, srv.ServerID)
+	if err != nil || dereg.Status != heartbeat.StatusDeregistered || dereg.DeregisteredAt == nil {
+		t.Fatalf("deregister: %+v %v", dereg, err)
+	}
+	var prob *api.Problem
+	if _, err := c.Heartbeat(ctx, srv.ServerID); !errors.As(err, &prob) || prob.Status != http.StatusConflict {
+		t.Fatalf("heartbeat after deregister: %v", err)
+	}
+
+	events, err := c.Events(ctx, client.ListEventsParams{ServerID: srv.ServerID.String(), Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, e := range events.Events {
+		kinds = append(kinds, strings.TrimPrefix(string(e.Kind), "mcp.server."))
+		if e.TraceID != srv.TraceID {
+			t.Fatalf("event %s trace_id %q", e.Kind, e.TraceID)
+		}
+	}
+	// The silence goes through degraded to unhealthy, once each, and then
+	// the heartbeat and the deregistration.
+	trail := strings.Join(kinds, " ")
+	if !strings.HasPrefix(trail, "registered ") || !strings.HasSuffix(trail, " degraded unhealthy recovered deregistered") {
+		t.Fatalf("audit trail %q", trail)
+	}
+
+	// Another tenant sees none of it.
+	other := p.client(t, uuid.New())
+	if _, err := other.Server(ctx, srv.ServerID); !errors.As(err, &prob) || prob.Status != http.StatusNotFound {
+		t.Fatalf("other tenant: %v", err)
+	}
+
+	metrics := get(t, "http://"+p.addr+"/metrics")
+	for _, want := range []string{`mcpd_servers{status="deregistered"}`, `mcpd_transitions_total{from="degraded",to="unhealthy"}`,
+		`mcpd_heartbeats_total{result="deregistered"} 1`} {
+		if !strings.Contains(metrics, want) {
+			t.Fatalf("metrics lack %s", want)
+		}
+	}
+	logs := p.stderr.String()
+	if !strings.Contains(logs, `"msg":"heartbeat"`) || !strings.Contains(logs, `"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736"`) {
+		t.Fatal("the heartbeats and their trace id are not in the log")
+	}
+	if strings.Contains(logs, `"level":"ERROR"`) {
+		t.Fatalf("errors logged:\n%s", logs)
+	}
+}
+
+func TestSIGTERMExitsZero(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	p := startMcpd(t, db.AppURL)
+	c := p.client(t, uuid.New())
+	ctx := context.Background()
+	srv, _, err := c.Register(ctx, api.RegisterRequest{ModuleName: "mail", Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Heartbeats in flight while the signal comes either succeed or fail
+	// to connect; none is cut off with a 5xx.
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	var mu sync.Mutex
+	var bad []string
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; n < 500; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, err := c.Heartbeat(ctx, srv.ServerID)
+				var prob *api.Problem
+				if errors.As(err, &prob) {
+					mu.Lock()
+					bad = append(bad, prob.Error())
+					mu.Unlock()
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(50 * time.Millisecond) // let some heartbeats be in flight
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(pollCap):
+		t.Fatal("mcpd did not exit after SIGTERM")
+	}
+	close(stop)
+	wg.Wait()
+	if p.err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", p.err, p.stderr.String())
+	}
+	if p.cmd.ProcessState.ExitCode() != 0 {
+		t.Fatalf("exit code %d", p.cmd.ProcessState.ExitCode())
+	}
+	if len(bad) > 0 {
+		t.Fatalf("problems during the drain: %v", bad)
+	}
+	if !strings.Contains(p.stderr.String(), `"msg":"mcpd stopped"`) {
+		t.Fatalf("no stop log:\n%s", p.stderr.String())
+	}
+}
+
+func TestDatabaseRestartSurvived(t *testing.T) {
+	t.Parallel()
+	cluster := pgtest.NewCluster(t)
+	db := cluster.NewDB(t)
+	p := startMcpd(t, db.AppURL)
+	c := p.client(t, uuid.New())
+	ctx := context.Background()
+	srv, _, err := c.Register(ctx, api.RegisterRequest{ModuleName: "calendar", Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Heartbeat(ctx, srv.ServerID); err != nil {
+		t.Fatal(err)
+	}
+
+	cluster.Stop(t)
+	unavailable := func(err error) bool {
+		var prob *api.Problem
+		return errors.As(err, &prob) && prob.Status == http.StatusServiceUnavailable && prob.RetryAfter == time.Second &&
+			prob.Type == api.ProblemUnavailable
+	}
+	eventually(t, "heartbeat 503 with Retry-After while the database is down", func() bool {
+		_, err := c.Heartbeat(ctx, srv.ServerID)
+		return unavailable(err)
+	})
+	if _, err := c.Server(ctx, srv.ServerID); !unavailable(err) {
+		t.Fatalf("get server while down: %v", err)
+	}
+	if _, _, err := c.Register(ctx, api.RegisterRequest{ModuleName: "mail", Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}, ""); !unavailable(err) {
+		t.Fatalf("register while down: %v", err)
+	}
+	if err := c.Readyz(ctx); !unavailable(err) {
+		t.Fatalf("readyz while down: %v", err)
+	}
+	if err := c.Healthz(ctx); err != nil {
+		t.Fatalf("healthz while down: %v", err)
+	}
+
+	cluster.Start(t)
+	eventually(t, "ready again", func() bool { return c.Readyz(ctx) == nil })
+	eventually(t, "heartbeat again", func() bool {
+		hb, err := c.Heartbeat(ctx, srv.ServerID)
+		return err == nil && hb.Status == heartbeat.StatusHealthy
+	})
+	if _, _, err := c.Register(ctx, api.RegisterRequest{ModuleName: "mail", Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}, ""); err != nil {
+		t.Fatalf("register after restart: %v", err)
+	}
+	if !p.running() {
+		t.Fatalf("mcpd exited: %v", p.err)
+	}
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	hc := &http.Client{Timeout: 5 * time.Second}
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}

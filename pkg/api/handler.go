@@ -1,0 +1,188 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/cyberos/mcpd/pkg/auth"
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+)
+
+// DefaultRequestTimeout bounds the work of one /v1 call or readiness probe.
+const DefaultRequestTimeout = 5 * time.Second
+
+// Pinger reports whether the store answers and its schema is the one this
+// build expects; /readyz asks it.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// HandlerOptions configures NewHandler.
+type HandlerOptions struct {
+	// Registrar serves every /v1 call; required.
+	Registrar *heartbeat.Registrar
+	// Verifier checks bearer tokens; required.
+	Verifier *auth.Verifier
+	// Logger receives faults and, at debug level, one line per request.
+	Logger *slog.Logger
+	// Metrics is served on /metrics and observes every request; nil: a
+	// fresh private registry.
+	Metrics *Metrics
+	// Pinger backs /readyz; nil: always ready.
+	Pinger Pinger
+	// RequestTimeout bounds each /v1 call and readiness probe; zero:
+	// DefaultRequestTimeout.
+	RequestTimeout time.Duration
+}
+
+type handler struct {
+	reg     *heartbeat.Registrar
+	verify  *auth.Verifier
+	logger  *slog.Logger
+	metrics *Metrics
+	pinger  Pinger
+	timeout time.Duration
+}
+
+// Route patterns, also the route label of mcpd_http_request_duration_seconds.
+const (
+	RouteRegister   = "POST /v1/mcp/servers/register"
+	RouteHeartbeat  = "POST /v1/mcp/servers/heartbeat"
+	RouteDeregister = "POST /v1/mcp/servers/deregister"
+	RouteServers    = "GET /v1/mcp/servers"
+	RouteServer     = "GET /v1/mcp/servers/{server_id}"
+	RouteSkills     = "GET /v1/mcp/servers/{server_id}/skills"
+	RouteAudit      = "GET /v1/mcp/audit"
+	RouteHealthz    = "GET /healthz"
+	RouteReadyz     = "GET /readyz"
+	RouteMetrics    = "GET /metrics"
+	// routeUnmatched labels requests that matched no route (404, 405).
+	routeUnmatched = "unmatched"
+)
+
+// NewHandler returns mcpd's HTTP API: every call of the contract, with
+// authentication, input rules, problem answers, panic recovery and metrics.
+func NewHandler(opts HandlerOptions) http.Handler {
+	h := &handler{
+		reg:     opts.Registrar,
+		verify:  opts.Verifier,
+		logger:  opts.Logger,
+		metrics: opts.Metrics,
+		pinger:  opts.Pinger,
+		timeout: opts.RequestTimeout,
+	}
+	if h.logger == nil {
+		h.logger = slog.New(slog.DiscardHandler)
+	}
+	if h.metrics == nil {
+		h.metrics = NewMetrics(MetricsOptions{Logger: h.logger})
+	}
+	if h.timeout <= 0 {
+		h.timeout = DefaultRequestTimeout
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle(RouteRegister, h.authorized(auth.ScopeWrite, h.register))
+	mux.Handle(RouteHeartbeat, h.authorized(auth.ScopeWrite, h.heartbeat))
+	mux.Handle(RouteDeregister, h.authorized(auth.ScopeWrite, h.deregister))
+	mux.Handle(RouteServers, h.authorized(auth.ScopeRead, h.listServers))
+	mux.Handle(RouteServer, h.authorized(auth.ScopeRead, h.getServer))
+	mux.Handle(RouteSkills, h.authorized(auth.ScopeRead, h.listSkills))
+	mux.Handle(RouteAudit, h.authorized(auth.ScopeRead, h.listEvents))
+	// The three POST-only paths would otherwise be taken for a server_id
+	// by GET: answer them as the wrong method they are.
+	for _, verb := range []string{"register", "heartbeat", "deregister"} {
+		mux.HandleFunc("GET /v1/mcp/servers/"+verb, postOnly)
+	}
+	mux.HandleFunc(RouteHealthz, h.healthz)
+	mux.HandleFunc(RouteReadyz, h.readyz)
+	mux.Handle(RouteMetrics, h.metrics.Handler())
+	return h.instrument(mux)
+}
+
+// postOnly answers a GET on a path that only takes POST.
+func postOnly(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Allow", http.MethodPost)
+	writeProblem(w, r, methodNotAllowedProblem(r.Method))
+}
+
+func methodNotAllowedProblem(method string) *Problem {
+	return newProblem(http.StatusMethodNotAllowed, ProblemMethodNotAllowed, "Method not allowed",
+		"method "+method+" is not allowed on this path; see the Allow header")
+}
+
+func routeNotFoundProblem() *Problem {
+	return newProblem(http.StatusNotFound, ProblemNotFound, "Not found", "no such route")
+}
+
+// authedFunc is a /v1 handler, called with the verified claims of the
+// request's token.
+type authedFunc func(w http.ResponseWriter, r *http.Request, claims auth.Claims)
+
+// authorized checks the bearer token (401) and its scope (403), bounds the
+// request's context by the request timeout, and calls next.
+func (h *handler) authorized(scope string, next authedFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok := auth.BearerToken(r.Header.Get("Authorization"))
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="mcpd"`)
+			writeProblem(w, r, newProblem(http.StatusUnauthorized, ProblemUnauthorized, "Unauthorized",
+				"an Authorization: Bearer <token> header is required"))
+			return
+		}
+		claims, err := h.verify.Verify(token)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="mcpd", error="invalid_token"`)
+			writeProblem(w, r, newProblem(http.StatusUnauthorized, ProblemUnauthorized, "Unauthorized",
+				"the bearer token is not valid: "+err.Error()))
+			return
+		}
+		allowed := claims.CanRead()
+		if scope == auth.ScopeWrite {
+			allowed = claims.CanWrite()
+		}
+		if !allowed {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="mcpd", error="insufficient_scope", scope="`+scope+`"`)
+			writeProblem(w, r, newProblem(http.StatusForbidden, ProblemForbidden, "Forbidden",
+				"the token lacks the scope "+scope))
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
+		defer cancel()
+		next(w, r.WithContext(ctx), claims)
+	})
+}
+
+// writeJSON sends v as application/json with status.
+func (h *handler) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		h.logger.ErrorContext(r.Context(), "encode response", "path", r.URL.Path, "err", err)
+		writeProblem(w, r, internalProblem())
+		return
+	}
+	w.Header().Set("Content-Type", ContentTypeJSON)
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+func (h *handler) healthz(w http.ResponseWriter, r *http.Request) {
+	h.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
+	if h.pinger != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
+		defer cancel()
+		if err := h.pinger.Ping(ctx); err != nil {
+			h.logger.WarnContext(r.Context(), "not ready", "err", err)
+			writeProblem(w, r, unavailableProblem(
+				"the store does not answer or its schema is not the version this build expects"))
+			return
+		}
+	}
+	h.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ready"})
+}

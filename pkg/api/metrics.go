@@ -1,0 +1,164 @@
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+)
+
+// Results of a heartbeat, the values of mcpd_heartbeats_total's label.
+const (
+	HeartbeatOK           = "ok"
+	HeartbeatNotFound     = "not_found"
+	HeartbeatDeregistered = "deregistered"
+	HeartbeatError        = "error"
+)
+
+// countTimeout bounds the status count a scrape asks the store for.
+const countTimeout = 2 * time.Second
+
+// Metrics is mcpd's Prometheus instrumentation on a private registry: the
+// HTTP API, heartbeats, transitions, sweeps, store errors, servers per status
+// (counted on scrape), and the Go and process collectors.
+type Metrics struct {
+	registry    *prometheus.Registry
+	heartbeats  *prometheus.CounterVec
+	transitions *prometheus.CounterVec
+	sweeps      prometheus.Histogram
+	requests    *prometheus.HistogramVec
+	storeErrors prometheus.Counter
+}
+
+// MetricsOptions configures NewMetrics.
+type MetricsOptions struct {
+	// Registry receives every collector; nil: a new private registry.
+	Registry *prometheus.Registry
+	// Counter, when set, backs mcpd_servers{status} at every scrape.
+	Counter heartbeat.StatusCounter
+	// Logger reports a failed status count.
+	Logger *slog.Logger
+}
+
+// NewMetrics registers mcpd's collectors on opts.Registry.
+func NewMetrics(opts MetricsOptions) *Metrics {
+	reg := opts.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	m := &Metrics{
+		registry: reg,
+		heartbeats: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpd_heartbeats_total",
+			Help: "Heartbeats received, by result (ok, not_found, deregistered, error).",
+		}, []string{"result"}),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpd_transitions_total",
+			Help: "Status transitions applied, by from and to status (from is empty for a new server).",
+		}, []string{"from", "to"}),
+		sweeps: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "mcpd_sweep_duration_seconds",
+			Help:    "Duration of one monitor sweep over every tenant.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}),
+		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "mcpd_http_request_duration_seconds",
+			Help:    "Duration of HTTP requests, by route pattern and status code.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"route", "code"}),
+		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mcpd_store_errors_total",
+			Help: "Store calls that failed for a reason other than the caller's input.",
+		}),
+	}
+	for _, r := range []string{HeartbeatOK, HeartbeatNotFound, HeartbeatDeregistered, HeartbeatError} {
+		m.heartbeats.WithLabelValues(r)
+	}
+	reg.MustRegister(m.heartbeats, m.transitions, m.sweeps, m.requests, m.storeErrors,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if opts.Counter != nil {
+		reg.MustRegister(&statusCollector{counter: opts.Counter, logger: logger, errors: m.storeErrors})
+	}
+	return m
+}
+
+// Registry returns the registry the metrics are on.
+func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+}
+
+// Sink returns an AlertSink that counts each transition and hands it on to
+// next.
+func (m *Metrics) Sink(next heartbeat.AlertSink) heartbeat.AlertSink {
+	return countingSink{m: m, next: next}
+}
+
+// ObserveSweep records one sweep; it fits heartbeat.MonitorOptions.Observe.
+// The sweep's transitions are counted by the sink, not here.
+func (m *Metrics) ObserveSweep(d time.Duration, _ []heartbeat.Event, err error) {
+	m.sweeps.Observe(d.Seconds())
+	if err != nil {
+		m.storeErrors.Inc()
+	}
+}
+
+func (m *Metrics) observeHeartbeat(result string) {
+	m.heartbeats.WithLabelValues(result).Inc()
+}
+
+type countingSink struct {
+	m    *Metrics
+	next heartbeat.AlertSink
+}
+
+func (s countingSink) Transition(ctx context.Context, ev heartbeat.Event) {
+	from := ""
+	if ev.FromStatus != nil {
+		from = string(*ev.FromStatus)
+	}
+	s.m.transitions.WithLabelValues(from, string(ev.ToStatus)).Inc()
+	if s.next != nil {
+		s.next.Transition(ctx, ev)
+	}
+}
+
+// statusCollector reports mcpd_servers{status} from the store at each
+// scrape; on a failed count it reports nothing, so that a gap shows.
+type statusCollector struct {
+	counter heartbeat.StatusCounter
+	logger  *slog.Logger
+	errors  prometheus.Counter
+}
+
+var serversDesc = prometheus.NewDesc("mcpd_servers",
+	"Registered servers across every tenant, by status.", []string{"status"}, nil)
+
+func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) { ch <- serversDesc }
+
+func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), countTimeout)
+	defer cancel()
+	counts, err := c.counter.CountByStatus(ctx)
+	if err != nil {
+		c.errors.Inc()
+		c.logger.Warn("count servers by status", "err", err)
+		return
+	}
+	for _, st := range heartbeat.Statuses {
+		ch <- prometheus.MustNewConstMetric(serversDesc, prometheus.GaugeValue, float64(counts[st]), string(st))
+	}
+}

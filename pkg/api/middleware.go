@@ -1,0 +1,87 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"time"
+)
+
+// instrument wraps the router: it recovers panics into a 500 problem, turns
+// the router's own 404 and 405 answers into problems, observes the request
+// duration by route and code, and logs the request at debug level.
+func (h *handler) instrument(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, req: r}
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				h.logger.ErrorContext(r.Context(), "panic serving request", "method", r.Method, "path", r.URL.Path,
+					"err", fmt.Errorf("panic: %v", v), "stack", string(debug.Stack()))
+				if !sw.wroteHeader {
+					writeProblem(sw, r, internalProblem())
+				}
+			}
+			route := r.Pattern
+			if route == "" {
+				route = routeUnmatched
+			}
+			code := sw.status
+			if code == 0 {
+				code = http.StatusOK
+			}
+			elapsed := time.Since(start)
+			h.metrics.requests.WithLabelValues(route, strconv.Itoa(code)).Observe(elapsed.Seconds())
+			h.logger.DebugContext(r.Context(), "http request", "method", r.Method, "path", r.URL.Path,
+				"route", route, "status", code, "duration_ms", float64(elapsed.Microseconds())/1000)
+		}()
+		mux.ServeHTTP(sw, r)
+	})
+}
+
+// statusWriter records the status of a response. An answer of the router
+// itself (no route matched: 404 or 405) is replaced by a problem.
+type statusWriter struct {
+	http.ResponseWriter
+	req         *http.Request
+	status      int
+	wroteHeader bool
+	discard     bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.wroteHeader {
+		return
+	}
+	w.wroteHeader = true
+	w.status = code
+	// The router sets the request's Pattern before it calls a handler; an
+	// empty one means the router answers by itself.
+	if w.req.Pattern == "" && (code == http.StatusNotFound || code == http.StatusMethodNotAllowed) {
+		w.discard = true
+		p := routeNotFoundProblem()
+		if code == http.StatusMethodNotAllowed {
+			p = methodNotAllowedProblem(w.req.Method)
+		}
+		writeProblem(w.ResponseWriter, w.req, p)
+		return
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.discard {
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,129 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+)
+
+// Problem types: the stable set of "type" URIs that mcpd answers with. A
+// client branches on the type, never on the title or detail.
+const (
+	ProblemTypeBase = "https://mcpd.dev/problems/"
+
+	// ProblemValidation (400): an input breaks a rule of the contract; the
+	// problem's field names it.
+	ProblemValidation = ProblemTypeBase + "validation"
+	// ProblemMalformed (400): the body is not one JSON object (empty, not
+	// JSON, trailing data).
+	ProblemMalformed = ProblemTypeBase + "malformed-body"
+	// ProblemUnauthorized (401): no bearer token, or a bad or expired one.
+	ProblemUnauthorized = ProblemTypeBase + "unauthorized"
+	// ProblemForbidden (403): the token lacks the scope the call needs.
+	ProblemForbidden = ProblemTypeBase + "forbidden"
+	// ProblemNotFound (404): no such server for the token's tenant, or no
+	// such route.
+	ProblemNotFound = ProblemTypeBase + "not-found"
+	// ProblemMethodNotAllowed (405): the route exists for other methods.
+	ProblemMethodNotAllowed = ProblemTypeBase + "method-not-allowed"
+	// ProblemDeregistered (409): the server is deregistered and must
+	// register again.
+	ProblemDeregistered = ProblemTypeBase + "deregistered"
+	// ProblemTooLarge (413): the body is larger than MaxBodyBytes.
+	ProblemTooLarge = ProblemTypeBase + "payload-too-large"
+	// ProblemUnsupportedMediaType (415): the body is not application/json.
+	ProblemUnsupportedMediaType = ProblemTypeBase + "unsupported-media-type"
+	// ProblemInternal (500): a fault of mcpd; the cause is in its log.
+	ProblemInternal = ProblemTypeBase + "internal"
+	// ProblemUnavailable (503): the store cannot answer now; retry after
+	// the Retry-After header.
+	ProblemUnavailable = ProblemTypeBase + "unavailable"
+)
+
+// retryAfterSeconds is the Retry-After of every 503.
+const retryAfterSeconds = 1
+
+func newProblem(status int, typ, title, detail string) *Problem {
+	return &Problem{Type: typ, Title: title, Status: status, Detail: detail}
+}
+
+func validationProblem(field, reason string) *Problem {
+	p := newProblem(http.StatusBadRequest, ProblemValidation, "Invalid input", field+": "+reason)
+	p.Field = field
+	return p
+}
+
+func malformedProblem(detail string) *Problem {
+	return newProblem(http.StatusBadRequest, ProblemMalformed, "Malformed body", detail)
+}
+
+func unavailableProblem(detail string) *Problem {
+	return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "Service unavailable", detail)
+}
+
+// writeProblem sends p as application/problem+json.
+func writeProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
+	if p.Instance == "" && r != nil {
+		p.Instance = r.URL.Path
+	}
+	h := w.Header()
+	h.Set("Content-Type", ContentTypeProblem)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Del("Content-Length")
+	if p.Status == http.StatusServiceUnavailable {
+		h.Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		b = []byte(`{"type":"` + ProblemInternal + `","title":"Internal error","status":500,"detail":"encoding the problem failed"}`)
+	}
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(b)
+}
+
+// isUnavailable reports whether err means the store cannot answer now.
+func isUnavailable(err error) bool {
+	var connectErr *pgconn.ConnectError
+	return errors.Is(err, heartbeat.ErrUnavailable) ||
+		errors.Is(err, context.DeadlineExceeded) ||
+		errors.As(err, &connectErr)
+}
+
+// errorProblem maps an error of the registrar to the problem the client
+// sees. Faults of mcpd are logged with their cause and never echoed.
+func (h *handler) errorProblem(r *http.Request, err error) *Problem {
+	var fe *heartbeat.FieldError
+	switch {
+	case errors.As(err, &fe):
+		return validationProblem(fe.Field, fe.Reason)
+	case errors.Is(err, heartbeat.ErrNotFound):
+		return newProblem(http.StatusNotFound, ProblemNotFound, "Server not found",
+			"no server with this server_id for the token's tenant")
+	case errors.Is(err, heartbeat.ErrDeregistered):
+		return newProblem(http.StatusConflict, ProblemDeregistered, "Server deregistered",
+			"the server is deregistered; register it again")
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		// The client went away: nobody reads the answer.
+		h.logger.DebugContext(r.Context(), "request canceled", "method", r.Method, "path", r.URL.Path)
+		return unavailableProblem("the request was canceled")
+	case isUnavailable(err):
+		h.metrics.storeErrors.Inc()
+		h.logger.WarnContext(r.Context(), "store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		return unavailableProblem("the store cannot answer now; retry later")
+	default:
+		h.metrics.storeErrors.Inc()
+		h.logger.ErrorContext(r.Context(), "internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+		return internalProblem()
+	}
+}
+
+func internalProblem() *Problem {
+	return newProblem(http.StatusInternalServerError, ProblemInternal, "Internal error",
+		"mcpd could not complete the request; the cause is in its log")
+}

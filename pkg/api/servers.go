@@ -1,0 +1,234 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/cyberos/mcpd/pkg/auth"
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+)
+
+func (h *handler) register(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
+	var req RegisterRequest
+	if p := decodeBody(w, r, &req); p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	info := heartbeat.ServerInfo{
+		ModuleName:              req.ModuleName,
+		Version:                 req.Version,
+		SupportedProtocols:      req.SupportedProtocols,
+		CapabilityAdvertisement: req.CapabilityAdvertisement,
+		Skills:                  req.Skills,
+		TraceID:                 heartbeat.TraceIDFromTraceparent(r.Header.Get(HeaderTraceparent)),
+	}
+	srv, created, err := h.reg.Register(r.Context(), claims.TenantID, info)
+	if err != nil {
+		writeProblem(w, r, h.errorProblem(r, err))
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		w.Header().Set("Location", "/v1/mcp/servers/"+srv.ServerID.String())
+	}
+	h.writeJSON(w, r, status, srv)
+}
+
+func (h *handler) heartbeat(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
+	var req ServerIDRequest
+	if p := decodeBody(w, r, &req); p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	id, p := parseServerID(req.ServerID)
+	if p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	srv, err := h.reg.Heartbeat(r.Context(), claims.TenantID, id)
+	h.metrics.observeHeartbeat(heartbeatResult(err))
+	if err != nil {
+		writeProblem(w, r, h.errorProblem(r, err))
+		return
+	}
+	h.writeJSON(w, r, http.StatusOK, srv)
+}
+
+// heartbeatResult is the mcpd_heartbeats_total label of a heartbeat's outcome.
+func heartbeatResult(err error) string {
+	switch {
+	case err == nil:
+		return HeartbeatOK
+	case errors.Is(err, heartbeat.ErrNotFound):
+		return HeartbeatNotFound
+	case errors.Is(err, heartbeat.ErrDeregistered):
+		return HeartbeatDeregistered
+	default:
+		return HeartbeatError
+	}
+}
+
+func (h *handler) deregister(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
+	var req ServerIDRequest
+	if p := decodeBody(w, r, &req); p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	id, p := parseServerID(req.ServerID)
+	if p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	srv, err := h.reg.Deregister(r.Context(), claims.TenantID, id)
+	if err != nil {
+		writeProblem(w, r, h.errorProblem(r, err))
+		return
+	}
+	h.writeJSON(w, r, http.StatusOK, srv)
+}
+
+func (h *handler) getServer(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
+	id, p := parseServerID(r.PathValue("server_id"))
+	if p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	srv, err := h.reg.Server(r.Context(), claims.TenantID, id)
+	if err != nil {
+		writeProblem(w, r, h.errorProblem(r, err))
+		return
+	}
+	h.writeJSON(w, r, http.StatusOK, srv)
+}
+
+func (h *handler) listSkills(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
+	id, p := parseServerID(r.PathValue("server_id"))
+	if p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	skills, err := h.reg.Skills(r.Context(), claims.TenantID, id)
+	if err != nil {
+		writeProblem(w, r, h.errorProblem(r, err))
+		return
+	}
+	if skills == nil {
+		skills = []heartbeat.Skill{}
+	}
+	h.writeJSON(w, r, http.StatusOK, SkillList{Skills: skills})
+}
+
+func (h *handler) listServers(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
+	q := r.URL.Query()
+	var f heartbeat.ServerFilter
+	if s := q.Get("status"); s != "" {
+		st, err := heartbeat.ParseStatus(s)
+		if err != nil {
+			writeProblem(w, r, validationProblem("status", "must be one of healthy, degraded, unhealthy, deregistered"))
+			return
+		}
+		f.Status = st
+	}
+	if m := q.Get("module_name"); m != "" {
+		if !heartbeat.ValidModuleName(m) {
+			writeProblem(w, r, validationProblem("module_name", "must be 1-63 characters of [a-z0-9-], starting with a letter"))
+			return
+		}
+		f.ModuleName = m
+	}
+	limit, p := parseLimit(q)
+	if p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	f.Limit = limit
+	if c := q.Get("cursor"); c != "" {
+		after, err := decodeServerCursor(c)
+		if err != nil {
+			writeProblem(w, r, validationProblem("cursor", "is not a cursor that this listing returned"))
+			return
+		}
+		f.After = after
+	}
+	page, err := h.reg.Servers(r.Context(), claims.TenantID, f)
+	if err != nil {
+		writeProblem(w, r, h.errorProblem(r, err))
+		return
+	}
+	servers := page.Servers
+	if servers == nil {
+		servers = []heartbeat.Server{}
+	}
+	h.writeJSON(w, r, http.StatusOK, ServerList{Servers: servers, NextCursor: encodeServerCursor(page.Next)})
+}
+
+func (h *handler) listEvents(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
+	q := r.URL.Query()
+	var f heartbeat.EventFilter
+	if s := q.Get("server_id"); s != "" {
+		id, p := parseServerID(s)
+		if p != nil {
+			writeProblem(w, r, p)
+			return
+		}
+		f.ServerID = &id
+	}
+	if k := q.Get("kind"); k != "" {
+		kind, err := heartbeat.ParseEventKind(k)
+		if err != nil {
+			writeProblem(w, r, validationProblem("kind", "must be one of mcp.server.registered, mcp.server.degraded, "+
+				"mcp.server.unhealthy, mcp.server.recovered, mcp.server.deregistered"))
+			return
+		}
+		f.Kind = kind
+	}
+	limit, p := parseLimit(q)
+	if p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	f.Limit = limit
+	if c := q.Get("cursor"); c != "" {
+		seq, err := decodeEventCursor(c)
+		if err != nil {
+			writeProblem(w, r, validationProblem("cursor", "is not a cursor that this listing returned"))
+			return
+		}
+		f.AfterSeq = seq
+	}
+	page, err := h.reg.Events(r.Context(), claims.TenantID, f)
+	if err != nil {
+		writeProblem(w, r, h.errorProblem(r, err))
+		return
+	}
+	events := page.Events
+	if events == nil {
+		events = []heartbeat.Event{}
+	}
+	for i := range events {
+		if events[i].Body.SkillsAffected == nil {
+			events[i].Body.SkillsAffected = []string{}
+		}
+		if events[i].Body.SupportedProtocols == nil {
+			events[i].Body.SupportedProtocols = []string{}
+		}
+	}
+	h.writeJSON(w, r, http.StatusOK, EventList{Events: events, NextCursor: encodeEventCursor(page.NextSeq)})
+}
+
+// parseLimit reads the limit query parameter: 1-MaxPageLimit, default
+// DefaultPageLimit.
+func parseLimit(q url.Values) (int, *Problem) {
+	s := q.Get("limit")
+	if s == "" {
+		return heartbeat.DefaultPageLimit, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > heartbeat.MaxPageLimit {
+		return 0, validationProblem("limit", "must be an integer from 1 to "+strconv.Itoa(heartbeat.MaxPageLimit))
+	}
+	return n, nil
+}

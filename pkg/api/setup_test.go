@@ -1,0 +1,273 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/cyberos/mcpd/pkg/api"
+	"github.com/cyberos/mcpd/pkg/auth"
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/memstore"
+)
+
+const testInterval = 10 * time.Second
+
+// bundle is what a handler test needs: the handler over a memstore with a
+// fake clock, a tenant and its tokens.
+type bundle struct {
+	handler  http.Handler
+	store    heartbeat.Store
+	clock    *clockwork.FakeClock
+	monitor  *heartbeat.Monitor
+	metrics  *api.Metrics
+	secret   []byte
+	tenant   uuid.UUID
+	token    string // mcp:read mcp:write
+	readTok  string // mcp:read
+	logs     *syncBuffer
+	registry *heartbeat.Registrar
+}
+
+type setupOptions struct {
+	store          func(clock clockwork.Clock) heartbeat.Store // nil: memstore
+	pinger         api.Pinger
+	requestTimeout time.Duration
+}
+
+func setup(t *testing.T, opts ...setupOptions) *bundle {
+	t.Helper()
+	var o setupOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 5, 17, 10, 0, 0, 0, time.UTC))
+	var store heartbeat.Store = memstore.New(clock)
+	if o.store != nil {
+		store = o.store(clock)
+	}
+	secret := bytes.Repeat([]byte("k"), 32)
+	verifier, err := auth.NewVerifier(auth.VerifierOptions{HMACSecret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var counter heartbeat.StatusCounter
+	if c, ok := store.(heartbeat.StatusCounter); ok {
+		counter = c
+	}
+	metrics := api.NewMetrics(api.MetricsOptions{Counter: counter, Logger: logger})
+	sink := metrics.Sink(heartbeat.LogSink{Logger: logger})
+	reg := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{Store: store, Sink: sink, Logger: logger,
+		HeartbeatInterval: testInterval.Seconds()})
+	mon := heartbeat.NewMonitor(heartbeat.MonitorOptions{Store: store, Sink: sink, Logger: logger, Clock: clock,
+		HeartbeatInterval: testInterval, Period: testInterval / 2, Observe: metrics.ObserveSweep})
+	pinger := o.pinger
+	if pinger == nil {
+		pinger = store
+	}
+	h := api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: verifier, Logger: logger, Metrics: metrics,
+		Pinger: pinger, RequestTimeout: o.requestTimeout})
+	b := &bundle{handler: h, store: store, clock: clock, monitor: mon, metrics: metrics, secret: secret,
+		tenant: uuid.New(), logs: logs, registry: reg}
+	b.token = b.issue(t, b.tenant, "mcp:read mcp:write")
+	b.readTok = b.issue(t, b.tenant, "mcp:read")
+	return b
+}
+
+func (b *bundle) issue(t *testing.T, tenant uuid.UUID, scope string) string {
+	t.Helper()
+	tok, err := auth.Issue(b.secret, tenant, "test", scope, time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// response is a recorded answer.
+type response struct {
+	code   int
+	header http.Header
+	body   []byte
+}
+
+// req describes one request; zero fields take the defaults of do.
+type req struct {
+	method string
+	path   string
+	body   string
+	token  string // "-": no Authorization header
+	ctype  string // "-": no Content-Type
+	header map[string]string
+}
+
+func (b *bundle) do(t *testing.T, r req) response {
+	t.Helper()
+	if r.method == "" {
+		r.method = http.MethodGet
+		if r.body != "" {
+			r.method = http.MethodPost
+		}
+	}
+	var body io.Reader
+	if r.body != "" {
+		body = strings.NewReader(r.body)
+	}
+	hr := httptest.NewRequest(r.method, r.path, body)
+	switch r.token {
+	case "":
+		hr.Header.Set("Authorization", "Bearer "+b.token)
+	case "-":
+	default:
+		hr.Header.Set("Authorization", "Bearer "+r.token)
+	}
+	switch r.ctype {
+	case "":
+		if r.method == http.MethodPost {
+			hr.Header.Set("Content-Type", "application/json")
+		}
+	case "-":
+	default:
+		hr.Header.Set("Content-Type", r.ctype)
+	}
+	for k, v := range r.header {
+		hr.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	b.handler.ServeHTTP(rec, hr)
+	return response{code: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
+}
+
+func (b *bundle) post(t *testing.T, path, body string) response {
+	t.Helper()
+	return b.do(t, req{method: http.MethodPost, path: path, body: body})
+}
+
+func (b *bundle) get(t *testing.T, path string) response {
+	t.Helper()
+	return b.do(t, req{path: path})
+}
+
+const registerPath = "/v1/mcp/servers/register"
+
+func registerBody(module string, skills ...string) string {
+	r := api.RegisterRequest{ModuleName: module, Version: "1.3.2", SupportedProtocols: []string{"2025-06-18"}}
+	for _, s := range skills {
+		r.Skills = append(r.Skills, heartbeat.SkillInfo{Name: s})
+	}
+	b, _ := json.Marshal(r)
+	return string(b)
+}
+
+// register registers module for the bundle's tenant and returns the server.
+func (b *bundle) register(t *testing.T, module string, skills ...string) heartbeat.Server {
+	t.Helper()
+	resp := b.post(t, registerPath, registerBody(module, skills...))
+	if resp.code != http.StatusCreated && resp.code != http.StatusOK {
+		t.Fatalf("register %s: %d %s", module, resp.code, resp.body)
+	}
+	return decode[heartbeat.Server](t, resp)
+}
+
+func decode[T any](t *testing.T, resp response) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(resp.body, &v); err != nil {
+		t.Fatalf("decode %T from %d %s: %v", v, resp.code, resp.body, err)
+	}
+	return v
+}
+
+// wantProblem checks that resp is a problem with status (and field, when
+// not empty) and returns it.
+func wantProblem(t *testing.T, resp response, status int, field string) api.Problem {
+	t.Helper()
+	if resp.code != status {
+		t.Fatalf("status %d, want %d: %s", resp.code, status, resp.body)
+	}
+	if ct := resp.header.Get("Content-Type"); ct != api.ContentTypeProblem {
+		t.Fatalf("Content-Type %q, want %q", ct, api.ContentTypeProblem)
+	}
+	var p api.Problem
+	if err := json.Unmarshal(resp.body, &p); err != nil {
+		t.Fatalf("problem %s: %v", resp.body, err)
+	}
+	if p.Status != status || p.Type == "" || p.Title == "" || p.Detail == "" {
+		t.Fatalf("problem lacks type/title/status/detail: %s", resp.body)
+	}
+	if !strings.HasPrefix(p.Type, api.ProblemTypeBase) {
+		t.Fatalf("problem type %q not under %s", p.Type, api.ProblemTypeBase)
+	}
+	if field != "" && p.Field != field {
+		t.Fatalf("problem field %q, want %q: %s", p.Field, field, resp.body)
+	}
+	return p
+}
+
+// noneToken is an unsigned token (alg none) with valid claims.
+func noneToken(tenant uuid.UUID) string {
+	enc := base64.RawURLEncoding.EncodeToString
+	header := enc([]byte(`{"alg":"none","typ":"JWT"}`))
+	claims := enc([]byte(`{"tenant_id":"` + tenant.String() + `","scope":"mcp:read mcp:write","exp":` +
+		jsonNumber(time.Now().Add(time.Hour).Unix()) + `}`))
+	return header + "." + claims + "."
+}
+
+func jsonNumber(n int64) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// faultStore is a memstore whose Heartbeat and Server answer with err, or
+// run fn when set.
+type faultStore struct {
+	*memstore.Store
+	err error
+	fn  func(ctx context.Context) error
+}
+
+func (s *faultStore) fail(ctx context.Context) error {
+	if s.fn != nil {
+		return s.fn(ctx)
+	}
+	return s.err
+}
+
+func (s *faultStore) Heartbeat(ctx context.Context, tenant, id uuid.UUID) (heartbeat.Server, *heartbeat.Event, error) {
+	return heartbeat.Server{}, nil, s.fail(ctx)
+}
+
+func (s *faultStore) Server(ctx context.Context, tenant, id uuid.UUID) (heartbeat.Server, error) {
+	return heartbeat.Server{}, s.fail(ctx)
+}

@@ -1,0 +1,218 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+)
+
+// Names of the settings: each is a flag (--listen), an environment variable
+// (MCPD_LISTEN: MCPD_ and the name upper-cased, dashes to underscores) and a
+// key of the YAML config file.
+const (
+	KeyListen                 = "listen"
+	KeyDatabaseURL            = "database-url"
+	KeyDev                    = "dev"
+	KeyHeartbeatInterval      = "heartbeat-interval"
+	KeyMonitorPeriod          = "monitor-period"
+	KeyRequestTimeout         = "request-timeout"
+	KeyShutdownTimeout        = "shutdown-timeout"
+	KeyAuthJWTSecretFile      = "auth-jwt-secret-file"
+	KeyAuthJWKSFile           = "auth-jwks-file"
+	KeyAlertmanagerURL        = "alertmanager-url"
+	KeyAlertWebhookURL        = "alert-webhook-url"
+	KeyAlertWebhookSecretFile = "alert-webhook-secret-file"
+	KeyLogFormat              = "log-format"
+	KeyLogLevel               = "log-level"
+)
+
+// EnvPrefix starts the name of every environment variable of mcpd.
+const EnvPrefix = "MCPD"
+
+// EnvName returns the environment variable of the setting key.
+func EnvName(key string) string {
+	return EnvPrefix + "_" + strings.ToUpper(strings.ReplaceAll(key, "-", "_"))
+}
+
+// Defaults of the settings that have one.
+const (
+	DefaultListen          = "127.0.0.1:8420"
+	DefaultRequestTimeout  = 5 * time.Second
+	DefaultShutdownTimeout = 15 * time.Second
+	DefaultLogFormat       = "json"
+	DefaultLogLevel        = "info"
+)
+
+// Log formats and levels.
+var (
+	LogFormats = []string{"json", "text"}
+	LogLevels  = []string{"debug", "info", "warn", "error"}
+)
+
+// Config is everything mcpd is started with.
+type Config struct {
+	// Listen is the host:port of the HTTP API.
+	Listen string
+	// DatabaseURL is the PostgreSQL URL (or keyword/value DSN) of the store.
+	DatabaseURL string
+	// Dev runs on an in-memory store with a fresh secret and a demo token.
+	Dev bool
+	// HeartbeatInterval is how often servers are expected to heartbeat.
+	HeartbeatInterval time.Duration
+	// MonitorPeriod is how often the monitor sweeps; at most the interval.
+	MonitorPeriod time.Duration
+	// RequestTimeout bounds the work of one API call.
+	RequestTimeout time.Duration
+	// ShutdownTimeout bounds the drain of in-flight requests on stop.
+	ShutdownTimeout time.Duration
+	// AuthJWTSecretFile holds the HS256 secret.
+	AuthJWTSecretFile string
+	// AuthJWKSFile holds the public keys for RS256, ES256 and EdDSA tokens.
+	AuthJWKSFile string
+	// AlertmanagerURLs are Alertmanager base URLs (v2 API) to alert.
+	AlertmanagerURLs []string
+	// AlertWebhookURL receives alerts as JSON.
+	AlertWebhookURL string
+	// AlertWebhookSecretFile holds the secret that signs webhook bodies.
+	AlertWebhookSecretFile string
+	// LogFormat is json or text.
+	LogFormat string
+	// LogLevel is debug, info, warn or error.
+	LogLevel string
+}
+
+// DefaultMonitorPeriodFor is the monitor period when none is given: the
+// default 5 s, or half the heartbeat interval when that is shorter, so that
+// a short interval (--heartbeat-interval 1s) needs no --monitor-period.
+func DefaultMonitorPeriodFor(interval time.Duration) time.Duration {
+	if half := interval / 2; half > 0 && half < heartbeat.DefaultMonitorPeriod {
+		return half
+	}
+	return heartbeat.DefaultMonitorPeriod
+}
+
+// Default returns the configuration with every default set.
+func Default() Config {
+	return Config{
+		Listen:            DefaultListen,
+		HeartbeatInterval: heartbeat.DefaultHeartbeatInterval,
+		MonitorPeriod:     heartbeat.DefaultMonitorPeriod,
+		RequestTimeout:    DefaultRequestTimeout,
+		ShutdownTimeout:   DefaultShutdownTimeout,
+		LogFormat:         DefaultLogFormat,
+		LogLevel:          DefaultLogLevel,
+	}
+}
+
+// Validate reports every setting that mcpd cannot start with, each naming
+// its flag.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("--%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+
+	if err := validListen(c.Listen); err != nil {
+		bad(KeyListen, "%v", err)
+	}
+	switch {
+	case c.Dev && c.DatabaseURL != "":
+		bad(KeyDatabaseURL, "not used with --dev, which keeps everything in memory: give one of them")
+	case !c.Dev && c.DatabaseURL == "":
+		bad(KeyDatabaseURL, "required (or --dev for an in-memory store)")
+	case c.DatabaseURL != "":
+		if _, err := pgconn.ParseConfig(c.DatabaseURL); err != nil {
+			bad(KeyDatabaseURL, "not a PostgreSQL URL or DSN")
+		}
+	}
+	if !c.Dev && c.AuthJWTSecretFile == "" && c.AuthJWKSFile == "" {
+		errs = append(errs, fmt.Errorf("--%s or --%s: one is required to verify tokens (or --dev)",
+			KeyAuthJWTSecretFile, KeyAuthJWKSFile))
+	}
+
+	positive := func(key string, d time.Duration) bool {
+		if d <= 0 {
+			bad(key, "must be a positive duration, like 10s; got %s", d)
+			return false
+		}
+		return true
+	}
+	intervalOK := positive(KeyHeartbeatInterval, c.HeartbeatInterval)
+	periodOK := positive(KeyMonitorPeriod, c.MonitorPeriod)
+	if intervalOK && periodOK && c.MonitorPeriod > c.HeartbeatInterval {
+		bad(KeyMonitorPeriod, "%s is longer than --%s %s: a sweep must come at least once per interval",
+			c.MonitorPeriod, KeyHeartbeatInterval, c.HeartbeatInterval)
+	}
+	positive(KeyRequestTimeout, c.RequestTimeout)
+	positive(KeyShutdownTimeout, c.ShutdownTimeout)
+
+	for _, u := range c.AlertmanagerURLs {
+		if err := validHTTPURL(u); err != nil {
+			bad(KeyAlertmanagerURL, "%q: %v", u, err)
+		}
+	}
+	if c.AlertWebhookURL != "" {
+		if err := validHTTPURL(c.AlertWebhookURL); err != nil {
+			bad(KeyAlertWebhookURL, "%q: %v", c.AlertWebhookURL, err)
+		}
+	}
+	if c.AlertWebhookSecretFile != "" && c.AlertWebhookURL == "" {
+		bad(KeyAlertWebhookSecretFile, "needs --%s", KeyAlertWebhookURL)
+	}
+
+	if !slices.Contains(LogFormats, c.LogFormat) {
+		bad(KeyLogFormat, "%q: want one of %s", c.LogFormat, strings.Join(LogFormats, ", "))
+	}
+	if !slices.Contains(LogLevels, c.LogLevel) {
+		bad(KeyLogLevel, "%q: want one of %s", c.LogLevel, strings.Join(LogLevels, ", "))
+	}
+	return errors.Join(errs...)
+}
+
+// SlogLevel returns LogLevel as a slog level (info for anything unknown).
+func (c Config) SlogLevel() slog.Level {
+	switch c.LogLevel {
+	case "debug":
+		return slog.LevelDebug
+	case "warn":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}
+
+func validListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port", addr)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("%q: port %q is not a number from 0 to 65535", addr, port)
+	}
+	return nil
+}
+
+func validHTTPURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return errors.New("not a URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return errors.New("want an http or https URL")
+	}
+	if u.Host == "" {
+		return errors.New("no host")
+	}
+	return nil
+}

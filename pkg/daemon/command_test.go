@@ -1,0 +1,264 @@
+package daemon_test
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/cyberos/mcpd/pkg/config"
+	"github.com/cyberos/mcpd/pkg/daemon"
+)
+
+// load parses args as mcpd does and returns the configuration with env as
+// the environment.
+func load(t *testing.T, args []string, env map[string]string) (config.Config, error) {
+	t.Helper()
+	fs := pflag.NewFlagSet("mcpd", pflag.ContinueOnError)
+	daemon.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("parse %v: %v", args, err)
+	}
+	return daemon.LoadConfig(fs, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestPrecedence(t *testing.T) {
+	t.Parallel()
+	file := writeFile(t, "mcpd.yaml", `
+listen: 127.0.0.1:1001
+heartbeat-interval: 30s
+monitor-period: 4s
+log-level: warn
+log-format: text
+auth-jwt-secret-file: /file/secret
+alertmanager-url: [http://file-am:9093]
+dev: true
+`)
+	env := map[string]string{
+		"MCPD_LISTEN":             "127.0.0.1:1002",
+		"MCPD_HEARTBEAT_INTERVAL": "20s",
+		"MCPD_LOG_LEVEL":          "error",
+		"MCPD_ALERTMANAGER_URL":   "http://env-am-1:9093, http://env-am-2:9093",
+	}
+
+	cfg, err := load(t, []string{"--config", file, "--listen", "127.0.0.1:1003"}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct{ name, got, want string }{
+		{"flag beats env and file", cfg.Listen, "127.0.0.1:1003"},
+		{"env beats file", cfg.HeartbeatInterval.String(), "20s"},
+		{"env beats file (level)", cfg.LogLevel, "error"},
+		{"file beats default", cfg.MonitorPeriod.String(), "4s"},
+		{"file beats default (format)", cfg.LogFormat, "text"},
+		{"file string", cfg.AuthJWTSecretFile, "/file/secret"},
+		{"env list", strings.Join(cfg.AlertmanagerURLs, " "), "http://env-am-1:9093 http://env-am-2:9093"},
+		{"default", cfg.RequestTimeout.String(), "5s"},
+		{"file bool", boolString(cfg.Dev), "true"},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: got %q, want %q", c.name, c.got, c.want)
+		}
+	}
+
+	// Flags beat everything, for every kind of value.
+	cfg, err = load(t, []string{"--config", file, "--heartbeat-interval", "1s", "--monitor-period=500ms",
+		"--alertmanager-url", "http://flag-1", "--alertmanager-url", "http://flag-2,http://flag-3", "--dev=false",
+		"--log-level", "debug"}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HeartbeatInterval != time.Second || cfg.MonitorPeriod != 500*time.Millisecond || cfg.Dev ||
+		cfg.LogLevel != "debug" || strings.Join(cfg.AlertmanagerURLs, " ") != "http://flag-1 http://flag-2 http://flag-3" {
+		t.Fatalf("flags: %+v", cfg)
+	}
+
+	// MCPD_CONFIG names the file when --config is not given.
+	cfg, err = load(t, nil, map[string]string{"MCPD_CONFIG": file})
+	if err != nil || cfg.Listen != "127.0.0.1:1001" || cfg.HeartbeatInterval != 30*time.Second {
+		t.Fatalf("MCPD_CONFIG: %+v %v", cfg, err)
+	}
+
+	// Nothing set: the defaults.
+	cfg, err = load(t, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := config.Default()
+	if cfg.Listen != def.Listen || cfg.HeartbeatInterval != def.HeartbeatInterval || cfg.MonitorPeriod != def.MonitorPeriod ||
+		cfg.LogFormat != def.LogFormat || cfg.LogLevel != def.LogLevel || cfg.ShutdownTimeout != def.ShutdownTimeout ||
+		cfg.Dev || cfg.DatabaseURL != "" || cfg.AlertmanagerURLs != nil {
+		t.Fatalf("defaults: %+v", cfg)
+	}
+}
+
+// TestMonitorPeriodFollowsShortInterval: with no monitor period given, a
+// heartbeat interval under 10s brings the period down to half of it; one
+// given explicitly is kept (and refused by Validate when too long).
+func TestMonitorPeriodFollowsShortInterval(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		args []string
+		env  map[string]string
+		want time.Duration
+	}{
+		{[]string{"--heartbeat-interval", "1s"}, nil, 500 * time.Millisecond},
+		{nil, map[string]string{"MCPD_HEARTBEAT_INTERVAL": "200ms"}, 100 * time.Millisecond},
+		{[]string{"--heartbeat-interval", "1m"}, nil, 5 * time.Second},
+		{[]string{"--heartbeat-interval", "1s", "--monitor-period", "300ms"}, nil, 300 * time.Millisecond},
+		{[]string{"--heartbeat-interval", "1s", "--monitor-period", "5s"}, nil, 5 * time.Second},
+	}
+	for _, c := range cases {
+		cfg, err := load(t, append(c.args, "--dev"), c.env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.MonitorPeriod != c.want {
+			t.Fatalf("%v %v: monitor period %s, want %s", c.args, c.env, cfg.MonitorPeriod, c.want)
+		}
+	}
+}
+
+func TestEveryFlagHasAnEnvVariable(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"MCPD_LISTEN": "127.0.0.1:9", "MCPD_DATABASE_URL": "postgres://x@h/db", "MCPD_DEV": "true",
+		"MCPD_HEARTBEAT_INTERVAL": "2s", "MCPD_MONITOR_PERIOD": "1s", "MCPD_REQUEST_TIMEOUT": "3s",
+		"MCPD_SHUTDOWN_TIMEOUT": "4s", "MCPD_AUTH_JWT_SECRET_FILE": "/s", "MCPD_AUTH_JWKS_FILE": "/j",
+		"MCPD_ALERTMANAGER_URL": "http://am", "MCPD_ALERT_WEBHOOK_URL": "http://hook",
+		"MCPD_ALERT_WEBHOOK_SECRET_FILE": "/w", "MCPD_LOG_FORMAT": "text", "MCPD_LOG_LEVEL": "debug",
+	}
+	cfg, err := load(t, nil, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config.Config{Listen: "127.0.0.1:9", DatabaseURL: "postgres://x@h/db", Dev: true,
+		HeartbeatInterval: 2 * time.Second, MonitorPeriod: time.Second, RequestTimeout: 3 * time.Second,
+		ShutdownTimeout: 4 * time.Second, AuthJWTSecretFile: "/s", AuthJWKSFile: "/j",
+		AlertmanagerURLs: []string{"http://am"}, AlertWebhookURL: "http://hook", AlertWebhookSecretFile: "/w",
+		LogFormat: "text", LogLevel: "debug"}
+	if !equalConfig(cfg, want) {
+		t.Fatalf("got %+v\nwant %+v", cfg, want)
+	}
+}
+
+func TestLoadConfigErrors(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		args []string
+		env  map[string]string
+		file string
+		want string
+	}{
+		{"env duration", nil, map[string]string{"MCPD_HEARTBEAT_INTERVAL": "soon"}, "", `MCPD_HEARTBEAT_INTERVAL: "soon" is not a duration`},
+		{"env bool", nil, map[string]string{"MCPD_DEV": "sure"}, "", `MCPD_DEV: "sure" is not a boolean`},
+		{"file duration without unit", nil, nil, "heartbeat-interval: 10\n", "heartbeat-interval in "},
+		{"file unknown key", nil, nil, "listen: 127.0.0.1:1\nheartbeat_interval: 10s\n", `unknown keys "heartbeat_interval"`},
+		{"file not yaml", nil, nil, "listen: [\n", "not YAML"},
+		{"file list of numbers", nil, nil, "alertmanager-url: [1]\n", "want a list of strings"},
+		{"file missing", []string{"--config", "/nonexistent/mcpd.yaml"}, nil, "", "--config /nonexistent/mcpd.yaml"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := c.args
+			if c.file != "" {
+				args = append(args, "--config", writeFile(t, "c.yaml", c.file))
+			}
+			_, err := load(t, args, c.env)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err %v, want it to say %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestRunFReceivesValidatedConfig(t *testing.T) {
+	t.Parallel()
+	var got config.Config
+	var out, errOut bytes.Buffer
+	cmd := daemon.NewCommand(&out, &errOut, func(_ context.Context, cfg config.Config) error { got = cfg; return nil })
+	cmd.SetArgs([]string{"--dev", "--heartbeat-interval", "1s", "--monitor-period", "1s"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if !got.Dev || got.HeartbeatInterval != time.Second {
+		t.Fatalf("runF got %+v", got)
+	}
+}
+
+// TestExitCodes runs Main as mcpd's main does: usage problems exit 2 with
+// a message on stderr, a failure to start exits 1. It reads the process
+// environment, so it does not run in parallel.
+func TestExitCodes(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	cases := []struct {
+		name string
+		args []string
+		env  map[string]string
+		code int
+		want string // on stderr (stdout for exit 0)
+	}{
+		{"version", []string{"--version"}, nil, 0, "mcpd "},
+		{"help", []string{"--help"}, nil, 0, "--heartbeat-interval"},
+		{"unknown flag", []string{"--frobnicate"}, nil, 2, "unknown flag: --frobnicate"},
+		{"bad flag duration", []string{"--dev", "--heartbeat-interval", "ten"}, nil, 2, "heartbeat-interval"},
+		{"argument", []string{"--dev", "serve"}, nil, 2, `unexpected argument "serve"`},
+		{"invalid config", []string{"--dev", "--monitor-period", "20s"}, nil, 2, "--monitor-period: 20s is longer"},
+		{"period over short interval", []string{"--dev", "--heartbeat-interval", "1s", "--monitor-period", "5s"}, nil, 2, "--monitor-period: 5s is longer"},
+		{"zero interval", []string{"--dev", "--heartbeat-interval", "0s"}, nil, 2, "--heartbeat-interval: must be a positive"},
+		{"no store", nil, nil, 2, "--database-url: required"},
+		{"bad log format", []string{"--dev", "--log-format", "xml"}, nil, 2, "--log-format"},
+		{"bad env", []string{"--dev"}, map[string]string{"MCPD_MONITOR_PERIOD": "fast"}, 2, "MCPD_MONITOR_PERIOD"},
+		{"port in use", []string{"--dev", "--listen", busy.Addr().String()}, nil, 1, "listen on " + busy.Addr().String()},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			var out, errOut bytes.Buffer
+			code := daemon.Main(context.Background(), c.args, &out, &errOut)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d; stdout %q stderr %q", code, c.code, out.String(), errOut.String())
+			}
+			where := errOut.String()
+			if c.code == 0 {
+				where = out.String()
+			}
+			if !strings.Contains(where, c.want) {
+				t.Fatalf("output %q lacks %q", where, c.want)
+			}
+		})
+	}
+}
+
+func boolString(b bool) string {
+	if b {
+		return "true"
+	}
+	return "false"
+}
+
+func equalConfig(a, b config.Config) bool { return reflect.DeepEqual(a, b) }

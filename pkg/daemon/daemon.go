@@ -1,0 +1,382 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cyberos/mcpd/pkg/api"
+	"github.com/cyberos/mcpd/pkg/auth"
+	"github.com/cyberos/mcpd/pkg/config"
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/pgstore"
+	"github.com/cyberos/mcpd/pkg/version"
+)
+
+// Limits of the HTTP server, beyond the configured request timeout.
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 30 * time.Second
+	idleTimeout       = 120 * time.Second
+	maxHeaderBytes    = 64 << 10
+	// writeSlack is what the write timeout allows beyond the request
+	// timeout, so that a timed-out call still gets its 503 out.
+	writeSlack = 10 * time.Second
+	// startPingTimeout bounds the store check at start.
+	startPingTimeout = 5 * time.Second
+)
+
+// Options are the daemon's dependencies.
+type Options struct {
+	// Logger receives every log line; nil: discarded.
+	Logger *slog.Logger
+	// Stdout receives the --dev banner; nil: discarded.
+	Stdout io.Writer
+	// Clock drives the monitor and, when set, the store's timestamps; nil:
+	// the real clock, and PostgreSQL's now() for the store.
+	Clock clockwork.Clock
+	// Getenv reads NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID; nil:
+	// os.Getenv.
+	Getenv func(string) string
+}
+
+// Daemon is one mcpd: store, monitor and HTTP API.
+type Daemon struct {
+	cfg    config.Config
+	logger *slog.Logger
+	stdout io.Writer
+	clock  clockwork.Clock
+	// storeClock is the clock given to the store: nil in production
+	// with PostgreSQL, whose now() decides.
+	storeClock clockwork.Clock
+	notifier   *notifier
+
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	stopErr error
+	done    chan struct{} // closed when Stop has finished
+
+	ln         net.Listener
+	srv        *http.Server
+	pool       *pgxpool.Pool
+	pgStore    *pgstore.Store
+	secretFile string // the --dev secret this daemon wrote, removed on stop
+	serveErr   chan error
+
+	monitorStop chan struct{}
+	monitorDone chan struct{}
+	sweepCancel context.CancelFunc
+	watchStop   chan struct{}
+	watchDone   chan struct{}
+}
+
+// New returns a daemon for cfg, which must be valid. Nothing is opened
+// before Start.
+func New(cfg config.Config, opts Options) (*Daemon, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	d := &Daemon{cfg: cfg, logger: opts.Logger, stdout: opts.Stdout, clock: opts.Clock, storeClock: opts.Clock,
+		done: make(chan struct{})}
+	if d.logger == nil {
+		d.logger = slog.New(slog.DiscardHandler)
+	}
+	if d.stdout == nil {
+		d.stdout = io.Discard
+	}
+	if d.clock == nil {
+		d.clock = clockwork.NewRealClock()
+	}
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	d.notifier = newNotifier(getenv, d.logger)
+	return d, nil
+}
+
+// Start opens the store, starts the monitor and listens; it returns once
+// the API accepts connections (and systemd has been told READY=1). A
+// failure leaves nothing open.
+func (d *Daemon) Start(ctx context.Context) (err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.started || d.stopped {
+		return errors.New("start: already started")
+	}
+	d.started = true
+	defer func() {
+		if err != nil {
+			d.closeResources()
+		}
+	}()
+
+	verifier, demo, err := d.openVerifier()
+	if err != nil {
+		return err
+	}
+	store, err := d.openStore(ctx)
+	if err != nil {
+		return err
+	}
+
+	var counter heartbeat.StatusCounter
+	if c, ok := store.(heartbeat.StatusCounter); ok {
+		counter = c
+	}
+	metrics := api.NewMetrics(api.MetricsOptions{Registry: prometheus.NewRegistry(), Counter: counter, Logger: d.logger})
+	sink := metrics.Sink(heartbeat.LogSink{Logger: d.logger})
+	registrar := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{
+		Store: store, Sink: sink, Logger: d.logger, HeartbeatInterval: d.cfg.HeartbeatInterval.Seconds(),
+	})
+	monitor := heartbeat.NewMonitor(heartbeat.MonitorOptions{
+		Store: store, Sink: sink, Logger: d.logger, Clock: d.clock,
+		HeartbeatInterval: d.cfg.HeartbeatInterval, Period: d.cfg.MonitorPeriod, Observe: metrics.ObserveSweep,
+	})
+	handler := api.NewHandler(api.HandlerOptions{
+		Registrar: registrar, Verifier: verifier, Logger: d.logger, Metrics: metrics,
+		Pinger: store, RequestTimeout: d.cfg.RequestTimeout,
+	})
+
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", d.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", d.cfg.Listen, err)
+	}
+	d.ln = ln
+	d.srv = &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      d.cfg.RequestTimeout + writeSlack,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(d.logger.Handler(), slog.LevelWarn),
+	}
+	d.serveErr = make(chan error, 1)
+	go func() {
+		if err := d.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			d.serveErr <- fmt.Errorf("serve: %w", err)
+		}
+		close(d.serveErr)
+	}()
+
+	d.startMonitor(monitor)
+
+	storeKind := "postgres"
+	if d.cfg.Dev {
+		storeKind = "memory"
+	}
+	d.logger.Info("mcpd listening", "addr", ln.Addr().String(), "version", version.Version, "store", storeKind,
+		"heartbeat_interval", d.cfg.HeartbeatInterval.String(), "monitor_period", d.cfg.MonitorPeriod.String())
+	if len(d.cfg.AlertmanagerURLs) > 0 || d.cfg.AlertWebhookURL != "" {
+		d.logger.Warn("alert delivery is not implemented in this build: transitions are logged only",
+			"alertmanager_urls", len(d.cfg.AlertmanagerURLs), "alert_webhook", d.cfg.AlertWebhookURL != "")
+	}
+	d.notifier.notify("READY=1\nSTATUS=serving on " + ln.Addr().String())
+	d.watchStop, d.watchDone = d.notifier.startWatchdog()
+	if demo != nil {
+		demo.print(d.stdout, d.baseURL())
+	}
+	return nil
+}
+
+// openVerifier loads the configured key files; with --dev and no secret
+// file it makes a fresh secret and a demo token.
+func (d *Daemon) openVerifier() (*auth.Verifier, *devBanner, error) {
+	secretFile := d.cfg.AuthJWTSecretFile
+	var demo *devBanner
+	if d.cfg.Dev {
+		var err error
+		if secretFile == "" {
+			if secretFile, err = writeDevSecret(); err != nil {
+				return nil, nil, err
+			}
+			d.secretFile = secretFile
+		}
+		if demo, err = newDevBanner(secretFile, time.Now()); err != nil {
+			return nil, nil, err
+		}
+		demo.generated = d.secretFile != ""
+	}
+	v, err := auth.LoadVerifier(secretFile, d.cfg.AuthJWKSFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	return v, demo, nil
+}
+
+// openStore opens the in-memory store (--dev) or a PostgreSQL pool. A
+// database that does not answer yet is not fatal: /readyz says so until it
+// does, and the pool connects when it can.
+func (d *Daemon) openStore(ctx context.Context) (heartbeat.Store, error) {
+	if d.cfg.Dev {
+		return memstore.New(d.clock), nil
+	}
+	pool, err := pgstore.Connect(ctx, d.cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	d.pool = pool
+	store := pgstore.New(pool, pgstore.Options{Clock: d.storeClock, Logger: d.logger})
+	d.pgStore = store
+	pctx, cancel := context.WithTimeout(ctx, startPingTimeout)
+	defer cancel()
+	if err := store.Ping(pctx); err != nil {
+		d.logger.Warn("store not ready at start; serving 503 until it is", "err", err)
+	}
+	return store, nil
+}
+
+// startMonitor runs the monitor's sweep at once and then every period, until
+// Stop; a sweep in progress when Stop comes is let finish.
+func (d *Daemon) startMonitor(m *heartbeat.Monitor) {
+	d.monitorStop = make(chan struct{})
+	d.monitorDone = make(chan struct{})
+	sweepCtx, cancel := context.WithCancel(context.Background())
+	d.sweepCancel = cancel
+	go func() {
+		defer close(d.monitorDone)
+		ticker := d.clock.NewTicker(d.cfg.MonitorPeriod)
+		defer ticker.Stop()
+		for {
+			ctx, cancel := context.WithTimeout(sweepCtx, d.cfg.HeartbeatInterval)
+			if _, err := m.Sweep(ctx, time.Time{}); err != nil && !errors.Is(err, context.Canceled) {
+				d.logger.Error("sweep failed", "err", err)
+			}
+			cancel()
+			select {
+			case <-d.monitorStop:
+				return
+			case <-ticker.Chan():
+			}
+		}
+	}()
+}
+
+// Addr returns the address the API listens on, once started.
+func (d *Daemon) Addr() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ln == nil {
+		return ""
+	}
+	return d.ln.Addr().String()
+}
+
+// baseURL is the URL a client on this host reaches the API at.
+func (d *Daemon) baseURL() string {
+	host, port, _ := net.SplitHostPort(d.ln.Addr().String())
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// Run starts the daemon and serves until ctx ends or serving fails, then
+// stops it. A stop on ctx's end is a clean exit.
+func (d *Daemon) Run(ctx context.Context) error {
+	if err := d.Start(ctx); err != nil {
+		return err
+	}
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		d.logger.Info("stopping", "cause", context.Cause(ctx).Error())
+	case serveErr = <-d.serveErr:
+	}
+	stopErr := d.Stop(context.WithoutCancel(ctx))
+	return errors.Join(serveErr, stopErr)
+}
+
+// Stop stops accepting connections, drains in-flight requests, stops the
+// monitor after its current sweep and closes the store, all bounded by the
+// shutdown timeout (and ctx). It is idempotent: later calls wait for the
+// first and return its result.
+func (d *Daemon) Stop(ctx context.Context) error {
+	d.mu.Lock()
+	if d.stopped {
+		d.mu.Unlock()
+		select {
+		case <-d.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return d.stopErr
+	}
+	d.stopped = true
+	d.mu.Unlock()
+	defer close(d.done)
+
+	if !d.started {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.ShutdownTimeout)
+	defer cancel()
+	d.notifier.notify("STOPPING=1")
+	var errs []error
+	if d.srv != nil {
+		if err := d.srv.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("drain requests: %w", err))
+			_ = d.srv.Close()
+		}
+	}
+	if d.monitorStop != nil {
+		close(d.monitorStop)
+		select {
+		case <-d.monitorDone:
+		case <-ctx.Done():
+			d.sweepCancel()
+			<-d.monitorDone
+			errs = append(errs, fmt.Errorf("stop monitor: %w", ctx.Err()))
+		}
+		d.sweepCancel()
+	}
+	if d.watchStop != nil {
+		close(d.watchStop)
+		<-d.watchDone
+	}
+	d.closeResources()
+	d.stopErr = errors.Join(errs...)
+	if d.stopErr != nil {
+		d.logger.Warn("mcpd stopped", "err", d.stopErr)
+	} else {
+		d.logger.Info("mcpd stopped")
+	}
+	return d.stopErr
+}
+
+// closeResources closes the store and its pool and removes the --dev
+// secret file.
+func (d *Daemon) closeResources() {
+	if d.ln != nil && d.srv == nil {
+		_ = d.ln.Close()
+	}
+	if d.pgStore != nil {
+		d.pgStore.Close()
+		d.pgStore = nil
+	}
+	if d.pool != nil {
+		d.pool.Close()
+		d.pool = nil
+	}
+	if d.secretFile != "" {
+		if err := os.Remove(d.secretFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+			d.logger.Warn("remove dev secret file", "path", d.secretFile, "err", err)
+		}
+		d.secretFile = ""
+	}
+}

@@ -1,0 +1,97 @@
+package daemon
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/cyberos/mcpd/pkg/auth"
+)
+
+// Dev mode's demo tenant token.
+const (
+	devScope    = auth.ScopeRead + " " + auth.ScopeWrite
+	devTokenTTL = 24 * time.Hour
+	devSubject  = "mcpd-dev"
+)
+
+// writeDevSecret makes a random HS256 secret and writes it to a new 0600
+// file in the temporary directory, whose path it returns.
+func writeDevSecret() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("dev secret: %w", err)
+	}
+	f, err := os.CreateTemp("", "mcpd-dev-secret-*.key") // mode 0600
+	if err != nil {
+		return "", fmt.Errorf("dev secret: %w", err)
+	}
+	_, werr := f.WriteString(base64.RawURLEncoding.EncodeToString(b[:]) + "\n")
+	cerr := f.Close()
+	if werr != nil || cerr != nil {
+		_ = os.Remove(f.Name())
+		return "", fmt.Errorf("dev secret: write %s: %v %v", f.Name(), werr, cerr)
+	}
+	return f.Name(), nil
+}
+
+// devBanner is what --dev prints once listening: a token for a demo tenant
+// and the lines to try.
+type devBanner struct {
+	secretFile string
+	tenant     uuid.UUID
+	token      string
+	expires    time.Time
+	generated  bool // the secret file is this run's own, removed on exit
+}
+
+func newDevBanner(secretFile string, now time.Time) (*devBanner, error) {
+	secret, err := auth.ReadSecretFile(secretFile)
+	if err != nil {
+		return nil, fmt.Errorf("dev token: %w", err)
+	}
+	tenant := uuid.New()
+	token, err := auth.Issue(secret, tenant, devSubject, devScope, devTokenTTL, now)
+	if err != nil {
+		return nil, fmt.Errorf("dev token: %w", err)
+	}
+	return &devBanner{secretFile: secretFile, tenant: tenant, token: token, expires: now.Add(devTokenTTL).UTC()}, nil
+}
+
+func (b *devBanner) print(w io.Writer, baseURL string) {
+	note := ""
+	if b.generated {
+		note = ", removed on exit"
+	}
+	fmt.Fprintf(w, `mcpd is running in dev mode: in-memory store, nothing is kept after it stops.
+
+  API          %[1]s
+  secret file  %[2]s (HS256%[7]s)
+  tenant       %[3]s
+  token        %[4]s
+               (scope "%[5]s", expires %[6]s)
+
+Try it:
+
+  export MCPCTL_SERVER=%[1]s
+  export MCPCTL_TOKEN=%[4]s
+  mcpctl register --module calendar --version 1.3.2 --protocol 2025-06-18 --skill search
+  mcpctl servers list
+  mcpctl watch
+  mcpctl token issue --tenant %[3]s --scope "%[5]s" --secret-file %[2]s
+
+  curl -s -X POST %[1]s/v1/mcp/servers/register \
+    -H "Authorization: Bearer $MCPCTL_TOKEN" -H 'Content-Type: application/json' \
+    -d '{"module_name":"calendar","version":"1.3.2","supported_protocols":["2025-06-18"],"skills":[{"name":"search"}]}'
+  curl -s -X POST %[1]s/v1/mcp/servers/heartbeat \
+    -H "Authorization: Bearer $MCPCTL_TOKEN" -H 'Content-Type: application/json' \
+    -d '{"server_id":"SERVER_ID"}'
+  curl -s -H "Authorization: Bearer $MCPCTL_TOKEN" %[1]s/v1/mcp/servers
+
+`, baseURL, b.secretFile, b.tenant, b.token, devScope, b.expires.Format(time.RFC3339), note)
+}
