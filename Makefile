@@ -22,3 +22,18 @@ test: fmt-check vet
 
 clean:
 	rm -rf bin dist
+
+# Generated from mcpctl's command tree and committed; pkg/cli's tests fail
+# when they are stale.
+completions:
+	$(GO) run ./pkg/cli/gen -completions completions
+
+docs:
+	rm -f docs/cli/*.md docs/man/*.1
+	$(GO) run ./pkg/cli/gen -markdown docs/cli -man docs/man
+
+# Local release build (no publishing) into dist/; needs goreleaser v2:
+#   go install github.com/goreleaser/goreleaser/v2@v2.17.0
+.PHONY: release-snapshot
+release-snapshot:
+	goreleaser release --snapshot --clean --skip=publish

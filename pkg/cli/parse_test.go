@@ -1,0 +1,282 @@
+package cli
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/output"
+)
+
+func TestRegisterParse(t *testing.T) {
+	t.Parallel()
+	caps := writeFile(t, "caps.json", "{\n  \"tools\": {\"listChanged\": true}\n}\n")
+	cases := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want registerOptions
+	}{
+		{
+			name: "minimal",
+			args: []string{"--module", "calendar", "--version", "1.3.2", "--protocol", "2025-06-18"},
+			want: registerOptions{Module: "calendar", Version: "1.3.2", Protocols: []string{"2025-06-18"}},
+		},
+		{
+			name: "everything",
+			args: []string{
+				"--module", "calendar", "--version", "1.3.2", "--protocol", "2025-06-18", "--protocol", "2025-03-26,2024-11-05",
+				"--capabilities", caps, "--skill", "list-events=List the events, of a day", "--skill", "create-event",
+				"--traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+			},
+			env: map[string]string{EnvTraceparent: "00-11111111111111111111111111111111-2222222222222222-01"},
+			want: registerOptions{
+				Module: "calendar", Version: "1.3.2",
+				Protocols:        []string{"2025-06-18", "2025-03-26", "2024-11-05"},
+				CapabilitiesFile: caps,
+				Skills:           []string{"list-events=List the events, of a day", "create-event"},
+				Traceparent:      "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+				Capabilities:     json.RawMessage(`{"tools":{"listChanged":true}}`),
+				SkillInfos:       []heartbeat.SkillInfo{{Name: "list-events", Description: "List the events, of a day"}, {Name: "create-event"}},
+			},
+		},
+		{
+			name: "traceparent from the environment",
+			args: []string{"--module", "calendar", "--version", "1.3.2", "--protocol", "2025-06-18"},
+			env:  map[string]string{EnvTraceparent: "00-11111111111111111111111111111111-2222222222222222-01"},
+			want: registerOptions{Module: "calendar", Version: "1.3.2", Protocols: []string{"2025-06-18"},
+				Traceparent: "00-11111111111111111111111111111111-2222222222222222-01"},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var got *registerOptions
+			cmd := newCmdRegister(testFactory(newTestIO(), c.env), func(o *registerOptions) error { got = o; return nil })
+			if err := execute(t, cmd, c.args...); err != nil {
+				t.Fatal(err)
+			}
+			got.IO, got.Client, got.Printer = nil, nil, nil
+			if !reflect.DeepEqual(*got, c.want) {
+				t.Fatalf("options\n%+v\nwant\n%+v", *got, c.want)
+			}
+		})
+	}
+}
+
+func TestRegisterParseErrors(t *testing.T) {
+	t.Parallel()
+	notObject := writeFile(t, "caps.json", `["tools"]`)
+	twoValues := writeFile(t, "caps2.json", `{} {}`)
+	base := []string{"--module", "calendar", "--version", "1.3.2", "--protocol", "2025-06-18"}
+	cases := []struct {
+		name  string
+		args  []string
+		usage bool // else: a failure (exit 1)
+	}{
+		{"no protocol", []string{"--module", "calendar", "--version", "1.3.2"}, false}, // cobra's required flag error
+		{"capabilities not an object", append(base[:6:6], "--capabilities", notObject), true},
+		{"capabilities two values", append(base[:6:6], "--capabilities", twoValues), true},
+		{"skill without name", append(base[:6:6], "--skill", "=desc"), true},
+		{"positional argument", append(base[:6:6], "extra"), true},
+		{"capabilities missing", append(base[:6:6], "--capabilities", "/nonexistent/caps.json"), false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			cmd := newCmdRegister(testFactory(newTestIO(), nil), func(*registerOptions) error {
+				t.Fatal("runF reached")
+				return nil
+			})
+			err := execute(t, cmd, c.args...)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if asUsage(err) != c.usage {
+				t.Fatalf("error %v: usage %v, want %v", err, asUsage(err), c.usage)
+			}
+		})
+	}
+}
+
+func TestServerIDCommandsParse(t *testing.T) {
+	t.Parallel()
+	id := uuid.MustParse("6f1c2a4e-8b0d-4c3e-9f6a-1d2e3f4a5b6c")
+	f := testFactory(newTestIO(), nil)
+	var got uuid.UUID
+	capture := map[string]func() error{
+		"heartbeat": func() error {
+			return execute(t, newCmdHeartbeat(f, func(o *heartbeatOptions) error { got = o.ServerID; return nil }), id.String())
+		},
+		"deregister": func() error {
+			return execute(t, newCmdDeregister(f, func(o *deregisterOptions) error { got = o.ServerID; return nil }), id.String())
+		},
+		"get": func() error {
+			return execute(t, newCmdServersGet(f, func(o *getOptions) error { got = o.ServerID; return nil }), id.String())
+		},
+		"skills": func() error {
+			return execute(t, newCmdServersSkills(f, func(o *skillsOptions) error { got = o.ServerID; return nil }), id.String())
+		},
+	}
+	for name, run := range capture {
+		got = uuid.Nil
+		if err := run(); err != nil || got != id {
+			t.Errorf("%s: id %s, err %v; want %s", name, got, err, id)
+		}
+	}
+	for _, args := range [][]string{{"not-a-uuid"}, {"6f1c2a4e8b0d4c3e9f6a1d2e3f4a5b6c"}, {}, {id.String(), id.String()}} {
+		err := execute(t, newCmdHeartbeat(f, func(*heartbeatOptions) error { t.Fatal("runF reached"); return nil }), args...)
+		if !isUsage(err) {
+			t.Errorf("heartbeat %q: error %v, want a usage error", args, err)
+		}
+	}
+}
+
+func TestListParse(t *testing.T) {
+	t.Parallel()
+	var got *listOptions
+	cmd := newCmdServersList(testFactory(newTestIO(), nil), "list", func(o *listOptions) error { got = o; return nil })
+	if err := execute(t, cmd, "--status", "degraded", "--module", "calendar", "--limit", "5"); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != heartbeat.StatusDegraded || got.Module != "calendar" || got.Limit != 5 {
+		t.Fatalf("options %+v", got)
+	}
+	for _, args := range [][]string{{"--status", "sick"}, {"--limit", "-1"}, {"extra"}} {
+		cmd := newCmdServersList(testFactory(newTestIO(), nil), "list", func(*listOptions) error { t.Fatal("runF reached"); return nil })
+		if err := execute(t, cmd, args...); !isUsage(err) {
+			t.Errorf("list %q: error %v, want a usage error", args, err)
+		}
+	}
+}
+
+func TestAuditListParse(t *testing.T) {
+	t.Parallel()
+	var got *auditListOptions
+	cmd := newCmdAuditList(testFactory(newTestIO(), nil), func(o *auditListOptions) error { got = o; return nil })
+	id := "6f1c2a4e-8b0d-4c3e-9f6a-1d2e3f4a5b6c"
+	if err := execute(t, cmd, "--server-id", id, "--kind", "mcp.server.unhealthy", "--limit", "3"); err != nil {
+		t.Fatal(err)
+	}
+	if got.ServerID == nil || got.ServerID.String() != id || got.Kind != heartbeat.KindUnhealthy || got.Limit != 3 {
+		t.Fatalf("options %+v", got)
+	}
+	for _, args := range [][]string{{"--server-id", "x"}, {"--kind", "mcp.server.exploded"}} {
+		cmd := newCmdAuditList(testFactory(newTestIO(), nil), func(*auditListOptions) error { t.Fatal("runF reached"); return nil })
+		if err := execute(t, cmd, args...); !isUsage(err) {
+			t.Errorf("audit list %q: error %v, want a usage error", args, err)
+		}
+	}
+}
+
+func TestTokenIssueParse(t *testing.T) {
+	t.Parallel()
+	var got *tokenIssueOptions
+	cmd := newCmdTokenIssue(testFactory(newTestIO(), nil), func(o *tokenIssueOptions) error { got = o; return nil })
+	tenant := "0b6e3c1a-2f4d-4e5b-8a9c-7d6e5f4a3b2c"
+	if err := execute(t, cmd, "--tenant", tenant, "--scope", " mcp:read   mcp:write ", "--secret-file", "/s", "--ttl", "24h", "--subject", "ci"); err != nil {
+		t.Fatal(err)
+	}
+	if got.Tenant.String() != tenant || got.Scope != "mcp:read mcp:write" || got.SecretFile != "/s" || got.TTL != 24*time.Hour || got.Subject != "ci" {
+		t.Fatalf("options %+v", got)
+	}
+	got = nil
+	cmd = newCmdTokenIssue(testFactory(newTestIO(), nil), func(o *tokenIssueOptions) error { got = o; return nil })
+	if err := execute(t, cmd, "--tenant", tenant, "--scope", "mcp:read", "--secret-file", "/s"); err != nil {
+		t.Fatal(err)
+	}
+	if got.TTL != time.Hour || got.Subject != "mcpctl" {
+		t.Fatalf("defaults: ttl %s subject %q, want 1h and mcpctl", got.TTL, got.Subject)
+	}
+	for _, args := range [][]string{
+		{"--tenant", "nope", "--scope", "mcp:read", "--secret-file", "/s"},
+		{"--tenant", uuid.Nil.String(), "--scope", "mcp:read", "--secret-file", "/s"},
+		{"--tenant", tenant, "--scope", "mcp:admin", "--secret-file", "/s"},
+		{"--tenant", tenant, "--scope", " ", "--secret-file", "/s"},
+		{"--tenant", tenant, "--scope", "mcp:read", "--secret-file", "/s", "--ttl", "0s"},
+	} {
+		cmd := newCmdTokenIssue(testFactory(newTestIO(), nil), func(*tokenIssueOptions) error { t.Fatal("runF reached"); return nil })
+		if err := execute(t, cmd, args...); !isUsage(err) {
+			t.Errorf("token issue %q: error %v, want a usage error", args, err)
+		}
+	}
+}
+
+func TestMigrateParse(t *testing.T) {
+	t.Parallel()
+	newF := func(ts *testStreams) *Factory {
+		f := testFactory(ts, nil)
+		f.cfg = &Config{Server: DefaultServer, Output: output.Table, DatabaseURL: "postgres://owner@127.0.0.1/mcpd"}
+		return f
+	}
+	var got *migrateOptions
+	capture := func(o *migrateOptions) error { got = o; return nil }
+
+	if err := execute(t, newCmdMigrateDown(newF(newTestIO()), capture), "2"); err != nil || got.Steps != 2 || got.All {
+		t.Fatalf("down 2: %+v, %v", got, err)
+	}
+	if err := execute(t, newCmdMigrateDown(newF(newTestIO()), capture), "--all"); err != nil || got.Steps != 0 || !got.All {
+		t.Fatalf("down --all: %+v, %v", got, err)
+	}
+	if err := execute(t, newCmdMigrateUp(newF(newTestIO()), capture)); err != nil || got.DatabaseURL != "postgres://owner@127.0.0.1/mcpd" {
+		t.Fatalf("up: %+v, %v", got, err)
+	}
+	for _, args := range [][]string{{}, {"0"}, {"x"}, {"1", "2"}, {"1", "--all"}} {
+		err := execute(t, newCmdMigrateDown(newF(newTestIO()), func(*migrateOptions) error { t.Fatal("runF reached"); return nil }), args...)
+		if !isUsage(err) {
+			t.Errorf("down %q: error %v, want a usage error", args, err)
+		}
+	}
+	// With no URL anywhere, migrate is bad usage.
+	f := testFactory(newTestIO(), nil)
+	f.cfg = &Config{Server: DefaultServer, Output: output.Table}
+	if err := execute(t, newCmdMigrateStatus(f, "status", capture)); !isUsage(err) {
+		t.Fatalf("status without a URL: %v, want a usage error", err)
+	}
+}
+
+func TestWatchParse(t *testing.T) {
+	t.Parallel()
+	ts := newTestIO()
+	ts.outTTY = true
+	var got *watchOptions
+	cmd := newCmdWatch(testFactory(ts, map[string]string{"NO_COLOR": "1"}), func(o *watchOptions) error { got = o; return nil })
+	if err := execute(t, cmd, "--refresh", "5s"); err != nil {
+		t.Fatal(err)
+	}
+	if got.Refresh != 5*time.Second || !got.NoColor {
+		t.Fatalf("options %+v", got)
+	}
+	// Not a terminal, or a refresh too short: bad usage.
+	cmd = newCmdWatch(testFactory(newTestIO(), nil), func(*watchOptions) error { t.Fatal("runF reached"); return nil })
+	if err := execute(t, cmd); !isUsage(err) {
+		t.Fatalf("watch on a pipe: %v, want a usage error", err)
+	}
+	cmd = newCmdWatch(testFactory(ts, nil), func(*watchOptions) error { t.Fatal("runF reached"); return nil })
+	if err := execute(t, cmd, "--refresh", "1ms"); !isUsage(err) {
+		t.Fatalf("watch --refresh 1ms: %v, want a usage error", err)
+	}
+}
+
+func TestOutputFlag(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	for _, f := range output.Formats {
+		ts := newTestIO()
+		fac := testFactory(ts, nil)
+		root := NewRootCmd(fac)
+		root.SetArgs([]string{"-o", string(f), "version"})
+		if _, err := root.ExecuteC(); err != nil {
+			t.Fatalf("-o %s version: %v", f, err)
+		}
+		if f.Structured() {
+			var v map[string]any
+			if err := decodeAs(f, ts.out.Bytes(), &v); err != nil || v["version"] == nil {
+				t.Fatalf("-o %s version printed %q (%v)", f, ts.out, err)
+			}
+		}
+	}
+}

@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+
+	"github.com/cyberos/mcpd/pkg/client"
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+)
+
+// parseServerID parses a SERVER_ID argument; anything but a UUID is bad usage.
+func parseServerID(s string) (uuid.UUID, error) {
+	id, err := uuid.Parse(s)
+	if err != nil || len(s) != 36 {
+		return uuid.Nil, usagef("invalid SERVER_ID %q: want a UUID like 6f1c2a4e-8b0d-4c3e-9f6a-1d2e3f4a5b6c", s)
+	}
+	return id, nil
+}
+
+// completionTimeout bounds the API call behind a shell completion.
+const completionTimeout = 3 * time.Second
+
+// completeServerIDs completes a SERVER_ID argument with the servers of the
+// token's tenant, each described by its module and status.
+func completeServerIDs(f *Factory) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		c, err := f.Client()
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveError
+		}
+		ctx, cancel := context.WithTimeout(cmd.Context(), completionTimeout)
+		defer cancel()
+		servers, err := c.AllServers(ctx, client.ListServersParams{})
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveError
+		}
+		out := make([]cobra.Completion, 0, len(servers))
+		for _, s := range servers {
+			out = append(out, cobra.CompletionWithDesc(s.ServerID.String(), fmt.Sprintf("%s %s (%s)", s.ModuleName, s.Version, s.Status)))
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+func statusNames() []string {
+	names := make([]string, len(heartbeat.Statuses))
+	for i, s := range heartbeat.Statuses {
+		names[i] = string(s)
+	}
+	return names
+}
+
+func kindNames() []string {
+	names := make([]string, len(heartbeat.EventKinds))
+	for i, k := range heartbeat.EventKinds {
+		names[i] = string(k)
+	}
+	return names
+}

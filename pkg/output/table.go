@@ -1,0 +1,86 @@
+package output
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/renderer"
+	"github.com/olekukonko/tablewriter/tw"
+)
+
+// columnGap separates the columns of a terminal table.
+const columnGap = "   "
+
+// WriteTable writes rows for a terminal (aligned columns under header, when
+// header is not nil) or for a pipe (cells joined by one tab, no header).
+// Tabs and line breaks inside a cell become spaces.
+func WriteTable(w io.Writer, terminal bool, header []string, rows [][]string) error {
+	for _, row := range rows {
+		for i, cell := range row {
+			row[i] = flatten(cell)
+		}
+	}
+	if !terminal {
+		bw := bufio.NewWriter(w)
+		for _, row := range rows {
+			if _, err := fmt.Fprintln(bw, strings.Join(row, "\t")); err != nil {
+				return err
+			}
+		}
+		return bw.Flush()
+	}
+	var buf bytes.Buffer
+	t := tablewriter.NewTable(&buf,
+		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{
+			Borders: tw.BorderNone,
+			Symbols: tw.NewSymbols(tw.StyleNone),
+			Settings: tw.Settings{
+				Separators: tw.Separators{ShowHeader: tw.Off, ShowFooter: tw.Off, BetweenRows: tw.Off, BetweenColumns: tw.Off},
+				Lines:      tw.Lines{ShowTop: tw.Off, ShowBottom: tw.Off, ShowHeaderLine: tw.Off, ShowFooterLine: tw.Off},
+			},
+		})),
+		tablewriter.WithHeaderAutoFormat(tw.Off),
+		tablewriter.WithHeaderAlignment(tw.AlignLeft),
+		tablewriter.WithRowAlignment(tw.AlignLeft),
+		tablewriter.WithHeaderAutoWrap(tw.WrapNone),
+		tablewriter.WithRowAutoWrap(tw.WrapNone),
+		tablewriter.WithTrimSpace(tw.Off),
+		tablewriter.WithPadding(tw.Padding{Left: "", Right: columnGap, Overwrite: true}),
+	)
+	if header != nil {
+		t.Header(header)
+	}
+	for _, row := range rows {
+		if err := t.Append(row); err != nil {
+			return fmt.Errorf("table: %w", err)
+		}
+	}
+	if err := t.Render(); err != nil {
+		return fmt.Errorf("table: %w", err)
+	}
+	// The renderer pads the last column too; people and diffs prefer lines
+	// without trailing blanks.
+	sc := bufio.NewScanner(&buf)
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	bw := bufio.NewWriter(w)
+	for sc.Scan() {
+		if _, err := fmt.Fprintln(bw, strings.TrimRight(sc.Text(), " ")); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("table: %w", err)
+	}
+	return bw.Flush()
+}
+
+func flatten(s string) string {
+	if !strings.ContainsAny(s, "\t\r\n") {
+		return s
+	}
+	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r == '\t' || r == '\r' || r == '\n' }), " ")
+}
