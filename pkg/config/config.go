@@ -34,6 +34,9 @@ const (
 	KeyAlertWebhookSecretFile = "alert-webhook-secret-file"
 	KeyLogFormat              = "log-format"
 	KeyLogLevel               = "log-level"
+	KeyBlindAfter             = "blind-after"
+	KeyMassLossShare          = "mass-loss-share"
+	KeyMassLossMin            = "mass-loss-min"
 )
 
 // EnvPrefix starts the name of every environment variable of mcpd.
@@ -89,6 +92,16 @@ type Config struct {
 	LogFormat string
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
+	// BlindAfter is the gap between successful sweeps after which the
+	// registry counts as having been blind, so that no server pays for it:
+	// 0 means two monitor periods and at least one interval; negative
+	// turns the protection off.
+	BlindAfter time.Duration
+	// MassLossShare and MassLossMin: more than this share of a tenant's
+	// live servers, and at least this many, going unhealthy in one sweep
+	// raise MCPRegistryMassHeartbeatLoss.
+	MassLossShare float64
+	MassLossMin   int
 }
 
 // DefaultMonitorPeriodFor is the monitor period when none is given: the
@@ -111,6 +124,8 @@ func Default() Config {
 		ShutdownTimeout:   DefaultShutdownTimeout,
 		LogFormat:         DefaultLogFormat,
 		LogLevel:          DefaultLogLevel,
+		MassLossShare:     heartbeat.DefaultMassLossShare,
+		MassLossMin:       heartbeat.DefaultMassLossMin,
 	}
 }
 
@@ -124,6 +139,12 @@ func (c Config) Validate() error {
 
 	if err := validListen(c.Listen); err != nil {
 		bad(KeyListen, "%v", err)
+	}
+	if c.MassLossShare <= 0 || c.MassLossShare > 1 {
+		bad(KeyMassLossShare, "%v is not a share in (0, 1]", c.MassLossShare)
+	}
+	if c.MassLossMin < 1 {
+		bad(KeyMassLossMin, "%d is not a positive number of servers", c.MassLossMin)
 	}
 	switch {
 	case c.Dev && c.DatabaseURL != "":

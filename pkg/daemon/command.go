@@ -128,6 +128,9 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.String(config.KeyAlertWebhookSecretFile, "", "file holding the secret that signs webhook bodies")
 	fs.String(config.KeyLogFormat, d.LogFormat, "log format: json or text")
 	fs.String(config.KeyLogLevel, d.LogLevel, "log level: debug, info, warn or error")
+	fs.Duration(config.KeyBlindAfter, 0, "gap between successful sweeps after which the registry counts as blind and no server pays for it (0: max(2 monitor periods, interval); negative: off)")
+	fs.Float64(config.KeyMassLossShare, d.MassLossShare, "share of a tenant's live servers going unhealthy in one sweep that raises MCPRegistryMassHeartbeatLoss")
+	fs.Int(config.KeyMassLossMin, d.MassLossMin, "fewest servers going unhealthy in one sweep that raise MCPRegistryMassHeartbeatLoss")
 }
 
 // settingKeys are the keys of config.Config, the ones a file may hold.
@@ -136,6 +139,7 @@ var settingKeys = []string{
 	config.KeyMonitorPeriod, config.KeyRequestTimeout, config.KeyShutdownTimeout,
 	config.KeyAuthJWTSecretFile, config.KeyAuthJWKSFile, config.KeyAlertmanagerURL,
 	config.KeyAlertWebhookURL, config.KeyAlertWebhookSecretFile, config.KeyLogFormat, config.KeyLogLevel,
+	config.KeyBlindAfter, config.KeyMassLossShare, config.KeyMassLossMin,
 }
 
 // LoadConfig reads the configuration from fs (parsed flags, defined by
@@ -185,6 +189,9 @@ func LoadConfig(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (confi
 		AlertWebhookSecretFile: r.string(config.KeyAlertWebhookSecretFile),
 		LogFormat:              r.string(config.KeyLogFormat),
 		LogLevel:               r.string(config.KeyLogLevel),
+		BlindAfter:             r.duration(config.KeyBlindAfter),
+		MassLossShare:          r.float(config.KeyMassLossShare),
+		MassLossMin:            r.int(config.KeyMassLossMin),
 	}
 	if !r.set(config.KeyMonitorPeriod) {
 		cfg.MonitorPeriod = config.DefaultMonitorPeriodFor(cfg.HeartbeatInterval)
@@ -357,4 +364,45 @@ func runDaemon(ctx context.Context, cfg config.Config, stdout, stderr io.Writer)
 		return err
 	}
 	return nil
+}
+
+func (r *reader) float(key string) float64 {
+	val, src := r.raw(key)
+	switch x := val.(type) {
+	case float64:
+		return x
+	case int:
+		return float64(x)
+	case string:
+		f, err := strconv.ParseFloat(strings.TrimSpace(x), 64)
+		if err != nil {
+			r.fail(src, "%q is not a number", x)
+		}
+		return f
+	default:
+		r.fail(src, "want a number, got %v", val)
+		return 0
+	}
+}
+
+func (r *reader) int(key string) int {
+	val, src := r.raw(key)
+	switch x := val.(type) {
+	case int:
+		return x
+	case float64:
+		if x != float64(int(x)) {
+			r.fail(src, "%v is not a whole number", x)
+		}
+		return int(x)
+	case string:
+		n, err := strconv.Atoi(strings.TrimSpace(x))
+		if err != nil {
+			r.fail(src, "%q is not a whole number", x)
+		}
+		return n
+	default:
+		r.fail(src, "want a whole number, got %v", val)
+		return 0
+	}
 }

@@ -144,6 +144,7 @@ func TestEveryFlagHasAnEnvVariable(t *testing.T) {
 		"MCPD_SHUTDOWN_TIMEOUT": "4s", "MCPD_AUTH_JWT_SECRET_FILE": "/s", "MCPD_AUTH_JWKS_FILE": "/j",
 		"MCPD_ALERTMANAGER_URL": "http://am", "MCPD_ALERT_WEBHOOK_URL": "http://hook",
 		"MCPD_ALERT_WEBHOOK_SECRET_FILE": "/w", "MCPD_LOG_FORMAT": "text", "MCPD_LOG_LEVEL": "debug",
+		"MCPD_BLIND_AFTER": "7s", "MCPD_MASS_LOSS_SHARE": "0.25", "MCPD_MASS_LOSS_MIN": "3",
 	}
 	cfg, err := load(t, nil, env)
 	if err != nil {
@@ -153,7 +154,7 @@ func TestEveryFlagHasAnEnvVariable(t *testing.T) {
 		HeartbeatInterval: 2 * time.Second, MonitorPeriod: time.Second, RequestTimeout: 3 * time.Second,
 		ShutdownTimeout: 4 * time.Second, AuthJWTSecretFile: "/s", AuthJWKSFile: "/j",
 		AlertmanagerURLs: []string{"http://am"}, AlertWebhookURL: "http://hook", AlertWebhookSecretFile: "/w",
-		LogFormat: "text", LogLevel: "debug"}
+		LogFormat: "text", LogLevel: "debug", BlindAfter: 7 * time.Second, MassLossShare: 0.25, MassLossMin: 3}
 	if !equalConfig(cfg, want) {
 		t.Fatalf("got %+v\nwant %+v", cfg, want)
 	}

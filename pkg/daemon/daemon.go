@@ -142,9 +142,12 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	registrar := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{
 		Store: store, Sink: sink, Logger: d.logger, HeartbeatInterval: d.cfg.HeartbeatInterval.Seconds(),
 	})
+	guard := newGuardMetrics(metrics.Registry())
 	monitor := heartbeat.NewMonitor(heartbeat.MonitorOptions{
 		Store: store, Sink: sink, Logger: d.logger, Clock: d.clock,
 		HeartbeatInterval: d.cfg.HeartbeatInterval, Period: d.cfg.MonitorPeriod, Observe: metrics.ObserveSweep,
+		BlindAfter: d.cfg.BlindAfter, OnBlind: guard.blind,
+		MassLossShare: d.cfg.MassLossShare, MassLossMin: d.cfg.MassLossMin, OnMassLoss: guard.massLoss,
 	})
 	handler := api.NewHandler(api.HandlerOptions{
 		Registrar: registrar, Verifier: verifier, Logger: d.logger, Metrics: metrics,

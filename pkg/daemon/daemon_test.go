@@ -95,6 +95,10 @@ func TestDevLifecycleWithFakeClock(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	var stdout, logs syncBuffer
 	cfg := devConfig()
+	// The clock jumps whole intervals at once below, which the blind-window
+	// rule would rightly take for a registry that could not see; that rule
+	// is tested on its own.
+	cfg.BlindAfter = -1
 	d := start(t, cfg, daemon.Options{Clock: clock, Stdout: &stdout, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 
 	banner := stdout.String()

@@ -28,6 +28,12 @@ type Monitor struct {
 	period   time.Duration
 	batch    int
 	observe  func(d time.Duration, transitions []Event, err error)
+
+	blindAfter    time.Duration
+	onBlind       func(BlindWindow)
+	massLossShare float64
+	massLossMin   int
+	onMassLoss    func(MassLoss)
 }
 
 // MonitorOptions configures a Monitor.
@@ -41,6 +47,28 @@ type MonitorOptions struct {
 	Batch             int
 	// Observe, when set, is called after every sweep (for metrics).
 	Observe func(d time.Duration, transitions []Event, err error)
+
+	// BlindAfter turns on blind-window protection when the store supports
+	// it (GuardedSweeper): a gap longer than this between successful sweeps
+	// means the registry was blind. Zero: DefaultBlindAfter; negative: off.
+	BlindAfter time.Duration
+	// OnBlind is called once per blind window, when sight returns.
+	OnBlind func(BlindWindow)
+	// MassLossShare and MassLossMin set the mass-heartbeat-loss check: more
+	// than this share of a tenant's live servers, and at least this many,
+	// going unhealthy in one sweep (defaults 0.5 and 10). The transitions
+	// are still applied.
+	MassLossShare float64
+	MassLossMin   int
+	// OnMassLoss is called for each tenant with a mass heartbeat loss, when
+	// the store can count live servers (LiveCounter).
+	OnMassLoss func(MassLoss)
+}
+
+// DefaultBlindAfter is the gap between successful sweeps that counts as a
+// blind registry: two monitor periods, and at least one heartbeat interval.
+func DefaultBlindAfter(period, interval time.Duration) time.Duration {
+	return max(2*period, interval)
 }
 
 // NewMonitor returns a Monitor with opts, defaults filled in.
@@ -64,6 +92,20 @@ func NewMonitor(opts MonitorOptions) *Monitor {
 	}
 	if m.batch <= 0 {
 		m.batch = DefaultSweepBatch
+	}
+	m.blindAfter, m.onBlind = opts.BlindAfter, opts.OnBlind
+	switch {
+	case m.blindAfter == 0:
+		m.blindAfter = DefaultBlindAfter(m.period, m.interval)
+	case m.blindAfter < 0:
+		m.blindAfter = 0
+	}
+	m.massLossShare, m.massLossMin, m.onMassLoss = opts.MassLossShare, opts.MassLossMin, opts.OnMassLoss
+	if m.massLossShare <= 0 {
+		m.massLossShare = DefaultMassLossShare
+	}
+	if m.massLossMin <= 0 {
+		m.massLossMin = DefaultMassLossMin
 	}
 	return m
 }
@@ -92,9 +134,22 @@ func (m *Monitor) Sweep(ctx context.Context, now time.Time) ([]Event, error) {
 	start := m.clock.Now()
 	var all []Event
 	var err error
+	guarded, _ := m.store.(GuardedSweeper)
+	if m.blindAfter <= 0 {
+		guarded = nil
+	}
 	for range maxSweepBatches {
 		var evs []Event
-		evs, err = m.store.Sweep(ctx, now, m.interval, m.batch)
+		if guarded != nil {
+			var res SweepResult
+			res, err = guarded.SweepGuarded(ctx, SweepRequest{Now: now, Interval: m.interval, Limit: m.batch, BlindAfter: m.blindAfter})
+			evs = res.Events
+			if err == nil && res.Opened != nil {
+				m.reportBlind(ctx, *res.Opened)
+			}
+		} else {
+			evs, err = m.store.Sweep(ctx, now, m.interval, m.batch)
+		}
 		if err != nil {
 			err = fmt.Errorf("sweep: %w", err)
 			break
@@ -107,8 +162,38 @@ func (m *Monitor) Sweep(ctx context.Context, now time.Time) ([]Event, error) {
 			break
 		}
 	}
+	if err == nil {
+		m.checkMassLoss(ctx, all)
+	}
 	if m.observe != nil {
 		m.observe(m.clock.Since(start), all, err)
 	}
 	return all, err
+}
+
+func (m *Monitor) reportBlind(ctx context.Context, w BlindWindow) {
+	m.logger.WarnContext(ctx, "registry was blind: no server is moved away from healthy for that time",
+		"blind_from", w.From, "blind_until", w.Until, "blind_seconds", w.Duration().Seconds())
+	if m.onBlind != nil {
+		m.onBlind(w)
+	}
+}
+
+func (m *Monitor) checkMassLoss(ctx context.Context, events []Event) {
+	counter, ok := m.store.(LiveCounter)
+	if !ok || len(events) < m.massLossMin {
+		return
+	}
+	losses, err := massLosses(ctx, counter, events, m.massLossShare, m.massLossMin)
+	if err != nil {
+		m.logger.ErrorContext(ctx, "mass heartbeat loss check failed", "err", err)
+		return
+	}
+	for _, l := range losses {
+		m.logger.ErrorContext(ctx, "mass heartbeat loss: transitions applied", "alertname", "MCPRegistryMassHeartbeatLoss",
+			"tenant_id", l.TenantID.String(), "unhealthy", l.Unhealthy, "live", l.Live)
+		if m.onMassLoss != nil {
+			m.onMassLoss(l)
+		}
+	}
 }

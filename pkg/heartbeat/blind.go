@@ -1,0 +1,98 @@
+package heartbeat
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// SweepRequest is one guarded sweep: Sweep's arguments and the blind-window
+// rule.
+type SweepRequest struct {
+	Now      time.Time // zero: the store's clock
+	Interval time.Duration
+	Limit    int
+	// BlindAfter is the gap since the last successful sweep beyond which the
+	// registry counts as having been blind; zero disables the rule.
+	BlindAfter time.Duration
+}
+
+// BlindWindow is a time during which the registry could not observe
+// heartbeats: from the last successful sweep to the first one after it.
+type BlindWindow struct {
+	From, Until time.Time
+}
+
+// Duration is how long the registry was blind.
+func (w BlindWindow) Duration() time.Duration { return w.Until.Sub(w.From) }
+
+// SweepResult is what a guarded sweep did.
+type SweepResult struct {
+	Events []Event
+	// Opened is the blind window this sweep found and closed, if any: it is
+	// reported once per window.
+	Opened *BlindWindow
+}
+
+// GuardedSweeper is a store whose sweep protects servers from a blind
+// registry: after a blind window, lag counts from the later of a server's
+// last heartbeat and the window's end, so each server gets its full
+// intervals to heartbeat again. The last successful sweep is kept in the
+// store, so the rule holds across replicas and restarts. A server that
+// really died is still marked, later by at most the window's length.
+type GuardedSweeper interface {
+	SweepGuarded(ctx context.Context, req SweepRequest) (SweepResult, error)
+}
+
+// LiveCounter is a store that counts the servers of some tenants that are
+// not deregistered, for the mass-heartbeat-loss check.
+type LiveCounter interface {
+	LiveCounts(ctx context.Context, tenants []uuid.UUID) (map[uuid.UUID]int64, error)
+}
+
+// MassLoss is a tenant of which more than the set share of live servers
+// went unhealthy in one sweep.
+type MassLoss struct {
+	TenantID  uuid.UUID
+	Unhealthy int   // servers that went unhealthy in this sweep
+	Live      int64 // servers of the tenant that are not deregistered
+}
+
+// Defaults of the mass-heartbeat-loss check.
+const (
+	DefaultMassLossShare = 0.5
+	DefaultMassLossMin   = 10
+)
+
+// massLosses is, of one sweep's events, the tenants whose unhealthy share
+// is above share with at least min servers.
+func massLosses(ctx context.Context, counter LiveCounter, events []Event, share float64, min int) ([]MassLoss, error) {
+	byTenant := make(map[uuid.UUID]int)
+	for _, ev := range events {
+		if ev.Kind == KindUnhealthy {
+			byTenant[ev.TenantID]++
+		}
+	}
+	var tenants []uuid.UUID
+	for t, n := range byTenant {
+		if n >= min {
+			tenants = append(tenants, t)
+		}
+	}
+	if len(tenants) == 0 {
+		return nil, nil
+	}
+	live, err := counter.LiveCounts(ctx, tenants)
+	if err != nil {
+		return nil, err
+	}
+	var out []MassLoss
+	for _, t := range tenants {
+		n := byTenant[t]
+		if float64(n) > share*float64(live[t]) {
+			out = append(out, MassLoss{TenantID: t, Unhealthy: n, Live: live[t]})
+		}
+	}
+	return out, nil
+}

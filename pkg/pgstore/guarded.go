@@ -1,0 +1,101 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+)
+
+var (
+	_ heartbeat.GuardedSweeper = (*Store)(nil)
+	_ heartbeat.LiveCounter    = (*Store)(nil)
+)
+
+// SweepGuarded is Sweep behind the blind-window rule, through
+// mcp_sweep_guarded: one round trip. Of several replicas sweeping at once,
+// one sweeps and the others get an empty result.
+func (s *Store) SweepGuarded(ctx context.Context, req heartbeat.SweepRequest) (heartbeat.SweepResult, error) {
+	at := s.now()
+	if !req.Now.IsZero() {
+		t := req.Now.UTC().Truncate(time.Microsecond)
+		at = &t
+	}
+	rows, err := s.pool.Query(ctx, `
+SELECT event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body,
+       blind_from, blind_until, blind_new
+FROM mcp_sweep_guarded($1::timestamptz, $2::bigint * interval '1 microsecond', $3::bigint * interval '1 microsecond',
+                       $4, $5::bigint * interval '1 microsecond')`,
+		at, heartbeat.DegradedAfter(req.Interval).Microseconds(), heartbeat.UnhealthyAfter(req.Interval).Microseconds(),
+		req.Limit, req.BlindAfter.Microseconds())
+	if err != nil {
+		return heartbeat.SweepResult{}, translate(err)
+	}
+	defer rows.Close()
+	var res heartbeat.SweepResult
+	for rows.Next() {
+		var (
+			eventID, tenant, server *uuid.UUID
+			kind, module, from, to  *string
+			trace                   *string
+			occurred                *time.Time
+			body                    []byte
+			blindFrom, blindUntil   *time.Time
+			blindNew                bool
+		)
+		if err := rows.Scan(&eventID, &tenant, &kind, &server, &module, &from, &to, &trace, &occurred, &body,
+			&blindFrom, &blindUntil, &blindNew); err != nil {
+			return heartbeat.SweepResult{}, translate(err)
+		}
+		if blindNew && res.Opened == nil && blindFrom != nil && blindUntil != nil {
+			res.Opened = &heartbeat.BlindWindow{From: blindFrom.UTC(), Until: blindUntil.UTC()}
+		}
+		if eventID == nil {
+			continue
+		}
+		ev := heartbeat.Event{EventID: *eventID, TenantID: *tenant, Kind: heartbeat.EventKind(*kind), ServerID: *server,
+			ModuleName: *module, ToStatus: heartbeat.Status(*to), OccurredAt: occurred.UTC()}
+		if from != nil {
+			st := heartbeat.Status(*from)
+			ev.FromStatus = &st
+		}
+		if trace != nil {
+			ev.TraceID = strings.TrimSpace(*trace)
+		}
+		if err := json.Unmarshal(body, &ev.Body); err != nil {
+			return heartbeat.SweepResult{}, fmt.Errorf("decode event body: %w", err)
+		}
+		if ev.Body.SkillsAffected == nil {
+			ev.Body.SkillsAffected = []string{}
+		}
+		res.Events = append(res.Events, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return heartbeat.SweepResult{}, translate(err)
+	}
+	return res, nil
+}
+
+// LiveCounts counts the given tenants' servers that are not deregistered.
+func (s *Store) LiveCounts(ctx context.Context, tenants []uuid.UUID) (map[uuid.UUID]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT tenant_id, live FROM mcp_live_counts($1)`, tenants)
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := make(map[uuid.UUID]int64, len(tenants))
+	var (
+		tenant uuid.UUID
+		n      int64
+	)
+	_, err = pgx.ForEachRow(rows, []any{&tenant, &n}, func() error {
+		out[tenant] = n
+		return nil
+	})
+	return out, translate(err)
+}
