@@ -29,7 +29,10 @@ type Store struct {
 	// all holds every server in registration order: the sweep scans it.
 	all    []*server
 	counts map[heartbeat.Status]int64
-	seq    int64 // the last event sequence handed out
+	seq    int64        // the last event sequence handed out
+	alerts alertCursors // the alert outbox's cursors (outbox.go)
+	// monitor is the blind-window state of guarded sweeps (guarded.go).
+	monitor monitorState
 }
 
 var (
@@ -381,14 +384,24 @@ func (s *Store) Sweep(ctx context.Context, now time.Time, interval time.Duration
 	if !now.IsZero() {
 		at = now.UnixMicro()
 	}
+	return s.sweepLocked(at, interval, limit, 0), nil
+}
+
+// sweepLocked moves at most limit due servers at at (microseconds); a
+// server's lag counts from the later of its last heartbeat and notBefore.
+// s.mu must be held.
+func (s *Store) sweepLocked(at int64, interval time.Duration, limit int, notBefore int64) []heartbeat.Event {
 	// Nothing that heartbeated after this can be due: skip it before Classify.
 	dueBy := at - heartbeat.DegradedAfter(interval).Microseconds()
+	if notBefore > dueBy {
+		return nil
+	}
 	var out []heartbeat.Event
 	for _, srv := range s.all {
 		if srv.lastHeartbeat > dueBy || srv.status != heartbeat.StatusHealthy && srv.status != heartbeat.StatusDegraded {
 			continue
 		}
-		to := heartbeat.Classify(time.Duration(at-srv.lastHeartbeat)*time.Microsecond, interval)
+		to := heartbeat.Classify(time.Duration(at-max(srv.lastHeartbeat, notBefore))*time.Microsecond, interval)
 		if to == srv.status || to == heartbeat.StatusHealthy {
 			continue
 		}
@@ -412,7 +425,7 @@ func (s *Store) Sweep(ctx context.Context, now time.Time, interval time.Duration
 			break
 		}
 	}
-	return out, nil
+	return out
 }
 
 // Ping reports that the store answers: always.
