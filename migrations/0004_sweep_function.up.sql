@@ -46,20 +46,20 @@ DECLARE
 BEGIN
 RETURN QUERY
 WITH due AS (
-    SELECT s.server_id, s.status
+    SELECT s.ctid AS row_id, s.server_id, s.status
     FROM mcp_servers s
     WHERE (s.status = 'healthy' AND s.last_heartbeat_at <= v_degraded_before)
        OR (s.status = 'degraded' AND s.last_heartbeat_at <= v_unhealthy_before)
     LIMIT p_limit
     FOR UPDATE OF s SKIP LOCKED
 ),
--- The rows are locked and unchanged since due read them; updated by primary
--- key (an index probe each), and their previous status comes from due.
+-- The rows are locked and unchanged since due read them: updated by their
+-- row ids (a TID scan, no index probes), their previous status from due.
 moved AS (
     UPDATE mcp_servers s
     SET status = CASE WHEN s.last_heartbeat_at <= v_unhealthy_before
                       THEN 'unhealthy' ELSE 'degraded' END
-    WHERE s.server_id = ANY (ARRAY(SELECT d.server_id FROM due d))
+    WHERE s.ctid = ANY (ARRAY(SELECT d.row_id FROM due d))
     RETURNING s.server_id, s.tenant_id, s.module_name, s.status AS to_status, s.trace_id, s.version,
               s.supported_protocols, v_now AS now
 ),
