@@ -43,23 +43,37 @@ DECLARE
     v_now             timestamptz := COALESCE(p_now, now());
     v_degraded_before timestamptz := v_now - p_degraded_after;
     v_unhealthy_before timestamptz := v_now - p_unhealthy_after;
+    v_rows            tid[];
+    v_ids             uuid[];
+    v_from            text[];
 BEGIN
-RETURN QUERY
-WITH due AS (
+-- First lock what is due and keep it in arrays: the statement below is then
+-- planned knowing how many rows it moves (a mass outage moves thousands,
+-- and joins planned for one row would cost seconds).
+SELECT array_agg(d.row_id), array_agg(d.server_id), array_agg(d.status)
+INTO v_rows, v_ids, v_from
+FROM (
     SELECT s.ctid AS row_id, s.server_id, s.status
     FROM mcp_servers s
     WHERE (s.status = 'healthy' AND s.last_heartbeat_at <= v_degraded_before)
        OR (s.status = 'degraded' AND s.last_heartbeat_at <= v_unhealthy_before)
     LIMIT p_limit
     FOR UPDATE OF s SKIP LOCKED
+) d;
+IF v_ids IS NULL THEN
+    RETURN;
+END IF;
+RETURN QUERY
+WITH due AS (
+    SELECT d.server_id, d.status FROM unnest(v_ids, v_from) AS d(server_id, status)
 ),
--- The rows are locked and unchanged since due read them: updated by their
+-- The rows are locked and unchanged since they were read: updated by their
 -- row ids (a TID scan, no index probes), their previous status from due.
 moved AS (
     UPDATE mcp_servers s
     SET status = CASE WHEN s.last_heartbeat_at <= v_unhealthy_before
                       THEN 'unhealthy' ELSE 'degraded' END
-    WHERE s.ctid = ANY (ARRAY(SELECT d.row_id FROM due d))
+    WHERE s.ctid = ANY (v_rows)
     RETURNING s.server_id, s.tenant_id, s.module_name, s.status AS to_status, s.trace_id, s.version,
               s.supported_protocols, v_now AS now
 ),

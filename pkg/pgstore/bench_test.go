@@ -61,6 +61,10 @@ UPDATE mcp_skills k SET available = true, unavailable_reason = NULL FROM due WHE
 		epoch, dueEvery); err != nil {
 		b.Fatal(err)
 	}
+	// What autovacuum does between sweeps in a running registry.
+	if _, err := db.Admin.Exec(ctx, `VACUUM mcp_servers, mcp_skills`); err != nil {
+		b.Fatal(err)
+	}
 }
 
 func BenchmarkSweep(b *testing.B) {
@@ -80,7 +84,9 @@ func BenchmarkSweep(b *testing.B) {
 			}
 		})
 		b.Run(fmt.Sprintf("servers=%d/due=1pct", n), func(b *testing.B) {
-			for b.Loop() {
+			// A counted loop, not b.Loop: the set-up of each pass must stay
+			// out of the timing.
+			for range b.N {
 				b.StopTimer()
 				makeDue(b, db, 100)
 				b.StartTimer()
