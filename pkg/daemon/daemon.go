@@ -81,6 +81,8 @@ type Daemon struct {
 	sweepCancel context.CancelFunc
 	watchStop   chan struct{}
 	watchDone   chan struct{}
+	alertCancel context.CancelFunc
+	alertDone   chan error
 }
 
 // New returns a daemon for cfg, which must be valid. Nothing is opened
@@ -138,11 +140,22 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		counter = c
 	}
 	metrics := api.NewMetrics(api.MetricsOptions{Registry: prometheus.NewRegistry(), Counter: counter, Logger: d.logger})
-	sink := metrics.Sink(heartbeat.LogSink{Logger: d.logger})
+	var sink heartbeat.AlertSink = metrics.Sink(heartbeat.LogSink{Logger: d.logger})
+	dispatcher, err := d.newDispatcher(store, metrics.Registry())
+	if err != nil {
+		return err
+	}
+	if dispatcher != nil {
+		// Delivery reads the audit trail (the outbox); the sink only wakes it.
+		sink = alertWaker{next: sink, dispatcher: dispatcher}
+	}
 	registrar := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{
 		Store: store, Sink: sink, Logger: d.logger, HeartbeatInterval: d.cfg.HeartbeatInterval.Seconds(),
 	})
 	guard := newGuardMetrics(metrics.Registry())
+	if dispatcher != nil {
+		guard.onMassLoss = dispatcher.MassLoss
+	}
 	monitor := heartbeat.NewMonitor(heartbeat.MonitorOptions{
 		Store: store, Sink: sink, Logger: d.logger, Clock: d.clock,
 		HeartbeatInterval: d.cfg.HeartbeatInterval, Period: d.cfg.MonitorPeriod, Observe: metrics.ObserveSweep,
@@ -185,9 +198,10 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	}
 	d.logger.Info("mcpd listening", "addr", ln.Addr().String(), "version", version.Version, "store", storeKind,
 		"heartbeat_interval", d.cfg.HeartbeatInterval.String(), "monitor_period", d.cfg.MonitorPeriod.String())
-	if len(d.cfg.AlertmanagerURLs) > 0 || d.cfg.AlertWebhookURL != "" {
-		d.logger.Warn("alert delivery is not implemented in this build: transitions are logged only",
-			"alertmanager_urls", len(d.cfg.AlertmanagerURLs), "alert_webhook", d.cfg.AlertWebhookURL != "")
+	if dispatcher != nil {
+		actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		d.alertCancel, d.alertDone = cancel, make(chan error, 1)
+		go func() { d.alertDone <- dispatcher.Run(actx) }()
 	}
 	d.notifier.notify("READY=1\nSTATUS=serving on " + ln.Addr().String())
 	d.watchStop, d.watchDone = d.notifier.startWatchdog()
@@ -347,6 +361,12 @@ func (d *Daemon) Stop(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("stop monitor: %w", ctx.Err()))
 		}
 		d.sweepCancel()
+	}
+	if d.alertCancel != nil {
+		d.alertCancel()
+		if err := <-d.alertDone; err != nil {
+			errs = append(errs, fmt.Errorf("stop alert delivery: %w", err))
+		}
 	}
 	if d.watchStop != nil {
 		close(d.watchStop)

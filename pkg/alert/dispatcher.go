@@ -1,0 +1,580 @@
+package alert
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+)
+
+// Defaults of DispatcherOptions.
+const (
+	DefaultPollInterval   = time.Second
+	DefaultResendInterval = time.Minute
+	DefaultBatch          = 100
+	DefaultBackoffMin     = 500 * time.Millisecond
+	DefaultBackoffMax     = 30 * time.Second
+)
+
+// holdFactor times the resend interval is how long Alertmanager holds a
+// firing alert that is not sent again: two re-sends may be lost.
+const holdFactor = 3
+
+const (
+	ackTimeout     = 5 * time.Second
+	pendingTimeout = 2 * time.Second
+	// slowSend is how long a send may take before the next ones stop
+	// holding the claim while they wait.
+	slowSend = time.Second
+	// massLossQueue bounds the mass-loss alerts waiting for a destination.
+	massLossQueue = 64
+)
+
+// DispatcherOptions configures a Dispatcher.
+type DispatcherOptions struct {
+	// Outbox is the store's alert outbox (required).
+	Outbox heartbeat.AlertOutbox
+	// Destinations receive every alert; their names must be unique.
+	Destinations []Destination
+	Logger       *slog.Logger
+	Clock        clockwork.Clock // nil: the real clock
+	// PollInterval is how often an idle destination looks for new events.
+	PollInterval time.Duration
+	// ResendInterval is how often every firing alert is sent again to the
+	// Resending destinations (Alertmanager), which hold one for three
+	// intervals.
+	ResendInterval time.Duration
+	// Batch bounds the events claimed, and the alerts sent, at once.
+	Batch int
+	// BackoffMin and BackoffMax bound the wait after a failure, doubled at
+	// each failure in a row, with jitter.
+	BackoffMin, BackoffMax time.Duration
+	// Registerer, when set, receives the dispatcher's metrics.
+	Registerer prometheus.Registerer
+}
+
+// Dispatcher delivers the alert outbox to its destinations, each in a
+// goroutine of its own with its own cursor and backoff.
+type Dispatcher struct {
+	outbox     heartbeat.AlertOutbox
+	logger     *slog.Logger
+	clock      clockwork.Clock
+	poll       time.Duration
+	resend     time.Duration
+	batch      int
+	backoffMin time.Duration
+	backoffMax time.Duration
+	dests      []*destination
+	running    atomic.Bool
+}
+
+// destination is one Destination and the state of its loop; all but wake
+// and the counters belong to the loop's goroutine.
+type destination struct {
+	Destination
+	name      string
+	resending bool
+	wake      chan struct{}
+	massLoss  chan Alert // raised by MassLoss, for a Resending destination
+	sent      prometheus.Counter
+	failed    prometheus.Counter
+
+	round      int64
+	failing    bool // the last round failed
+	slow       bool // the last send took longer than slowSend
+	lastResend time.Time
+	// unhealthy is the store's list of unhealthy servers as fetched in
+	// round fetched, for Resending destinations.
+	unhealthy     []heartbeat.UnhealthyServer
+	unhealthyByID map[uuid.UUID]heartbeat.UnhealthyServer
+	fetched       int64
+	// massPending are mass-loss alerts not yet delivered.
+	massPending []Alert
+}
+
+// NewDispatcher returns a Dispatcher with opts, defaults filled in, its
+// metrics registered on opts.Registerer.
+func NewDispatcher(opts DispatcherOptions) (*Dispatcher, error) {
+	if opts.Outbox == nil {
+		return nil, errors.New("alert dispatcher: no outbox")
+	}
+	d := &Dispatcher{
+		outbox: opts.Outbox, logger: opts.Logger, clock: opts.Clock, poll: opts.PollInterval,
+		resend: opts.ResendInterval, batch: opts.Batch, backoffMin: opts.BackoffMin, backoffMax: opts.BackoffMax,
+	}
+	if d.logger == nil {
+		d.logger = slog.New(slog.DiscardHandler)
+	}
+	if d.clock == nil {
+		d.clock = clockwork.NewRealClock()
+	}
+	if d.poll <= 0 {
+		d.poll = DefaultPollInterval
+	}
+	if d.resend <= 0 {
+		d.resend = DefaultResendInterval
+	}
+	if d.batch <= 0 {
+		d.batch = DefaultBatch
+	}
+	if d.backoffMin <= 0 {
+		d.backoffMin = DefaultBackoffMin
+	}
+	if d.backoffMax <= 0 {
+		d.backoffMax = DefaultBackoffMax
+	}
+	d.backoffMax = max(d.backoffMax, d.backoffMin)
+
+	sent := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mcpd_alerts_sent_total",
+		Help: "Alerts a destination accepted, re-sends of firing alerts included.",
+	}, []string{"destination"})
+	failed := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mcpd_alerts_failed_total",
+		Help: "Alerts in requests a destination did not accept; each retry counts again, refused (skipped) alerts included.",
+	}, []string{"destination"})
+	seen := make(map[string]bool, len(opts.Destinations))
+	for _, dst := range opts.Destinations {
+		if dst == nil {
+			return nil, errors.New("alert dispatcher: nil destination")
+		}
+		name := dst.Name()
+		if name == "" || seen[name] {
+			return nil, fmt.Errorf("alert dispatcher: destination name %q empty or given twice", name)
+		}
+		seen[name] = true
+		r, ok := dst.(Resending)
+		d.dests = append(d.dests, &destination{
+			Destination: dst, name: name, resending: ok && r.ResendsFiring(), wake: make(chan struct{}, 1),
+			massLoss: make(chan Alert, massLossQueue),
+			sent:     sent.WithLabelValues(name), failed: failed.WithLabelValues(name), fetched: -1,
+		})
+	}
+	if opts.Registerer != nil {
+		for _, c := range []prometheus.Collector{sent, failed, &pendingCollector{d: d}} {
+			if err := opts.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("alert dispatcher: register metrics: %w", err)
+			}
+		}
+	}
+	return d, nil
+}
+
+// Run delivers until ctx ends, then returns nil once every destination's
+// loop has stopped. It never blocks the monitor or the API: they only
+// write the outbox.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	if !d.running.CompareAndSwap(false, true) {
+		return errors.New("alert dispatcher: already running")
+	}
+	defer d.running.Store(false)
+	if len(d.dests) == 0 {
+		<-ctx.Done()
+		return nil
+	}
+	var wg sync.WaitGroup
+	for _, ds := range d.dests {
+		wg.Go(func() { d.loop(ctx, ds) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// Transition wakes every idle destination for an event of an alert kind, so
+// that it is sent before the next poll; it never blocks. It fits
+// heartbeat.AlertSink, chained after the sink that logs.
+func (d *Dispatcher) Transition(_ context.Context, ev heartbeat.Event) {
+	switch ev.Kind {
+	case heartbeat.KindUnhealthy, heartbeat.KindRecovered, heartbeat.KindDeregistered:
+	default:
+		return
+	}
+	for _, ds := range d.dests {
+		select {
+		case ds.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// MassLoss raises MCPRegistryMassHeartbeatLoss for a tenant at every
+// Resending destination (Alertmanager), best effort: it is not in the
+// outbox, so it is lost if mcpd stops before sending it, and it lapses by
+// itself after three resend intervals. It never blocks; it fits
+// heartbeat.MonitorOptions.OnMassLoss.
+func (d *Dispatcher) MassLoss(l heartbeat.MassLoss) {
+	now := d.clock.Now()
+	a := Alert{Firing: true, TenantID: l.TenantID, StartsAt: now, EndsAt: now.Add(holdFactor * d.resend), MassLoss: &l}
+	for _, ds := range d.dests {
+		if !ds.resending {
+			continue
+		}
+		select {
+		case ds.massLoss <- a:
+		default:
+			d.logger.Warn("mass heartbeat loss alert dropped: queue full", "destination", ds.name,
+				"tenant_id", l.TenantID.String())
+			continue
+		}
+		select {
+		case ds.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// sendMassLosses sends ds's pending mass-loss alerts that have not lapsed.
+func (d *Dispatcher) sendMassLosses(ctx context.Context, ds *destination) error {
+	for more := true; more; {
+		select {
+		case a := <-ds.massLoss:
+			ds.massPending = append(ds.massPending, a)
+		default:
+			more = false
+		}
+	}
+	now := d.clock.Now()
+	ds.massPending = slices.DeleteFunc(ds.massPending, func(a Alert) bool { return !a.EndsAt.After(now) })
+	if len(ds.massPending) == 0 {
+		return nil
+	}
+	n, err := d.send(ctx, ds, ds.massPending)
+	ds.massPending = slices.Delete(ds.massPending, 0, n)
+	if err != nil {
+		return fmt.Errorf("send mass heartbeat loss alerts: %w", err)
+	}
+	return nil
+}
+
+// loop runs rounds for ds: at once while batches come back full, every poll
+// interval when idle, after a growing backoff when a round fails.
+func (d *Dispatcher) loop(ctx context.Context, ds *destination) {
+	failures := 0
+	for {
+		more, err := d.round(ctx, ds)
+		if ctx.Err() != nil {
+			return
+		}
+		ds.failing = err != nil
+		wait, wake := d.poll, ds.wake
+		switch {
+		case err != nil:
+			failures++
+			wait, wake = d.backoff(failures), nil
+			d.logger.WarnContext(ctx, "alert delivery failed", "destination", ds.name, "failures", failures,
+				"retry_in", wait.Round(time.Millisecond).String(), "err", err)
+		case failures > 0:
+			d.logger.InfoContext(ctx, "alert delivery resumed", "destination", ds.name, "failures", failures)
+			failures = 0
+		}
+		if err == nil && more {
+			continue
+		}
+		timer := d.clock.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.Chan():
+		case <-wake:
+			timer.Stop()
+		}
+	}
+}
+
+// backoff is the wait after failures failures in a row: BackoffMin doubled
+// each time up to BackoffMax, then a random point in its upper half.
+func (d *Dispatcher) backoff(failures int) time.Duration {
+	b := d.backoffMin
+	for i := 1; i < failures && b < d.backoffMax; i++ {
+		b *= 2
+	}
+	b = min(b, d.backoffMax)
+	half := b / 2
+	return half + rand.N(b-half+1)
+}
+
+// round claims ds's cursor, sends the events after it, re-sends firing
+// alerts when that is due, and acknowledges what was delivered. more
+// reports a full batch.
+//
+// A healthy destination is sent to while the claim is held, so that of
+// several replicas one delivers each batch, and a re-send cannot overtake
+// a resolution that another replica sends. A destination that failed or
+// answered slowly last time is sent to with the claim given up meanwhile
+// and taken again to acknowledge: on PostgreSQL an open claim holds back
+// the horizon below which every destination reads new events, so a
+// destination that hangs must not hold it for each retry. Such a round may
+// deliver what another replica delivers too: at least once.
+func (d *Dispatcher) round(ctx context.Context, ds *destination) (more bool, err error) {
+	ds.round++
+	if ds.resending {
+		if err := d.sendMassLosses(ctx, ds); err != nil {
+			return false, err
+		}
+	}
+	claim, err := d.outbox.ClaimAlerts(ctx, ds.name, d.batch)
+	if err != nil {
+		return false, fmt.Errorf("claim alerts: %w", err)
+	}
+	if claim == nil {
+		return false, nil // another replica is delivering to ds
+	}
+	events := claim.Events()
+	alerts, eventOf, err := d.alertsFor(ctx, ds, events)
+	if err != nil {
+		claim.Release(ctx)
+		return false, err
+	}
+	held := !ds.failing && !ds.slow
+	if !held {
+		claim.Release(ctx)
+		if len(alerts) == 0 && !d.resendDue(ds) {
+			return false, nil
+		}
+	}
+	began := d.clock.Now()
+	handled, sendErr := d.send(ctx, ds, alerts)
+	delivered := len(events)
+	if handled < len(alerts) {
+		delivered = eventOf[handled]
+	}
+	if sendErr == nil && d.resendDue(ds) {
+		sendErr = d.resendFiring(ctx, ds, alerts)
+	}
+	ds.slow = d.clock.Since(began) > slowSend
+
+	ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
+	defer cancel()
+	n := delivered
+	if !held {
+		if delivered == 0 {
+			return false, sendErr
+		}
+		if claim, err = d.outbox.ClaimAlerts(ackCtx, ds.name, d.batch); err != nil || claim == nil {
+			// Another replica holds the cursor: it delivers these again.
+			return false, errors.Join(sendErr, err)
+		}
+		n = deliveredPrefix(claim.Events(), events[:delivered])
+	}
+	if err := claim.Ack(ackCtx, n); err != nil {
+		// What was sent will be sent again: at least once.
+		return false, errors.Join(sendErr, fmt.Errorf("ack %d alert events: %w", n, err))
+	}
+	return held && sendErr == nil && len(events) == d.batch, sendErr
+}
+
+// deliveredPrefix is how many events at the front of claimed were among
+// delivered: claimed starts at the cursor, which may have moved on into
+// delivered (another replica) or past it.
+func deliveredPrefix(claimed, delivered []heartbeat.Event) int {
+	if len(claimed) == 0 {
+		return 0
+	}
+	j := slices.IndexFunc(delivered, func(e heartbeat.Event) bool { return e.EventID == claimed[0].EventID })
+	if j < 0 {
+		return 0
+	}
+	n := 0
+	for n < len(claimed) && j+n < len(delivered) && claimed[n].EventID == delivered[j+n].EventID {
+		n++
+	}
+	return n
+}
+
+func (d *Dispatcher) resendDue(ds *destination) bool {
+	return ds.resending && (ds.lastResend.IsZero() || d.clock.Since(ds.lastResend) >= d.resend)
+}
+
+// alertsFor turns the claimed events into alerts: unhealthy fires, a
+// recovery or deregistration from unhealthy resolves; other events are
+// passed. eventOf[i] is the position in events of alerts[i].
+func (d *Dispatcher) alertsFor(ctx context.Context, ds *destination, events []heartbeat.Event) ([]Alert, []int, error) {
+	now := d.clock.Now()
+	if ds.resending && ds.fetched != ds.round {
+		for i := range events {
+			if events[i].Kind == heartbeat.KindUnhealthy && !ds.stillUnhealthy(&events[i]) {
+				if err := d.fetchUnhealthy(ctx, ds); err != nil {
+					return nil, nil, err
+				}
+				break
+			}
+		}
+	}
+	var (
+		alerts  []Alert
+		eventOf []int
+	)
+	for i := range events {
+		ev := &events[i]
+		a := Alert{
+			Event: ev, TenantID: ev.TenantID, ServerID: ev.ServerID, ModuleName: ev.ModuleName,
+			Version: ev.Body.Version, TraceID: ev.TraceID,
+		}
+		switch {
+		case ev.Kind == heartbeat.KindUnhealthy:
+			a.Firing, a.StartsAt, a.EndsAt = true, ev.OccurredAt, now.Add(holdFactor*d.resend)
+			if ds.resending {
+				// A destination that holds firing alerts gets one only
+				// while the server is still unhealthy since this event:
+				// once over (resolved, or registered again), it would
+				// fire for nothing until it lapsed.
+				if !ds.stillUnhealthy(ev) {
+					continue
+				}
+				a.LastHeartbeatAt = ds.unhealthyByID[ev.ServerID].LastHeartbeatAt
+			}
+		case (ev.Kind == heartbeat.KindRecovered || ev.Kind == heartbeat.KindDeregistered) &&
+			ev.FromStatus != nil && *ev.FromStatus == heartbeat.StatusUnhealthy:
+			a.EndsAt = ev.OccurredAt
+			if ev.Kind == heartbeat.KindRecovered {
+				a.LastHeartbeatAt = ev.OccurredAt
+			}
+		default:
+			continue
+		}
+		alerts = append(alerts, a)
+		eventOf = append(eventOf, i)
+	}
+	return alerts, eventOf, nil
+}
+
+// stillUnhealthy reports whether ds's list has ev's server unhealthy since
+// ev.
+func (ds *destination) stillUnhealthy(ev *heartbeat.Event) bool {
+	u, ok := ds.unhealthyByID[ev.ServerID]
+	return ok && u.UnhealthySince.Equal(ev.OccurredAt)
+}
+
+func (d *Dispatcher) fetchUnhealthy(ctx context.Context, ds *destination) error {
+	list, err := d.outbox.UnhealthyServers(ctx)
+	if err != nil {
+		return fmt.Errorf("list unhealthy servers: %w", err)
+	}
+	ds.unhealthy = list
+	ds.unhealthyByID = make(map[uuid.UUID]heartbeat.UnhealthyServer, len(list))
+	for _, u := range list {
+		ds.unhealthyByID[u.ServerID] = u
+	}
+	ds.fetched = ds.round
+	return nil
+}
+
+// resendFiring sends every unhealthy server's firing alert to ds, but those
+// that this round's events already fired.
+func (d *Dispatcher) resendFiring(ctx context.Context, ds *destination, sent []Alert) error {
+	if ds.fetched != ds.round {
+		if err := d.fetchUnhealthy(ctx, ds); err != nil {
+			return err
+		}
+	}
+	fired := make(map[uuid.UUID]time.Time)
+	for _, a := range sent {
+		if a.Firing {
+			fired[a.ServerID] = a.StartsAt
+		}
+	}
+	now := d.clock.Now()
+	var alerts []Alert
+	for _, u := range ds.unhealthy {
+		if at, ok := fired[u.ServerID]; ok && at.Equal(u.UnhealthySince) {
+			continue
+		}
+		alerts = append(alerts, Alert{
+			Firing: true, TenantID: u.TenantID, ServerID: u.ServerID, ModuleName: u.ModuleName, Version: u.Version,
+			TraceID: u.TraceID, LastHeartbeatAt: u.LastHeartbeatAt, StartsAt: u.UnhealthySince,
+			EndsAt: now.Add(holdFactor * d.resend),
+		})
+	}
+	for start := 0; start < len(alerts); start += d.batch {
+		chunk := alerts[start:min(start+d.batch, len(alerts))]
+		if _, err := d.send(ctx, ds, chunk); err != nil {
+			return fmt.Errorf("re-send firing alerts: %w", err)
+		}
+	}
+	ds.lastResend = now
+	return nil
+}
+
+// send delivers alerts to ds in order and returns how many were handled:
+// accepted, or refused for good (logged and skipped, so that one poison
+// event cannot block the queue). It stops at the first failure that a
+// retry may cure.
+func (d *Dispatcher) send(ctx context.Context, ds *destination, alerts []Alert) (int, error) {
+	k := 0
+	for k < len(alerts) {
+		n, err := ds.Send(ctx, alerts[k:])
+		if err == nil {
+			n = len(alerts) - k
+		}
+		n = min(max(n, 0), len(alerts)-k)
+		ds.sent.Add(float64(n))
+		k += n
+		if err == nil {
+			break
+		}
+		var de *DeliveryError
+		count := 1
+		if errors.As(err, &de) {
+			count = max(de.Alerts, 1)
+		}
+		count = min(count, len(alerts)-k)
+		ds.failed.Add(float64(count))
+		if de == nil || !de.Permanent() {
+			return k, err
+		}
+		args := []any{"destination", ds.name, "status", de.Status, "alerts", count, "err", de.Err}
+		if ev := alerts[k].Event; ev != nil {
+			args = append(args, "event_id", ev.EventID.String(), "server_id", ev.ServerID.String())
+		}
+		d.logger.ErrorContext(ctx, "alert refused by destination, skipped", args...)
+		k += count
+	}
+	return k, nil
+}
+
+// pendingCollector reports, at each scrape, the age and number of each
+// destination's undelivered alert events.
+type pendingCollector struct{ d *Dispatcher }
+
+var (
+	oldestDesc = prometheus.NewDesc("mcpd_alerts_oldest_undelivered_seconds",
+		"Age of the oldest alert event a destination has not yet acknowledged; 0 when none waits.",
+		[]string{"destination"}, nil)
+	pendingDesc = prometheus.NewDesc("mcpd_alerts_pending",
+		"Alert events a destination has not yet acknowledged.", []string{"destination"}, nil)
+)
+
+func (c *pendingCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- oldestDesc
+	ch <- pendingDesc
+}
+
+func (c *pendingCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), pendingTimeout)
+	defer cancel()
+	for _, ds := range c.d.dests {
+		n, oldest, err := c.d.outbox.PendingAlerts(ctx, ds.name)
+		if err != nil {
+			c.d.logger.Warn("count undelivered alerts", "destination", ds.name, "err", err)
+			continue
+		}
+		age := 0.0
+		if !oldest.IsZero() {
+			age = max(c.d.clock.Since(oldest).Seconds(), 0)
+		}
+		ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, age, ds.name)
+		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(n), ds.name)
+	}
+}

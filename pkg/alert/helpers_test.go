@@ -1,0 +1,229 @@
+package alert_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/cyberos/mcpd/pkg/alert"
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/pgtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
+
+// waitTimeout bounds every wait for something to arrive.
+const waitTimeout = 10 * time.Second
+
+const interval = 10 * time.Second
+
+// recorded is one request a test server received.
+type recorded struct {
+	header http.Header
+	body   []byte
+	at     time.Time
+}
+
+// receiver is an httptest server that records requests and answers each
+// with the status its answer function gives for the request's number
+// (1-based); 0 blocks until the request is cancelled.
+type receiver struct {
+	srv    *httptest.Server
+	mu     sync.Mutex
+	reqs   []recorded
+	calls  int
+	answer func(n int) int
+}
+
+func newReceiver(t *testing.T, answer func(n int) int) *receiver {
+	t.Helper()
+	r := &receiver{answer: answer}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		r.calls++
+		status := http.StatusOK
+		if r.answer != nil {
+			status = r.answer(r.calls)
+		}
+		if status == http.StatusOK {
+			r.reqs = append(r.reqs, recorded{header: req.Header.Clone(), body: body, at: time.Now()})
+		}
+		r.mu.Unlock()
+		if status == 0 {
+			<-req.Context().Done()
+			return
+		}
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *receiver) setAnswer(f func(n int) int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.answer = f
+}
+
+func (r *receiver) requests() []recorded {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]recorded(nil), r.reqs...)
+}
+
+func (r *receiver) attempts() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls
+}
+
+// waitFor polls until cond holds of the accepted requests, or fails.
+func (r *receiver) waitFor(t *testing.T, what string, cond func([]recorded) bool) []recorded {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		reqs := r.requests()
+		if cond(reqs) {
+			return reqs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s: %d requests accepted, %d attempts", waitTimeout, what, len(reqs), r.attempts())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func atLeast(n int) func([]recorded) bool {
+	return func(reqs []recorded) bool { return len(reqs) >= n }
+}
+
+// amAlerts decodes a request to Alertmanager's v2 API.
+func amAlerts(t *testing.T, r recorded) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	if err := json.Unmarshal(r.body, &out); err != nil {
+		t.Fatalf("alertmanager body %s: %v", r.body, err)
+	}
+	return out
+}
+
+// httpClient is a client whose idle connections close with the test.
+func httpClient(t *testing.T) *http.Client {
+	c := alert.NewHTTPClient()
+	t.Cleanup(c.CloseIdleConnections)
+	return c
+}
+
+// start runs a dispatcher until the test ends, or until the returned stop
+// is called; stop waits for Run to return.
+func start(t *testing.T, opts alert.DispatcherOptions) (*alert.Dispatcher, func()) {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	d, err := alert.NewDispatcher(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("run: %v", err)
+				}
+			case <-time.After(waitTimeout):
+				t.Errorf("dispatcher did not stop within %v", waitTimeout)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return d, stop
+}
+
+// testWriter sends log lines to t.Log while the test runs.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+// fast are dispatcher timings for tests on the real clock.
+func fast(opts alert.DispatcherOptions) alert.DispatcherOptions {
+	opts.PollInterval = 20 * time.Millisecond
+	opts.BackoffMin = 5 * time.Millisecond
+	opts.BackoffMax = 20 * time.Millisecond
+	return opts
+}
+
+func serverInfo(module string) heartbeat.ServerInfo {
+	return heartbeat.ServerInfo{
+		ModuleName: module, Version: "1.3.2", SupportedProtocols: []string{"2025-06-18"},
+		CapabilityAdvertisement: []byte(`{"tools":{"listChanged":true}}`),
+		Skills:                  []heartbeat.SkillInfo{{Name: "create-event"}},
+		TraceID:                 "4bf92f3577b34da6a3ce929d0e0e4736",
+	}
+}
+
+// metric returns the value of name{destination=dest} in reg, and whether
+// it is there.
+func metric(t *testing.T, reg *prometheus.Registry, name, dest string) (float64, bool) {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if labelValue(m, "destination") != dest {
+				continue
+			}
+			switch {
+			case m.Counter != nil:
+				return m.Counter.GetValue(), true
+			case m.Gauge != nil:
+				return m.Gauge.GetValue(), true
+			}
+		}
+	}
+	return 0, false
+}
+
+func labelValue(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// eventIDs are the X-MCPD-Event-ID values of webhook requests, counted.
+func eventIDs(reqs []recorded) map[string]int {
+	out := make(map[string]int)
+	for _, r := range reqs {
+		out[r.header.Get(alert.HeaderEventID)]++
+	}
+	return out
+}

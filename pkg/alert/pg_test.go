@@ -1,0 +1,344 @@
+package alert_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cyberos/mcpd/pkg/alert"
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/pgstore"
+	"github.com/cyberos/mcpd/pkg/pgtest"
+)
+
+// pgFixture is a database of its own with a store on the app role.
+type pgFixture struct {
+	ctx   context.Context
+	db    *pgtest.DB
+	clock *clockwork.FakeClock
+	store *pgstore.Store
+}
+
+func newPGFixture(t *testing.T) *pgFixture {
+	t.Helper()
+	f := &pgFixture{ctx: t.Context(), db: pgtest.NewDB(t), clock: clockwork.NewFakeClockAt(epoch)}
+	f.store = f.newStore(t, f.db.App)
+	return f
+}
+
+// newStore is another store over pool, as a restarted or second mcpd has.
+func (f *pgFixture) newStore(t *testing.T, pool *pgxpool.Pool) *pgstore.Store {
+	st := pgstore.New(pool, pgstore.Options{Clock: f.clock})
+	t.Cleanup(st.Close)
+	return st
+}
+
+// newPool is a pool of its own on the app role, as another replica has.
+func (f *pgFixture) newPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(f.ctx, f.db.AppURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// unhealthyServers registers n servers of one tenant and sweeps them
+// unhealthy; it returns the tenant, the servers and their events.
+func (f *pgFixture) unhealthyServers(t *testing.T, n int) (uuid.UUID, []heartbeat.Server, []heartbeat.Event) {
+	t.Helper()
+	tenant := uuid.New()
+	var servers []heartbeat.Server
+	for i := range n {
+		srv, _, _, err := f.store.Register(f.ctx, tenant, serverInfo(fmt.Sprintf("m%02d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		servers = append(servers, srv)
+	}
+	evs, err := f.store.Sweep(f.ctx, f.clock.Now().Add(35*time.Second), interval, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != n {
+		t.Fatalf("sweep: %d events, want %d", len(evs), n)
+	}
+	return tenant, servers, evs
+}
+
+// An alert that could not be delivered before mcpd stopped is delivered by
+// the next mcpd over the same database, to the same destination.
+func TestRestartDurability(t *testing.T) {
+	f := newPGFixture(t)
+	_, servers, evs := f.unhealthyServers(t, 1)
+	down := func(int) int { return http.StatusServiceUnavailable }
+	hook := newReceiver(t, down)
+	am := newReceiver(t, down)
+	client := httpClient(t)
+	dests, err := alert.NewDestinations([]string{am.srv.URL}, hook.srv.URL, "", client)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	reg := prometheus.NewRegistry()
+	_, stop := start(t, fast(alert.DispatcherOptions{Outbox: f.store, Destinations: dests, Registerer: reg}))
+	waitMetricAtLeast(t, reg, "mcpd_alerts_failed_total", dests[0].Name(), 2)
+	waitMetricAtLeast(t, reg, "mcpd_alerts_failed_total", dests[1].Name(), 2)
+	stop()
+	f.store.Close()
+	for _, d := range dests {
+		if n, _, err := f.store.PendingAlerts(f.ctx, d.Name()); err != nil || n != 1 {
+			t.Fatalf("%s: %d pending after the first mcpd, %v; want 1", d.Name(), n, err)
+		}
+	}
+
+	// "Restart": a new store on a new pool, a new dispatcher, the same
+	// destinations, which now answer.
+	hook.setAnswer(nil)
+	am.setAnswer(nil)
+	restarted := f.newStore(t, f.newPool(t))
+	dests, err = alert.NewDestinations([]string{am.srv.URL}, hook.srv.URL, "", client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, fast(alert.DispatcherOptions{Outbox: restarted, Destinations: dests}))
+	reqs := hook.waitFor(t, "the webhook after the restart", atLeast(1))
+	if id := reqs[0].header.Get(alert.HeaderEventID); id != evs[0].EventID.String() {
+		t.Fatalf("webhook event %s, want %s", id, evs[0].EventID)
+	}
+	got := amAlerts(t, am.waitFor(t, "alertmanager after the restart", atLeast(1))[0])
+	if len(got) != 1 || got[0]["labels"].(map[string]any)["server_id"] != servers[0].ServerID.String() ||
+		got[0]["startsAt"] != "2026-05-17T10:00:35Z" {
+		t.Fatalf("alertmanager got %v", got)
+	}
+	for _, d := range dests {
+		deadline := time.Now().Add(waitTimeout)
+		for {
+			n, _, err := restarted.PendingAlerts(f.ctx, d.Name())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d still pending", d.Name(), n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+// Two replicas on one database deliver each event once per destination:
+// the cursor's claim lets one of them deliver each batch.
+func TestTwoReplicas(t *testing.T) {
+	f := newPGFixture(t)
+	hookA := newReceiver(t, nil)
+	hookB := newReceiver(t, nil)
+	client := httpClient(t)
+	replica := func(outbox heartbeat.AlertOutbox) {
+		var dests []alert.Destination
+		for _, u := range []string{hookA.srv.URL, hookB.srv.URL} {
+			w, err := alert.NewWebhook(u, nil, client)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dests = append(dests, w)
+		}
+		opts := fast(alert.DispatcherOptions{Outbox: outbox, Destinations: dests})
+		opts.Batch = 7 // several batches, claimed in turn
+		start(t, opts)
+	}
+	replica(f.store)
+	replica(f.newStore(t, f.newPool(t)))
+
+	tenant, servers, evs := f.unhealthyServers(t, 30)
+	for _, srv := range servers[:15] {
+		_, ev, err := f.store.Heartbeat(f.ctx, tenant, srv.ServerID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, *ev)
+	}
+	for _, h := range []*receiver{hookA, hookB} {
+		h.waitFor(t, "every event", atLeast(len(evs)))
+	}
+	time.Sleep(100 * time.Millisecond) // five poll intervals: a duplicate would show
+	for name, h := range map[string]*receiver{"a": hookA, "b": hookB} {
+		ids := eventIDs(h.requests())
+		if len(ids) != len(evs) {
+			t.Fatalf("destination %s: %d distinct events, want %d", name, len(ids), len(evs))
+		}
+		for _, ev := range evs {
+			if n := ids[ev.EventID.String()]; n != 1 {
+				t.Fatalf("destination %s: event %s (%s) delivered %d times", name, ev.EventID, ev.Kind, n)
+			}
+		}
+	}
+}
+
+// The outbox behaves the same on both stores: one claim per destination,
+// partial acknowledgement, pending counts, unhealthy servers.
+func TestOutboxConformance(t *testing.T) {
+	stores := map[string]func(t *testing.T) (heartbeat.Store, heartbeat.AlertOutbox, *clockwork.FakeClock){
+		"memory": func(t *testing.T) (heartbeat.Store, heartbeat.AlertOutbox, *clockwork.FakeClock) {
+			clock := clockwork.NewFakeClockAt(epoch)
+			s := memstore.New(clock)
+			return s, s, clock
+		},
+		"postgres": func(t *testing.T) (heartbeat.Store, heartbeat.AlertOutbox, *clockwork.FakeClock) {
+			f := newPGFixture(t)
+			return f.store, f.store, f.clock
+		},
+	}
+	for name, open := range stores {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			store, outbox, clock := open(t)
+			tenant := uuid.New()
+			var servers []heartbeat.Server
+			for _, m := range []string{"alpha", "beta", "gamma"} {
+				srv, _, _, err := store.Register(ctx, tenant, serverInfo(m))
+				if err != nil {
+					t.Fatal(err)
+				}
+				servers = append(servers, srv)
+			}
+			sweptAt := clock.Now().Add(35 * time.Second).UTC()
+			if _, err := store.Sweep(ctx, sweptAt, interval, 1000); err != nil {
+				t.Fatal(err)
+			}
+			clock.Advance(40 * time.Second)
+			if _, _, err := store.Heartbeat(ctx, tenant, servers[1].ServerID); err != nil {
+				t.Fatal(err)
+			}
+
+			// A first claim that commits creates the destination's
+			// cursor: on PostgreSQL a claim of a destination whose cursor
+			// is still being created waits for it instead of returning nil.
+			c, err := outbox.ClaimAlerts(ctx, "d", 2)
+			if err != nil || c == nil {
+				t.Fatalf("claim: %v, %v", c, err)
+			}
+			if err := c.Ack(ctx, 0); err != nil {
+				t.Fatal(err)
+			}
+			c, err = outbox.ClaimAlerts(ctx, "d", 2)
+			if err != nil || c == nil {
+				t.Fatalf("claim: %v, %v", c, err)
+			}
+			if other, err := outbox.ClaimAlerts(ctx, "d", 2); err != nil || other != nil {
+				t.Fatalf("second claim while held: %v, %v; want nil, nil", other, err)
+			}
+			if evs := c.Events(); len(evs) != 2 || evs[0].Kind != heartbeat.KindUnhealthy || evs[0].TenantID != tenant {
+				t.Fatalf("events %+v", evs)
+			}
+			if err := c.Ack(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			n, oldest, err := outbox.PendingAlerts(ctx, "d")
+			if err != nil || n != 3 || !oldest.Equal(sweptAt) {
+				t.Fatalf("pending %d, %v, %v; want 3, %v", n, oldest, err, sweptAt)
+			}
+			c, err = outbox.ClaimAlerts(ctx, "d", 10)
+			if err != nil || c == nil {
+				t.Fatalf("claim: %v, %v", c, err)
+			}
+			var kinds []heartbeat.EventKind
+			for _, e := range c.Events() {
+				kinds = append(kinds, e.Kind)
+			}
+			if want := []heartbeat.EventKind{heartbeat.KindUnhealthy, heartbeat.KindUnhealthy, heartbeat.KindRecovered}; fmt.Sprint(kinds) != fmt.Sprint(want) {
+				t.Fatalf("after ack 1: %v, want %v", kinds, want)
+			}
+			c.Release(ctx)
+
+			list, err := outbox.UnhealthyServers(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(list) != 2 {
+				t.Fatalf("unhealthy %+v, want alpha and gamma", list)
+			}
+			for _, u := range list {
+				if u.ServerID == servers[1].ServerID || u.TenantID != tenant || u.Version != "1.3.2" ||
+					u.TraceID != "4bf92f3577b34da6a3ce929d0e0e4736" || !u.UnhealthySince.Equal(sweptAt) ||
+					!u.LastHeartbeatAt.Equal(epoch) {
+					t.Fatalf("unhealthy server %+v", u)
+				}
+			}
+		})
+	}
+}
+
+// On PostgreSQL too, a destination that hangs delays nothing for another,
+// for events written while it hangs as well as before.
+func TestDestinationIsolationPG(t *testing.T) {
+	f := newPGFixture(t)
+	deadline := time.Now().Add(waitTimeout)
+	hanging := newReceiver(t, func(int) int { return 0 })
+	working := newReceiver(t, nil)
+	// The hanging destination's requests time out fast: its first attempt
+	// holds the claim (and so the outbox's horizon) until then; its
+	// retries must not.
+	short := httpClient(t)
+	short.Timeout = time.Second
+	var dests []alert.Destination
+	for i, u := range []string{hanging.srv.URL, working.srv.URL} {
+		client := short
+		if i == 1 {
+			client = httpClient(t)
+		}
+		w, err := alert.NewWebhook(u, nil, client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dests = append(dests, w)
+	}
+	f.unhealthyServers(t, 1)
+	start(t, fast(alert.DispatcherOptions{Outbox: f.store, Destinations: dests}))
+	working.waitFor(t, "the first event", atLeast(1))
+	for hanging.attempts() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the hanging destination was never tried")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	begin := time.Now()
+	f.unhealthyServers(t, 1) // written while the other destination hangs
+	working.waitFor(t, "the second event", atLeast(2))
+	if took := time.Since(begin); took > 2*time.Second {
+		t.Fatalf("the working destination waited %v for an event written while the other hung", took)
+	}
+	// And again, just as a retry of the hanging one starts: had the retry
+	// held the claim, the event would wait for its timeout.
+	for hanging.attempts() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the hanging destination was not retried")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for n := hanging.attempts(); hanging.attempts() == n; {
+		if time.Now().After(deadline) {
+			t.Fatal("the hanging destination was not retried")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	begin = time.Now()
+	f.unhealthyServers(t, 1)
+	working.waitFor(t, "the third event", atLeast(3))
+	if took := time.Since(begin); took > short.Timeout*8/10 {
+		t.Fatalf("the working destination waited %v for an event written while the other retried (timeout %v)", took, short.Timeout)
+	}
+}

@@ -1,0 +1,45 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cyberos/mcpd/pkg/alert"
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+)
+
+// newDispatcher returns the alert dispatcher for the configured
+// destinations, or nil when none is configured.
+func (d *Daemon) newDispatcher(store heartbeat.Store, reg prometheus.Registerer) (*alert.Dispatcher, error) {
+	if len(d.cfg.AlertmanagerURLs) == 0 && d.cfg.AlertWebhookURL == "" {
+		return nil, nil
+	}
+	outbox, ok := store.(heartbeat.AlertOutbox)
+	if !ok {
+		return nil, fmt.Errorf("alerts: store %T keeps no alert outbox", store)
+	}
+	dests, err := alert.NewDestinations(d.cfg.AlertmanagerURLs, d.cfg.AlertWebhookURL, d.cfg.AlertWebhookSecretFile, nil)
+	if err != nil {
+		return nil, fmt.Errorf("alerts: %w", err)
+	}
+	disp, err := alert.NewDispatcher(alert.DispatcherOptions{Outbox: outbox, Destinations: dests, Logger: d.logger,
+		Clock: d.clock, Registerer: reg})
+	if err != nil {
+		return nil, fmt.Errorf("alerts: %w", err)
+	}
+	return disp, nil
+}
+
+// alertWaker passes each transition on and wakes the dispatcher, so that an
+// alert leaves at once instead of at the next poll.
+type alertWaker struct {
+	next       heartbeat.AlertSink
+	dispatcher *alert.Dispatcher
+}
+
+func (w alertWaker) Transition(ctx context.Context, ev heartbeat.Event) {
+	w.next.Transition(ctx, ev)
+	w.dispatcher.Transition(ctx, ev)
+}
