@@ -7,15 +7,21 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/mcpinspect"
 	"github.com/cyberos/mcpd/pkg/output"
 )
+
+// defaultMCPTimeout bounds learning what an MCP server says of itself.
+const defaultMCPTimeout = 30 * time.Second
 
 type registerOptions struct {
 	IO      *IOStreams
@@ -29,15 +35,26 @@ type registerOptions struct {
 	Skills           []string
 	Traceparent      string
 
+	// FromMCP and FromMCPCommand name an MCP server (streamable HTTP URL,
+	// or stdio command line) to learn the registration from.
+	FromMCP        string
+	FromMCPCommand string
+	ProbeRevisions bool
+	MCPTimeout     time.Duration
+
 	// Filled from the flags by the command before it runs.
 	Capabilities json.RawMessage
 	SkillInfos   []heartbeat.SkillInfo
+	Target       mcpinspect.Target
 }
+
+// fromMCP reports whether the registration is learned from an MCP server.
+func (o *registerOptions) fromMCP() bool { return o.FromMCP != "" || o.FromMCPCommand != "" }
 
 func newCmdRegister(f *Factory, runF func(*registerOptions) error) *cobra.Command {
 	opts := &registerOptions{IO: f.IOStreams, Client: f.Client}
 	cmd := &cobra.Command{
-		Use:   "register --module NAME --version VERSION --protocol REVISION... [flags]",
+		Use:   "register --module NAME (--version VERSION --protocol REVISION... | --from-mcp URL | --from-mcp-command CMD) [flags]",
 		Short: "Register a server, or update its registration",
 		Long: `Register an MCP server under the token's tenant. Registering a module that
 is already registered updates that same server (same server ID): version,
@@ -45,10 +62,24 @@ protocols, capabilities and skills are replaced and it is healthy again.
 
 The skills named with --skill are the server's complete set; skills not named
 are removed. The trace id comes from --traceparent, else the TRACEPARENT
-environment variable (W3C Trace Context), else mcpd makes one.`,
+environment variable (W3C Trace Context), else mcpd makes one.
+
+With --from-mcp URL (streamable HTTP) or --from-mcp-command CMD (stdio: the
+command is split like a shell would, without one, and stopped afterwards),
+mcpctl connects to the MCP server as a client and registers what it says of
+itself: serverInfo.version (which must be a semantic version, unless
+--version overrides it), the negotiated protocol revision and the others it
+accepts (its server/discover answer, else one initialize per revision with
+--probe-revisions), its capabilities object, and its tools as skills with
+their descriptions (tools/list, every page; at most 256, names over 128
+characters skipped with a warning). They replace --protocol, --capabilities
+and --skill.`,
 		Example: `  mcpctl register --module calendar --version 1.3.2 --protocol 2025-06-18
   mcpctl register --module calendar --version 1.3.2 --protocol 2025-06-18 \
-      --capabilities caps.json --skill list-events="List the events of a day" --skill create-event`,
+      --capabilities caps.json --skill list-events="List the events of a day" --skill create-event
+  mcpctl register --module calendar --from-mcp http://127.0.0.1:3000/mcp
+  mcpctl register --module everything \
+      --from-mcp-command "node /opt/everything/dist/index.js stdio"`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !cmd.Flags().Changed("traceparent") {
@@ -71,10 +102,18 @@ environment variable (W3C Trace Context), else mcpd makes one.`,
 	fl.StringVar(&opts.CapabilitiesFile, "capabilities", "", "file with the capability advertisement, a JSON object (- for stdin)")
 	fl.StringArrayVar(&opts.Skills, "skill", nil, "skill as NAME or NAME=DESCRIPTION (repeatable)")
 	fl.StringVar(&opts.Traceparent, "traceparent", "", "W3C traceparent header for the registration (env "+EnvTraceparent+")")
+	fl.StringVar(&opts.FromMCP, "from-mcp", "", "learn the registration from the MCP server at this streamable HTTP URL")
+	fl.StringVar(&opts.FromMCPCommand, "from-mcp-command", "", "learn the registration from the MCP server this command runs over stdio")
+	fl.BoolVar(&opts.ProbeRevisions, "probe-revisions", true, "with --from-mcp*: ask a server without server/discover about each other revision (one initialize each)")
+	fl.DurationVar(&opts.MCPTimeout, "mcp-timeout", defaultMCPTimeout, "with --from-mcp*: how long learning from the MCP server may take")
 	_ = cmd.MarkFlagRequired("module")
-	_ = cmd.MarkFlagRequired("version")
-	_ = cmd.MarkFlagRequired("protocol")
 	_ = cmd.MarkFlagFilename("capabilities", "json")
+	cmd.MarkFlagsMutuallyExclusive("from-mcp", "from-mcp-command")
+	for _, src := range []string{"from-mcp", "from-mcp-command"} {
+		for _, other := range []string{"protocol", "skill", "capabilities"} {
+			cmd.MarkFlagsMutuallyExclusive(src, other)
+		}
+	}
 	return cmd
 }
 
@@ -83,8 +122,18 @@ func (o *registerOptions) complete() error {
 	if o.Module == "" {
 		return usagef("--module is empty")
 	}
+	if o.fromMCP() {
+		return o.completeFromMCP()
+	}
+	var missing []string
+	if len(o.Protocols) == 0 {
+		missing = append(missing, `"protocol"`)
+	}
 	if o.Version == "" {
-		return usagef("--version is empty")
+		missing = append(missing, `"version"`)
+	}
+	if len(missing) > 0 {
+		return usagef("required flag(s) %s not set (or use --from-mcp or --from-mcp-command)", strings.Join(missing, ", "))
 	}
 	for _, p := range o.Protocols {
 		if strings.TrimSpace(p) == "" {
@@ -108,6 +157,37 @@ func (o *registerOptions) complete() error {
 		o.Capabilities = caps
 	}
 	return nil
+}
+
+// completeFromMCP checks the MCP server's flags.
+func (o *registerOptions) completeFromMCP() error {
+	t, err := mcpTarget(o.FromMCP, o.FromMCPCommand, "from-mcp")
+	if err != nil {
+		return err
+	}
+	if o.MCPTimeout <= 0 {
+		return usagef("invalid --mcp-timeout %s: want more than 0", o.MCPTimeout)
+	}
+	o.Target = t
+	return nil
+}
+
+// mcpTarget makes the target of --PREFIX URL or --PREFIX-command CMD.
+func mcpTarget(url, command, prefix string) (mcpinspect.Target, error) {
+	var t mcpinspect.Target
+	if command != "" {
+		argv, err := mcpinspect.ParseCommand(command)
+		if err != nil {
+			return t, usagef("invalid --%s-command: %v", prefix, err)
+		}
+		t.Command = argv
+	} else {
+		t.URL = url
+	}
+	if err := t.Validate(); err != nil {
+		return t, usagef("invalid --%s: %v", prefix, err)
+	}
+	return t, nil
 }
 
 // readCapabilities reads a JSON object from path ("-": in). A missing file
@@ -148,13 +228,19 @@ func registerRun(ctx context.Context, opts *registerOptions) error {
 	if err != nil {
 		return err
 	}
-	srv, created, err := c.Register(ctx, api.RegisterRequest{
+	req := api.RegisterRequest{
 		ModuleName:              opts.Module,
 		Version:                 opts.Version,
 		SupportedProtocols:      opts.Protocols,
 		CapabilityAdvertisement: opts.Capabilities,
 		Skills:                  opts.SkillInfos,
-	}, opts.Traceparent)
+	}
+	if opts.fromMCP() {
+		if req, err = learnFromMCP(ctx, opts); err != nil {
+			return err
+		}
+	}
+	srv, created, err := c.Register(ctx, req, opts.Traceparent)
 	if err != nil {
 		return err
 	}
@@ -166,4 +252,32 @@ func registerRun(ctx context.Context, opts *registerOptions) error {
 		fmt.Fprintf(opts.IO.ErrOut, "%s %s (%s)\n", what, srv.ModuleName, srv.ServerID)
 	}
 	return opts.Printer.Server(srv)
+}
+
+// learnFromMCP makes the registration from what the MCP server says of
+// itself; warnings (tools left out) go to stderr.
+func learnFromMCP(ctx context.Context, opts *registerOptions) (api.RegisterRequest, error) {
+	ictx, cancel := context.WithTimeout(ctx, opts.MCPTimeout)
+	defer cancel()
+	rep, err := mcpinspect.Inspect(ictx, opts.Target, mcpinspect.InspectOptions{ProbeRevisions: opts.ProbeRevisions})
+	if err != nil {
+		return api.RegisterRequest{}, err
+	}
+	reg, err := rep.Registration(opts.Module, opts.Version)
+	if err != nil {
+		return api.RegisterRequest{}, err
+	}
+	for _, w := range reg.Warnings {
+		fmt.Fprintf(opts.IO.ErrOut, "Warning: %s\n", w)
+	}
+	if opts.IO.errTTY() && !opts.Printer.Format.Structured() {
+		others := slices.DeleteFunc(slices.Clone(rep.Protocols), func(p string) bool { return p == rep.Protocol })
+		accepts := "no other revision known"
+		if len(others) > 0 {
+			accepts = "also accepts " + strings.Join(others, ", ")
+		}
+		fmt.Fprintf(opts.IO.ErrOut, "MCP server %s %s: protocol %s (%s; from %s), %d tools\n",
+			rep.Name, rep.Version, rep.Protocol, accepts, rep.ProtocolsFrom, len(rep.Tools))
+	}
+	return reg.Request, nil
 }

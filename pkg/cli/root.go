@@ -128,6 +128,7 @@ Exit status: 0 success, 1 a failed call (the problem is printed on stderr),
 		root.AddCommand(c)
 	}
 	for _, c := range []*cobra.Command{
+		newCmdAgent(f, nil),
 		newCmdWatch(f, nil),
 		newCmdSimulate(f, nil),
 		newCmdMigrate(f),
