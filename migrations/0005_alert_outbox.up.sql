@@ -2,8 +2,11 @@
 -- that wrote it; a dispatcher reads, in (txid, seq) order, only events whose
 -- transaction is older than every transaction still running, so an event
 -- that commits late is never skipped: every event below that horizon is
--- final. One cursor per destination, claimed with FOR UPDATE SKIP LOCKED so
--- that of several replicas one delivers each batch.
+-- final. One cursor per destination. mcpd claims a destination with a
+-- session advisory lock (pg_try_advisory_lock on the destination's name),
+-- not a transaction held open while delivering, which would hold back that
+-- horizon for every other destination; a replica that dies mid-delivery
+-- drops its connection and with it the claim.
 ALTER TABLE mcp_audit_events ADD COLUMN txid xid8 NOT NULL DEFAULT pg_current_xact_id();
 CREATE INDEX mcp_audit_events_alert_idx ON mcp_audit_events (txid, seq)
     WHERE kind IN ('mcp.server.unhealthy', 'mcp.server.recovered', 'mcp.server.deregistered');
@@ -15,13 +18,11 @@ CREATE TABLE mcp_alert_cursors (
     updated_at  TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 
--- mcp_alert_claim locks the cursor of p_destination (creating it at the
--- start of the trail when new) and returns up to p_limit alert events after
--- it, in the caller's transaction; no rows and claimed = false when another
--- replica holds it.
+-- mcp_alert_claim returns up to p_limit alert events after p_destination's
+-- cursor (created at the start of the trail when new). The caller holds the
+-- destination's advisory lock.
 CREATE FUNCTION mcp_alert_claim(p_destination text, p_limit integer)
 RETURNS TABLE (
-    claimed     boolean,
     txid        text,
     seq         bigint,
     event_id    uuid,
@@ -42,20 +43,17 @@ SET search_path = public, pg_temp
 AS $fn$
 #variable_conflict use_column
 DECLARE
-    v_txid xid8;
-    v_seq  bigint;
+    v_txid xid8 := '0';
+    v_seq  bigint := 0;
 BEGIN
-    INSERT INTO mcp_alert_cursors (destination) VALUES (p_destination) ON CONFLICT DO NOTHING;
-    SELECT c.last_txid, c.last_seq INTO v_txid, v_seq
-    FROM mcp_alert_cursors c WHERE c.destination = p_destination
-    FOR UPDATE SKIP LOCKED;
+    SELECT c.last_txid, c.last_seq INTO v_txid, v_seq FROM mcp_alert_cursors c WHERE c.destination = p_destination;
     IF NOT FOUND THEN
-        RETURN QUERY SELECT false, NULL::text, NULL::bigint, NULL::uuid, NULL::uuid, NULL::text, NULL::uuid,
-            NULL::text, NULL::text, NULL::text, NULL::text, NULL::timestamptz, NULL::jsonb;
-        RETURN;
+        INSERT INTO mcp_alert_cursors (destination) VALUES (p_destination) ON CONFLICT DO NOTHING;
+        v_txid := '0';
+        v_seq := 0;
     END IF;
     RETURN QUERY
-    SELECT true, e.txid::text, e.seq, e.event_id, e.tenant_id, e.kind, e.server_id, e.module_name,
+    SELECT e.txid::text, e.seq, e.event_id, e.tenant_id, e.kind, e.server_id, e.module_name,
            e.from_status, e.to_status, e.trace_id::text, e.occurred_at, e.body
     FROM mcp_audit_events e
     WHERE e.kind IN ('mcp.server.unhealthy', 'mcp.server.recovered', 'mcp.server.deregistered')
@@ -66,8 +64,8 @@ BEGIN
 END
 $fn$;
 
--- mcp_alert_ack moves p_destination's cursor to (p_txid, p_seq); the caller
--- holds it through mcp_alert_claim in the same transaction.
+-- mcp_alert_ack moves p_destination's cursor forward to (p_txid, p_seq),
+-- never back.
 CREATE FUNCTION mcp_alert_ack(p_destination text, p_txid text, p_seq bigint)
 RETURNS void
 LANGUAGE sql

@@ -8,78 +8,98 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 )
 
 var _ heartbeat.AlertOutbox = (*Store)(nil)
 
-// alertClaim holds a destination's cursor row lock in an open transaction
-// while its events are delivered.
+// alertClaim holds a destination's advisory lock on one pooled connection
+// while its events are delivered. No transaction stays open, so the claim
+// holds back no other destination's horizon, and a replica that dies drops
+// the lock with its connection.
 type alertClaim struct {
-	tx          pgx.Tx
+	conn        *pgxpool.Conn
 	destination string
 	events      []heartbeat.Event
 	txids       []string
+	ended       bool
 }
 
 func (c *alertClaim) Events() []heartbeat.Event { return c.events }
 
 func (c *alertClaim) Ack(ctx context.Context, n int) error {
-	defer func() { _ = c.tx.Rollback(context.WithoutCancel(ctx)) }()
-	if n > len(c.events) {
-		n = len(c.events)
+	if c.ended {
+		return fmt.Errorf("alert claim of %s already ended", c.destination)
 	}
-	if n > 0 {
-		last := n - 1
-		if _, err := c.tx.Exec(ctx, `SELECT mcp_alert_ack($1, $2, $3)`, c.destination, c.txids[last], c.events[last].Seq); err != nil {
-			return translate(err)
-		}
+	defer c.Release(ctx)
+	n = min(n, len(c.events))
+	if n == 0 {
+		return nil
 	}
-	return translate(c.tx.Commit(ctx))
+	last := n - 1
+	_, err := c.conn.Exec(ctx, `SELECT mcp_alert_ack($1, $2, $3)`, c.destination, c.txids[last], c.events[last].Seq)
+	return translate(err)
 }
 
-func (c *alertClaim) Release(ctx context.Context) { _ = c.tx.Rollback(context.WithoutCancel(ctx)) }
+func (c *alertClaim) Release(ctx context.Context) {
+	if c.ended {
+		return
+	}
+	c.ended = true
+	if _, err := c.conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtext($1))`, alertLockKey(c.destination)); err != nil {
+		// The lock dies with the connection.
+		_ = c.conn.Hijack().Close(context.WithoutCancel(ctx))
+		return
+	}
+	c.conn.Release()
+}
 
-// ClaimAlerts claims destination's cursor and returns the alert events after
-// it; nil when another replica holds the cursor.
+func alertLockKey(destination string) string { return "mcpd.alert:" + destination }
+
+// ClaimAlerts takes destination's advisory lock and returns the alert events
+// after its cursor; nil when another replica holds the lock.
 func (s *Store) ClaimAlerts(ctx context.Context, destination string, limit int) (heartbeat.AlertClaim, error) {
-	tx, err := s.pool.Begin(ctx)
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, translate(err)
 	}
-	claim := &alertClaim{tx: tx, destination: destination}
-	rows, err := tx.Query(ctx, `
-SELECT claimed, txid, seq, event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
+	var locked bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtext($1))`, alertLockKey(destination)).Scan(&locked); err != nil {
+		conn.Release()
+		return nil, translate(err)
+	}
+	if !locked {
+		conn.Release()
+		return nil, nil
+	}
+	claim := &alertClaim{conn: conn, destination: destination}
+	rows, err := conn.Query(ctx, `
+SELECT txid, seq, event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
        trace_id, occurred_at, body
 FROM mcp_alert_claim($1, $2)`, destination, limit)
 	if err != nil {
 		claim.Release(ctx)
 		return nil, translate(err)
 	}
-	claimed := true
 	for rows.Next() {
 		var (
-			ok               bool
-			txid             *string
-			ev               heartbeat.Event
-			seq              *int64
-			kind, module, to *string
-			from, trace      *string
-			occurred         *time.Time
-			body             []byte
+			ev    heartbeat.Event
+			txid  string
+			kind  string
+			from  *string
+			to    string
+			trace *string
+			body  []byte
 		)
-		if err := rows.Scan(&ok, &txid, &seq, &ev.EventID, &ev.TenantID, &kind, &ev.ServerID, &module, &from, &to,
-			&trace, &occurred, &body); err != nil {
+		if err := rows.Scan(&txid, &ev.Seq, &ev.EventID, &ev.TenantID, &kind, &ev.ServerID, &ev.ModuleName,
+			&from, &to, &trace, &ev.OccurredAt, &body); err != nil {
 			rows.Close()
 			claim.Release(ctx)
 			return nil, translate(err)
 		}
-		if !ok {
-			claimed = false
-			continue
-		}
-		ev.Seq, ev.Kind, ev.ModuleName, ev.ToStatus = *seq, heartbeat.EventKind(*kind), *module, heartbeat.Status(*to)
+		ev.Kind, ev.ToStatus, ev.OccurredAt = heartbeat.EventKind(kind), heartbeat.Status(to), ev.OccurredAt.UTC()
 		if from != nil {
 			st := heartbeat.Status(*from)
 			ev.FromStatus = &st
@@ -87,23 +107,21 @@ FROM mcp_alert_claim($1, $2)`, destination, limit)
 		if trace != nil {
 			ev.TraceID = strings.TrimSpace(*trace)
 		}
-		ev.OccurredAt = occurred.UTC()
 		if err := json.Unmarshal(body, &ev.Body); err != nil {
 			rows.Close()
 			claim.Release(ctx)
 			return nil, fmt.Errorf("decode event body: %w", err)
 		}
+		if ev.Body.SkillsAffected == nil {
+			ev.Body.SkillsAffected = []string{}
+		}
 		claim.events = append(claim.events, ev)
-		claim.txids = append(claim.txids, *txid)
+		claim.txids = append(claim.txids, txid)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		claim.Release(ctx)
 		return nil, translate(err)
-	}
-	if !claimed {
-		claim.Release(ctx)
-		return nil, nil
 	}
 	return claim, nil
 }

@@ -88,6 +88,7 @@ func New(pool *pgxpool.Pool, opts Options) *Store {
 	if s.batchTimeout <= 0 {
 		s.batchTimeout = 5 * time.Second
 	}
+
 	s.batcher = newBatcher(s, opts.Flushers, opts.MaxBatch, opts.BatchWait)
 	return s
 }
