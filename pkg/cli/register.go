@@ -35,24 +35,29 @@ type registerOptions struct {
 	Skills           []string
 	Traceparent      string
 
-	// FromMCP and FromMCPCommand name an MCP server (streamable HTTP URL,
-	// or stdio command line) to learn the registration from.
-	FromMCP        string
-	FromMCPCommand string
-	ProbeRevisions bool
-	MCPTimeout     time.Duration
+	// MCP is set when the registration is learned from an MCP server
+	// (--from-mcp, --from-mcp-command).
+	MCP *registerMCPOptions
 
 	// Filled from the flags by the command before it runs.
 	Capabilities json.RawMessage
 	SkillInfos   []heartbeat.SkillInfo
-	Target       mcpinspect.Target
 }
 
-// fromMCP reports whether the registration is learned from an MCP server.
-func (o *registerOptions) fromMCP() bool { return o.FromMCP != "" || o.FromMCPCommand != "" }
+// registerMCPOptions name the MCP server a registration is learned from.
+type registerMCPOptions struct {
+	URL            string // streamable HTTP
+	Command        string // stdio, one command line
+	ProbeRevisions bool
+	Timeout        time.Duration
+
+	// Filled from the flags by the command before it runs.
+	Target mcpinspect.Target
+}
 
 func newCmdRegister(f *Factory, runF func(*registerOptions) error) *cobra.Command {
 	opts := &registerOptions{IO: f.IOStreams, Client: f.Client}
+	src := &registerMCPOptions{}
 	cmd := &cobra.Command{
 		Use:   "register --module NAME (--version VERSION --protocol REVISION... | --from-mcp URL | --from-mcp-command CMD) [flags]",
 		Short: "Register a server, or update its registration",
@@ -85,6 +90,10 @@ and --skill.`,
 			if !cmd.Flags().Changed("traceparent") {
 				opts.Traceparent = f.Getenv(EnvTraceparent)
 			}
+			opts.MCP = nil
+			if src.URL != "" || src.Command != "" {
+				opts.MCP = src
+			}
 			if err := opts.complete(); err != nil {
 				return err
 			}
@@ -102,10 +111,10 @@ and --skill.`,
 	fl.StringVar(&opts.CapabilitiesFile, "capabilities", "", "file with the capability advertisement, a JSON object (- for stdin)")
 	fl.StringArrayVar(&opts.Skills, "skill", nil, "skill as NAME or NAME=DESCRIPTION (repeatable)")
 	fl.StringVar(&opts.Traceparent, "traceparent", "", "W3C traceparent header for the registration (env "+EnvTraceparent+")")
-	fl.StringVar(&opts.FromMCP, "from-mcp", "", "learn the registration from the MCP server at this streamable HTTP URL")
-	fl.StringVar(&opts.FromMCPCommand, "from-mcp-command", "", "learn the registration from the MCP server this command runs over stdio")
-	fl.BoolVar(&opts.ProbeRevisions, "probe-revisions", true, "with --from-mcp*: ask a server without server/discover about each other revision (one initialize each)")
-	fl.DurationVar(&opts.MCPTimeout, "mcp-timeout", defaultMCPTimeout, "with --from-mcp*: how long learning from the MCP server may take")
+	fl.StringVar(&src.URL, "from-mcp", "", "learn the registration from the MCP server at this streamable HTTP URL")
+	fl.StringVar(&src.Command, "from-mcp-command", "", "learn the registration from the MCP server this command runs over stdio")
+	fl.BoolVar(&src.ProbeRevisions, "probe-revisions", true, "with --from-mcp*: ask a server without server/discover about each other revision (one initialize each)")
+	fl.DurationVar(&src.Timeout, "mcp-timeout", defaultMCPTimeout, "with --from-mcp*: how long learning from the MCP server may take")
 	_ = cmd.MarkFlagRequired("module")
 	_ = cmd.MarkFlagFilename("capabilities", "json")
 	cmd.MarkFlagsMutuallyExclusive("from-mcp", "from-mcp-command")
@@ -122,9 +131,11 @@ func (o *registerOptions) complete() error {
 	if o.Module == "" {
 		return usagef("--module is empty")
 	}
-	if o.fromMCP() {
-		return o.completeFromMCP()
+	if o.MCP != nil {
+		return o.MCP.complete()
 	}
+	// Required unless the registration is learned from an MCP server: the
+	// error cobra gives for a required flag (bad usage, exit 2).
 	var missing []string
 	if len(o.Protocols) == 0 {
 		missing = append(missing, `"protocol"`)
@@ -133,7 +144,7 @@ func (o *registerOptions) complete() error {
 		missing = append(missing, `"version"`)
 	}
 	if len(missing) > 0 {
-		return usagef("required flag(s) %s not set (or use --from-mcp or --from-mcp-command)", strings.Join(missing, ", "))
+		return fmt.Errorf("required flag(s) %s not set", strings.Join(missing, ", "))
 	}
 	for _, p := range o.Protocols {
 		if strings.TrimSpace(p) == "" {
@@ -159,14 +170,14 @@ func (o *registerOptions) complete() error {
 	return nil
 }
 
-// completeFromMCP checks the MCP server's flags.
-func (o *registerOptions) completeFromMCP() error {
-	t, err := mcpTarget(o.FromMCP, o.FromMCPCommand, "from-mcp")
+// complete checks the MCP server's flags.
+func (o *registerMCPOptions) complete() error {
+	t, err := mcpTarget(o.URL, o.Command, "from-mcp")
 	if err != nil {
 		return err
 	}
-	if o.MCPTimeout <= 0 {
-		return usagef("invalid --mcp-timeout %s: want more than 0", o.MCPTimeout)
+	if o.Timeout <= 0 {
+		return usagef("invalid --mcp-timeout %s: want more than 0", o.Timeout)
 	}
 	o.Target = t
 	return nil
@@ -235,7 +246,7 @@ func registerRun(ctx context.Context, opts *registerOptions) error {
 		CapabilityAdvertisement: opts.Capabilities,
 		Skills:                  opts.SkillInfos,
 	}
-	if opts.fromMCP() {
+	if opts.MCP != nil {
 		if req, err = learnFromMCP(ctx, opts); err != nil {
 			return err
 		}
@@ -257,9 +268,9 @@ func registerRun(ctx context.Context, opts *registerOptions) error {
 // learnFromMCP makes the registration from what the MCP server says of
 // itself; warnings (tools left out) go to stderr.
 func learnFromMCP(ctx context.Context, opts *registerOptions) (api.RegisterRequest, error) {
-	ictx, cancel := context.WithTimeout(ctx, opts.MCPTimeout)
+	ictx, cancel := context.WithTimeout(ctx, opts.MCP.Timeout)
 	defer cancel()
-	rep, err := mcpinspect.Inspect(ictx, opts.Target, mcpinspect.InspectOptions{ProbeRevisions: opts.ProbeRevisions})
+	rep, err := mcpinspect.Inspect(ictx, opts.MCP.Target, mcpinspect.InspectOptions{ProbeRevisions: opts.MCP.ProbeRevisions})
 	if err != nil {
 		return api.RegisterRequest{}, err
 	}

@@ -1,0 +1,253 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/cyberos/mcpd/pkg/api"
+	"github.com/cyberos/mcpd/pkg/auth"
+	"github.com/cyberos/mcpd/pkg/client"
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/mcpinspect"
+	"github.com/cyberos/mcpd/pkg/memstore"
+)
+
+// The registry's lifecycle in the tests: an interval of 200ms, so that a
+// server is unhealthy 600ms after its last heartbeat.
+const (
+	testInterval = 200 * time.Millisecond
+	testPeriod   = 50 * time.Millisecond
+)
+
+// registry is the real API over a memstore, swept by a monitor, behind a
+// switch that can make it fail or forget everything.
+type registry struct {
+	url    string
+	client *client.Client
+	secret []byte
+	tenant uuid.UUID
+
+	mode       atomic.Value // registryMode
+	heartbeats atomic.Int64
+
+	mu      sync.Mutex
+	handler http.Handler
+	stopMon func()
+}
+
+type registryMode string
+
+// Failure modes hit the agent's calls (POSTs) only, so that the test can
+// still read the registry.
+const (
+	registryUp    registryMode = "up"
+	registry503   registryMode = "503"   // answered 503
+	registryReset registryMode = "reset" // connection dropped
+)
+
+func setupRegistry(t *testing.T) *registry {
+	t.Helper()
+	r := &registry{secret: []byte(strings.Repeat("k", 16) + uuid.NewString()[:16]), tenant: uuid.New()}
+	r.mode.Store(registryUp)
+	r.restartEmpty(t)
+	srv := httptest.NewServer(http.HandlerFunc(r.serve))
+	token, err := auth.Issue(r.secret, r.tenant, "agent-test", "mcp:read mcp:write", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.url = srv.URL
+	r.client = client.New(srv.URL, token)
+	t.Cleanup(func() {
+		r.client.CloseIdleConnections()
+		srv.CloseClientConnections()
+		srv.Close()
+		r.mu.Lock()
+		r.stopMon()
+		r.mu.Unlock()
+	})
+	return r
+}
+
+// restartEmpty replaces the store with an empty one, as a restart of
+// mcpd --dev does.
+func (r *registry) restartEmpty(t *testing.T) {
+	t.Helper()
+	store := memstore.New(clockwork.NewRealClock())
+	reg := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{Store: store, HeartbeatInterval: testInterval.Seconds()})
+	verifier, err := auth.NewVerifier(auth.VerifierOptions{HMACSecret: r.secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	mon := heartbeat.NewMonitor(heartbeat.MonitorOptions{Store: store, HeartbeatInterval: testInterval, Period: testPeriod})
+	go func() { defer close(done); _ = mon.Run(ctx) }()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopMon != nil {
+		r.stopMon()
+	}
+	r.handler = api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: verifier})
+	r.stopMon = func() { cancel(); <-done }
+}
+
+func (r *registry) serve(w http.ResponseWriter, req *http.Request) {
+	mode := r.mode.Load().(registryMode)
+	if req.Method != http.MethodPost {
+		mode = registryUp
+	}
+	switch mode {
+	case registry503:
+		w.Header().Set("Content-Type", api.ContentTypeProblem)
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"test: down"}`))
+		return
+	case registryReset:
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				conn.Close()
+				return
+			}
+		}
+	}
+	if req.URL.Path == "/v1/mcp/servers/heartbeat" {
+		r.heartbeats.Add(1)
+	}
+	r.mu.Lock()
+	h := r.handler
+	r.mu.Unlock()
+	h.ServeHTTP(w, req)
+}
+
+// server returns the registered server of module; ok false when there is none.
+func (r *registry) server(t *testing.T, module string) (heartbeat.Server, bool) {
+	t.Helper()
+	all, err := r.client.AllServers(context.Background(), client.ListServersParams{ModuleName: module})
+	if err != nil {
+		t.Fatalf("list servers: %v", err)
+	}
+	for _, s := range all {
+		if s.ModuleName == module {
+			return s, true
+		}
+	}
+	return heartbeat.Server{}, false
+}
+
+func (r *registry) skills(t *testing.T, id uuid.UUID) []heartbeat.Skill {
+	t.Helper()
+	sk, err := r.client.Skills(context.Background(), id)
+	if err != nil {
+		t.Fatalf("skills: %v", err)
+	}
+	return sk
+}
+
+// waitFor polls cond every 20ms for up to d.
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitStatus waits until module's server has status s.
+func (r *registry) waitStatus(t *testing.T, module string, s heartbeat.Status, d time.Duration) heartbeat.Server {
+	t.Helper()
+	var srv heartbeat.Server
+	waitFor(t, module+" "+string(s), d, func() bool {
+		var ok bool
+		srv, ok = r.server(t, module)
+		return ok && srv.Status == s
+	})
+	return srv
+}
+
+// syncBuffer is a concurrency-safe log sink.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// running is an agent running in the background.
+type running struct {
+	logs   *syncBuffer
+	cancel context.CancelFunc
+	errc   chan error
+	once   sync.Once
+	err    error
+}
+
+// stop cancels the agent and returns what Run returned.
+func (r *running) stop(t *testing.T) error {
+	t.Helper()
+	r.once.Do(func() {
+		r.cancel()
+		select {
+		case r.err = <-r.errc:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the agent did not stop within 10s of its context's end")
+		}
+	})
+	return r.err
+}
+
+// fastOptions are Options for tests: short waits throughout.
+func fastOptions(reg *registry, module string, target mcpinspect.Target) Options {
+	return Options{
+		Module: module, Target: target, Registry: reg.client,
+		ProbeTimeout: 100 * time.Millisecond, ConnectTimeout: 2 * time.Second, CallTimeout: time.Second,
+		DeregisterTimeout: time.Second, TerminateGrace: 200 * time.Millisecond,
+		RetryMin: 20 * time.Millisecond, RetryMax: 150 * time.Millisecond,
+		RestartMin: 50 * time.Millisecond, RestartMax: 300 * time.Millisecond,
+		ChangeDebounce: 20 * time.Millisecond,
+	}
+}
+
+// start runs an agent with opts until the test ends.
+func start(t *testing.T, opts Options) *running {
+	t.Helper()
+	logs := &syncBuffer{}
+	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	a, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{logs: logs, cancel: cancel, errc: make(chan error, 1)}
+	go func() { r.errc <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		_ = r.stop(t)
+		if t.Failed() {
+			t.Logf("agent log:\n%s", logs)
+		}
+	})
+	return r
+}
