@@ -91,7 +91,9 @@ func (r *registry) restartEmpty(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	mon := heartbeat.NewMonitor(heartbeat.MonitorOptions{Store: store, HeartbeatInterval: testInterval, Period: testPeriod})
+	// Blind-window protection off: at these compressed intervals a starved
+	// test machine would open windows and hold back the marks tests wait for.
+	mon := heartbeat.NewMonitor(heartbeat.MonitorOptions{Store: store, HeartbeatInterval: testInterval, Period: testPeriod, BlindAfter: -1})
 	go func() { defer close(done); _ = mon.Run(ctx) }()
 	r.mu.Lock()
 	defer r.mu.Unlock()
