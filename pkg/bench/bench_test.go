@@ -1,0 +1,139 @@
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/cyberos/mcpd/pkg/api"
+	"github.com/cyberos/mcpd/pkg/auth"
+	"github.com/cyberos/mcpd/pkg/bench"
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/memstore"
+)
+
+// Go benchmarks of the hot functions of the heartbeat path that have none in
+// their own packages: token verification, the handler over the memstore
+// without a network, and the server object's encoding. pkg/pgstore has
+// BenchmarkSweep and BenchmarkHeartbeat; pkg/client a heartbeat over
+// loopback HTTP.
+
+var benchSecret = []byte("0123456789abcdef0123456789abcdef0123456789abcdef")
+
+func benchToken(b *testing.B, tenant uuid.UUID) string {
+	b.Helper()
+	tok, err := auth.Issue(benchSecret, tenant, "bench", auth.ScopeRead+" "+auth.ScopeWrite, time.Hour, time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return tok
+}
+
+func BenchmarkVerifyHS256(b *testing.B) {
+	v, err := auth.NewVerifier(auth.VerifierOptions{HMACSecret: benchSecret})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tok := benchToken(b, bench.TenantID(1))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := v.Verify(tok); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// handlerBundle is the API over a memstore holding one tenant's servers.
+type handlerBundle struct {
+	h     http.Handler
+	token string
+	ids   []uuid.UUID
+}
+
+func newHandler(b *testing.B, servers int) handlerBundle {
+	b.Helper()
+	st := memstore.New(clockwork.NewRealClock())
+	reg := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{Store: st})
+	v, err := auth.NewVerifier(auth.VerifierOptions{HMACSecret: benchSecret})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tenant := bench.TenantID(1)
+	hb := handlerBundle{h: api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: v}), token: benchToken(b, tenant)}
+	for m := 1; m <= servers; m++ {
+		req := bench.RegisterRequest(m)
+		srv, _, err := reg.Register(context.Background(), tenant, heartbeat.ServerInfo{
+			ModuleName: req.ModuleName, Version: req.Version, SupportedProtocols: req.SupportedProtocols, Skills: req.Skills,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		hb.ids = append(hb.ids, srv.ServerID)
+	}
+	return hb
+}
+
+func (hb handlerBundle) serve(b *testing.B, method, target string, body []byte) {
+	req := httptest.NewRequest(method, target, bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+hb.token)
+	if body != nil {
+		req.Header.Set("Content-Type", api.ContentTypeJSON)
+	}
+	w := httptest.NewRecorder()
+	hb.h.ServeHTTP(w, req)
+	if w.Code != http.StatusOK {
+		b.Fatalf("%s %s: %d %s", method, target, w.Code, w.Body.String())
+	}
+}
+
+// BenchmarkHandlerHeartbeat is one heartbeat through the whole handler
+// (token, body, registrar, memstore, JSON answer, metrics) with no network.
+func BenchmarkHandlerHeartbeat(b *testing.B) {
+	hb := newHandler(b, 100)
+	bodies := make([][]byte, len(hb.ids))
+	for i, id := range hb.ids {
+		bodies[i] = fmt.Appendf(nil, `{"server_id":%q}`, id)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		hb.serve(b, http.MethodPost, "/v1/mcp/servers/heartbeat", bodies[i%len(bodies)])
+		i++
+	}
+}
+
+// BenchmarkHandlerListServers is a 100-server page through the handler.
+func BenchmarkHandlerListServers(b *testing.B) {
+	hb := newHandler(b, 100)
+	b.ReportAllocs()
+	for b.Loop() {
+		hb.serve(b, http.MethodGet, "/v1/mcp/servers?limit=100", nil)
+	}
+}
+
+// BenchmarkEncodeServer is the JSON encoding of one server object, as every
+// heartbeat answers.
+func BenchmarkEncodeServer(b *testing.B) {
+	now := time.Now().UTC()
+	srv := heartbeat.Server{
+		ServerID: bench.ServerID(1), TenantID: bench.TenantID(1), ModuleName: "module-1", Version: "1.0.0",
+		SupportedProtocols: []string{"2025-06-18"}, CapabilityAdvertisement: json.RawMessage(`{"tools":{"listChanged":true}}`),
+		Status: heartbeat.StatusHealthy, LastHeartbeatAt: now, RegisteredAt: now,
+		TraceID: strings.Repeat("ab", 16), HeartbeatIntervalSecs: 10,
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := json.Marshal(srv); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestBadUsageExits2(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-clients", "0"}, "-clients must be at least 1"},
+		{[]string{"-pgbench-clients", "8,x"}, `"x" is not a positive number`},
+		{[]string{"-nosuchflag"}, "flag provided but not defined"},
+		{[]string{"extra"}, "unexpected arguments"},
+	} {
+		var out, errb strings.Builder
+		if code := benchMain(context.Background(), c.args, &out, &errb); code != 2 {
+			t.Fatalf("%v: exit %d, want 2 (stderr %q)", c.args, code, errb.String())
+		}
+		if !strings.Contains(errb.String(), c.want) {
+			t.Fatalf("%v: stderr %q does not say %q", c.args, errb.String(), c.want)
+		}
+	}
+	var out, errb strings.Builder
+	if code := benchMain(context.Background(), []string{"-help"}, &out, &errb); code != 0 || !strings.Contains(errb.String(), "-duration") {
+		t.Fatalf("-help: exit %d, stderr %q", code, errb.String())
+	}
+}
+
+func TestParseInts(t *testing.T) {
+	got, err := parseInts(" 8, 32 ,")
+	if err != nil || !slices.Equal(got, []int{8, 32}) {
+		t.Fatalf("parseInts = %v, %v", got, err)
+	}
+	if joinInts([]int{8, 32}) != "8,32" {
+		t.Fatal("joinInts")
+	}
+}

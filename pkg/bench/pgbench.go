@@ -1,0 +1,110 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// PgbenchResult is one pgbench run of the heartbeat baseline.
+type PgbenchResult struct {
+	Clients int     `json:"clients"`
+	TPS     float64 `json:"tps"`
+	// LatencyAvg is pgbench's average latency.
+	LatencyAvg time.Duration `json:"latency_avg_ns"`
+	// HOTShare is the share of the run's updates of mcp_servers that were
+	// HOT (heap-only: no new index entries).
+	HOTShare float64 `json:"hot_share"`
+	// CPU is what PostgreSQL and the rest of the machine (pgbench among
+	// them) used during the run.
+	CPU    CPUUse `json:"cpu"`
+	Output string `json:"-"`
+}
+
+// pgbenchScript is one heartbeat per transaction: one row by primary key.
+const pgbenchScript = `\set n random(1, %d)
+UPDATE mcp_servers SET last_heartbeat_at = now() WHERE server_id = md5('server' || :n)::uuid;
+`
+
+var (
+	tpsRe     = regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`)
+	latencyRe = regexp.MustCompile(`latency average = ([0-9.]+) ms`)
+)
+
+// Pgbench runs pgbench's one-row-per-transaction heartbeat update of the
+// servers 1..servers with clients for d, prepared statements, as the
+// superuser, and reads the share of HOT updates from the statistics.
+func Pgbench(ctx context.Context, pg *Postgres, admin *pgxpool.Pool, dir string, servers, clients int, d time.Duration) (PgbenchResult, error) {
+	bin, err := pg.FindPgbench()
+	if err != nil {
+		return PgbenchResult{}, fmt.Errorf("pgbench not found (it ships with the PostgreSQL server package): %w", err)
+	}
+	script := filepath.Join(dir, "heartbeat.pgbench")
+	if err := os.WriteFile(script, fmt.Appendf(nil, pgbenchScript, servers), 0o644); err != nil {
+		return PgbenchResult{}, err
+	}
+	before, err := updateCounts(ctx, admin)
+	if err != nil {
+		return PgbenchResult{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, d+time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "-h", "127.0.0.1", "-p", strconv.Itoa(pg.Port()), "-U", "postgres",
+		"-n", "-M", "prepared", "-c", strconv.Itoa(clients), "-j", strconv.Itoa(min(clients, 2)),
+		"-T", strconv.Itoa(int(d.Seconds())), "-f", script, Database)
+	cmd.Env = cleanEnv()
+	out, err := cmd.CombinedOutput()
+	res := PgbenchResult{Clients: clients, Output: string(out)}
+	if err != nil {
+		return res, fmt.Errorf("pgbench: %w\n%s", err, out)
+	}
+	m := tpsRe.FindSubmatch(out)
+	if m == nil {
+		return res, fmt.Errorf("pgbench: no tps in its output:\n%s", out)
+	}
+	res.TPS, _ = strconv.ParseFloat(string(m[1]), 64)
+	if m := latencyRe.FindSubmatch(out); m != nil {
+		ms, _ := strconv.ParseFloat(string(m[1]), 64)
+		res.LatencyAvg = time.Duration(ms * float64(time.Millisecond))
+	}
+	after, err := updateCounts(ctx, admin)
+	if err != nil {
+		return res, err
+	}
+	res.HOTShare = after.hotShareSince(before)
+	return res, nil
+}
+
+// tableUpdates are the update counters of mcp_servers.
+type tableUpdates struct{ upd, hot int64 }
+
+func (a tableUpdates) hotShareSince(b tableUpdates) float64 {
+	if a.upd <= b.upd {
+		return 0
+	}
+	return float64(a.hot-b.hot) / float64(a.upd-b.upd)
+}
+
+// updateCounts reads mcp_servers' update counters, after the statistics of
+// sessions just ended have been flushed (they are, within a second).
+func updateCounts(ctx context.Context, admin *pgxpool.Pool) (tableUpdates, error) {
+	select {
+	case <-time.After(1500 * time.Millisecond):
+	case <-ctx.Done():
+		return tableUpdates{}, ctx.Err()
+	}
+	var u tableUpdates
+	err := admin.QueryRow(ctx, `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'mcp_servers'`).
+		Scan(&u.upd, &u.hot)
+	if err != nil {
+		return u, fmt.Errorf("read update statistics: %w", err)
+	}
+	return u, nil
+}
