@@ -37,3 +37,38 @@ docs:
 .PHONY: release-snapshot
 release-snapshot:
 	goreleaser release --snapshot --clean --skip=publish
+
+# The benchmark harness of docs/performance.md: starts its own durable
+# PostgreSQL (and etcd when installed), builds and starts mcpd against it,
+# prints the results table and writes it as JSON to BENCH_OUT; a few minutes
+# on 2 cores. Smaller runs: make bench BENCH_FLAGS='-tenants 100 -duration 5s'.
+BENCH_OUT      ?= docs/bench-latest.json
+BENCH_PROFILES ?= /tmp/mcpd-bench-profiles
+BENCH_FLAGS    ?=
+bench:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/mcpd ./cmd/mcpd
+	$(GO) run ./pkg/bench/cmd/mcpd-bench -mcpd bin/mcpd -out $(BENCH_OUT) -profile-dir $(BENCH_PROFILES) $(BENCH_FLAGS)
+
+# Fuzz every target for FUZZTIME each (make fuzz FUZZTIME=1m); make test runs
+# their seed corpora only.
+FUZZTIME ?= 30s
+FUZZ_TARGETS := \
+	pkg/api:FuzzPostBodies pkg/api:FuzzRegisterFields pkg/api:FuzzListQueries \
+	pkg/api:FuzzAuthorization pkg/api:FuzzDecodeCursor pkg/api:FuzzCursorRoundTrip \
+	pkg/auth:FuzzVerify
+
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "== $$name ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) ./$$pkg; \
+	done
+
+# The long variants of the reliability tests (docs/reliability.md): 5,000
+# servers for minutes, longer outages, more servers. Their figures are the
+# lines with FIGURE.
+.PHONY: reliability
+reliability:
+	MCPD_LONG=1 $(GO) test -count=1 -timeout 60m -v \
+		-run 'Test(DatabaseOutage|SIGKILL|ReplicaKilled|SlowDatabase|ClockSkewed|LoadWithoutFalseAlarms|HostileInput|NoSecretInLogs)' \
+		./cmd/mcpd/

@@ -2,9 +2,12 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
@@ -23,6 +26,12 @@ func (h *handler) register(w http.ResponseWriter, r *http.Request, claims auth.C
 		CapabilityAdvertisement: req.CapabilityAdvertisement,
 		Skills:                  req.Skills,
 		TraceID:                 heartbeat.TraceIDFromTraceparent(r.Header.Get(HeaderTraceparent)),
+	}
+	if info.Validate() == nil {
+		if p := unstorableText(info); p != nil {
+			writeProblem(w, r, p)
+			return
+		}
 	}
 	srv, created, err := h.reg.Register(r.Context(), claims.TenantID, info)
 	if err != nil {
@@ -55,6 +64,46 @@ func (h *handler) heartbeat(w http.ResponseWriter, r *http.Request, claims auth.
 		return
 	}
 	h.writeJSON(w, r, http.StatusOK, srv)
+}
+
+// unstorableText refuses the text that PostgreSQL cannot store and the
+// memory store would take: the NUL character in a text column or a jsonb
+// value (U+0000, "\u0000" in JSON), and invalid UTF-8 in the capability
+// advertisement, which is kept as sent (decoded strings have it replaced
+// by U+FFFD already). Without it such a registration is a 500.
+func unstorableText(info heartbeat.ServerInfo) *Problem {
+	for i, s := range info.Skills {
+		if strings.ContainsRune(s.Name, 0) {
+			return validationProblem(fmt.Sprintf("skills[%d].name", i), "must not contain the NUL character (U+0000)")
+		}
+		if strings.ContainsRune(s.Description, 0) {
+			return validationProblem(fmt.Sprintf("skills[%d].description", i), "must not contain the NUL character (U+0000)")
+		}
+	}
+	if c := info.CapabilityAdvertisement; len(c) > 0 {
+		if !utf8.Valid(c) {
+			return validationProblem("capability_advertisement", "must be valid UTF-8")
+		}
+		if hasEscapedNUL(c) {
+			return validationProblem("capability_advertisement", "must not contain the NUL character (\\u0000)")
+		}
+	}
+	return nil
+}
+
+// hasEscapedNUL reports whether the JSON text raw holds a \u0000 escape
+// (raw NUL bytes are not valid JSON and were refused by the decoder).
+func hasEscapedNUL(raw []byte) bool {
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		if i+5 < len(raw) && raw[i+1] == 'u' && string(raw[i+2:i+6]) == "0000" {
+			return true
+		}
+		i++ // the escaped character, which may be a backslash
+	}
+	return false
 }
 
 // heartbeatResult is the mcpd_heartbeats_total label of a heartbeat's outcome.

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/cyberos/mcpd/pkg/api"
+	"github.com/cyberos/mcpd/pkg/auth"
+	"github.com/cyberos/mcpd/pkg/client"
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/pgstore"
+	"github.com/cyberos/mcpd/pkg/pgtest"
+)
+
+// offsetClock is the real clock read as a host whose wall clock is off by
+// offset would read it; timers and tickers are the real ones.
+type offsetClock struct {
+	clockwork.Clock
+	offset time.Duration
+}
+
+func (c offsetClock) Now() time.Time                  { return c.Clock.Now().Add(c.offset) }
+func (c offsetClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+func (c offsetClock) Until(t time.Time) time.Duration { return t.Sub(c.Now()) }
+
+// startSkewedReplica runs, in this process, an mcpd wired as pkg/daemon
+// wires it for PostgreSQL (the store without a clock of its own, so the
+// database's now() decides every status), whose process clock is clock: the
+// monitor's and the token verifier's. (daemon.Options.Clock cannot model
+// this: it is also given to the store, which would then write the skewed
+// time into the rows, as a skewed database would.) Stopped in t.Cleanup.
+func startSkewedReplica(t *testing.T, databaseURL string, secret []byte, clock clockwork.Clock) *proc {
+	t.Helper()
+	logs := &lockedBuffer{}
+	logger := slog.New(slog.NewJSONHandler(logs, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	pool, err := pgstore.Connect(ctx, databaseURL)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	store := pgstore.New(pool, pgstore.Options{Logger: logger})
+	metrics := api.NewMetrics(api.MetricsOptions{Counter: store, Logger: logger})
+	sink := metrics.Sink(heartbeat.LogSink{Logger: logger})
+	reg := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{Store: store, Sink: sink, Logger: logger,
+		HeartbeatInterval: e2eInterval.Seconds()})
+	mon := heartbeat.NewMonitor(heartbeat.MonitorOptions{Store: store, Sink: sink, Logger: logger, Clock: clock,
+		HeartbeatInterval: e2eInterval, Period: e2ePeriod, Observe: metrics.ObserveSweep})
+	verifier, err := auth.NewVerifier(auth.VerifierOptions{HMACSecret: secret, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handler := api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: verifier, Logger: logger, Metrics: metrics,
+		Pinger: store, RequestTimeout: 2 * time.Second})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	monitored := make(chan struct{})
+	go func() {
+		defer close(monitored)
+		_ = mon.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), pollCap)
+		defer scancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			t.Errorf("shut down the skewed replica: %v", err)
+		}
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("serve: %v", err)
+		}
+		cancel()
+		<-monitored
+		store.Close()
+		pool.Close()
+		if t.Failed() {
+			t.Logf("skewed replica log:\n%s", logs.String())
+		}
+	})
+	return &proc{addr: ln.Addr().String(), secret: secret, stderr: logs, done: make(chan struct{})}
+}
+
+// TestClockSkewedReplica runs a replica whose wall clock is a minute off
+// beside a normal one: a server that heartbeats through both is never
+// moved, and a silent one (registered through either) is degraded at 2I
+// and unhealthy at 3I of silence by the database's clock.
+func TestClockSkewedReplica(t *testing.T) {
+	// Not parallel: the bounds below are tight enough to catch a
+	// misreading of the clock, not a starved machine.
+	const tolerance = 2 * e2eInterval // a sweep period, a loaded machine
+	for _, offset := range []time.Duration{time.Minute, -time.Minute} {
+		t.Run(fmt.Sprintf("offset %s", offset), func(t *testing.T) {
+			db := pgtest.NewDB(t)
+			normal := startMcpd(t, db.AppURL)
+			skewed := startSkewedReplica(t, db.AppURL, normal.secret, offsetClock{clockwork.NewRealClock(), offset})
+			tenant := uuid.New()
+			cn, cs := normal.client(t, tenant), skewed.client(t, tenant)
+			ctx := context.Background()
+			waitUntil(t, "skewed replica ready", pollCap, func() bool { return cs.Readyz(ctx) == nil })
+
+			// silent-000 through the skewed replica, silent-001 through
+			// the normal one; alive-000 heartbeats through both.
+			silent := registerN(t, []*client.Client{cs, cn}, "silent", 2, 1)
+			alive := registerN(t, []*client.Client{cs}, "alive", 1, 1)
+			bs := startBeater(t, cs, alive, e2eInterval/4)
+			bn := startBeater(t, cn, alive, e2eInterval/4)
+			waitUntil(t, "the silent servers unhealthy", pollCap, func() bool {
+				var n int
+				err := db.Admin.QueryRow(ctx, `SELECT count(*) FROM mcp_servers WHERE server_id = ANY($1) AND status = 'unhealthy'`,
+					silent).Scan(&n)
+				return err == nil && n == len(silent)
+			})
+			// Two more intervals of heartbeats for alive-000.
+			more := time.Now()
+			waitUntil(t, "two more intervals", pollCap, func() bool { return time.Since(more) > 2*e2eInterval })
+			bs.halt()
+			bn.halt()
+			for _, b := range []*beater{bs, bn} {
+				if _, bad := b.report(); len(bad) > 0 {
+					t.Fatalf("heartbeats of alive-000: %s", bad[0])
+				}
+			}
+
+			st := readState(t, db.Admin)
+			assertConsistent(t, st, nil)
+			if got := trail(st.events[alive[0]]); got != "registered" {
+				t.Fatalf("alive-000 heartbeated through both replicas; its trail is %q", got)
+			}
+			var lags []string
+			for i, id := range silent {
+				evs := st.events[id]
+				if trail(evs) != "registered degraded unhealthy" {
+					t.Fatalf("silent-%03d: trail %q", i, trail(evs))
+				}
+				last := evs[0].occurred // the registration is the last heartbeat
+				for _, e := range evs[1:] {
+					lag := e.occurred.Sub(last)
+					due := heartbeat.DegradedAfter(e2eInterval)
+					if e.kind == heartbeat.KindUnhealthy {
+						due = heartbeat.UnhealthyAfter(e2eInterval)
+					}
+					if lag < due || lag > due+tolerance {
+						t.Fatalf("silent-%03d %s after %s of silence by the database's clock, want %s to %s",
+							i, e.kind, lag, due, due+tolerance)
+					}
+					lags = append(lags, fmt.Sprintf("%s %s", trail([]auditEvent{e}), lag.Round(time.Millisecond)))
+				}
+			}
+			assertNoPanic(t, "the skewed replica", skewed.stderr.String())
+			assertNoPanic(t, "the normal replica", normal.stderr.String())
+			t.Logf("FIGURE clock skew %s: 0 false transitions (alive-000 through both replicas), 0 lost; silent "+
+				"servers (via skewed, via normal) by the database's clock: %v (due 2I = %s, 3I = %s)",
+				offset, lags, heartbeat.DegradedAfter(e2eInterval), heartbeat.UnhealthyAfter(e2eInterval))
+		})
+	}
+}
