@@ -2,9 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -60,19 +57,9 @@ FROM mcp_sweep_guarded($1::timestamptz, $2::bigint * interval '1 microsecond', $
 			continue
 		}
 		ev := heartbeat.Event{EventID: *eventID, TenantID: *tenant, Kind: heartbeat.EventKind(*kind), ServerID: *server,
-			ModuleName: *module, ToStatus: heartbeat.Status(*to), OccurredAt: occurred.UTC()}
-		if from != nil {
-			st := heartbeat.Status(*from)
-			ev.FromStatus = &st
-		}
-		if trace != nil {
-			ev.TraceID = strings.TrimSpace(*trace)
-		}
-		if err := json.Unmarshal(body, &ev.Body); err != nil {
-			return heartbeat.SweepResult{}, fmt.Errorf("decode event body: %w", err)
-		}
-		if ev.Body.SkillsAffected == nil {
-			ev.Body.SkillsAffected = []string{}
+			ModuleName: *module, ToStatus: heartbeat.Status(*to), OccurredAt: *occurred}
+		if err := finishEvent(&ev, from, trace, body); err != nil {
+			return heartbeat.SweepResult{}, err
 		}
 		res.Events = append(res.Events, ev)
 	}

@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -286,20 +285,10 @@ func (r *heartbeatRow) event() (*heartbeat.Event, error) {
 		ServerID:   *r.evServer,
 		ModuleName: *r.evModule,
 		ToStatus:   heartbeat.Status(*r.to),
-		OccurredAt: r.occurred.UTC(),
+		OccurredAt: *r.occurred,
 	}
-	if r.from != nil {
-		st := heartbeat.Status(*r.from)
-		ev.FromStatus = &st
-	}
-	if r.evTrace != nil {
-		ev.TraceID = strings.TrimSpace(*r.evTrace)
-	}
-	if err := json.Unmarshal(r.body, &ev.Body); err != nil {
-		return nil, fmt.Errorf("decode event body: %w", err)
-	}
-	if ev.Body.SkillsAffected == nil {
-		ev.Body.SkillsAffected = []string{}
+	if err := finishEvent(&ev, r.from, r.evTrace, r.body); err != nil {
+		return nil, err
 	}
 	return &ev, nil
 }

@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -99,21 +98,11 @@ FROM mcp_alert_claim($1, $2)`, destination, limit)
 			claim.Release(ctx)
 			return nil, translate(err)
 		}
-		ev.Kind, ev.ToStatus, ev.OccurredAt = heartbeat.EventKind(kind), heartbeat.Status(to), ev.OccurredAt.UTC()
-		if from != nil {
-			st := heartbeat.Status(*from)
-			ev.FromStatus = &st
-		}
-		if trace != nil {
-			ev.TraceID = strings.TrimSpace(*trace)
-		}
-		if err := json.Unmarshal(body, &ev.Body); err != nil {
+		ev.Kind, ev.ToStatus = heartbeat.EventKind(kind), heartbeat.Status(to)
+		if err := finishEvent(&ev, from, trace, body); err != nil {
 			rows.Close()
 			claim.Release(ctx)
-			return nil, fmt.Errorf("decode event body: %w", err)
-		}
-		if ev.Body.SkillsAffected == nil {
-			ev.Body.SkillsAffected = []string{}
+			return nil, err
 		}
 		claim.events = append(claim.events, ev)
 		claim.txids = append(claim.txids, txid)

@@ -186,6 +186,13 @@ func scanEvent(row rowScanner) (heartbeat.Event, error) {
 	}
 	ev.Kind = heartbeat.EventKind(kind)
 	ev.ToStatus = heartbeat.Status(to)
+	err := finishEvent(&ev, from, traceID, body)
+	return ev, err
+}
+
+// finishEvent fills in what every read of an audit row decodes the same
+// way: the nullable from status and trace id, UTC time, and the body.
+func finishEvent(ev *heartbeat.Event, from, traceID *string, body []byte) error {
 	if from != nil {
 		st := heartbeat.Status(*from)
 		ev.FromStatus = &st
@@ -195,12 +202,12 @@ func scanEvent(row rowScanner) (heartbeat.Event, error) {
 	}
 	ev.OccurredAt = ev.OccurredAt.UTC()
 	if err := json.Unmarshal(body, &ev.Body); err != nil {
-		return heartbeat.Event{}, fmt.Errorf("decode event body: %w", err)
+		return fmt.Errorf("decode event body: %w", err)
 	}
 	if ev.Body.SkillsAffected == nil {
 		ev.Body.SkillsAffected = []string{}
 	}
-	return ev, nil
+	return nil
 }
 
 // Ping reports whether the database answers and its schema is the one this
