@@ -7,15 +7,14 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 )
 
 // Group commit on the heartbeat path: concurrent heartbeats are gathered
-// into batches and each batch is applied by one set-based statement per
-// tenant, all pipelined in one implicit transaction: one round trip and one
+// into batches and each batch, whatever its tenants, is applied by one call of
+// mcp_heartbeat (migration 0007): one statement, one round trip and one
 // commit for the whole batch. A caller is answered only after its batch has
 // committed; a failed batch answers each of its callers with the error.
 // Under light load a batch is a single heartbeat, sent at once.
@@ -24,47 +23,11 @@ import (
 // concurrent batches cannot deadlock.
 const lockServersSQL = `SELECT 1 FROM mcp_servers WHERE server_id = ANY($1::uuid[]) ORDER BY server_id FOR UPDATE`
 
-// heartbeatBatchSQL records heartbeats for the servers $1 of the current
-// tenant at $2 (NULL: now()), recovers the degraded and unhealthy ones, gives
-// back the skills the cascade took, and audits each recovery. Rows are
-// locked in server_id order, so concurrent batches cannot deadlock. One row
-// per requested server that exists.
-var heartbeatBatchSQL = `
-WITH prev AS (
-    SELECT s.server_id, s.status FROM mcp_servers s
-    WHERE s.server_id = ANY($1::uuid[])
-    ORDER BY s.server_id
-    FOR UPDATE
-), upd AS (
-    UPDATE mcp_servers s
-    SET last_heartbeat_at = COALESCE($2::timestamptz, now()), status = 'healthy'
-    FROM prev p
-    WHERE s.server_id = p.server_id AND p.status <> 'deregistered'
-    RETURNING ` + prefixed("s") + `, p.status AS from_status
-), restored AS (
-    UPDATE mcp_skills k
-    SET available = true, unavailable_reason = NULL
-    FROM upd u
-    WHERE k.server_id = u.server_id AND u.from_status = 'unhealthy' AND k.unavailable_reason = 'server_unhealthy'
-    RETURNING k.server_id, k.name
-), ev AS (
-    INSERT INTO mcp_audit_events
-        (event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body)
-    SELECT gen_random_uuid(), u.tenant_id, 'mcp.server.recovered', u.server_id, u.module_name, u.from_status,
-           u.status, u.trace_id, u.last_heartbeat_at,
-           jsonb_build_object('server_id', u.server_id, 'module_name', u.module_name, 'status', u.status,
-                              'version', u.version, 'supported_protocols', to_jsonb(u.supported_protocols),
-                              'skills_affected', COALESCE((SELECT jsonb_agg(r.name ORDER BY r.name)
-                                                           FROM restored r WHERE r.server_id = u.server_id), '[]'::jsonb))
-    FROM upd u
-    WHERE u.from_status IN ('degraded', 'unhealthy')
-    RETURNING ` + eventColumns + `
-)
-SELECT p.server_id, p.status, ` + prefixed("u") + `, e.seq, e.event_id, e.tenant_id, e.kind, e.server_id,
-       e.module_name, e.from_status, e.to_status, e.trace_id, e.occurred_at, e.body
-FROM prev p
-LEFT JOIN upd u ON u.server_id = p.server_id
-LEFT JOIN ev e ON e.server_id = p.server_id`
+// heartbeatBatchSQL applies the heartbeats of the (tenant, server) pairs $1,
+// $2 at $3 (NULL: now()): one row per pair whose server exists under that
+// tenant, with its previous status, the server after the heartbeat and the
+// recovery event, if any.
+const heartbeatBatchSQL = `SELECT * FROM mcp_heartbeat($1::uuid[], $2::uuid[], $3::timestamptz)`
 
 // Batching limits.
 const (
@@ -222,62 +185,44 @@ func (s *Store) applyBatch(reqs []*heartbeatRequest) {
 	}
 }
 
-// batchKey identifies a heartbeat's answer: RLS scopes each tenant's
-// statement, so a server id found under another tenant is not found.
+// batchKey identifies a heartbeat's answer: mcp_heartbeat matches a server
+// on its tenant and its id, so a server id under another tenant is not found.
 type batchKey struct{ tenant, serverID uuid.UUID }
 
 func (s *Store) execBatch(ctx context.Context, reqs []*heartbeatRequest) (map[batchKey]heartbeatResult, error) {
-	byTenant := make(map[uuid.UUID][]uuid.UUID)
-	var order []uuid.UUID
+	tenants := make([]uuid.UUID, 0, len(reqs))
+	servers := make([]uuid.UUID, 0, len(reqs))
+	seen := make(map[batchKey]struct{}, len(reqs))
 	for _, r := range reqs {
-		if _, ok := byTenant[r.tenant]; !ok {
-			order = append(order, r.tenant)
+		key := batchKey{r.tenant, r.serverID}
+		if _, dup := seen[key]; dup {
+			continue
 		}
-		byTenant[r.tenant] = append(byTenant[r.tenant], r.serverID)
+		seen[key] = struct{}{}
+		tenants = append(tenants, r.tenant)
+		servers = append(servers, r.serverID)
 	}
-	now := s.now()
-	var pb pgx.Batch
-	for _, tenant := range order {
-		pb.Queue(setTenant, tenant.String())
-		// Lock first, in a statement of its own: the heartbeat statement
-		// then takes its snapshot after any sweep that held these rows has
-		// committed, so it sees the skills that sweep took away.
-		pb.Queue(lockServersSQL, byTenant[tenant])
-		pb.Queue(heartbeatBatchSQL, byTenant[tenant], now)
+	rows, err := s.pool.Query(ctx, heartbeatBatchSQL, tenants, servers, s.now())
+	if err != nil {
+		return nil, err
 	}
-	br := s.pool.SendBatch(ctx, &pb)
-	results := make(map[batchKey]heartbeatResult, len(reqs))
-	for _, tenant := range order {
-		if _, err := br.Exec(); err != nil {
-			_ = br.Close()
+	defer rows.Close()
+	results := make(map[batchKey]heartbeatResult, len(tenants))
+	var (
+		tenant uuid.UUID
+		r      heartbeatRow
+	)
+	dest := append([]any{&tenant}, r.dest()...)
+	for rows.Next() {
+		r = heartbeatRow{}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
-		if _, err := br.Exec(); err != nil {
-			_ = br.Close()
-			return nil, err
-		}
-		rows, err := br.Query()
-		if err != nil {
-			_ = br.Close()
-			return nil, err
-		}
-		for rows.Next() {
-			var r heartbeatRow
-			if err := rows.Scan(r.dest()...); err != nil {
-				rows.Close()
-				_ = br.Close()
-				return nil, err
-			}
-			results[batchKey{tenant, r.prevID}] = r.result()
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			_ = br.Close()
-			return nil, err
-		}
+		results[batchKey{tenant, r.prevID}] = r.result()
 	}
-	// Close reads the pipeline's end: the implicit transaction's commit.
-	if err := br.Close(); err != nil {
+	// The statement ran in its own implicit transaction: no error here
+	// means it has committed.
+	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	return results, nil

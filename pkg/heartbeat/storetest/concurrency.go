@@ -1,7 +1,9 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -15,6 +17,7 @@ var concurrencyCases = []testCase{
 	{"concurrent_heartbeats", concurrentHeartbeats},
 	{"heartbeat_races_sweep", heartbeatRacesSweep},
 	{"concurrent_sweepers", concurrentSweepers},
+	{"concurrent_heartbeats_across_tenants", concurrentHeartbeatsAcrossTenants},
 }
 
 // run starts n goroutines at once and waits for them all.
@@ -255,4 +258,103 @@ func concurrentSweepers(e *env) {
 		}
 	}
 	e.t.Logf("concurrent_sweepers: moved per sweeper %d, %d, %d", len(results[0]), len(results[1]), len(results[2]))
+}
+
+// Heartbeats of many tenants at once, as a store that batches them across
+// tenants sees them: each unhealthy server is recovered exactly once, by its
+// own tenant, with its own skills back; the same server id named by another
+// tenant at the same moment is not found and changes nothing.
+func concurrentHeartbeatsAcrossTenants(e *env) {
+	const tenants, perTenant = 4, 10
+	type owned struct {
+		srv    heartbeat.Server
+		tenant uuid.UUID
+	}
+	tenantIDs := []uuid.UUID{e.tenant}
+	for range tenants - 1 {
+		tenantIDs = append(tenantIDs, uuid.New())
+	}
+	var servers []owned
+	for _, tn := range tenantIDs {
+		for i := range perTenant {
+			srv, _, _ := e.registerFor(tn, e.info(fmt.Sprintf("m%02d", i), "s"))
+			servers = append(servers, owned{srv, tn})
+		}
+	}
+	e.advance(35 * time.Second)
+	for range 100 {
+		if len(e.sweepAt(e.now(), 100)) == 0 {
+			break
+		}
+	}
+	e.advance(time.Second)
+
+	// The first half of the servers: two heartbeats of their tenant and one
+	// of the next tenant, all at once. The second half: only a heartbeat of
+	// the next tenant, which must leave them unhealthy.
+	n := len(servers) / 2
+	live, dead := servers[:n], servers[n:]
+	events := make([]*heartbeat.Event, 4*n)
+	errs := make([]error, 4*n)
+	got := make([]heartbeat.Server, 4*n)
+	target := func(i int) owned {
+		if i >= 3*n {
+			return dead[i-3*n]
+		}
+		return live[i%n]
+	}
+	run(4*n, func(i int) {
+		o := target(i)
+		tenant := o.tenant
+		if i >= 2*n {
+			tenant = tenantIDs[(slices.Index(tenantIDs, o.tenant)+1)%tenants]
+		}
+		got[i], events[i], errs[i] = e.store.Heartbeat(e.ctx, tenant, o.srv.ServerID)
+	})
+	recovered := map[uuid.UUID]int{}
+	for i := range 4 * n {
+		o := target(i)
+		if i >= 2*n {
+			if !errors.Is(errs[i], heartbeat.ErrNotFound) || events[i] != nil {
+				e.t.Fatalf("heartbeat of %s by another tenant: event %v, err %v; want ErrNotFound", o.srv.ModuleName, events[i], errs[i])
+			}
+			continue
+		}
+		if errs[i] != nil {
+			e.t.Fatalf("heartbeat of %s by its tenant: %v", o.srv.ModuleName, errs[i])
+		}
+		if got[i].ServerID != o.srv.ServerID || got[i].TenantID != o.tenant || got[i].Status != heartbeat.StatusHealthy {
+			e.t.Fatalf("heartbeat of %s: server %s tenant %s status %s", o.srv.ModuleName, got[i].ServerID, got[i].TenantID, got[i].Status)
+		}
+		if ev := events[i]; ev != nil {
+			recovered[o.srv.ServerID]++
+			if err := checkEvent(*ev, o.tenant, evWant{kind: heartbeat.KindRecovered, srv: o.srv,
+				from: heartbeat.StatusUnhealthy, to: heartbeat.StatusHealthy, at: e.now(), affected: []string{"s"}}); err != nil {
+				e.t.Fatalf("recovery of %s of tenant %s: %v", o.srv.ModuleName, o.tenant, err)
+			}
+		}
+	}
+	for _, o := range dead {
+		srv, err := e.store.Server(e.ctx, o.tenant, o.srv.ServerID)
+		if err != nil || srv.Status != heartbeat.StatusUnhealthy {
+			e.t.Fatalf("server %s heartbeated only by another tenant: %+v, %v; want unhealthy", o.srv.ModuleName, srv, err)
+		}
+		skills, err := e.store.Skills(e.ctx, o.tenant, o.srv.ServerID)
+		if err != nil || len(skills) != 1 || skills[0].Available {
+			e.t.Fatalf("skills of %s heartbeated only by another tenant: %+v, %v", o.srv.ModuleName, skills, err)
+		}
+	}
+	for _, o := range live {
+		if recovered[o.srv.ServerID] != 1 {
+			e.t.Fatalf("server %s of tenant %s: %d recoveries returned, want 1", o.srv.ModuleName, o.tenant, recovered[o.srv.ServerID])
+		}
+		srv, err := e.store.Server(e.ctx, o.tenant, o.srv.ServerID)
+		if err != nil || srv.Status != heartbeat.StatusHealthy || !srv.LastHeartbeatAt.Equal(e.now()) {
+			e.t.Fatalf("server %s after the heartbeats: %+v, %v", o.srv.ModuleName, srv, err)
+		}
+		skills, err := e.store.Skills(e.ctx, o.tenant, o.srv.ServerID)
+		if err != nil || len(skills) != 1 || !skills[0].Available {
+			e.t.Fatalf("skills of %s after recovery: %+v, %v", o.srv.ModuleName, skills, err)
+		}
+	}
 }

@@ -296,6 +296,8 @@ func eventBodyHasNoCapabilities(e *env) {
 func tenantIsolation(e *env) {
 	mine := e.registerNew(e.info("calendar", "a"))
 	other := uuid.New()
+	// Late enough for a heartbeat to be seen, too early for the monitor.
+	e.advance(time.Second)
 	notFound := func(what string, err error) {
 		e.t.Helper()
 		if !errors.Is(err, heartbeat.ErrNotFound) {

@@ -1,0 +1,1 @@
+DROP FUNCTION IF EXISTS mcp_heartbeat(uuid[], uuid[], timestamptz);
