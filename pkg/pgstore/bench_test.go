@@ -99,50 +99,64 @@ func BenchmarkSweep(b *testing.B) {
 	}
 }
 
+// BenchmarkHeartbeat times heartbeats through the store's group commit:
+// one at a time, 16 at once on one tenant's servers, and 16 at once with
+// successive heartbeats on servers of different tenants, as a large
+// fleet's heartbeats arrive.
 func BenchmarkHeartbeat(b *testing.B) {
+	const tenants, modules = 10, 100
 	db := pgtest.NewDB(b)
-	seed(b, db, 10, 100)
+	seed(b, db, tenants, modules)
 	ctx := context.Background()
-	var (
-		tenant uuid.UUID
-		ids    []uuid.UUID
-	)
-	rows, err := db.Admin.Query(ctx, `SELECT tenant_id, server_id FROM mcp_servers WHERE tenant_id = md5('tenant1')::uuid`)
+	type target struct{ tenant, server uuid.UUID }
+	var byTenant, spread []target
+	rows, err := db.Admin.Query(ctx, `SELECT tenant_id, server_id FROM mcp_servers ORDER BY module_name, tenant_id`)
 	if err != nil {
 		b.Fatal(err)
 	}
 	for rows.Next() {
-		var id uuid.UUID
-		if err := rows.Scan(&tenant, &id); err != nil {
+		var t target
+		if err := rows.Scan(&t.tenant, &t.server); err != nil {
 			b.Fatal(err)
 		}
-		ids = append(ids, id)
+		spread = append(spread, t)
 	}
-	if rows.Err() != nil || len(ids) == 0 {
-		b.Fatalf("no servers seeded: %v", rows.Err())
+	if rows.Err() != nil || len(spread) != tenants*modules {
+		b.Fatalf("seeded %d servers, want %d: %v", len(spread), tenants*modules, rows.Err())
+	}
+	for _, t := range spread {
+		if t.tenant == spread[0].tenant {
+			byTenant = append(byTenant, t)
+		}
 	}
 	st := pgstore.New(db.App, pgstore.Options{Clock: clockwork.NewFakeClockAt(epoch)})
 	b.Cleanup(st.Close)
 	b.Run("serial", func(b *testing.B) {
 		i := 0
 		for b.Loop() {
-			if _, _, err := st.Heartbeat(ctx, tenant, ids[i%len(ids)]); err != nil {
+			t := byTenant[i%len(byTenant)]
+			if _, _, err := st.Heartbeat(ctx, t.tenant, t.server); err != nil {
 				b.Fatal(err)
 			}
 			i++
 		}
 	})
-	b.Run("parallel", func(b *testing.B) {
-		var next atomic.Int64
-		b.SetParallelism(16)
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				i := next.Add(1)
-				if _, _, err := st.Heartbeat(ctx, tenant, ids[int(i)%len(ids)]); err != nil {
-					b.Error(err)
-					return
+	for _, c := range []struct {
+		name    string
+		targets []target
+	}{{"parallel", byTenant}, {"parallel-spread", spread}} {
+		b.Run(c.name, func(b *testing.B) {
+			var next atomic.Int64
+			b.SetParallelism(16)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					t := c.targets[int(next.Add(1))%len(c.targets)]
+					if _, _, err := st.Heartbeat(ctx, t.tenant, t.server); err != nil {
+						b.Error(err)
+						return
+					}
 				}
-			}
+			})
 		})
-	})
+	}
 }
