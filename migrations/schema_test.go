@@ -542,7 +542,7 @@ func TestFunctionsAreNotPublic(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
 	for _, fn := range []string{"mcp_sweep(timestamptz, interval, interval, integer)", "mcp_status_counts()",
-		"mcp_heartbeat(uuid[], uuid[], timestamptz)"} {
+		"mcp_heartbeat(uuid[], uuid[], timestamptz)", "mcp_heartbeat_healthy(uuid[], uuid[], timestamptz)"} {
 		var public, app bool
 		if err := db.Admin.QueryRow(ctx, `SELECT has_function_privilege('public', $1, 'EXECUTE'),
 			has_function_privilege('cyberos_app', $1, 'EXECUTE')`, fn).Scan(&public, &app); err != nil {

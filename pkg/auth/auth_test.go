@@ -6,11 +6,13 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -805,4 +807,81 @@ func FuzzVerify(f *testing.F) {
 			t.Fatalf("accepted a token of %d bytes", len(token))
 		}
 	})
+}
+
+// A remembered token is taken again without being verified, but never past
+// its exp (plus leeway) nor past TokenCacheTTL; a bad token is never
+// remembered.
+func TestVerifyCache(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	now := testNow
+	clock := func() time.Time { return now }
+	v := newVerifier(t, VerifierOptions{HMACSecret: f.secret, Now: clock, Leeway: 2 * time.Second})
+	short, err := Issue(f.secret, testTenant, "calendar", ScopeWrite, 10*time.Second, testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, err := Issue(f.secret, testTenant, "calendar", ScopeWrite, time.Hour, testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := v.Verify(short)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.cache.len() != 1 {
+		t.Fatalf("cache holds %d tokens after one verified, want 1", v.cache.len())
+	}
+	first.Scopes[0] = "changed by the caller"
+	again, err := v.Verify(short)
+	if err != nil || again.TenantID != testTenant || !again.CanWrite() || again.Subject != "calendar" {
+		t.Fatalf("remembered token: %+v, %v", again, err)
+	}
+
+	// Past exp + leeway, a remembered token is refused like any other.
+	now = testNow.Add(12 * time.Second)
+	if _, err := v.Verify(short); !errors.Is(err, ErrInvalidToken) {
+		t.Fatalf("remembered token after exp + leeway: err %v, want ErrInvalidToken", err)
+	}
+	// A valid token is remembered for TokenCacheTTL at most, then verified
+	// again: with the clock past its exp by then, it is refused.
+	if _, err := v.Verify(long); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := v.cache.get(sha256.Sum256([]byte(long)), now.Add(TokenCacheTTL)); ok {
+		t.Fatal("token remembered past TokenCacheTTL")
+	}
+
+	// Bad tokens are not remembered.
+	v = newVerifier(t, VerifierOptions{HMACSecret: f.secret})
+	for range 3 {
+		if _, err := v.Verify(tamper(t, long, testNow.Add(2*time.Hour))); !errors.Is(err, ErrInvalidToken) {
+			t.Fatalf("tampered token: err %v, want ErrInvalidToken", err)
+		}
+	}
+	if v.cache.len() != 0 {
+		t.Fatalf("cache holds %d tokens after only bad ones, want 0", v.cache.len())
+	}
+
+	// The cache is bounded; with CacheSize < 0 there is none.
+	v = newVerifier(t, VerifierOptions{HMACSecret: f.secret, CacheSize: 3})
+	for i := range 10 {
+		tok, err := Issue(f.secret, testTenant, fmt.Sprintf("s%d", i), ScopeRead, time.Hour, testNow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c, err := v.Verify(tok); err != nil || c.Subject != fmt.Sprintf("s%d", i) {
+			t.Fatalf("token %d: %+v, %v", i, c, err)
+		}
+		if n := v.cache.len(); n > 3 {
+			t.Fatalf("cache of 3 holds %d tokens", n)
+		}
+	}
+	if v = newVerifier(t, VerifierOptions{HMACSecret: f.secret, CacheSize: -1}); v.cache != nil {
+		t.Fatal("CacheSize -1: a cache")
+	}
+	if _, err := v.Verify(long); err != nil {
+		t.Fatal(err)
+	}
 }

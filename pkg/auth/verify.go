@@ -5,11 +5,13 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rsa"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
@@ -61,7 +63,23 @@ type VerifierOptions struct {
 	Now func() time.Time
 	// Leeway is the clock skew allowed on exp and nbf; zero by default.
 	Leeway time.Duration
+	// CacheSize bounds how many verified tokens are remembered, each for
+	// at most TokenCacheTTL and never past its exp; 0 means
+	// DefaultTokenCacheSize, a negative value remembers none.
+	CacheSize int
 }
+
+// Remembering verified tokens: a server sends the same token with every
+// heartbeat, and parsing it and checking its signature is a fifth of mcpd's
+// CPU per heartbeat (docs/performance.md).
+const (
+	// DefaultTokenCacheSize is how many verified tokens a Verifier
+	// remembers unless told otherwise.
+	DefaultTokenCacheSize = 16384
+	// TokenCacheTTL bounds how long a verified token is taken without
+	// being verified again.
+	TokenCacheTTL = 30 * time.Second
+)
 
 // publicKey is one usable key of a JWKS and the one algorithm it verifies.
 type publicKey struct {
@@ -76,6 +94,9 @@ type Verifier struct {
 	keys   []publicKey
 	algs   []string
 	parser *jwt.Parser
+	now    func() time.Time
+	leeway time.Duration
+	cache  *tokenCache // nil: remember nothing
 }
 
 // NewVerifier returns a Verifier for the configured key sources. It fails
@@ -111,6 +132,13 @@ func NewVerifier(opts VerifierOptions) (*Verifier, error) {
 	now := opts.Now
 	if now == nil {
 		now = time.Now
+	}
+	v.now, v.leeway = now, opts.Leeway
+	switch {
+	case opts.CacheSize == 0:
+		v.cache = newTokenCache(DefaultTokenCacheSize)
+	case opts.CacheSize > 0:
+		v.cache = newTokenCache(opts.CacheSize)
 	}
 	v.parser = jwt.NewParser(
 		jwt.WithValidMethods(v.algs),
@@ -202,6 +230,27 @@ func (v *Verifier) Verify(token string) (Claims, error) {
 	if len(token) > maxTokenBytes {
 		return Claims{}, fmt.Errorf("%w: larger than %d bytes", ErrInvalidToken, maxTokenBytes)
 	}
+	var digest [sha256.Size]byte
+	if v.cache != nil {
+		digest = sha256.Sum256([]byte(token))
+		if c, ok := v.cache.get(digest, v.now()); ok {
+			return c, nil
+		}
+	}
+	c, err := v.verify(token)
+	if err == nil && v.cache != nil {
+		now := v.now()
+		until := now.Add(TokenCacheTTL)
+		if exp := c.ExpiresAt.Add(v.leeway); exp.Before(until) {
+			until = exp
+		}
+		v.cache.put(digest, c, until, now)
+	}
+	return c, err
+}
+
+// verify checks the token, as Verify does, without the cache.
+func (v *Verifier) verify(token string) (Claims, error) {
 	var tc tokenClaims
 	parsed, err := v.parser.ParseWithClaims(token, &tc, v.key)
 	if err != nil {
@@ -311,4 +360,70 @@ func algMessage(t *jwt.Token) string {
 		}
 	}
 	return "algorithm not accepted"
+}
+
+// tokenCache remembers the claims of verified tokens by the token's SHA-256,
+// each until a time no later than the token's expiry. Only tokens that
+// verified are remembered: a bad token is verified, and refused, every time.
+type tokenCache struct {
+	mu      sync.Mutex
+	max     int
+	entries map[[sha256.Size]byte]cachedClaims
+}
+
+type cachedClaims struct {
+	claims Claims
+	until  time.Time
+}
+
+func newTokenCache(max int) *tokenCache {
+	return &tokenCache{max: max, entries: make(map[[sha256.Size]byte]cachedClaims)}
+}
+
+func (c *tokenCache) get(digest [sha256.Size]byte, now time.Time) (Claims, bool) {
+	c.mu.Lock()
+	e, ok := c.entries[digest]
+	if ok && !now.Before(e.until) {
+		delete(c.entries, digest)
+		ok = false
+	}
+	c.mu.Unlock()
+	if !ok {
+		return Claims{}, false
+	}
+	claims := e.claims
+	claims.Scopes = slices.Clone(e.claims.Scopes)
+	return claims, true
+}
+
+// put remembers claims until until. When the cache is full it first drops
+// what has expired, then arbitrary entries.
+func (c *tokenCache) put(digest [sha256.Size]byte, claims Claims, until, now time.Time) {
+	if !now.Before(until) {
+		return
+	}
+	claims.Scopes = slices.Clone(claims.Scopes)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.entries[digest]; !ok && len(c.entries) >= c.max {
+		for k, e := range c.entries {
+			if !now.Before(e.until) {
+				delete(c.entries, k)
+			}
+		}
+		for k := range c.entries {
+			if len(c.entries) < c.max {
+				break
+			}
+			delete(c.entries, k)
+		}
+	}
+	c.entries[digest] = cachedClaims{claims: claims, until: until}
+}
+
+// len reports how many tokens the cache holds.
+func (c *tokenCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries)
 }

@@ -1,8 +1,11 @@
 package pgstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,20 +16,28 @@ import (
 )
 
 // Group commit on the heartbeat path: concurrent heartbeats are gathered
-// into batches and each batch, whatever its tenants, is applied by one call of
-// mcp_heartbeat (migration 0007): one statement, one round trip and one
-// commit for the whole batch. A caller is answered only after its batch has
-// committed; a failed batch answers each of its callers with the error.
-// Under light load a batch is a single heartbeat, sent at once.
+// into batches and each batch, whatever its tenants, is applied by one call
+// of mcp_heartbeat_healthy (migration 0007) for the servers that are healthy
+// and stay so, and, only when some are not, one call of mcp_heartbeat for
+// the rest (recoveries, deregistered and unknown servers): one statement and
+// one commit per batch in the common case. A caller is answered only after
+// the statement that applied its heartbeat has committed; a failed batch
+// answers each of its callers with the error. Under light load a batch is a
+// single heartbeat, sent at once.
 
 // lockServersSQL locks the servers of a batch in server_id order, so that
 // concurrent batches cannot deadlock.
 const lockServersSQL = `SELECT 1 FROM mcp_servers WHERE server_id = ANY($1::uuid[]) ORDER BY server_id FOR UPDATE`
 
+// heartbeatHealthySQL records the heartbeats of the (tenant, server) pairs
+// $1, $2 at $3 (NULL: now()) whose server is healthy under that tenant, and
+// returns those servers.
+const heartbeatHealthySQL = `SELECT * FROM mcp_heartbeat_healthy($1::uuid[], $2::uuid[], $3::timestamptz)`
+
 // heartbeatBatchSQL applies the heartbeats of the (tenant, server) pairs $1,
-// $2 at $3 (NULL: now()): one row per pair whose server exists under that
-// tenant, with its previous status, the server after the heartbeat and the
-// recovery event, if any.
+// $2 at $3 (NULL: now()), whatever their servers' status: one row per pair
+// whose server exists under that tenant, with its previous status, the
+// server after the heartbeat and the recovery event, if any.
 const heartbeatBatchSQL = `SELECT * FROM mcp_heartbeat($1::uuid[], $2::uuid[], $3::timestamptz)`
 
 // Batching limits.
@@ -151,28 +162,39 @@ func (b *batcher) drain() {
 	}
 }
 
-// applyBatch applies reqs in one pipelined transaction and answers each.
+// applyBatch applies reqs and answers each: with its result once the
+// statement that applied it has committed, or with the error of the
+// statement that failed it.
 func (s *Store) applyBatch(reqs []*heartbeatRequest) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.batchTimeout)
 	defer cancel()
-	var (
-		results map[batchKey]heartbeatResult
-		err     error
-	)
+	pairs := make([]batchKey, 0, len(reqs))
+	seen := make(map[batchKey]struct{}, len(reqs))
+	for _, r := range reqs {
+		key := batchKey{r.tenant, r.serverID}
+		if _, dup := seen[key]; !dup {
+			seen[key] = struct{}{}
+			pairs = append(pairs, key)
+		}
+	}
+	// In server_id order, the order in which the statements lock the rows,
+	// so that concurrent batches do not deadlock.
+	slices.SortFunc(pairs, func(a, b batchKey) int { return bytes.Compare(a.serverID[:], b.serverID[:]) })
+	results := make(map[batchKey]heartbeatResult, len(pairs))
+	var err error
 	for attempt := 0; attempt < 2; attempt++ {
-		results, err = s.execBatch(ctx, reqs)
-		if !isRetryable(err) {
+		if err = s.execBatch(ctx, pairs, results); !isRetryable(err) {
 			break
 		}
 	}
 	for _, req := range reqs {
-		if err != nil {
-			req.done <- heartbeatResult{err: translate(err)}
-			continue
-		}
 		key := batchKey{req.tenant, req.serverID}
 		res, ok := results[key]
-		if !ok {
+		switch {
+		case ok:
+		case err != nil:
+			res = heartbeatResult{err: translate(err)}
+		default:
 			res = heartbeatResult{err: heartbeat.ErrNotFound}
 		}
 		req.done <- res
@@ -189,43 +211,106 @@ func (s *Store) applyBatch(reqs []*heartbeatRequest) {
 // on its tenant and its id, so a server id under another tenant is not found.
 type batchKey struct{ tenant, serverID uuid.UUID }
 
-func (s *Store) execBatch(ctx context.Context, reqs []*heartbeatRequest) (map[batchKey]heartbeatResult, error) {
-	tenants := make([]uuid.UUID, 0, len(reqs))
-	servers := make([]uuid.UUID, 0, len(reqs))
-	seen := make(map[batchKey]struct{}, len(reqs))
-	for _, r := range reqs {
-		key := batchKey{r.tenant, r.serverID}
-		if _, dup := seen[key]; dup {
-			continue
-		}
-		seen[key] = struct{}{}
-		tenants = append(tenants, r.tenant)
-		servers = append(servers, r.serverID)
+// execBatch applies the heartbeats of the pairs that results does not hold
+// yet and adds the results of each statement that committed.
+func (s *Store) execBatch(ctx context.Context, pairs []batchKey, results map[batchKey]heartbeatResult) error {
+	todo := pending(pairs, results)
+	if len(todo) == 0 {
+		return nil
 	}
-	rows, err := s.pool.Query(ctx, heartbeatBatchSQL, tenants, servers, s.now())
+	now := s.now()
+	if err := s.heartbeatHealthy(ctx, todo, now, results); err != nil {
+		return err
+	}
+	rest := pending(todo, results)
+	if len(rest) == 0 {
+		return nil
+	}
+	return s.heartbeatAny(ctx, rest, now, results)
+}
+
+// pending returns the pairs that results does not hold, in their order.
+func pending(pairs []batchKey, results map[batchKey]heartbeatResult) []batchKey {
+	if len(results) == 0 {
+		return pairs
+	}
+	var out []batchKey
+	for _, p := range pairs {
+		if _, done := results[p]; !done {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// pairArrays returns the tenants and servers of pairs as [16]byte, which pgx
+// encodes as it is; uuid.UUID goes through its text form (driver.Valuer), a
+// tenth of mcpd's CPU per heartbeat.
+func pairArrays(pairs []batchKey) (tenants, servers [][16]byte) {
+	tenants = make([][16]byte, len(pairs))
+	servers = make([][16]byte, len(pairs))
+	for i, p := range pairs {
+		tenants[i], servers[i] = p.tenant, p.serverID
+	}
+	return tenants, servers
+}
+
+// heartbeatHealthy applies the heartbeats of the pairs whose server is
+// healthy, in one statement, and adds their results.
+func (s *Store) heartbeatHealthy(ctx context.Context, pairs []batchKey, now *time.Time, results map[batchKey]heartbeatResult) error {
+	tenants, servers := pairArrays(pairs)
+	rows, err := s.pool.Query(ctx, heartbeatHealthySQL, tenants, servers, now)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer rows.Close()
-	results := make(map[batchKey]heartbeatResult, len(tenants))
+	var done []heartbeat.Server
+	for rows.Next() {
+		srv, err := scanServer(rows)
+		if err != nil {
+			return err
+		}
+		done = append(done, srv)
+	}
+	// The statement ran in its own implicit transaction: no error once its
+	// rows are read means it has committed.
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, srv := range done {
+		results[batchKey{srv.TenantID, srv.ServerID}] = heartbeatResult{srv: srv}
+	}
+	return nil
+}
+
+// heartbeatAny applies the heartbeats of the pairs whatever their servers'
+// status, in one statement, and adds their results; a pair without a row is
+// a server not found under that tenant.
+func (s *Store) heartbeatAny(ctx context.Context, pairs []batchKey, now *time.Time, results map[batchKey]heartbeatResult) error {
+	tenants, servers := pairArrays(pairs)
+	rows, err := s.pool.Query(ctx, heartbeatBatchSQL, tenants, servers, now)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
 	var (
 		tenant uuid.UUID
 		r      heartbeatRow
 	)
 	dest := append([]any{&tenant}, r.dest()...)
+	done := make(map[batchKey]heartbeatResult, len(pairs))
 	for rows.Next() {
 		r = heartbeatRow{}
 		if err := rows.Scan(dest...); err != nil {
-			return nil, err
+			return err
 		}
-		results[batchKey{tenant, r.prevID}] = r.result()
+		done[batchKey{tenant, r.prevID}] = r.result()
 	}
-	// The statement ran in its own implicit transaction: no error here
-	// means it has committed.
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return err
 	}
-	return results, nil
+	maps.Copy(results, done)
+	return nil
 }
 
 func (r *heartbeatRow) result() heartbeatResult {
