@@ -59,6 +59,11 @@ var (
 	_ heartbeat.StatusCounter = (*Store)(nil)
 )
 
+// DefaultMaxConns is the pool's size unless the URL's pool_max_conns says
+// otherwise: room for the heartbeat batches in flight (DefaultFlushers)
+// beside the monitor, the API's reads and the alert dispatcher.
+const DefaultMaxConns = 2*DefaultFlushers + 4
+
 // Connect opens a pool to databaseURL and checks that the server answers.
 func Connect(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
@@ -67,6 +72,9 @@ func Connect(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	}
+	if !strings.Contains(databaseURL, "pool_max_conns") {
+		cfg.MaxConns = max(cfg.MaxConns, DefaultMaxConns)
 	}
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "mcpd"
