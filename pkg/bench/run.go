@@ -107,16 +107,17 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Targets. The issue gives the open loop's p99; the heartbeat rate is what
-// the fleet needs at the default interval; the sweep's budget is the 50 ms of
-// the performance notes; the others are the harness's choice (see
-// docs/performance.md).
+// Targets: the issue's (docs/performance.md, "Targets"), except the
+// heartbeat rate, which is what the fleet needs at the default interval.
+// The memory targets are in MB (10^6 bytes), as the issue gives them.
 const (
 	targetOpenP99   = 10 * time.Millisecond
-	targetSweep     = 50 * time.Millisecond
-	targetListP99   = 50 * time.Millisecond
-	targetRSSMiB    = 256
-	targetDevRSSMiB = 512
+	targetSweepNone = 5 * time.Millisecond  // 100,000 servers, nothing due
+	targetSweep     = 50 * time.Millisecond // 1 % due; or 1,000,000 servers, nothing due
+	targetListP99   = 5 * time.Millisecond
+	targetVsPgbench = 2
+	targetRSSMiB    = 150e6 / (1 << 20)
+	targetDevRSSMiB = 200e6 / (1 << 20)
 )
 
 // Bounds and sizes of the measures.
@@ -324,7 +325,7 @@ func (r *runner) sweeps(ctx context.Context) {
 		r.rep.fail("sweep_none", "d. sweep, nothing due", err)
 	} else {
 		r.rep.add(Row{ID: "sweep_none", Measure: fmt.Sprintf("d. sweep, %s servers, nothing due (median)", groupThousands(float64(none.Servers))),
-			Value: millis(none.Median), Unit: unitMillis, Target: millis(targetSweep), Direction: AtMost})
+			Value: millis(none.Median), Unit: unitMillis, Target: millis(targetSweepNone), Direction: AtMost})
 		r.rep.Details["sweep_none"] = none
 	}
 	due := max(n/sweepDuePercent, 1)
@@ -413,8 +414,8 @@ func (r *runner) mcpd(ctx context.Context) {
 			}
 		}
 		r.rep.add(Row{ID: "e2e_vs_pgbench", Measure: fmt.Sprintf("b. mcpd ÷ pgbench best (%d clients)", best.Clients),
-			Value: closed.Throughput / best.TPS, Unit: unitRatio, Target: 1, Direction: AtLeast,
-			Note: "group commit must beat one commit per heartbeat"})
+			Value: closed.Throughput / best.TPS, Unit: unitRatio, Target: targetVsPgbench, Direction: AtLeast,
+			Note: "group commit must do twice what one commit per heartbeat does"})
 	}
 
 	// The same load with successive heartbeats on servers of one tenant:
