@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,6 +34,57 @@ type Store struct {
 	alerts alertCursors // the alert outbox's cursors (outbox.go)
 	// monitor is the blind-window state of guarded sweeps (guarded.go).
 	monitor monitorState
+	// interned holds one copy of the strings and protocol lists that many
+	// servers share (versions, protocol revisions, skill names and
+	// descriptions), so that a fleet of one kind of server is not held once
+	// per server.
+	interned internTable
+}
+
+// internLimit bounds the distinct values internTable keeps; past it, values
+// are kept as they come.
+const internLimit = 1 << 16
+
+type internTable struct {
+	strs   map[string]string
+	protos map[string][]string
+}
+
+// str returns the kept copy of v, keeping v if there is room.
+func (t *internTable) str(v string) string {
+	if k, ok := t.strs[v]; ok {
+		return k
+	}
+	if t.strs == nil {
+		t.strs = make(map[string]string)
+	}
+	if len(t.strs) < internLimit {
+		t.strs[v] = v
+	}
+	return v
+}
+
+// protocols returns the kept copy of the list, which no one may change in
+// place, keeping a copy of list if there is room.
+func (t *internTable) protocols(list []string) []string {
+	if len(list) == 0 {
+		return slices.Clone(list)
+	}
+	key := strings.Join(list, "\x00")
+	if k, ok := t.protos[key]; ok {
+		return k
+	}
+	kept := make([]string, len(list))
+	for i, p := range list {
+		kept[i] = t.str(p)
+	}
+	if t.protos == nil {
+		t.protos = make(map[string][]string)
+	}
+	if len(t.protos) < internLimit {
+		t.protos[key] = kept
+	}
+	return kept
 }
 
 var (
@@ -71,13 +123,13 @@ type skill struct {
 }
 
 type event struct {
-	seq        int64
-	id         uuid.UUID
-	kind       heartbeat.EventKind
-	serverID   uuid.UUID
-	module     string
+	seq  int64
+	id   uuid.UUID
+	kind heartbeat.EventKind
+	// srv is the server, for its id, module name and trace id, which never
+	// change once it is registered.
+	srv        *server
 	from, to   heartbeat.Status // from "": none
-	traceID    string
 	occurredAt int64
 	version    string
 	protocols  []string
@@ -110,18 +162,20 @@ func (s *Store) Register(ctx context.Context, tenantID uuid.UUID, info heartbeat
 	if err := ctx.Err(); err != nil {
 		return heartbeat.Server{}, false, heartbeat.Event{}, err
 	}
-	protocols := slices.Clone(info.SupportedProtocols)
 	caps := cloneCaps(info.CapabilityAdvertisement)
 	declared := slices.Clone(info.Skills)
 	slices.SortStableFunc(declared, func(a, b heartbeat.SkillInfo) int { return cmp.Compare(a.Name, b.Name) })
 	declared = slices.CompactFunc(declared, func(a, b heartbeat.SkillInfo) bool { return a.Name == b.Name })
-	names := make([]string, len(declared))
-	for i, d := range declared {
-		names[i] = d.Name
-	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	protocols := s.interned.protocols(info.SupportedProtocols)
+	names := make([]string, len(declared))
+	for i := range declared {
+		declared[i].Name = s.interned.str(declared[i].Name)
+		declared[i].Description = s.interned.str(declared[i].Description)
+		names[i] = declared[i].Name
+	}
 	now := s.now()
 	t := s.tenants[tenantID]
 	if t == nil {
@@ -146,7 +200,7 @@ func (s *Store) Register(ctx context.Context, tenantID uuid.UUID, info heartbeat
 		from = srv.status
 		s.counts[from]--
 	}
-	srv.version = info.Version
+	srv.version = s.interned.str(info.Version)
 	srv.protocols = protocols
 	srv.caps = caps
 	srv.status = heartbeat.StatusHealthy
@@ -491,8 +545,8 @@ func (s *Store) setStatus(srv *server, st heartbeat.Status) {
 func (s *Store) appendEvent(t *tenant, srv *server, kind heartbeat.EventKind, from heartbeat.Status, at int64, affected []string) heartbeat.Event {
 	s.seq++
 	t.events = append(t.events, event{
-		seq: s.seq, id: uuid.New(), kind: kind, serverID: srv.id, module: srv.module,
-		from: from, to: srv.status, traceID: srv.traceID, occurredAt: at,
+		seq: s.seq, id: uuid.New(), kind: kind, srv: srv,
+		from: from, to: srv.status, occurredAt: at,
 		version: srv.version, protocols: srv.protocols, affected: affected,
 	})
 	srv.events = append(srv.events, int32(len(t.events)-1))
@@ -526,10 +580,10 @@ func (e *event) public(tenantID uuid.UUID) heartbeat.Event {
 		affected = []string{}
 	}
 	out := heartbeat.Event{
-		Seq: e.seq, EventID: e.id, TenantID: tenantID, Kind: e.kind, ServerID: e.serverID,
-		ModuleName: e.module, ToStatus: e.to, TraceID: e.traceID, OccurredAt: micros(e.occurredAt),
+		Seq: e.seq, EventID: e.id, TenantID: tenantID, Kind: e.kind, ServerID: e.srv.id,
+		ModuleName: e.srv.module, ToStatus: e.to, TraceID: e.srv.traceID, OccurredAt: micros(e.occurredAt),
 		Body: heartbeat.EventBody{
-			ServerID: e.serverID, ModuleName: e.module, Status: e.to, Version: e.version,
+			ServerID: e.srv.id, ModuleName: e.srv.module, Status: e.to, Version: e.version,
 			SupportedProtocols: protocols, SkillsAffected: affected,
 		},
 	}

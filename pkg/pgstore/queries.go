@@ -11,14 +11,20 @@ import (
 
 // Server returns one server of tenant.
 func (s *Store) Server(ctx context.Context, tenant, serverID uuid.UUID) (heartbeat.Server, error) {
-	var srv heartbeat.Server
-	err := s.inTenant(ctx, tenant, func(tx pgx.Tx) error {
-		var err error
-		srv, err = scanServer(tx.QueryRow(ctx, `SELECT `+serverColumns+` FROM mcp_servers WHERE server_id = $1`, serverID))
-		return err
-	})
-	return srv, err
+	servers, err := queryInTenant(ctx, s, tenant, collectServer,
+		`SELECT `+serverColumns+` FROM mcp_servers WHERE server_id = $1`, serverID)
+	if err != nil {
+		return heartbeat.Server{}, err
+	}
+	if len(servers) == 0 {
+		return heartbeat.Server{}, heartbeat.ErrNotFound
+	}
+	return servers[0], nil
 }
+
+func collectServer(row pgx.CollectableRow) (heartbeat.Server, error) { return scanServer(row) }
+
+func collectEvent(row pgx.CollectableRow) (heartbeat.Event, error) { return scanEvent(row) }
 
 // Servers returns a page of tenant's servers ordered by module name.
 func (s *Store) Servers(ctx context.Context, tenant uuid.UUID, f heartbeat.ServerFilter) (heartbeat.ServerPage, error) {
@@ -35,9 +41,11 @@ func (s *Store) Servers(ctx context.Context, tenant uuid.UUID, f heartbeat.Serve
 	if f.After != nil {
 		afterModule, afterID = f.After.ModuleName, f.After.ServerID
 	}
-	var page heartbeat.ServerPage
-	err := s.inTenant(ctx, tenant, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `
+	var (
+		page heartbeat.ServerPage
+		err  error
+	)
+	page.Servers, err = queryInTenant(ctx, s, tenant, collectServer, `
 SELECT `+serverColumns+` FROM mcp_servers
 WHERE tenant_id = $1
   AND ($2::text IS NULL OR status = $2)
@@ -45,12 +53,6 @@ WHERE tenant_id = $1
   AND (module_name, server_id) > ($4, $5)
 ORDER BY module_name, server_id
 LIMIT $6`, tenant, status, module, afterModule, afterID, limit+1)
-		if err != nil {
-			return err
-		}
-		page.Servers, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (heartbeat.Server, error) { return scanServer(row) })
-		return err
-	})
 	if err != nil {
 		return heartbeat.ServerPage{}, err
 	}
@@ -106,21 +108,17 @@ func (s *Store) Events(ctx context.Context, tenant uuid.UUID, f heartbeat.EventF
 		k := string(f.Kind)
 		kind = &k
 	}
-	var page heartbeat.EventPage
-	err := s.inTenant(ctx, tenant, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `
+	var (
+		page heartbeat.EventPage
+		err  error
+	)
+	page.Events, err = queryInTenant(ctx, s, tenant, collectEvent, `
 SELECT `+eventColumns+` FROM mcp_audit_events
 WHERE tenant_id = $1 AND seq > $2
   AND ($3::uuid IS NULL OR server_id = $3)
   AND ($4::text IS NULL OR kind = $4)
 ORDER BY seq
 LIMIT $5`, tenant, f.AfterSeq, f.ServerID, kind, limit+1)
-		if err != nil {
-			return err
-		}
-		page.Events, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (heartbeat.Event, error) { return scanEvent(row) })
-		return err
-	})
 	if err != nil {
 		return heartbeat.EventPage{}, err
 	}

@@ -117,6 +117,35 @@ func (s *Store) now() *time.Time {
 
 const setTenant = `SELECT set_config('auth.tenant_id', $1, true)`
 
+// queryInTenant runs one read scoped to tenant by row-level security, in
+// one round trip: the tenant's setting and the query are pipelined in one
+// implicit transaction, to which set_config(..., true) is local. It returns
+// the rows that collect makes of the query's answer.
+func queryInTenant[T any](ctx context.Context, s *Store, tenant uuid.UUID, collect pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
+	var pb pgx.Batch
+	pb.Queue(setTenant, tenant.String())
+	pb.Queue(sql, args...)
+	br := s.pool.SendBatch(ctx, &pb)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return nil, translate(err)
+	}
+	rows, err := br.Query()
+	if err != nil {
+		_ = br.Close()
+		return nil, translate(err)
+	}
+	out, err := pgx.CollectRows(rows, collect)
+	if err != nil {
+		_ = br.Close()
+		return nil, translate(err)
+	}
+	if err := br.Close(); err != nil {
+		return nil, translate(err)
+	}
+	return out, nil
+}
+
 // inTenant runs fn in a transaction scoped to tenant by row-level security.
 func (s *Store) inTenant(ctx context.Context, tenant uuid.UUID, fn func(tx pgx.Tx) error) error {
 	tx, err := s.pool.Begin(ctx)
