@@ -39,16 +39,23 @@ func benchToken(b *testing.B, tenant uuid.UUID) string {
 }
 
 func BenchmarkVerifyHS256(b *testing.B) {
-	v, err := auth.NewVerifier(auth.VerifierOptions{HMACSecret: benchSecret})
-	if err != nil {
-		b.Fatal(err)
-	}
-	tok := benchToken(b, bench.TenantID(1))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := v.Verify(tok); err != nil {
-			b.Fatal(err)
-		}
+	for _, c := range []struct {
+		name  string
+		cache int
+	}{{"remembered", 0}, {"uncached", -1}} {
+		b.Run(c.name, func(b *testing.B) {
+			v, err := auth.NewVerifier(auth.VerifierOptions{HMACSecret: benchSecret, CacheSize: c.cache})
+			if err != nil {
+				b.Fatal(err)
+			}
+			tok := benchToken(b, bench.TenantID(1))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := v.Verify(tok); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
