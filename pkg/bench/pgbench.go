@@ -7,7 +7,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -17,8 +19,11 @@ import (
 type PgbenchResult struct {
 	Clients int     `json:"clients"`
 	TPS     float64 `json:"tps"`
-	// LatencyAvg is pgbench's average latency.
+	// LatencyAvg is pgbench's average latency; P50 and P99 are read from
+	// its per-transaction log.
 	LatencyAvg time.Duration `json:"latency_avg_ns"`
+	P50        time.Duration `json:"p50_ns"`
+	P99        time.Duration `json:"p99_ns"`
 	// HOTShare is the share of the run's updates of mcp_servers that were
 	// HOT (heap-only: no new index entries).
 	HOTShare float64 `json:"hot_share"`
@@ -56,9 +61,11 @@ func Pgbench(ctx context.Context, pg *Postgres, admin *pgxpool.Pool, dir string,
 	}
 	ctx, cancel := context.WithTimeout(ctx, d+time.Minute)
 	defer cancel()
+	logPrefix := filepath.Join(dir, fmt.Sprintf("pgbench-%d-log", clients))
 	cmd := exec.CommandContext(ctx, bin, "-h", "127.0.0.1", "-p", strconv.Itoa(pg.Port()), "-U", "postgres",
 		"-n", "-M", "prepared", "-c", strconv.Itoa(clients), "-j", strconv.Itoa(min(clients, 2)),
-		"-T", strconv.Itoa(int(d.Seconds())), "-f", script, Database)
+		"-T", strconv.Itoa(int(d.Seconds())), "-l", "--log-prefix", logPrefix, "-f", script, Database)
+	cmd.Dir = dir
 	cmd.Env = cleanEnv()
 	out, err := cmd.CombinedOutput()
 	res := PgbenchResult{Clients: clients, Output: string(out)}
@@ -73,6 +80,9 @@ func Pgbench(ctx context.Context, pg *Postgres, admin *pgxpool.Pool, dir string,
 	if m := latencyRe.FindSubmatch(out); m != nil {
 		ms, _ := strconv.ParseFloat(string(m[1]), 64)
 		res.LatencyAvg = time.Duration(ms * float64(time.Millisecond))
+	}
+	if lat, err := pgbenchLatencies(logPrefix); err == nil && len(lat) > 0 {
+		res.P50, res.P99 = Quantile(lat, 0.50), Quantile(lat, 0.99)
 	}
 	after, err := updateCounts(ctx, admin)
 	if err != nil {
@@ -107,4 +117,35 @@ func updateCounts(ctx context.Context, admin *pgxpool.Pool) (tableUpdates, error
 		return u, fmt.Errorf("read update statistics: %w", err)
 	}
 	return u, nil
+}
+
+// pgbenchLatencies reads the per-transaction logs pgbench wrote with -l
+// under prefix (a file per thread) and returns the latencies, sorted. A log
+// line is "client transaction latency_us script epoch_s epoch_us".
+func pgbenchLatencies(prefix string) ([]time.Duration, error) {
+	files, err := filepath.Glob(prefix + ".*")
+	if err != nil {
+		return nil, err
+	}
+	var lat []time.Duration
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		for line := range strings.Lines(string(data)) {
+			fields := strings.Fields(line)
+			if len(fields) < 3 {
+				continue
+			}
+			us, err := strconv.ParseInt(fields[2], 10, 64)
+			if err != nil {
+				continue
+			}
+			lat = append(lat, time.Duration(us)*time.Microsecond)
+		}
+		_ = os.Remove(f)
+	}
+	slices.Sort(lat)
+	return lat, nil
 }

@@ -308,6 +308,11 @@ func (r *runner) pgbench(ctx context.Context) {
 		r.rep.add(Row{ID: id, Measure: measure, Value: res.TPS, Unit: unitPerSecond,
 			Note: fmt.Sprintf("HOT %.0f %%, avg latency %.2f ms; PostgreSQL CPU %.0f µs per transaction; %s (driver: pgbench)",
 				100*res.HOTShare, millis(res.LatencyAvg), pgPerTx, cpu.Describe(""))})
+		if res.P99 > 0 {
+			r.rep.add(Row{ID: id + "_p99", Measure: fmt.Sprintf("a. pgbench latency p99, %d clients (closed loop)", clients),
+				Value: millis(res.P99), Unit: unitMillis,
+				Note: fmt.Sprintf("p50 %.2f ms: the durable commit's own tail on this disk", millis(res.P50))})
+		}
 	}
 	r.rep.Details["pgbench"] = results
 }
