@@ -37,9 +37,13 @@ func (s *Store) Servers(ctx context.Context, tenant uuid.UUID, f heartbeat.Serve
 	if f.ModuleName != "" {
 		module = &f.ModuleName
 	}
-	afterModule, afterID := "", uuid.Nil
+	// A module name is one server of its tenant for good (servers are
+	// never deleted, a re-registration keeps its id), so the page after a
+	// cursor is the module names after the cursor's: an index range scan of
+	// (tenant_id, module_name) that stops after the page, at any tenant size.
+	afterModule := ""
 	if f.After != nil {
-		afterModule, afterID = f.After.ModuleName, f.After.ServerID
+		afterModule = f.After.ModuleName
 	}
 	var (
 		page heartbeat.ServerPage
@@ -50,9 +54,9 @@ SELECT `+serverColumns+` FROM mcp_servers
 WHERE tenant_id = $1
   AND ($2::text IS NULL OR status = $2)
   AND ($3::text IS NULL OR module_name = $3)
-  AND (module_name, server_id) > ($4, $5)
-ORDER BY module_name, server_id
-LIMIT $6`, tenant, status, module, afterModule, afterID, limit+1)
+  AND module_name > $4
+ORDER BY module_name
+LIMIT $5`, tenant, status, module, afterModule, limit+1)
 	if err != nil {
 		return heartbeat.ServerPage{}, err
 	}

@@ -117,13 +117,20 @@ func (s *Store) now() *time.Time {
 
 const setTenant = `SELECT set_config('auth.tenant_id', $1, true)`
 
+// setTenantForRead is setTenant for a read, which is also planned for its
+// actual parameters: its optional filters ($n IS NULL OR column = $n) make a
+// generic plan expect one row, and page through a tenant of 10,000 servers
+// by sorting the rest of the tenant for every page (4.7 ms against 0.14 ms
+// for the index range scan of a custom plan, measured with EXPLAIN ANALYZE).
+const setTenantForRead = `SELECT set_config('auth.tenant_id', $1, true), set_config('plan_cache_mode', 'force_custom_plan', true)`
+
 // queryInTenant runs one read scoped to tenant by row-level security, in
 // one round trip: the tenant's setting and the query are pipelined in one
 // implicit transaction, to which set_config(..., true) is local. It returns
 // the rows that collect makes of the query's answer.
 func queryInTenant[T any](ctx context.Context, s *Store, tenant uuid.UUID, collect pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
 	var pb pgx.Batch
-	pb.Queue(setTenant, tenant.String())
+	pb.Queue(setTenantForRead, tenant.String())
 	pb.Queue(sql, args...)
 	br := s.pool.SendBatch(ctx, &pb)
 	if _, err := br.Exec(); err != nil {
