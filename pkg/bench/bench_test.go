@@ -89,7 +89,7 @@ func newHandler(b *testing.B, servers int) handlerBundle {
 	return hb
 }
 
-func (hb handlerBundle) serve(b *testing.B, method, target string, body []byte) {
+func (hb handlerBundle) serve(b *testing.B, method, target string, body []byte) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(method, target, bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+hb.token)
 	if body != nil {
@@ -100,6 +100,7 @@ func (hb handlerBundle) serve(b *testing.B, method, target string, body []byte) 
 	if w.Code != http.StatusOK {
 		b.Fatalf("%s %s: %d %s", method, target, w.Code, w.Body.String())
 	}
+	return w
 }
 
 // BenchmarkHandlerHeartbeat is one heartbeat through the whole handler
@@ -141,6 +142,25 @@ func BenchmarkEncodeServer(b *testing.B) {
 	for b.Loop() {
 		if _, err := json.Marshal(srv); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecodeServerPage is what a client pays to read a 100-server
+// page of GET /v1/mcp/servers.
+func BenchmarkDecodeServerPage(b *testing.B) {
+	hb := newHandler(b, 100)
+	rec := hb.serve(b, http.MethodGet, "/v1/mcp/servers?limit=100", nil)
+	body := rec.Body.Bytes()
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var page api.ServerList
+		if err := json.Unmarshal(body, &page); err != nil {
+			b.Fatal(err)
+		}
+		if len(page.Servers) != 100 {
+			b.Fatalf("%d servers decoded, want 100", len(page.Servers))
 		}
 	}
 }
