@@ -114,7 +114,7 @@ func StartPostgres(ctx context.Context, opts PostgresOptions) (p *Postgres, err 
 
 func (p *Postgres) start(ctx context.Context, settings []string) error {
 	logFile := filepath.Join(p.root, "postgres.log")
-	o := fmt.Sprintf("-c listen_addresses=127.0.0.1 -c port=%d -c unix_socket_directories='%s' -c max_connections=300",
+	o := fmt.Sprintf("-c listen_addresses=127.0.0.1 -c port=%d -c unix_socket_directories='%s' -c max_connections=300 -c log_autovacuum_min_duration=0 -c log_checkpoints=on",
 		p.port, p.sockDir)
 	for _, s := range settings {
 		o += " -c " + s

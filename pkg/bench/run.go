@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -192,9 +193,26 @@ func (r *runner) close() {
 		r.admin.Close()
 	}
 	if r.pg != nil {
+		r.keepPostgresLog()
 		if err := r.pg.Stop(); err != nil {
 			r.log.Warn("stop PostgreSQL", "err", err)
 		}
+	}
+}
+
+// keepPostgresLog copies PostgreSQL's log (checkpoints and autovacuum runs
+// included) into the kept work directory before the cluster's directory
+// goes.
+func (r *runner) keepPostgresLog() {
+	if !r.cfg.Keep || r.pg == nil {
+		return
+	}
+	data, err := os.ReadFile(filepath.Join(r.pg.Dir(), "postgres.log"))
+	if err == nil {
+		err = os.WriteFile(filepath.Join(r.work, "postgres.log"), data, 0o644)
+	}
+	if err != nil {
+		r.log.Warn("keep PostgreSQL's log", "err", err)
 	}
 }
 
