@@ -257,7 +257,7 @@ func (d *Daemon) openStore(ctx context.Context) (heartbeat.Store, error) {
 		// With PostgreSQL mcpd keeps no state per server: its heap is what
 		// requests in flight hold (under 30 MiB at full heartbeat load).
 		// Collecting at 5x that instead of 2x costs some 10 MiB and saves
-		// a third of mcpd's CPU per heartbeat (docs/performance.md).
+		// 10-20 % of mcpd's CPU per heartbeat (docs/performance.md).
 		debug.SetGCPercent(postgresGCPercent)
 		d.logger.Debug("garbage collection percent set; GOGC in the environment overrides it", "percent", postgresGCPercent)
 	}
