@@ -195,9 +195,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 // that it is sent before the next poll; it never blocks. It fits
 // heartbeat.AlertSink, chained after the sink that logs.
 func (d *Dispatcher) Transition(_ context.Context, ev heartbeat.Event) {
-	switch ev.Kind {
-	case heartbeat.KindUnhealthy, heartbeat.KindRecovered, heartbeat.KindDeregistered:
-	default:
+	if !heartbeat.IsAlertEvent(ev.Kind, ev.FromStatus) {
 		return
 	}
 	for _, ds := range d.dests {
@@ -397,9 +395,9 @@ func (d *Dispatcher) resendDue(ds *destination) bool {
 	return ds.resending && (ds.lastResend.IsZero() || d.clock.Since(ds.lastResend) >= d.resend)
 }
 
-// alertsFor turns the claimed events into alerts: unhealthy fires, a
-// recovery or deregistration from unhealthy resolves; other events are
-// passed. eventOf[i] is the position in events of alerts[i].
+// alertsFor turns the claimed events into alerts: unhealthy fires; a
+// recovery, a deregistration or a registration again from unhealthy
+// resolves; other events are passed. eventOf[i] is the position in events of alerts[i].
 func (d *Dispatcher) alertsFor(ctx context.Context, ds *destination, events []heartbeat.Event) ([]Alert, []int, error) {
 	now := d.clock.Now()
 	if ds.resending && ds.fetched != ds.round {
@@ -435,10 +433,11 @@ func (d *Dispatcher) alertsFor(ctx context.Context, ds *destination, events []he
 				}
 				a.LastHeartbeatAt = ds.unhealthyByID[ev.ServerID].LastHeartbeatAt
 			}
-		case (ev.Kind == heartbeat.KindRecovered || ev.Kind == heartbeat.KindDeregistered) &&
-			ev.FromStatus != nil && *ev.FromStatus == heartbeat.StatusUnhealthy:
+		case ev.Kind != heartbeat.KindUnhealthy && ev.FromStatus != nil && *ev.FromStatus == heartbeat.StatusUnhealthy:
+			// A recovery, a deregistration or a registration again.
 			a.EndsAt = ev.OccurredAt
-			if ev.Kind == heartbeat.KindRecovered {
+			if ev.Kind != heartbeat.KindDeregistered {
+				// A registration counts as a heartbeat.
 				a.LastHeartbeatAt = ev.OccurredAt
 			}
 		default:

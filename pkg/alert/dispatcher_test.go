@@ -222,6 +222,70 @@ func TestAlertmanagerFiringThenResolved(t *testing.T) {
 	}
 }
 
+// A server that is unhealthy and registers again (a restarted module)
+// resolves its alert: Alertmanager gets endsAt, the webhook the
+// registration.
+func TestReRegistrationResolves(t *testing.T) {
+	f := newMemFixture(t)
+	am := newReceiver(t, nil)
+	hook := newReceiver(t, nil)
+	amDest, err := alert.NewAlertmanager(am.srv.URL+"/", httpClient(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hookDest, err := alert.NewWebhook(hook.srv.URL+"/hooks/mcpd", []byte("s3cret-webhook-key"), httpClient(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := start(t, alert.DispatcherOptions{
+		Outbox: f.store, Destinations: []alert.Destination{amDest, hookDest}, Clock: f.clock, PollInterval: time.Hour,
+	})
+	f.unhealthy(t) // at 10:00:35
+	d.Transition(f.ctx, heartbeat.Event{Kind: heartbeat.KindUnhealthy})
+	am.waitFor(t, "the firing alert", atLeast(1))
+	hook.waitFor(t, "the unhealthy event", atLeast(1))
+
+	f.clock.Advance(5 * time.Second)
+	_, _, ev, err := f.store.Register(f.ctx, f.tenant, serverInfo("calendar")) // at 10:00:40
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Kind != heartbeat.KindRegistered || ev.FromStatus == nil || *ev.FromStatus != heartbeat.StatusUnhealthy {
+		t.Fatalf("registering again: %+v, want registered from unhealthy", ev)
+	}
+	d.Transition(f.ctx, ev)
+	reqs := am.waitFor(t, "the resolved alert", atLeast(2))
+	got := amAlerts(t, reqs[1])
+	if len(got) != 1 || got[0]["endsAt"] != "2026-05-17T10:00:40Z" ||
+		got[0]["annotations"].(map[string]any)["last_heartbeat_at"] != "2026-05-17T10:00:40Z" {
+		t.Fatalf("resolved: %v, want endsAt and last_heartbeat_at 10:00:40", got)
+	}
+	hooks := hook.waitFor(t, "the registration", atLeast(2))
+	var body map[string]any
+	if err := json.Unmarshal(hooks[1].body, &body); err != nil {
+		t.Fatal(err)
+	}
+	if body["kind"] != "mcp.server.registered" || body["from_status"] != "unhealthy" || body["to_status"] != "healthy" {
+		t.Fatalf("webhook: %v, want the registration from unhealthy", body)
+	}
+
+	// Registering again while healthy raises nothing.
+	f.clock.Advance(5 * time.Second)
+	if _, _, ev, err = f.store.Register(f.ctx, f.tenant, serverInfo("calendar")); err != nil {
+		t.Fatal(err)
+	}
+	d.Transition(f.ctx, ev)
+	f.unhealthy(t)
+	d.Transition(f.ctx, heartbeat.Event{Kind: heartbeat.KindUnhealthy})
+	hooks = hook.waitFor(t, "the next unhealthy event", atLeast(3))
+	if err := json.Unmarshal(hooks[2].body, &body); err != nil {
+		t.Fatal(err)
+	}
+	if len(hooks) != 3 || body["kind"] != "mcp.server.unhealthy" {
+		t.Fatalf("webhook got %d events, the third %v; want the healthy registration skipped", len(hooks), body["kind"])
+	}
+}
+
 // Firing alerts are re-sent every resend interval while the server stays
 // unhealthy, each time held for three more intervals, and no longer once
 // it recovers; the webhook gets no re-sends.
@@ -428,21 +492,33 @@ func TestAlertmanagerSkipsOverIncidents(t *testing.T) {
 	waitMetric(t, reg, "mcpd_alerts_pending", dests[0].Name(), 0)
 	waitMetric(t, reg, "mcpd_alerts_pending", dests[1].Name(), 0)
 
-	var fired []string
+	var fired, resolved []string
 	for _, r := range am.requests() {
 		for _, a := range amAlerts(t, r) {
-			fired = append(fired, a["labels"].(map[string]any)["module_name"].(string)+"@"+a["startsAt"].(string))
+			module := a["labels"].(map[string]any)["module_name"].(string)
+			if startsAt, ok := a["startsAt"].(string); ok {
+				fired = append(fired, module+"@"+startsAt)
+			} else {
+				resolved = append(resolved, module+"@"+a["endsAt"].(string))
+			}
 		}
 	}
 	mailSince := f.clock.Now().Format(time.RFC3339)
 	want := []string{"calendar@" + mailSince, "mail@" + mailSince}
 	if !reflect.DeepEqual(fired, want) {
-		t.Fatalf("alertmanager got %v, want %v (not the first calendar incident)", fired, want)
+		t.Fatalf("alertmanager got %v firing, want %v (not the first calendar incident)", fired, want)
 	}
-	// The webhook gets every alert event: two firings of calendar, one of mail.
+	// The first incident ended with calendar's registration again: its
+	// resolution is sent, which Alertmanager takes for an alert it never
+	// saw firing as nothing to do.
+	if want := []string{"calendar@" + epoch.Add(35*time.Second).Format(time.RFC3339)}; !reflect.DeepEqual(resolved, want) {
+		t.Fatalf("alertmanager got %v resolved, want %v", resolved, want)
+	}
+	// The webhook gets every alert event: two firings of calendar, the
+	// registration that ended the first, one firing of mail.
 	ids := eventIDs(hook.requests())
-	if len(ids) != 3 {
-		t.Fatalf("webhook got %d events, want 3: %v", len(ids), ids)
+	if len(ids) != 4 {
+		t.Fatalf("webhook got %d events, want 4: %v", len(ids), ids)
 	}
 }
 

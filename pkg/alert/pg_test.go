@@ -277,6 +277,34 @@ func TestOutboxConformance(t *testing.T) {
 					t.Fatalf("unhealthy server %+v", u)
 				}
 			}
+
+			// Registering again ends gamma's incident (unhealthy): that
+			// registration is in the outbox; beta's (healthy) is not.
+			c, err = outbox.ClaimAlerts(ctx, "d", 10)
+			if err != nil || c == nil {
+				t.Fatalf("claim: %v, %v", c, err)
+			}
+			if err := c.Ack(ctx, len(c.Events())); err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range []string{"gamma", "beta"} {
+				if _, _, _, err := store.Register(ctx, tenant, serverInfo(m)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c, err = outbox.ClaimAlerts(ctx, "d", 10)
+			if err != nil || c == nil {
+				t.Fatalf("claim: %v, %v", c, err)
+			}
+			evs := c.Events()
+			if len(evs) != 1 || evs[0].Kind != heartbeat.KindRegistered || evs[0].ServerID != servers[2].ServerID ||
+				evs[0].FromStatus == nil || *evs[0].FromStatus != heartbeat.StatusUnhealthy {
+				t.Fatalf("after registering gamma (unhealthy) and beta (healthy) again: %+v, want gamma's registration from unhealthy", evs)
+			}
+			if n, _, err := outbox.PendingAlerts(ctx, "d"); err != nil || n != 1 {
+				t.Fatalf("pending %d, %v; want 1", n, err)
+			}
+			c.Release(ctx)
 		})
 	}
 }

@@ -7,9 +7,18 @@ import (
 	"github.com/google/uuid"
 )
 
-// AlertKinds are the audit kinds the alert dispatcher delivers: unhealthy
-// fires an alert, recovered and deregistered resolve it.
-var AlertKinds = []EventKind{KindUnhealthy, KindRecovered, KindDeregistered}
+// IsAlertEvent reports whether an audit event of kind, from status from
+// (nil: none), is in the alert outbox: unhealthy fires an alert; recovered,
+// deregistered and registered again from unhealthy may resolve one.
+func IsAlertEvent(kind EventKind, from *Status) bool {
+	switch kind {
+	case KindUnhealthy, KindRecovered, KindDeregistered:
+		return true
+	case KindRegistered:
+		return from != nil && *from == StatusUnhealthy
+	}
+	return false
+}
 
 // AlertOutbox is a store whose audit trail is the alert outbox: each
 // destination has a durable cursor, claimed by one replica at a time.

@@ -26,9 +26,12 @@ type alertCursors struct {
 	claimed map[string]bool
 }
 
-// isAlertKind reports whether events of kind go to the alert outbox.
-func isAlertKind(kind heartbeat.EventKind) bool {
-	return slices.Contains(heartbeat.AlertKinds, kind)
+// isAlertEvent reports whether e goes to the alert outbox.
+func isAlertEvent(e *event) bool {
+	if e.from == "" {
+		return heartbeat.IsAlertEvent(e.kind, nil)
+	}
+	return heartbeat.IsAlertEvent(e.kind, &e.from)
 }
 
 // memClaim is one destination's claimed batch. Events are committed the
@@ -111,7 +114,7 @@ func (s *Store) ClaimAlerts(ctx context.Context, destination string, limit int) 
 		start, _ := slices.BinarySearchFunc(t.events, after+1, func(e event, seq int64) int { return cmp.Compare(e.seq, seq) })
 		taken := 0
 		for i := start; i < len(t.events) && taken < limit; i++ {
-			if e := &t.events[i]; isAlertKind(e.kind) {
+			if e := &t.events[i]; isAlertEvent(e) {
 				found = append(found, e)
 				tenants = append(tenants, id)
 				taken++
@@ -152,7 +155,7 @@ func (s *Store) PendingAlerts(ctx context.Context, destination string) (int64, t
 	for _, t := range s.tenants {
 		start, _ := slices.BinarySearchFunc(t.events, after+1, func(e event, seq int64) int { return cmp.Compare(e.seq, seq) })
 		for i := start; i < len(t.events); i++ {
-			if e := &t.events[i]; isAlertKind(e.kind) {
+			if e := &t.events[i]; isAlertEvent(e) {
 				n++
 				if oldest == 0 || e.occurredAt < oldest {
 					oldest = e.occurredAt
