@@ -111,24 +111,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEASURE\tVALUE\tTARGET\tRATIO\tVERDICT")
 	for _, r := range rep.Rows {
-		value, target, ratio := "-", "-", "-"
-		if r.Verdict != "skipped" && r.Verdict != "error" {
-			value = formatValue(r.Value, r.Unit)
-		}
-		if r.Direction != Info && r.Target != 0 {
-			op := ">="
-			if r.Direction == AtMost {
-				op = "<="
-			}
-			target = op + " " + formatValue(r.Target, r.Unit)
-		}
-		if r.Ratio != 0 {
-			ratio = fmt.Sprintf("%.2f", r.Ratio)
-		}
-		verdict := r.Verdict
-		if r.Note != "" && (r.Verdict == "skipped" || r.Verdict == "error") {
-			verdict += ": " + r.Note
-		}
+		value, target, ratio, verdict := r.cells(">=", "<=")
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Measure, value, target, ratio, verdict)
 	}
 	return tw.Flush()
@@ -139,28 +122,35 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
 	b.WriteString("| measure | value | target | ratio | verdict |\n| --- | ---: | ---: | ---: | --- |\n")
 	for _, r := range rep.Rows {
-		value, target, ratio := "-", "-", "-"
-		if r.Verdict != "skipped" && r.Verdict != "error" {
-			value = formatValue(r.Value, r.Unit)
-		}
-		if r.Direction != Info && r.Target != 0 {
-			op := "≥"
-			if r.Direction == AtMost {
-				op = "≤"
-			}
-			target = op + " " + formatValue(r.Target, r.Unit)
-		}
-		if r.Ratio != 0 {
-			ratio = fmt.Sprintf("%.2f", r.Ratio)
-		}
-		verdict := r.Verdict
-		if r.Note != "" && (r.Verdict == "skipped" || r.Verdict == "error") {
-			verdict += ": " + r.Note
-		}
+		value, target, ratio, verdict := r.cells("≥", "≤")
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", r.Measure, value, target, ratio, verdict)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// cells formats a row's value, target (with atLeast or atMost before it),
+// ratio and verdict, "-" where there is none.
+func (r Row) cells(atLeast, atMost string) (value, target, ratio, verdict string) {
+	value, target, ratio = "-", "-", "-"
+	if r.Verdict != "skipped" && r.Verdict != "error" {
+		value = formatValue(r.Value, r.Unit)
+	}
+	if r.Direction != Info && r.Target != 0 {
+		op := atLeast
+		if r.Direction == AtMost {
+			op = atMost
+		}
+		target = op + " " + formatValue(r.Target, r.Unit)
+	}
+	if r.Ratio != 0 {
+		ratio = fmt.Sprintf("%.2f", r.Ratio)
+	}
+	verdict = r.Verdict
+	if r.Note != "" && (r.Verdict == "skipped" || r.Verdict == "error") {
+		verdict += ": " + r.Note
+	}
+	return value, target, ratio, verdict
 }
 
 // WriteJSON writes the report, indented, to path.

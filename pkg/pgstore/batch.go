@@ -25,10 +25,6 @@ import (
 // answers each of its callers with the error. Under light load a batch is a
 // single heartbeat, sent at once.
 
-// lockServersSQL locks the servers of a batch in server_id order, so that
-// concurrent batches cannot deadlock.
-const lockServersSQL = `SELECT 1 FROM mcp_servers WHERE server_id = ANY($1::uuid[]) ORDER BY server_id FOR UPDATE`
-
 // heartbeatHealthySQL records the heartbeats of the (tenant, server) pairs
 // $1, $2 at $3 (NULL: now()) whose server is healthy under that tenant, and
 // returns those servers.
@@ -168,18 +164,19 @@ func (b *batcher) drain() {
 func (s *Store) applyBatch(reqs []*heartbeatRequest) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.batchTimeout)
 	defer cancel()
-	pairs := make([]batchKey, 0, len(reqs))
-	seen := make(map[batchKey]struct{}, len(reqs))
-	for _, r := range reqs {
-		key := batchKey{r.tenant, r.serverID}
-		if _, dup := seen[key]; !dup {
-			seen[key] = struct{}{}
-			pairs = append(pairs, key)
-		}
+	pairs := make([]batchKey, len(reqs))
+	for i, r := range reqs {
+		pairs[i] = batchKey{r.tenant, r.serverID}
 	}
 	// In server_id order, the order in which the statements lock the rows,
-	// so that concurrent batches do not deadlock.
-	slices.SortFunc(pairs, func(a, b batchKey) int { return bytes.Compare(a.serverID[:], b.serverID[:]) })
+	// so that concurrent batches do not deadlock; each pair once.
+	slices.SortFunc(pairs, func(a, b batchKey) int {
+		if c := bytes.Compare(a.serverID[:], b.serverID[:]); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.tenant[:], b.tenant[:])
+	})
+	pairs = slices.Compact(pairs)
 	results := make(map[batchKey]heartbeatResult, len(pairs))
 	var err error
 	for attempt := 0; attempt < 2; attempt++ {

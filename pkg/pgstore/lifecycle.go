@@ -127,6 +127,11 @@ func (s *Store) Heartbeat(ctx context.Context, tenant, serverID uuid.UUID) (hear
 	return s.batcher.submit(ctx, tenant, serverID)
 }
 
+// lockServersSQL locks the servers $1 of the current tenant in server_id
+// order, so that it cannot deadlock with the heartbeat batches, which lock in
+// that order too.
+const lockServersSQL = `SELECT 1 FROM mcp_servers WHERE server_id = ANY($1::uuid[]) ORDER BY server_id FOR UPDATE`
+
 // deregisterSQL marks a live server deregistered, makes its skills
 // unavailable (all but those unavailable for a reason of their own) and
 // audits it: one statement.
