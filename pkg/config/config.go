@@ -37,6 +37,10 @@ const (
 	KeyBlindAfter             = "blind-after"
 	KeyMassLossShare          = "mass-loss-share"
 	KeyMassLossMin            = "mass-loss-min"
+	KeyTLSCertFile            = "tls-cert-file"
+	KeyTLSKeyFile             = "tls-key-file"
+	KeyTLSClientCAFile        = "tls-client-ca-file"
+	KeyMaxConnections         = "max-connections"
 )
 
 // EnvPrefix starts the name of every environment variable of mcpd.
@@ -54,6 +58,10 @@ const (
 	DefaultShutdownTimeout = 15 * time.Second
 	DefaultLogFormat       = "json"
 	DefaultLogLevel        = "info"
+	// DefaultMaxConnections fits the systemd unit's LimitNOFILE=65536 with
+	// room left for the database pool, log and key files and alert
+	// deliveries.
+	DefaultMaxConnections = 60000
 )
 
 // Log formats and levels.
@@ -102,6 +110,16 @@ type Config struct {
 	// raise MCPRegistryMassHeartbeatLoss.
 	MassLossShare float64
 	MassLossMin   int
+	// TLSCertFile and TLSKeyFile, both or neither, make the API listen for
+	// HTTPS only (PEM certificate chain and private key).
+	TLSCertFile string
+	TLSKeyFile  string
+	// TLSClientCAFile holds the PEM certificates of the CAs that sign the
+	// client certificates every connection must present (mTLS).
+	TLSClientCAFile string
+	// MaxConnections caps the API's open connections; more wait in the
+	// kernel's backlog.
+	MaxConnections int
 }
 
 // DefaultMonitorPeriodFor is the monitor period when none is given: the
@@ -126,6 +144,7 @@ func Default() Config {
 		LogLevel:          DefaultLogLevel,
 		MassLossShare:     heartbeat.DefaultMassLossShare,
 		MassLossMin:       heartbeat.DefaultMassLossMin,
+		MaxConnections:    DefaultMaxConnections,
 	}
 }
 
@@ -189,6 +208,17 @@ func (c Config) Validate() error {
 	}
 	if c.AlertWebhookSecretFile != "" && c.AlertWebhookURL == "" {
 		bad(KeyAlertWebhookSecretFile, "needs --%s", KeyAlertWebhookURL)
+	}
+
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		errs = append(errs, fmt.Errorf("--%s and --%s: give both or neither", KeyTLSCertFile, KeyTLSKeyFile))
+	}
+	if c.TLSClientCAFile != "" && c.TLSCertFile == "" {
+		bad(KeyTLSClientCAFile, "needs --%s and --%s: client certificates are asked for over TLS only",
+			KeyTLSCertFile, KeyTLSKeyFile)
+	}
+	if c.MaxConnections < 1 {
+		bad(KeyMaxConnections, "%d is not a positive number of connections", c.MaxConnections)
 	}
 
 	if !slices.Contains(LogFormats, c.LogFormat) {

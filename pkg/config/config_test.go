@@ -57,6 +57,10 @@ func TestValidate(t *testing.T) {
 		{"webhook secret alone", func(c *config.Config) { c.AlertWebhookSecretFile = "/s" }, "--alert-webhook-secret-file: needs"},
 		{"log format", func(c *config.Config) { c.LogFormat = "xml" }, "--log-format: \"xml\""},
 		{"log level", func(c *config.Config) { c.LogLevel = "verbose" }, "--log-level: \"verbose\""},
+		{"tls cert alone", func(c *config.Config) { c.TLSCertFile = "/c" }, "--tls-cert-file and --tls-key-file: give both or neither"},
+		{"tls key alone", func(c *config.Config) { c.TLSKeyFile = "/k" }, "--tls-cert-file and --tls-key-file"},
+		{"client ca without tls", func(c *config.Config) { c.TLSClientCAFile = "/ca" }, "--tls-client-ca-file: needs"},
+		{"no connections", func(c *config.Config) { c.MaxConnections = 0 }, "--max-connections: 0 is not"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -81,6 +85,7 @@ func TestValidate(t *testing.T) {
 		for _, mutate := range []func(*config.Config){
 			func(c *config.Config) { c.MonitorPeriod = c.HeartbeatInterval },
 			func(c *config.Config) { c.Listen = ":0" },
+			func(c *config.Config) { c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile = "/c", "/k", "/ca" },
 			func(c *config.Config) { c.Listen = "[::1]:8420" },
 			func(c *config.Config) { c.DatabaseURL = "host=/run/postgresql dbname=mcpd" },
 			func(c *config.Config) { c.AuthJWTSecretFile, c.AuthJWKSFile = "", "/etc/mcpd/jwks.json" },

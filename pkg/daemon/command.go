@@ -49,7 +49,13 @@ type RunFunc func(ctx context.Context, cfg config.Config) error
 // returns its exit code. ctx ending (SIGTERM, SIGINT in main) stops the
 // daemon cleanly: exit 0.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cmd := NewCommand(stdout, stderr, nil)
+	return MainReload(ctx, args, stdout, stderr, nil)
+}
+
+// MainReload is Main whose daemon reloads its TLS files at each value
+// received on reload (SIGHUP in main).
+func MainReload(ctx context.Context, args []string, stdout, stderr io.Writer, reload <-chan os.Signal) int {
+	cmd := newCommand(stdout, stderr, nil, reload)
 	cmd.SetArgs(args)
 	err := cmd.ExecuteContext(ctx)
 	if err == nil {
@@ -69,8 +75,12 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // NewCommand returns the mcpd root command. runF, when not nil, receives the
 // validated configuration instead of a daemon being run (tests).
 func NewCommand(stdout, stderr io.Writer, runF RunFunc) *cobra.Command {
+	return newCommand(stdout, stderr, runF, nil)
+}
+
+func newCommand(stdout, stderr io.Writer, runF RunFunc, reload <-chan os.Signal) *cobra.Command {
 	if runF == nil {
-		runF = func(ctx context.Context, cfg config.Config) error { return runDaemon(ctx, cfg, stdout, stderr) }
+		runF = func(ctx context.Context, cfg config.Config) error { return runDaemon(ctx, cfg, stdout, stderr, reload) }
 	}
 	cmd := &cobra.Command{
 		Use:   "mcpd",
@@ -131,6 +141,10 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.Duration(config.KeyBlindAfter, 0, "gap between successful sweeps after which the registry counts as blind and no server pays for it (0: max(2 monitor periods, interval); negative: off)")
 	fs.Float64(config.KeyMassLossShare, d.MassLossShare, "share of a tenant's live servers going unhealthy in one sweep that raises MCPRegistryMassHeartbeatLoss")
 	fs.Int(config.KeyMassLossMin, d.MassLossMin, "fewest servers going unhealthy in one sweep that raise MCPRegistryMassHeartbeatLoss")
+	fs.String(config.KeyTLSCertFile, "", "PEM certificate chain: with --tls-key-file the API speaks HTTPS only (TLS 1.2+); reloaded when it changes and on SIGHUP")
+	fs.String(config.KeyTLSKeyFile, "", "PEM private key of --tls-cert-file")
+	fs.String(config.KeyTLSClientCAFile, "", "PEM CA certificates: every connection must present a client certificate they sign (mTLS)")
+	fs.Int(config.KeyMaxConnections, d.MaxConnections, "most open connections to the API; more wait in the kernel's backlog (must fit the open-file limit)")
 }
 
 // settingKeys are the keys of config.Config, the ones a file may hold.
@@ -140,6 +154,7 @@ var settingKeys = []string{
 	config.KeyAuthJWTSecretFile, config.KeyAuthJWKSFile, config.KeyAlertmanagerURL,
 	config.KeyAlertWebhookURL, config.KeyAlertWebhookSecretFile, config.KeyLogFormat, config.KeyLogLevel,
 	config.KeyBlindAfter, config.KeyMassLossShare, config.KeyMassLossMin,
+	config.KeyTLSCertFile, config.KeyTLSKeyFile, config.KeyTLSClientCAFile, config.KeyMaxConnections,
 }
 
 // LoadConfig reads the configuration from fs (parsed flags, defined by
@@ -192,6 +207,10 @@ func LoadConfig(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (confi
 		BlindAfter:             r.duration(config.KeyBlindAfter),
 		MassLossShare:          r.float(config.KeyMassLossShare),
 		MassLossMin:            r.int(config.KeyMassLossMin),
+		TLSCertFile:            r.string(config.KeyTLSCertFile),
+		TLSKeyFile:             r.string(config.KeyTLSKeyFile),
+		TLSClientCAFile:        r.string(config.KeyTLSClientCAFile),
+		MaxConnections:         r.int(config.KeyMaxConnections),
 	}
 	if !r.set(config.KeyMonitorPeriod) {
 		cfg.MonitorPeriod = config.DefaultMonitorPeriodFor(cfg.HeartbeatInterval)
@@ -348,19 +367,23 @@ func (r *reader) strings(key string) []string {
 }
 
 // runDaemon runs mcpd until ctx ends, logging as cfg says to stderr.
-func runDaemon(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) error {
+func runDaemon(ctx context.Context, cfg config.Config, stdout, stderr io.Writer, reload <-chan os.Signal) error {
 	opts := &slog.HandlerOptions{Level: cfg.SlogLevel()}
 	var h slog.Handler = slog.NewJSONHandler(stderr, opts)
 	if cfg.LogFormat == "text" {
 		h = slog.NewTextHandler(stderr, opts)
 	}
 	logger := slog.New(h)
-	d, err := New(cfg, Options{Logger: logger, Stdout: stdout})
+	d, err := New(cfg, Options{Logger: logger, Stdout: stdout, Reload: reload})
 	if err != nil {
 		return err
 	}
 	if err := d.Run(ctx); err != nil {
 		logger.Error("mcpd failed", "err", err)
+		var ce *connectionLimitError
+		if errors.As(err, &ce) {
+			return &usageError{err}
+		}
 		return err
 	}
 	return nil

@@ -145,6 +145,8 @@ func TestEveryFlagHasAnEnvVariable(t *testing.T) {
 		"MCPD_ALERTMANAGER_URL": "http://am", "MCPD_ALERT_WEBHOOK_URL": "http://hook",
 		"MCPD_ALERT_WEBHOOK_SECRET_FILE": "/w", "MCPD_LOG_FORMAT": "text", "MCPD_LOG_LEVEL": "debug",
 		"MCPD_BLIND_AFTER": "7s", "MCPD_MASS_LOSS_SHARE": "0.25", "MCPD_MASS_LOSS_MIN": "3",
+		"MCPD_TLS_CERT_FILE": "/c", "MCPD_TLS_KEY_FILE": "/k", "MCPD_TLS_CLIENT_CA_FILE": "/ca",
+		"MCPD_MAX_CONNECTIONS": "500",
 	}
 	cfg, err := load(t, nil, env)
 	if err != nil {
@@ -154,7 +156,8 @@ func TestEveryFlagHasAnEnvVariable(t *testing.T) {
 		HeartbeatInterval: 2 * time.Second, MonitorPeriod: time.Second, RequestTimeout: 3 * time.Second,
 		ShutdownTimeout: 4 * time.Second, AuthJWTSecretFile: "/s", AuthJWKSFile: "/j",
 		AlertmanagerURLs: []string{"http://am"}, AlertWebhookURL: "http://hook", AlertWebhookSecretFile: "/w",
-		LogFormat: "text", LogLevel: "debug", BlindAfter: 7 * time.Second, MassLossShare: 0.25, MassLossMin: 3}
+		LogFormat: "text", LogLevel: "debug", BlindAfter: 7 * time.Second, MassLossShare: 0.25, MassLossMin: 3,
+		TLSCertFile: "/c", TLSKeyFile: "/k", TLSClientCAFile: "/ca", MaxConnections: 500}
 	if !equalConfig(cfg, want) {
 		t.Fatalf("got %+v\nwant %+v", cfg, want)
 	}
@@ -232,6 +235,11 @@ func TestExitCodes(t *testing.T) {
 		{"no store", nil, nil, 2, "--database-url: required"},
 		{"bad log format", []string{"--dev", "--log-format", "xml"}, nil, 2, "--log-format"},
 		{"bad env", []string{"--dev"}, map[string]string{"MCPD_MONITOR_PERIOD": "fast"}, 2, "MCPD_MONITOR_PERIOD"},
+		{"tls cert without key", []string{"--dev", "--tls-cert-file", "/c"}, nil, 2, "--tls-cert-file and --tls-key-file: give both or neither"},
+		{"client ca without tls", []string{"--dev", "--tls-client-ca-file", "/ca"}, nil, 2, "--tls-client-ca-file: needs"},
+		{"zero max connections", []string{"--dev", "--max-connections", "0"}, nil, 2, "--max-connections: 0 is not"},
+		{"max connections over the file limit", []string{"--dev", "--max-connections", "2000000000"}, nil, 2, "--max-connections 2000000000 does not fit"},
+		{"tls file missing", []string{"--dev", "--tls-cert-file", "/nonexistent/c", "--tls-key-file", "/nonexistent/k"}, nil, 1, "/nonexistent/c"},
 		{"port in use", []string{"--dev", "--listen", busy.Addr().String()}, nil, 1, "listen on " + busy.Addr().String()},
 	}
 	for _, c := range cases {

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -51,6 +52,12 @@ type Options struct {
 	// Getenv reads NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID; nil:
 	// os.Getenv.
 	Getenv func(string) string
+	// TLSCheckInterval is how often the TLS files are looked at for a
+	// change (on a handshake, timed by Clock); zero: DefaultTLSCheckInterval.
+	TLSCheckInterval time.Duration
+	// Reload makes Run call Reload at each value received (SIGHUP in
+	// main); nil: never.
+	Reload <-chan os.Signal
 }
 
 // Daemon is one mcpd: store, monitor and HTTP API.
@@ -63,6 +70,8 @@ type Daemon struct {
 	// with PostgreSQL, whose now() decides.
 	storeClock clockwork.Clock
 	notifier   *notifier
+	tlsCheck   time.Duration
+	reload     <-chan os.Signal
 
 	mu      sync.Mutex
 	started bool
@@ -71,6 +80,7 @@ type Daemon struct {
 	done    chan struct{} // closed when Stop has finished
 
 	ln         net.Listener
+	tls        *tlsReloader // nil without TLS
 	srv        *http.Server
 	pool       *pgxpool.Pool
 	pgStore    *pgstore.Store
@@ -93,7 +103,7 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	d := &Daemon{cfg: cfg, logger: opts.Logger, stdout: opts.Stdout, clock: opts.Clock, storeClock: opts.Clock,
-		done: make(chan struct{})}
+		tlsCheck: opts.TLSCheckInterval, reload: opts.Reload, done: make(chan struct{})}
 	if d.logger == nil {
 		d.logger = slog.New(slog.DiscardHandler)
 	}
@@ -168,10 +178,27 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		Pinger: store, RequestTimeout: d.cfg.RequestTimeout,
 	})
 
+	maxConns, err := d.connectionCap()
+	if err != nil {
+		return err
+	}
+	if d.cfg.TLSCertFile != "" {
+		d.tls, err = newTLSReloader(d.cfg.TLSCertFile, d.cfg.TLSKeyFile, d.cfg.TLSClientCAFile, d.logger, d.clock,
+			d.tlsCheck, metrics.Registry())
+		if err != nil {
+			return err
+		}
+	}
+
 	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", d.cfg.Listen)
+	raw, err := lc.Listen(ctx, "tcp", d.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", d.cfg.Listen, err)
+	}
+	limiter := newConnLimiter(raw, maxConns)
+	var ln net.Listener = limiter
+	if d.tls != nil {
+		ln = tls.NewListener(ln, d.tls.serverConfig())
 	}
 	d.ln = ln
 	d.srv = &http.Server{
@@ -182,6 +209,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(d.logger.Handler(), slog.LevelWarn),
+		ConnState:         limiter.connState,
 	}
 	d.serveErr = make(chan error, 1)
 	go func() {
@@ -198,7 +226,8 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		storeKind = "memory"
 	}
 	d.logger.Info("mcpd listening", "addr", ln.Addr().String(), "version", version.Version, "store", storeKind,
-		"heartbeat_interval", d.cfg.HeartbeatInterval.String(), "monitor_period", d.cfg.MonitorPeriod.String())
+		"heartbeat_interval", d.cfg.HeartbeatInterval.String(), "monitor_period", d.cfg.MonitorPeriod.String(),
+		"tls", d.tls != nil, "mtls", d.cfg.TLSClientCAFile != "", "max_connections", maxConns)
 	if dispatcher != nil {
 		actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		d.alertCancel, d.alertDone = cancel, make(chan error, 1)
@@ -313,7 +342,49 @@ func (d *Daemon) baseURL() string {
 	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
 		host = "127.0.0.1"
 	}
-	return "http://" + net.JoinHostPort(host, port)
+	scheme := "http://"
+	if d.tls != nil {
+		scheme = "https://"
+	}
+	return scheme + net.JoinHostPort(host, port)
+}
+
+// Reload re-reads what can change without a restart, at once: the TLS
+// certificate, key and client CA files. An error leaves the previous ones
+// in service (and is logged); without TLS there is nothing to reload.
+func (d *Daemon) Reload() error {
+	d.mu.Lock()
+	r := d.tls
+	d.mu.Unlock()
+	if r == nil {
+		d.logger.Info("reload: nothing to reload without TLS")
+		return nil
+	}
+	return r.Reload()
+}
+
+// connectionCap is --max-connections fitted to the open-file limit, less
+// what the database pool and files need.
+func (d *Daemon) connectionCap() (int, error) {
+	want := d.cfg.MaxConnections
+	limit, err := openFileLimit()
+	if err != nil {
+		d.logger.Debug("open-file limit unknown; connection cap not checked", "err", err)
+		return want, nil
+	}
+	reserve := fdReserveBase
+	if d.pool != nil {
+		reserve += int(d.pool.Config().MaxConns)
+	}
+	got, err := fitConnections(want, want == config.DefaultMaxConnections, limit, reserve)
+	if err != nil {
+		return 0, err
+	}
+	if got != want {
+		d.logger.Warn("connection cap lowered to fit the open-file limit", "max_connections", got,
+			"open_file_limit", limit, "reserved", reserve)
+	}
+	return got, nil
 }
 
 // Run starts the daemon and serves until ctx ends or serving fails, then
@@ -323,10 +394,18 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return err
 	}
 	var serveErr error
-	select {
-	case <-ctx.Done():
-		d.logger.Info("stopping", "cause", context.Cause(ctx).Error())
-	case serveErr = <-d.serveErr:
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			d.logger.Info("stopping", "cause", context.Cause(ctx).Error())
+			break wait
+		case serveErr = <-d.serveErr:
+			break wait
+		case <-d.reload:
+			d.logger.Info("reloading")
+			_ = d.Reload()
+		}
 	}
 	stopErr := d.Stop(context.WithoutCancel(ctx))
 	return errors.Join(serveErr, stopErr)
