@@ -30,6 +30,12 @@ const (
 	EnvConfig      = "MCPCTL_CONFIG"
 	EnvDatabaseURL = "MCPCTL_DATABASE_URL"
 	EnvTraceparent = "TRACEPARENT"
+	// EnvCAFile, EnvClientCertFile and EnvClientKeyFile name the PEM files
+	// of the TLS to mcpd: the CAs trusted to sign its certificate, and the
+	// client certificate and key it may ask for (mTLS).
+	EnvCAFile         = "MCPCTL_CA_FILE"
+	EnvClientCertFile = "MCPCTL_CLIENT_CERT_FILE"
+	EnvClientKeyFile  = "MCPCTL_CLIENT_KEY_FILE"
 )
 
 // Config is mcpctl's resolved configuration: flag, else environment, else
@@ -43,6 +49,13 @@ type Config struct {
 	Output output.Format `mapstructure:"output"`
 	// DatabaseURL is the PostgreSQL URL for migrate.
 	DatabaseURL string `mapstructure:"database_url"`
+	// CAFile holds the PEM certificates of the CAs that sign mcpd's
+	// certificate; empty: the system's roots.
+	CAFile string `mapstructure:"ca_file"`
+	// ClientCertFile and ClientKeyFile, both or neither, are the client
+	// certificate and key presented to an mcpd that asks for one (mTLS).
+	ClientCertFile string `mapstructure:"client_cert_file"`
+	ClientKeyFile  string `mapstructure:"client_key_file"`
 }
 
 // Validate reports a setting that cannot work.
@@ -57,6 +70,9 @@ func (c Config) Validate() error {
 	if strings.ContainsAny(c.Token, " \t\r\n") {
 		return errors.New("invalid token: contains white space")
 	}
+	if (c.ClientCertFile == "") != (c.ClientKeyFile == "") {
+		return errors.New("--client-cert-file and --client-key-file: give both or neither")
+	}
 	return nil
 }
 
@@ -70,6 +86,9 @@ func loadConfig(root, cmd *cobra.Command) (*Config, error) {
 		{"token", EnvToken, "token"},
 		{"output", EnvOutput, "output"},
 		{"database_url", EnvDatabaseURL, "database-url"},
+		{"ca_file", EnvCAFile, "ca-file"},
+		{"client_cert_file", EnvClientCertFile, "client-cert-file"},
+		{"client_key_file", EnvClientKeyFile, "client-key-file"},
 	}
 	for _, b := range binds {
 		if err := v.BindEnv(b.key, b.env); err != nil {

@@ -57,11 +57,26 @@ func NewFactory(streams *IOStreams) *Factory {
 			if cfg, err = f.Config(); err != nil {
 				return
 			}
-			c = client.New(cfg.Server, cfg.Token, client.WithUserAgent("mcpctl/"+version.Version))
+			c, err = newClient(cfg)
 		})
 		return c, err
 	}
 	return f
+}
+
+// newClient returns the API client of cfg: its server and token, over TLS
+// with its CA and client certificate files when it names any.
+func newClient(cfg *Config) (*client.Client, error) {
+	opts := []client.Option{client.WithUserAgent("mcpctl/" + version.Version)}
+	files := client.TLSFiles{CAFile: cfg.CAFile, CertFile: cfg.ClientCertFile, KeyFile: cfg.ClientKeyFile}
+	if !files.Empty() {
+		tr, err := client.NewTLSTransport(files)
+		if err != nil {
+			return nil, &UsageError{Err: err}
+		}
+		opts = append(opts, client.WithTransport(tr))
+	}
+	return client.New(cfg.Server, cfg.Token, opts...), nil
 }
 
 // format is the resolved output format; table before configuration.

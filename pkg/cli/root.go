@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cyberos/mcpd/pkg/api"
+	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/output"
 	"github.com/cyberos/mcpd/pkg/version"
 )
@@ -35,6 +36,9 @@ func run(ctx context.Context, f *Factory, args []string) int {
 	var dial *net.OpError
 	if errors.As(err, &dial) && dial.Op == "dial" && f.cfg != nil {
 		fmt.Fprintf(f.IOStreams.ErrOut, "Is mcpd running at %s? Set --server or %s.\n", f.cfg.Server, EnvServer)
+	}
+	if client.UntrustedCertificate(err) {
+		fmt.Fprintf(f.IOStreams.ErrOut, "mcpd's certificate is not trusted: give the CA that signed it with --ca-file (or %s).\n", EnvCAFile)
 	}
 	return exitCode(err)
 }
@@ -70,8 +74,13 @@ sends their heartbeats, lists them and their skills, reads the audit trail,
 migrates the database, issues tokens and watches the fleet live.
 
 Settings come from the flag, else the environment (MCPCTL_SERVER,
-MCPCTL_TOKEN, MCPCTL_OUTPUT), else the config file (keys server, token,
-output), else the default.
+MCPCTL_TOKEN, MCPCTL_OUTPUT, MCPCTL_CA_FILE, MCPCTL_CLIENT_CERT_FILE,
+MCPCTL_CLIENT_KEY_FILE), else the config file (keys server, token, output,
+ca_file, client_cert_file, client_key_file), else the default.
+
+Over https, --ca-file names the CAs trusted to sign mcpd's certificate (the
+system's otherwise), and --client-cert-file with --client-key-file the
+certificate presented to an mcpd that asks for one (mTLS).
 
 Output: on a terminal, tables with a header; piped, tab-separated rows
 without a header or colour and times in RFC 3339; -o json and -o yaml print
@@ -97,7 +106,10 @@ Exit status: 0 success, 1 a failed call (the problem is printed on stderr),
 	pf.String("server", DefaultServer, "base URL of mcpd (env "+EnvServer+")")
 	pf.String("token", "", "bearer token for the API (env "+EnvToken+")")
 	pf.StringP("output", "o", string(output.Table), "output format: "+output.FormatNames()+" (env "+EnvOutput+")")
-	pf.String("config", DefaultConfigPath, "config file with keys server, token, output (env "+EnvConfig+")")
+	pf.String("config", DefaultConfigPath, "config file with keys server, token, output, ca_file, client_cert_file, client_key_file (env "+EnvConfig+")")
+	pf.String("ca-file", "", "PEM file of the CAs that sign mcpd's certificate; default the system's (env "+EnvCAFile+")")
+	pf.String("client-cert-file", "", "PEM client certificate for an mcpd that asks for one, mTLS (env "+EnvClientCertFile+")")
+	pf.String("client-key-file", "", "PEM private key of --client-cert-file (env "+EnvClientKeyFile+")")
 	_ = root.RegisterFlagCompletionFunc("output", fixedCompletions(formatNames()...))
 
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {

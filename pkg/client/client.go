@@ -41,6 +41,7 @@ type Client struct {
 	token     string
 	hc        *http.Client
 	userAgent string
+	tokens    TokenSource // when set, gives the token of each call instead
 }
 
 // Option configures a Client.
@@ -264,8 +265,14 @@ func (c *Client) do(ctx context.Context, op, method, path string, query url.Valu
 		req.Header.Set("Content-Type", api.ContentTypeJSON)
 	}
 	req.Header.Set("Accept", api.ContentTypeJSON+", "+api.ContentTypeProblem)
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+	token := c.token
+	if c.tokens != nil {
+		if token, err = c.tokens.Token(); err != nil {
+			return 0, fmt.Errorf("%s: %w", op, err)
+		}
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	if c.userAgent != "" {
 		req.Header.Set("User-Agent", c.userAgent)
