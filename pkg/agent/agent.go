@@ -57,6 +57,10 @@ type Options struct {
 	// ProbeRevisions asks a server without server/discover about each other
 	// revision once (see mcpinspect.ProbeRevisions).
 	ProbeRevisions bool
+	// MCPHeader is sent with every HTTP request to the MCP server (an
+	// Authorization header, say). Over HTTP, a server that answers 401 or
+	// 403 counts as alive: it is up, refusing the credentials.
+	MCPHeader http.Header
 
 	Logger *slog.Logger
 	// Clock times every wait; nil: the real clock.
@@ -117,6 +121,10 @@ type Agent struct {
 	probeFails int  // consecutive failed probes
 
 	revisions map[string]mcpinspect.Report // probed revisions per server name, version and revision
+
+	mcpTr     *mcpTransport // over HTTP: the MCP server's transport
+	closeIdle func()        // closes its idle connections at the end
+	refused   bool          // the server refuses the credentials (401/403) at the moment
 }
 
 // New returns an agent, checking the options.
@@ -153,7 +161,10 @@ func New(opts Options) (*Agent, error) {
 	}
 	opts.Jitter = max(0, min(opts.Jitter, 0.5))
 	a := &Agent{opts: opts, log: opts.Logger, clock: opts.Clock, changed: make(chan struct{}, 1),
-		interval: opts.Interval, revisions: map[string]mcpinspect.Report{}}
+		interval: opts.Interval, revisions: map[string]mcpinspect.Report{}, closeIdle: func() {}}
+	if !a.opts.Target.Stdio() {
+		a.mcpTr, a.closeIdle = wrapHTTPTarget(&a.opts.Target, opts.MCPHeader)
+	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
@@ -177,6 +188,7 @@ func (e *PermanentError) Unwrap() error { return e.Err }
 // *PermanentError, before the server was first registered; every later
 // failure is logged and retried.
 func (a *Agent) Run(ctx context.Context) error {
+	defer a.closeIdle()
 	defer a.closing.Wait()
 	defer a.dropSession()
 	a.log.Info("agent starting", "mcp", a.opts.Target.String())
@@ -266,8 +278,16 @@ func (a *Agent) tick(ctx context.Context) time.Duration {
 		if wait := a.untilReconnect(); wait > 0 {
 			return wait
 		}
+		denied := a.deniedCount()
 		if err := a.connect(ctx); err != nil {
-			return a.untilReconnect()
+			if a.registered == nil || a.deniedCount() == denied || ctx.Err() != nil {
+				return a.untilReconnect()
+			}
+			// Up, refusing the credentials: alive. Connect again at the
+			// next tick, without a backoff.
+			a.reconnectAt, a.restarts = a.clock.Now(), 0
+			a.refusedNow()
+			return a.alive(ctx)
 		}
 	}
 	if err := a.probe(ctx); err != nil {
@@ -285,6 +305,9 @@ func (a *Agent) tick(ctx context.Context) time.Duration {
 		a.log.Info("the MCP server answers again", "failures", a.probeFails)
 		a.probeFails = 0
 	}
+	if a.refused {
+		return a.alive(ctx)
+	}
 	if a.dirty {
 		reg, err := a.describe(ctx)
 		if err != nil {
@@ -299,10 +322,29 @@ func (a *Agent) tick(ctx context.Context) time.Duration {
 			return a.registerDelay(ctx, reg)
 		}
 	}
+	return a.alive(ctx)
+}
+
+// alive sends the heartbeat, or the registration that is due, of a server
+// that answered; it returns the time until the next tick.
+func (a *Agent) alive(ctx context.Context) time.Duration {
+	if a.probeFails > 0 {
+		a.log.Info("the MCP server answers again", "failures", a.probeFails)
+		a.probeFails = 0
+	}
 	if a.reregister || a.server == nil {
 		return a.registerDelay(ctx, mcpinspect.Registration{Request: *a.registered})
 	}
 	return a.beat(ctx)
+}
+
+// refusedNow notes that the MCP server answered 401 or 403, logging the
+// start of such a stretch.
+func (a *Agent) refusedNow() {
+	if !a.refused {
+		a.log.Warn("the MCP server refuses the agent's credentials (401/403): it is up, so heartbeats go on; check --mcp-header")
+	}
+	a.refused = true
 }
 
 // httpReconnectFailures is how many probes in a row may fail over HTTP,
@@ -470,10 +512,21 @@ func (a *Agent) describe(ctx context.Context) (mcpinspect.Registration, error) {
 	return rep.Registration(a.opts.Module, a.opts.Version)
 }
 
+// probe pings the server; over HTTP, an answer 401 or 403 counts as
+// alive.
 func (a *Agent) probe(ctx context.Context) error {
 	pctx, cancel := context.WithTimeout(ctx, a.opts.ProbeTimeout)
 	defer cancel()
-	return a.sess.Ping(pctx)
+	denied := a.deniedCount()
+	err := a.sess.Ping(pctx)
+	switch {
+	case err != nil && a.deniedCount() != denied:
+		a.refusedNow()
+		return nil
+	case err == nil:
+		a.refused = false
+	}
+	return err
 }
 
 // sessionEnded: the connection closed or the process exited.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -31,10 +32,14 @@ type agentOptions struct {
 	LogFormat         string
 	LogLevel          string
 	Traceparent       string
+	TokenFile         string
+	MCPHeaderFlags    []string
+	MCPHeaderFile     string
 
 	// Filled from the flags by the command before it runs.
-	Target mcpinspect.Target
-	Level  slog.Level
+	Target    mcpinspect.Target
+	Level     slog.Level
+	MCPHeader http.Header
 
 	// tune, when set, adjusts the agent's options (tests shorten waits).
 	tune func(*agent.Options)
@@ -64,6 +69,13 @@ server that exits is started again, with a backoff from 1s to 30s. While mcpd
 is unreachable or failing it keeps retrying with a capped exponential backoff
 and jitter: it never gives up on its own. SIGTERM or SIGINT: it deregisters
 the server (within --deregister-timeout), stops a stdio server and exits 0.
+
+--token-file names a file holding mcpd's token instead of --token: it is
+read again whenever it changes (looked at before each call), so that
+short-lived tokens written there by another process need no restart.
+--mcp-header 'Name: value' (repeatable) and --mcp-header-file (one such line
+each, # comments) are sent with every request to an HTTP MCP server; a
+server that answers 401 or 403 is up and counts as alive.
 
 It exits 1 at once only when the first registration cannot work: a server
 version that is not semantic (use --version) or a registration mcpd refuses
@@ -98,6 +110,9 @@ a stdio server's stderr is passed through.`,
 	fl.StringVar(&opts.LogFormat, "log-format", "text", "log format on stderr: text or json")
 	fl.StringVar(&opts.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringVar(&opts.Traceparent, "traceparent", "", "W3C traceparent header for the registrations (env "+EnvTraceparent+")")
+	fl.StringVar(&opts.TokenFile, "token-file", "", "file holding mcpd's token, read again when it changes (instead of --token)")
+	fl.StringArrayVar(&opts.MCPHeaderFlags, "mcp-header", nil, "'Name: value' header sent to an HTTP MCP server (repeatable)")
+	fl.StringVar(&opts.MCPHeaderFile, "mcp-header-file", "", "file of 'Name: value' headers, one a line, sent to an HTTP MCP server")
 	_ = cmd.MarkFlagRequired("module")
 	cmd.MarkFlagsOneRequired("mcp", "mcp-command")
 	cmd.MarkFlagsMutuallyExclusive("mcp", "mcp-command")
@@ -127,6 +142,14 @@ func (o *agentOptions) complete() error {
 	if err := o.Level.UnmarshalText([]byte(o.LogLevel)); err != nil {
 		return usagef("invalid --log-level %q: want debug, info, warn or error", o.LogLevel)
 	}
+	h, err := mcpHeaders(o.MCPHeaderFlags, o.MCPHeaderFile)
+	if err != nil {
+		return err
+	}
+	if len(h) > 0 && o.Target.Stdio() {
+		return usagef("--mcp-header and --mcp-header-file are for an HTTP server (--mcp), not --mcp-command")
+	}
+	o.MCPHeader = h
 	return nil
 }
 
@@ -134,6 +157,13 @@ func agentRun(ctx context.Context, opts *agentOptions) error {
 	c, err := opts.Client()
 	if err != nil {
 		return err
+	}
+	if opts.TokenFile != "" {
+		tf := client.NewTokenFile(opts.TokenFile)
+		if _, err := tf.Token(); err != nil {
+			return err
+		}
+		c = c.WithTokenSource(tf)
 	}
 	// The logger and a stdio server's stderr share the stream.
 	errOut := &lockedWriter{w: opts.IO.ErrOut}
@@ -151,6 +181,7 @@ func agentRun(ctx context.Context, opts *agentOptions) error {
 		Registry:          c,
 		Traceparent:       opts.Traceparent,
 		ProbeRevisions:    opts.ProbeRevisions,
+		MCPHeader:         opts.MCPHeader,
 		Logger:            slog.New(h),
 		ProbeTimeout:      opts.ProbeTimeout,
 		ConnectTimeout:    opts.ConnectTimeout,

@@ -1,0 +1,66 @@
+package agent
+
+import (
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/mcpinspect"
+	"github.com/cyberos/mcpd/pkg/mcpinspect/mcptest"
+)
+
+// TestAgentMCPHeadersAndRefusal: the agent sends its MCP headers to the
+// server; a server that answers 401 or 403 is up and stays healthy; one
+// that stops answering goes unhealthy.
+func TestAgentMCPHeadersAndRefusal(t *testing.T) {
+	t.Parallel()
+	reg := setupRegistry(t)
+	var refuse atomic.Int32 // 0: check the header; else the status to answer
+	var down atomic.Bool
+	srv := mcptest.NewServer(mcptest.Config{Name: "calendar-server", Version: "1.4.0", Tools: testTools})
+	url := mcptest.ServeHTTP(t, srv, mcptest.HTTPOptions{Wrap: func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch {
+			case down.Load():
+				http.Error(w, "down", http.StatusServiceUnavailable)
+			case refuse.Load() != 0:
+				http.Error(w, "no", int(refuse.Load()))
+			case r.Header.Get("Authorization") != "Bearer mcp-secret" || r.Header.Get("X-Tenant") != "acme":
+				http.Error(w, "who are you", http.StatusUnauthorized)
+			default:
+				next.ServeHTTP(w, r)
+			}
+		})
+	}})
+	opts := fastOptions(reg, "calendar", mcpinspect.Target{URL: url})
+	opts.MCPHeader = http.Header{"Authorization": {"Bearer mcp-secret"}, "X-Tenant": {"acme"}}
+	ag := start(t, opts)
+	srvReg := reg.waitStatus(t, "calendar", heartbeat.StatusHealthy, 5*time.Second)
+
+	for _, status := range []int32{http.StatusUnauthorized, http.StatusForbidden} {
+		refuse.Store(status)
+		before := reg.heartbeats.Load()
+		deadline := time.Now().Add(5 * testInterval)
+		for time.Now().Before(deadline) {
+			if s, _ := reg.server(t, "calendar"); s.Status != heartbeat.StatusHealthy {
+				t.Fatalf("status %s while the server answers %d", s.Status, status)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if n := reg.heartbeats.Load() - before; n < 3 {
+			t.Fatalf("%d heartbeats in 5 intervals of %d answers, want about 5", n, status)
+		}
+	}
+
+	down.Store(true)
+	reg.waitStatus(t, "calendar", heartbeat.StatusUnhealthy, 5*time.Second)
+	down.Store(false)
+	refuse.Store(0)
+	back := reg.waitStatus(t, "calendar", heartbeat.StatusHealthy, 5*time.Second)
+	if back.ServerID != srvReg.ServerID {
+		t.Fatalf("recovered as %s, want %s", back.ServerID, srvReg.ServerID)
+	}
+	_ = ag.stop(t)
+}
