@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,6 +39,7 @@ type Cluster struct {
 	superuser  string
 	watchdog   *exec.Cmd
 	watchdogIn *os.File
+	settings   []string // extra -c name=value of ClusterOptions
 
 	mu      sync.Mutex
 	running bool
@@ -55,8 +57,28 @@ const startTimeout = 2 * time.Minute
 // when MCPD_TEST_DATABASE_URL is set.
 func NewCluster(t testing.TB) *Cluster {
 	t.Helper()
+	return NewClusterWith(t, ClusterOptions{})
+}
+
+// ClusterOptions configure a private cluster beyond pgtest's defaults.
+type ClusterOptions struct {
+	// Files are written into the cluster's directory before the server
+	// starts, readable by the server's account only (mode 0600): keys and
+	// certificates for ssl, say.
+	Files map[string][]byte
+	// Settings are extra postgresql.conf settings (name to value), given
+	// to the server as -c flags; "{dir}" in a value is the directory the
+	// Files are in.
+	Settings map[string]string
+}
+
+// NewClusterWith is NewCluster with options: files in its directory and
+// settings of its own (ssl=on with a test's certificate, say). The URLs of
+// its databases keep sslmode=disable; a test that wants TLS edits them.
+func NewClusterWith(t testing.TB, o ClusterOptions) *Cluster {
+	t.Helper()
 	start := time.Now()
-	c, err := startCluster()
+	c, err := startCluster(o)
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
@@ -117,7 +139,7 @@ func (c *Cluster) Start(t testing.TB) {
 }
 
 // startCluster makes and starts a cluster in a new temporary directory.
-func startCluster() (c *Cluster, err error) {
+func startCluster(o ClusterOptions) (c *Cluster, err error) {
 	bins, err := defaultFinder().find()
 	if err != nil {
 		return nil, err
@@ -155,6 +177,9 @@ func startCluster() (c *Cluster, err error) {
 		}
 	}
 	if err := c.startWatchdog(); err != nil {
+		return c, err
+	}
+	if err := c.applyOptions(o); err != nil {
 		return c, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
@@ -334,10 +359,43 @@ func (c *Cluster) pgctlStart() error {
 	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -c port=%d -c unix_socket_directories='%s'"+
 		" -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300",
 		c.port, c.sockDir)
+	for _, kv := range c.settings {
+		opts += " -c " + kv
+	}
 	out, err := c.run(ctx, c.bins.pgctl, "-D", c.dataDir, "-l", logFile, "-o", opts, "-w", "-t", "60", "start")
 	if err != nil {
 		log, _ := os.ReadFile(logFile)
 		return fmt.Errorf("pg_ctl start on port %d: %w\n%s\n%s", c.port, err, out, tail(string(log), 2000))
+	}
+	return nil
+}
+
+// applyOptions writes o's files into the cluster's directory, given to the
+// server's account, and keeps its settings for pgctlStart.
+func (c *Cluster) applyOptions(o ClusterOptions) error {
+	for name, b := range o.Files {
+		if name != filepath.Base(name) || name == "." || name == ".." {
+			return fmt.Errorf("cluster file %q: want a plain file name", name)
+		}
+		path := filepath.Join(c.root, name)
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			return fmt.Errorf("cluster file: %w", err)
+		}
+		if err := c.acct.chown(path); err != nil {
+			return fmt.Errorf("give %s to the server's user: %w", path, err)
+		}
+	}
+	names := make([]string, 0, len(o.Settings))
+	for name := range o.Settings {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		value := strings.ReplaceAll(o.Settings[name], "{dir}", c.root)
+		if strings.ContainsAny(name, " '=\"") || strings.ContainsAny(value, "'\\") {
+			return fmt.Errorf("cluster setting %s: quotes and backslashes are not supported", name)
+		}
+		c.settings = append(c.settings, fmt.Sprintf("%s='%s'", name, value))
 	}
 	return nil
 }

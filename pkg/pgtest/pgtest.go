@@ -90,7 +90,7 @@ func Shared(t testing.TB) *Cluster {
 		if conn := os.Getenv(EnvDatabaseURL); conn != "" {
 			shared, sharedErr = externalCluster(conn)
 		} else {
-			shared, sharedErr = startCluster()
+			shared, sharedErr = startCluster(ClusterOptions{})
 		}
 		if sharedErr == nil {
 			shared.shared = true
