@@ -116,6 +116,8 @@ a stdio server's stderr is passed through.`,
 	_ = cmd.MarkFlagRequired("module")
 	cmd.MarkFlagsOneRequired("mcp", "mcp-command")
 	cmd.MarkFlagsMutuallyExclusive("mcp", "mcp-command")
+	_ = cmd.MarkFlagFilename("token-file")
+	_ = cmd.MarkFlagFilename("mcp-header-file")
 	_ = cmd.RegisterFlagCompletionFunc("log-format", fixedCompletions("text", "json"))
 	_ = cmd.RegisterFlagCompletionFunc("log-level", fixedCompletions("debug", "info", "warn", "error"))
 	return cmd

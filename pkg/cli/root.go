@@ -111,6 +111,9 @@ Exit status: 0 success, 1 a failed call (the problem is printed on stderr),
 	pf.String("client-cert-file", "", "PEM client certificate for an mcpd that asks for one, mTLS (env "+EnvClientCertFile+")")
 	pf.String("client-key-file", "", "PEM private key of --client-cert-file (env "+EnvClientKeyFile+")")
 	_ = root.RegisterFlagCompletionFunc("output", fixedCompletions(formatNames()...))
+	for _, name := range []string{"ca-file", "client-cert-file", "client-key-file"} {
+		_ = root.MarkPersistentFlagFilename(name)
+	}
 
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		if skipConfig(cmd) {
