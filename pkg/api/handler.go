@@ -46,6 +46,10 @@ type HandlerOptions struct {
 	// Streams ends every watch stream when it is done (the server shuts
 	// down); nil: streams end only with their request.
 	Streams context.Context
+	// StreamWriteTimeout bounds each write of a watch stream: a client that
+	// reads nothing for that long is disconnected; zero:
+	// DefaultStreamWriteTimeout.
+	StreamWriteTimeout time.Duration
 }
 
 type handler struct {
@@ -58,6 +62,8 @@ type handler struct {
 	cursors *cursorCodec
 	feed    *feed.Hub
 	streams context.Context
+	// streamWriteTimeout bounds each write of a watch stream.
+	streamWriteTimeout time.Duration
 }
 
 // Route patterns, also the route label of mcpd_http_request_duration_seconds.
@@ -96,6 +102,11 @@ func NewHandler(opts HandlerOptions) http.Handler {
 		cursors: cursors,
 		feed:    opts.Feed,
 		streams: opts.Streams,
+
+		streamWriteTimeout: opts.StreamWriteTimeout,
+	}
+	if h.streamWriteTimeout <= 0 {
+		h.streamWriteTimeout = DefaultStreamWriteTimeout
 	}
 	if h.streams == nil {
 		h.streams = context.Background()

@@ -14,10 +14,10 @@ import (
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 )
 
-// streamWriteTimeout bounds each write of a watch stream: a client that
-// does not read for that long is disconnected (it resumes from its last
-// id and loses nothing), so no stream is buffered without bound.
-const streamWriteTimeout = 10 * time.Second
+// DefaultStreamWriteTimeout bounds each write of a watch stream: a client
+// that does not read for that long is disconnected (it resumes from its
+// last id and loses nothing), so no stream is buffered without bound.
+const DefaultStreamWriteTimeout = 10 * time.Second
 
 // watch streams the tenant's audit events as Server-Sent Events: from after
 // the Last-Event-ID header's position, else the cursor's, else the present.
@@ -55,7 +55,8 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request, claims auth.Clai
 	hdr.Set("Cache-Control", "no-cache")
 	hdr.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	sink := &sseSink{w: w, rc: http.NewResponseController(w), cursors: h.cursors, tenant: claims.TenantID}
+	sink := &sseSink{w: w, rc: http.NewResponseController(w), cursors: h.cursors, tenant: claims.TenantID,
+		timeout: h.streamWriteTimeout}
 	if err := sink.flush(); err != nil {
 		return
 	}
@@ -67,11 +68,13 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request, claims auth.Clai
 	defer context.AfterFunc(h.streams, stop)()
 	err = h.feed.Follow(streamCtx, claims.TenantID, f, from, sink)
 	switch {
-	case err == nil, errors.Is(err, feed.ErrReset):
-	case r.Context().Err() != nil:
-	default:
-		h.logger.InfoContext(r.Context(), "watch stream ended", "tenant_id", claims.TenantID.String(), "err", err)
+	case sink.writeErr != nil:
+		// A client that did not read in time, or went away mid-write.
+		h.logger.InfoContext(r.Context(), "watch stream cut off", "tenant_id", claims.TenantID.String(), "err", sink.writeErr)
 		h.metrics.watchCutoffs.Inc()
+	case err == nil, errors.Is(err, feed.ErrReset):
+	default:
+		h.logger.WarnContext(r.Context(), "watch stream ended", "tenant_id", claims.TenantID.String(), "err", err)
 	}
 }
 
@@ -93,7 +96,10 @@ type sseSink struct {
 	rc      *http.ResponseController
 	cursors *cursorCodec
 	tenant  uuid.UUID
+	timeout time.Duration
 	buf     []byte
+	// writeErr is the failed write that ended the stream, if any.
+	writeErr error
 }
 
 func (s *sseSink) Events(events []heartbeat.Event) error {
@@ -124,18 +130,24 @@ func (s *sseSink) frame(b []byte, pos heartbeat.Position, event string, data []b
 }
 
 func (s *sseSink) write() error {
-	if err := s.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout)); err != nil {
+	if err := s.rc.SetWriteDeadline(time.Now().Add(s.timeout)); err != nil {
+		s.writeErr = err
 		return err
 	}
 	if _, err := s.w.Write(s.buf); err != nil {
+		s.writeErr = err
 		return err
 	}
 	return s.flush()
 }
 
 func (s *sseSink) flush() error {
-	if err := s.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout)); err != nil {
-		return err
+	err := s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
+	if err == nil {
+		err = s.rc.Flush()
 	}
-	return s.rc.Flush()
+	if err != nil {
+		s.writeErr = err
+	}
+	return err
 }
