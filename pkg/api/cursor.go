@@ -1,93 +1,176 @@
 package api
 
 import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
+	"encoding/binary"
 	"errors"
+	"fmt"
 
 	"github.com/google/uuid"
 
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 )
 
-// Cursors are opaque to clients: base64url (no padding) of a small JSON
-// object whose "k" says which listing it belongs to, so that a cursor of one
-// listing is refused by the other.
+// Cursors are opaque to clients: base64url (no padding) of a nonce and the
+// AES-256-GCM sealing of a small binary payload whose first byte says which
+// listing it belongs to, with the tenant's id as associated data. A cursor
+// therefore reveals nothing (not the trail's global positions, which would
+// show the platform's event rate), cannot be forged or altered, and is
+// refused for another listing or another tenant. The key is the store's
+// (CursorKey), the same for every replica and across restarts.
 const (
-	cursorKindServers = "s"
-	cursorKindEvents  = "e"
-	maxCursorLen      = 512
+	cursorKindServers  = 's'
+	cursorKindPosition = 'p' // audit list and watch: one position space
+	cursorKindSkills   = 'k'
+	maxCursorLen       = 1024
 )
-
-type cursorWire struct {
-	Kind       string `json:"k"`
-	ModuleName string `json:"m,omitempty"`
-	ServerID   string `json:"i,omitempty"`
-	Seq        int64  `json:"q,omitempty"`
-}
 
 var errBadCursor = errors.New("not a cursor of this listing")
 
-func encodeCursor(c cursorWire) string {
-	b, _ := json.Marshal(c)
-	return base64.RawURLEncoding.EncodeToString(b)
+// cursorCodec seals and opens cursors.
+type cursorCodec struct{ aead cipher.AEAD }
+
+// newCursorCodec returns a codec with key (32 bytes); a nil key draws a
+// random one, for a handler whose cursors need not outlive it.
+func newCursorCodec(key []byte) (*cursorCodec, error) {
+	if key == nil {
+		key = make([]byte, 32)
+		_, _ = rand.Read(key)
+	}
+	if len(key) != 32 {
+		return nil, fmt.Errorf("cursor key: %d bytes, want 32", len(key))
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, fmt.Errorf("cursor key: %w", err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, fmt.Errorf("cursor key: %w", err)
+	}
+	return &cursorCodec{aead: aead}, nil
 }
 
-func decodeCursor(s, kind string) (cursorWire, error) {
+func (c *cursorCodec) seal(tenant uuid.UUID, payload []byte) string {
+	nonce := make([]byte, c.aead.NonceSize(), c.aead.NonceSize()+len(payload)+c.aead.Overhead())
+	_, _ = rand.Read(nonce)
+	return base64.RawURLEncoding.EncodeToString(c.aead.Seal(nonce, nonce, payload, tenant[:]))
+}
+
+func (c *cursorCodec) open(tenant uuid.UUID, s string, kind byte) ([]byte, error) {
 	if len(s) > maxCursorLen {
-		return cursorWire{}, errBadCursor
+		return nil, errBadCursor
 	}
 	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return cursorWire{}, errBadCursor
+	if err != nil || len(b) < c.aead.NonceSize()+c.aead.Overhead()+1 {
+		return nil, errBadCursor
 	}
-	var c cursorWire
-	if err := json.Unmarshal(b, &c); err != nil || c.Kind != kind {
-		return cursorWire{}, errBadCursor
+	n := c.aead.NonceSize()
+	payload, err := c.aead.Open(nil, b[:n], b[n:], tenant[:])
+	if err != nil || len(payload) == 0 || payload[0] != kind {
+		return nil, errBadCursor
 	}
-	return c, nil
+	return payload[1:], nil
+}
+
+// appendString appends a length-prefixed string.
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// readString reads a length-prefixed string of at most maxLen bytes.
+func readString(b []byte, maxLen int) (string, []byte, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(maxLen) || n > uint64(len(b)-k) {
+		return "", nil, errBadCursor
+	}
+	return string(b[k : k+int(n)]), b[k+int(n):], nil
 }
 
 // encodeServerCursor returns the cursor of the page after c, or nil.
-func encodeServerCursor(c *heartbeat.ServerCursor) *string {
-	if c == nil {
+func (c *cursorCodec) encodeServerCursor(tenant uuid.UUID, sc *heartbeat.ServerCursor) *string {
+	if sc == nil {
 		return nil
 	}
-	s := encodeCursor(cursorWire{Kind: cursorKindServers, ModuleName: c.ModuleName, ServerID: c.ServerID.String()})
+	b := append([]byte{cursorKindServers}, sc.ServerID[:]...)
+	s := c.seal(tenant, appendString(b, sc.ModuleName))
 	return &s
 }
 
-func decodeServerCursor(s string) (*heartbeat.ServerCursor, error) {
-	c, err := decodeCursor(s, cursorKindServers)
-	if err != nil {
-		return nil, err
-	}
-	if !heartbeat.ValidModuleName(c.ModuleName) || len(c.ServerID) != 36 {
+func (c *cursorCodec) decodeServerCursor(tenant uuid.UUID, s string) (*heartbeat.ServerCursor, error) {
+	b, err := c.open(tenant, s, cursorKindServers)
+	if err != nil || len(b) < 16 {
 		return nil, errBadCursor
 	}
-	id, err := uuid.Parse(c.ServerID)
-	if err != nil {
+	id, _ := uuid.FromBytes(b[:16])
+	module, rest, err := readString(b[16:], heartbeat.MaxModuleNameLen)
+	if err != nil || len(rest) != 0 || !heartbeat.ValidModuleName(module) {
 		return nil, errBadCursor
 	}
-	return &heartbeat.ServerCursor{ModuleName: c.ModuleName, ServerID: id}, nil
+	return &heartbeat.ServerCursor{ModuleName: module, ServerID: id}, nil
 }
 
-// encodeEventCursor returns the cursor of the events after seq, or nil.
-func encodeEventCursor(seq *int64) *string {
-	if seq == nil {
+// encodePosition returns the cursor of a position in the trail.
+func (c *cursorCodec) encodePosition(tenant uuid.UUID, p heartbeat.Position) string {
+	b := make([]byte, 1, 25)
+	b[0] = cursorKindPosition
+	b = binary.BigEndian.AppendUint64(b, p.Epoch)
+	b = binary.BigEndian.AppendUint64(b, p.TxID)
+	b = binary.BigEndian.AppendUint64(b, uint64(p.Seq))
+	return c.seal(tenant, b)
+}
+
+// encodeNextPosition returns the cursor of p, or nil.
+func (c *cursorCodec) encodeNextPosition(tenant uuid.UUID, p *heartbeat.Position) *string {
+	if p == nil {
 		return nil
 	}
-	s := encodeCursor(cursorWire{Kind: cursorKindEvents, Seq: *seq})
+	s := c.encodePosition(tenant, *p)
 	return &s
 }
 
-func decodeEventCursor(s string) (int64, error) {
-	c, err := decodeCursor(s, cursorKindEvents)
+func (c *cursorCodec) decodePosition(tenant uuid.UUID, s string) (heartbeat.Position, error) {
+	b, err := c.open(tenant, s, cursorKindPosition)
+	if err != nil || len(b) != 24 {
+		return heartbeat.Position{}, errBadCursor
+	}
+	p := heartbeat.Position{
+		Epoch: binary.BigEndian.Uint64(b[0:8]),
+		TxID:  binary.BigEndian.Uint64(b[8:16]),
+		Seq:   int64(binary.BigEndian.Uint64(b[16:24])),
+	}
+	if p.Seq < 0 {
+		return heartbeat.Position{}, errBadCursor
+	}
+	return p, nil
+}
+
+// encodeSkillCursor returns the cursor of the skills page after sc, or nil.
+func (c *cursorCodec) encodeSkillCursor(tenant uuid.UUID, sc *heartbeat.SkillCursor) *string {
+	if sc == nil {
+		return nil
+	}
+	b := appendString([]byte{cursorKindSkills}, sc.Name)
+	s := c.seal(tenant, appendString(b, sc.ModuleName))
+	return &s
+}
+
+func (c *cursorCodec) decodeSkillCursor(tenant uuid.UUID, s string) (*heartbeat.SkillCursor, error) {
+	b, err := c.open(tenant, s, cursorKindSkills)
 	if err != nil {
-		return 0, err
+		return nil, errBadCursor
 	}
-	if c.Seq <= 0 {
-		return 0, errBadCursor
+	name, b, err := readString(b, 4*heartbeat.MaxSkillNameLen)
+	if err != nil {
+		return nil, errBadCursor
 	}
-	return c.Seq, nil
+	module, b, err := readString(b, heartbeat.MaxModuleNameLen)
+	if err != nil || len(b) != 0 || name == "" || !heartbeat.ValidModuleName(module) {
+		return nil, errBadCursor
+	}
+	return &heartbeat.SkillCursor{Name: name, ModuleName: module}, nil
 }

@@ -10,87 +10,115 @@ import (
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 )
 
-// FuzzDecodeCursor: no string makes cursor decoding panic; a cursor that
-// is accepted is valid for its listing, belongs to one listing only, and
-// encodes back to a cursor that decodes to the same position.
+var (
+	fuzzTenant = uuid.MustParse("0b6e2d3e-4f5a-4b6c-8d7e-9f0a1b2c3d4e")
+	fuzzOther  = uuid.MustParse("1c7f3e4f-5a6b-4c7d-9e8f-0a1b2c3d4e5f")
+)
+
+func fuzzCodec(t testing.TB) *cursorCodec {
+	c, err := newCursorCodec([]byte(strings.Repeat("k", 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// FuzzDecodeCursor: no string makes cursor decoding panic; a string is
+// accepted only when the codec sealed it, and then for one listing only and
+// only for the tenant it was sealed for (a cursor cannot be forged).
 func FuzzDecodeCursor(f *testing.F) {
-	b64 := base64.RawURLEncoding.EncodeToString
+	c := fuzzCodec(f)
 	id := uuid.MustParse("6f1c2d3e-4f5a-4b6c-8d7e-9f0a1b2c3d4e")
-	seq := int64(42)
+	b64 := base64.RawURLEncoding.EncodeToString
 	for _, s := range []string{
-		*encodeServerCursor(&heartbeat.ServerCursor{ModuleName: "calendar", ServerID: id}),
-		*encodeEventCursor(&seq),
+		*c.encodeServerCursor(fuzzTenant, &heartbeat.ServerCursor{ModuleName: "calendar", ServerID: id}),
+		c.encodePosition(fuzzTenant, heartbeat.Position{Epoch: 1, TxID: 42, Seq: 7}),
+		*c.encodeSkillCursor(fuzzTenant, &heartbeat.SkillCursor{Name: "search", ModuleName: "calendar"}),
 		"", "e30", "%%", "====", "bm90LWpzb24", strings.Repeat("A", maxCursorLen+1),
-		b64([]byte(`{"k":"s","m":"a","i":"` + id.String() + `"}`)),
-		b64([]byte(`{"k":"s","m":"A","i":"` + id.String() + `"}`)),
-		b64([]byte(`{"k":"s","m":"a","i":"` + strings.ToUpper(id.String()) + `"}`)),
-		b64([]byte(`{"k":"s","m":"a","i":"{` + id.String() + `}"}`)),
-		b64([]byte(`{"k":"e","q":-1}`)), b64([]byte(`{"k":"e","q":0}`)),
-		b64([]byte(`{"k":"e","q":9223372036854775807}`)), b64([]byte(`{"k":"e","q":9223372036854775808}`)),
-		b64([]byte(`{"k":"e","q":1.5}`)), b64([]byte(`{"k":"e","q":"1"}`)), b64([]byte(`{"k":"x","q":1}`)),
-		b64([]byte(`{"k":"s","k":"e","q":1}`)), b64([]byte(`{"k":"e","q":1,"m":"a"}`)), b64([]byte(`null`)),
-		b64([]byte(`[]`)), base64.URLEncoding.EncodeToString([]byte(`{"k":"e","q":1}`)), // padded
-		base64.StdEncoding.EncodeToString([]byte(`{"k":"e","q":1}`)),
+		b64([]byte(`{"k":"e","q":42}`)), b64([]byte(`{"k":"s","m":"a","i":"` + id.String() + `"}`)),
+		b64(make([]byte, 60)),
 	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		sc, serr := decodeServerCursor(s)
-		seq, eerr := decodeEventCursor(s)
-		if serr == nil && eerr == nil {
-			t.Fatalf("%q is a cursor of both listings", s)
-		}
-		if serr == nil {
-			if sc == nil || !heartbeat.ValidModuleName(sc.ModuleName) {
-				t.Fatalf("%q accepted as the server cursor %+v", s, sc)
-			}
-			again, err := decodeServerCursor(*encodeServerCursor(sc))
-			if err != nil || *again != *sc {
-				t.Fatalf("%q: %+v does not round-trip: %+v %v", s, sc, again, err)
+		sc, serr := c.decodeServerCursor(fuzzTenant, s)
+		pos, perr := c.decodePosition(fuzzTenant, s)
+		kc, kerr := c.decodeSkillCursor(fuzzTenant, s)
+		accepted := 0
+		for _, err := range []error{serr, perr, kerr} {
+			if err == nil {
+				accepted++
 			}
 		}
-		if eerr == nil {
-			if seq <= 0 {
-				t.Fatalf("%q accepted as the event cursor %d", s, seq)
+		if accepted > 1 {
+			t.Fatalf("%q is a cursor of %d listings", s, accepted)
+		}
+		if accepted == 1 {
+			if _, err := c.decodeServerCursor(fuzzOther, s); err == nil {
+				t.Fatalf("%q is taken for another tenant", s)
 			}
-			again, err := decodeEventCursor(*encodeEventCursor(&seq))
-			if err != nil || again != seq {
-				t.Fatalf("%q: %d does not round-trip: %d %v", s, seq, again, err)
+			if _, err := c.decodePosition(fuzzOther, s); err == nil {
+				t.Fatalf("%q is taken for another tenant", s)
 			}
+		}
+		switch {
+		case serr == nil && (sc == nil || !heartbeat.ValidModuleName(sc.ModuleName)):
+			t.Fatalf("%q accepted as the server cursor %+v", s, sc)
+		case perr == nil && pos.Seq < 0:
+			t.Fatalf("%q accepted as the position %+v", s, pos)
+		case kerr == nil && (kc == nil || kc.Name == "" || !heartbeat.ValidModuleName(kc.ModuleName)):
+			t.Fatalf("%q accepted as the skills cursor %+v", s, kc)
 		}
 	})
 }
 
 // FuzzCursorRoundTrip: every position a listing can return encodes into a
-// cursor within the length limit that decodes to that position, and only
-// for its own listing.
+// cursor within the length limit that decodes to that position, only for
+// its own listing and its own tenant, and says nothing of the position in
+// the clear.
 func FuzzCursorRoundTrip(f *testing.F) {
-	f.Add("calendar", []byte("0123456789abcdef"), int64(1))
-	f.Add("a"+strings.Repeat("b", heartbeat.MaxModuleNameLen-1), make([]byte, 16), int64(1<<62))
-	f.Add("x-1", []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, int64(-5))
-	f.Fuzz(func(t *testing.T, module string, idBytes []byte, seq int64) {
+	f.Add("calendar", []byte("0123456789abcdef"), uint64(1), uint64(7), int64(1), "search")
+	f.Add("a"+strings.Repeat("b", heartbeat.MaxModuleNameLen-1), make([]byte, 16), uint64(1<<40), uint64(1<<62), int64(0),
+		strings.Repeat("ü", heartbeat.MaxSkillNameLen))
+	f.Fuzz(func(t *testing.T, module string, idBytes []byte, epoch, txid uint64, seq int64, skill string) {
+		c := fuzzCodec(t)
 		if id, err := uuid.FromBytes(idBytes); err == nil && heartbeat.ValidModuleName(module) {
 			want := heartbeat.ServerCursor{ModuleName: module, ServerID: id}
-			s := *encodeServerCursor(&want)
+			s := *c.encodeServerCursor(fuzzTenant, &want)
 			if len(s) > maxCursorLen {
 				t.Fatalf("server cursor of %+v is %d bytes, over the limit %d", want, len(s), maxCursorLen)
 			}
-			got, err := decodeServerCursor(s)
+			got, err := c.decodeServerCursor(fuzzTenant, s)
 			if err != nil || *got != want {
 				t.Fatalf("server cursor %+v came back %+v %v", want, got, err)
 			}
-			if _, err := decodeEventCursor(s); err == nil {
+			if _, err := c.decodePosition(fuzzTenant, s); err == nil {
 				t.Fatalf("the server cursor %q is taken by the audit listing", s)
 			}
-		}
-		if seq > 0 {
-			s := *encodeEventCursor(&seq)
-			got, err := decodeEventCursor(s)
-			if err != nil || got != seq {
-				t.Fatalf("event cursor %d came back %d %v", seq, got, err)
+			if _, err := c.decodeServerCursor(fuzzOther, s); err == nil {
+				t.Fatalf("the server cursor %q is taken for another tenant", s)
 			}
-			if _, err := decodeServerCursor(s); err == nil {
-				t.Fatalf("the event cursor %q is taken by the server listing", s)
+			if skill != "" && len([]rune(skill)) <= heartbeat.MaxSkillNameLen {
+				want := heartbeat.SkillCursor{Name: skill, ModuleName: module}
+				s := *c.encodeSkillCursor(fuzzTenant, &want)
+				got, err := c.decodeSkillCursor(fuzzTenant, s)
+				if err != nil || *got != want || len(s) > maxCursorLen {
+					t.Fatalf("skills cursor %+v came back %+v %v (%d bytes)", want, got, err, len(s))
+				}
+			}
+		}
+		if seq >= 0 {
+			want := heartbeat.Position{Epoch: epoch, TxID: txid, Seq: seq}
+			s := c.encodePosition(fuzzTenant, want)
+			got, err := c.decodePosition(fuzzTenant, s)
+			if err != nil || got != want {
+				t.Fatalf("position %+v came back %+v %v", want, got, err)
+			}
+			if _, err := c.decodeServerCursor(fuzzTenant, s); err == nil {
+				t.Fatalf("the position %q is taken by the server listing", s)
+			}
+			if _, err := c.decodePosition(fuzzOther, s); err == nil {
+				t.Fatalf("the position %q is taken for another tenant", s)
 			}
 		}
 	})

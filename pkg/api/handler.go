@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cyberos/mcpd/pkg/auth"
+	"github.com/cyberos/mcpd/pkg/feed"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 )
 
@@ -34,8 +35,21 @@ type HandlerOptions struct {
 	// Pinger backs /readyz; nil: always ready.
 	Pinger Pinger
 	// RequestTimeout bounds each /v1 call and readiness probe; zero:
-	// DefaultRequestTimeout.
+	// DefaultRequestTimeout. A watch stream is bounded by it until it
+	// starts.
 	RequestTimeout time.Duration
+	// Feed serves GET /v1/mcp/watch; nil: the route answers 503.
+	Feed *feed.Hub
+	// CursorKey seals cursors (32 bytes, the store's CursorKey); nil: a
+	// random key, for cursors that need not outlive the handler.
+	CursorKey []byte
+	// Streams ends every watch stream when it is done (the server shuts
+	// down); nil: streams end only with their request.
+	Streams context.Context
+	// StreamWriteTimeout bounds each write of a watch stream: a client that
+	// reads nothing for that long is disconnected; zero:
+	// DefaultStreamWriteTimeout.
+	StreamWriteTimeout time.Duration
 }
 
 type handler struct {
@@ -45,6 +59,11 @@ type handler struct {
 	metrics *Metrics
 	pinger  Pinger
 	timeout time.Duration
+	cursors *cursorCodec
+	feed    *feed.Hub
+	streams context.Context
+	// streamWriteTimeout bounds each write of a watch stream.
+	streamWriteTimeout time.Duration
 }
 
 // Route patterns, also the route label of mcpd_http_request_duration_seconds.
@@ -56,6 +75,8 @@ const (
 	RouteServer     = "GET /v1/mcp/servers/{server_id}"
 	RouteSkills     = "GET /v1/mcp/servers/{server_id}/skills"
 	RouteAudit      = "GET /v1/mcp/audit"
+	RouteWatch      = "GET /v1/mcp/watch"
+	RouteFindSkills = "GET /v1/mcp/skills"
 	RouteHealthz    = "GET /healthz"
 	RouteReadyz     = "GET /readyz"
 	RouteMetrics    = "GET /metrics"
@@ -65,7 +86,12 @@ const (
 
 // NewHandler returns mcpd's HTTP API: every call of the contract, with
 // authentication, input rules, problem answers, panic recovery and metrics.
+// It panics when opts.CursorKey is not 32 bytes.
 func NewHandler(opts HandlerOptions) http.Handler {
+	cursors, err := newCursorCodec(opts.CursorKey)
+	if err != nil {
+		panic(err)
+	}
 	h := &handler{
 		reg:     opts.Registrar,
 		verify:  opts.Verifier,
@@ -73,6 +99,17 @@ func NewHandler(opts HandlerOptions) http.Handler {
 		metrics: opts.Metrics,
 		pinger:  opts.Pinger,
 		timeout: opts.RequestTimeout,
+		cursors: cursors,
+		feed:    opts.Feed,
+		streams: opts.Streams,
+
+		streamWriteTimeout: opts.StreamWriteTimeout,
+	}
+	if h.streamWriteTimeout <= 0 {
+		h.streamWriteTimeout = DefaultStreamWriteTimeout
+	}
+	if h.streams == nil {
+		h.streams = context.Background()
 	}
 	if h.logger == nil {
 		h.logger = slog.New(slog.DiscardHandler)
@@ -92,6 +129,8 @@ func NewHandler(opts HandlerOptions) http.Handler {
 	mux.Handle(RouteServer, h.authorized(auth.ScopeRead, h.getServer))
 	mux.Handle(RouteSkills, h.authorized(auth.ScopeRead, h.listSkills))
 	mux.Handle(RouteAudit, h.authorized(auth.ScopeRead, h.listEvents))
+	mux.Handle(RouteFindSkills, h.authorized(auth.ScopeRead, h.findSkills))
+	mux.Handle(RouteWatch, h.authenticated(auth.ScopeRead, h.watch))
 	// The three POST-only paths would otherwise be taken for a server_id
 	// by GET: answer them as the wrong method they are.
 	for _, verb := range []string{"register", "heartbeat", "deregister"} {
@@ -125,6 +164,16 @@ type authedFunc func(w http.ResponseWriter, r *http.Request, claims auth.Claims)
 // authorized checks the bearer token (401) and its scope (403), bounds the
 // request's context by the request timeout, and calls next.
 func (h *handler) authorized(scope string, next authedFunc) http.Handler {
+	return h.authenticated(scope, func(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
+		ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
+		defer cancel()
+		next(w, r.WithContext(ctx), claims)
+	})
+}
+
+// authenticated checks the bearer token (401) and its scope (403) and
+// calls next, with no bound on its time (streams bound their own).
+func (h *handler) authenticated(scope string, next authedFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, ok := auth.BearerToken(r.Header.Get("Authorization"))
 		if !ok {
@@ -150,9 +199,7 @@ func (h *handler) authorized(scope string, next authedFunc) http.Handler {
 				"the token lacks the scope "+scope))
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
-		defer cancel()
-		next(w, r.WithContext(ctx), claims)
+		next(w, r, claims)
 	})
 }
 

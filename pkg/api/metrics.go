@@ -34,6 +34,12 @@ type Metrics struct {
 	sweeps      prometheus.Histogram
 	requests    *prometheus.HistogramVec
 	storeErrors prometheus.Counter
+	// The change feed: open watch streams, streams cut (a client too slow
+	// or gone), and the hub's reads of the store.
+	watchers     prometheus.Gauge
+	watchCutoffs prometheus.Counter
+	feedReads    *prometheus.CounterVec
+	feedEvents   prometheus.Counter
 }
 
 // MetricsOptions configures NewMetrics.
@@ -80,17 +86,47 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 			Name: "mcpd_store_errors_total",
 			Help: "Store calls that failed for a reason other than the caller's input.",
 		}),
+		watchers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mcpd_watch_streams",
+			Help: "Open GET /v1/mcp/watch streams.",
+		}),
+		watchCutoffs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mcpd_watch_stream_cutoffs_total",
+			Help: "Watch streams ended by a failed write: a client that did not read in time, or went away.",
+		}),
+		feedReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpd_feed_reads_total",
+			Help: "Reads of every tenant's new events by the change feed (one per poll per process), by result.",
+		}, []string{"result"}),
+		feedEvents: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mcpd_feed_events_total",
+			Help: "Events the change feed read from the store.",
+		}),
 	}
 	for _, r := range []string{HeartbeatOK, HeartbeatNotFound, HeartbeatDeregistered, HeartbeatError} {
 		m.heartbeats.WithLabelValues(r)
 	}
+	m.feedReads.WithLabelValues("ok")
+	m.feedReads.WithLabelValues("error")
 	reg.MustRegister(m.heartbeats, m.transitions, m.sweeps, m.requests, m.storeErrors,
+		m.watchers, m.watchCutoffs, m.feedReads, m.feedEvents,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if opts.Counter != nil {
 		reg.MustRegister(&statusCollector{counter: opts.Counter, logger: logger, errors: m.storeErrors})
 	}
 	return m
+}
+
+// ObserveFeedRead counts a read of the change feed: the events it returned
+// and whether it failed. It fits feed.Options.OnPoll.
+func (m *Metrics) ObserveFeedRead(events int, err error) {
+	if err != nil {
+		m.feedReads.WithLabelValues("error").Inc()
+		return
+	}
+	m.feedReads.WithLabelValues("ok").Inc()
+	m.feedEvents.Add(float64(events))
 }
 
 // Registry returns the registry the metrics are on.

@@ -44,6 +44,9 @@ const (
 	// ProblemUnavailable (503): the store cannot answer now; retry after
 	// the Retry-After header.
 	ProblemUnavailable = ProblemTypeBase + "unavailable"
+	// ProblemCursorExpired (410): the position can no longer be resumed
+	// from; list again and watch from the list's watch_cursor.
+	ProblemCursorExpired = ProblemTypeBase + "cursor-expired"
 )
 
 // retryAfterSeconds is the Retry-After of every 503.
@@ -105,6 +108,9 @@ func (h *handler) errorProblem(r *http.Request, err error) *Problem {
 	case errors.Is(err, heartbeat.ErrNotFound):
 		return newProblem(http.StatusNotFound, ProblemNotFound, "Server not found",
 			"no server with this server_id for the token's tenant")
+	case errors.Is(err, heartbeat.ErrPositionExpired):
+		return newProblem(http.StatusGone, ProblemCursorExpired, "Cursor expired",
+			"the position can no longer be resumed from; list again and watch from the list's watch_cursor")
 	case errors.Is(err, heartbeat.ErrDeregistered):
 		return newProblem(http.StatusConflict, ProblemDeregistered, "Server deregistered",
 			"the server is deregistered; register it again")

@@ -195,7 +195,7 @@ func (h *handler) listServers(w http.ResponseWriter, r *http.Request, claims aut
 	}
 	f.Limit = limit
 	if c := q.Get("cursor"); c != "" {
-		after, err := decodeServerCursor(c)
+		after, err := h.cursors.decodeServerCursor(claims.TenantID, c)
 		if err != nil {
 			writeProblem(w, r, validationProblem("cursor", "is not a cursor that this listing returned"))
 			return
@@ -211,28 +211,47 @@ func (h *handler) listServers(w http.ResponseWriter, r *http.Request, claims aut
 	if servers == nil {
 		servers = []heartbeat.Server{}
 	}
-	h.writeJSON(w, r, http.StatusOK, ServerList{Servers: servers, NextCursor: encodeServerCursor(page.Next)})
+	h.writeJSON(w, r, http.StatusOK, ServerList{
+		Servers:     servers,
+		NextCursor:  h.cursors.encodeServerCursor(claims.TenantID, page.Next),
+		WatchCursor: h.cursors.encodePosition(claims.TenantID, page.Horizon),
+	})
 }
 
-func (h *handler) listEvents(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
-	q := r.URL.Query()
+// parseEventFilter reads the filters that the audit list and the watch
+// share: server_id, module_name and kind.
+func parseEventFilter(q url.Values) (heartbeat.EventFilter, *Problem) {
 	var f heartbeat.EventFilter
 	if s := q.Get("server_id"); s != "" {
 		id, p := parseServerID(s)
 		if p != nil {
-			writeProblem(w, r, p)
-			return
+			return f, p
 		}
 		f.ServerID = &id
+	}
+	if m := q.Get("module_name"); m != "" {
+		if !heartbeat.ValidModuleName(m) {
+			return f, validationProblem("module_name", "must be 1-63 characters of [a-z0-9-], starting with a letter")
+		}
+		f.ModuleName = m
 	}
 	if k := q.Get("kind"); k != "" {
 		kind, err := heartbeat.ParseEventKind(k)
 		if err != nil {
-			writeProblem(w, r, validationProblem("kind", "must be one of mcp.server.registered, mcp.server.degraded, "+
-				"mcp.server.unhealthy, mcp.server.recovered, mcp.server.deregistered"))
-			return
+			return f, validationProblem("kind", "must be one of mcp.server.registered, mcp.server.degraded, "+
+				"mcp.server.unhealthy, mcp.server.recovered, mcp.server.deregistered")
 		}
 		f.Kind = kind
+	}
+	return f, nil
+}
+
+func (h *handler) listEvents(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
+	q := r.URL.Query()
+	f, p := parseEventFilter(q)
+	if p != nil {
+		writeProblem(w, r, p)
+		return
 	}
 	limit, p := parseLimit(q)
 	if p != nil {
@@ -241,21 +260,32 @@ func (h *handler) listEvents(w http.ResponseWriter, r *http.Request, claims auth
 	}
 	f.Limit = limit
 	if c := q.Get("cursor"); c != "" {
-		seq, err := decodeEventCursor(c)
+		pos, err := h.cursors.decodePosition(claims.TenantID, c)
 		if err != nil {
 			writeProblem(w, r, validationProblem("cursor", "is not a cursor that this listing returned"))
 			return
 		}
-		f.AfterSeq = seq
+		if f.After, err = h.reg.CheckPosition(r.Context(), claims.TenantID, pos); err != nil {
+			writeProblem(w, r, h.errorProblem(r, err))
+			return
+		}
 	}
 	page, err := h.reg.Events(r.Context(), claims.TenantID, f)
 	if err != nil {
 		writeProblem(w, r, h.errorProblem(r, err))
 		return
 	}
-	events := page.Events
+	h.writeJSON(w, r, http.StatusOK, EventList{
+		Events:      publicEvents(page.Events),
+		NextCursor:  h.cursors.encodeNextPosition(claims.TenantID, page.Next),
+		WatchCursor: h.cursors.encodePosition(claims.TenantID, page.Horizon),
+	})
+}
+
+// publicEvents returns events as the API gives them: lists never null.
+func publicEvents(events []heartbeat.Event) []heartbeat.Event {
 	if events == nil {
-		events = []heartbeat.Event{}
+		return []heartbeat.Event{}
 	}
 	for i := range events {
 		if events[i].Body.SkillsAffected == nil {
@@ -265,7 +295,73 @@ func (h *handler) listEvents(w http.ResponseWriter, r *http.Request, claims auth
 			events[i].Body.SupportedProtocols = []string{}
 		}
 	}
-	h.writeJSON(w, r, http.StatusOK, EventList{Events: events, NextCursor: encodeEventCursor(page.NextSeq)})
+	return events
+}
+
+func (h *handler) findSkills(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
+	q := r.URL.Query()
+	var f heartbeat.SkillFilter
+	if n := q.Get("name"); n != "" {
+		if !utf8.ValidString(n) || strings.ContainsRune(n, 0) || utf8.RuneCountInString(n) > heartbeat.MaxSkillNameLen {
+			writeProblem(w, r, validationProblem("name", "must be 1-128 characters of valid UTF-8"))
+			return
+		}
+		f.Name = n
+	}
+	if m := q.Get("module_name"); m != "" {
+		if !heartbeat.ValidModuleName(m) {
+			writeProblem(w, r, validationProblem("module_name", "must be 1-63 characters of [a-z0-9-], starting with a letter"))
+			return
+		}
+		f.ModuleName = m
+	}
+	if a := q.Get("available"); a != "" {
+		v, err := strconv.ParseBool(a)
+		if err != nil || (a != "true" && a != "false") {
+			writeProblem(w, r, validationProblem("available", "must be true or false"))
+			return
+		}
+		f.Available = &v
+	}
+	if pr := q.Get("protocol"); pr != "" {
+		if !heartbeat.ValidProtocol(pr) {
+			writeProblem(w, r, validationProblem("protocol", "must be an MCP revision date YYYY-MM-DD"))
+			return
+		}
+		f.Protocol = pr
+	}
+	if s := q.Get("server_status"); s != "" {
+		st, err := heartbeat.ParseStatus(s)
+		if err != nil {
+			writeProblem(w, r, validationProblem("server_status", "must be one of healthy, degraded, unhealthy, deregistered"))
+			return
+		}
+		f.ServerStatus = st
+	}
+	limit, p := parseLimit(q)
+	if p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	f.Limit = limit
+	if c := q.Get("cursor"); c != "" {
+		after, err := h.cursors.decodeSkillCursor(claims.TenantID, c)
+		if err != nil {
+			writeProblem(w, r, validationProblem("cursor", "is not a cursor that this listing returned"))
+			return
+		}
+		f.After = after
+	}
+	page, err := h.reg.FindSkills(r.Context(), claims.TenantID, f)
+	if err != nil {
+		writeProblem(w, r, h.errorProblem(r, err))
+		return
+	}
+	h.writeJSON(w, r, http.StatusOK, SkillDirectory{
+		Skills:      page.Skills,
+		NextCursor:  h.cursors.encodeSkillCursor(claims.TenantID, page.Next),
+		WatchCursor: h.cursors.encodePosition(claims.TenantID, page.Horizon),
+	})
 }
 
 // parseLimit reads the limit query parameter: 1-MaxPageLimit, default

@@ -26,6 +26,15 @@ type ServerIDRequest struct {
 type ServerList struct {
 	Servers    []heartbeat.Server `json:"servers"`
 	NextCursor *string            `json:"next_cursor"`
+	// WatchCursor is where a watch misses nothing the list did not reflect.
+	WatchCursor string `json:"watch_cursor"`
+}
+
+// SkillDirectory is the answer of GET /v1/mcp/skills.
+type SkillDirectory struct {
+	Skills      []heartbeat.SkillEntry `json:"skills"`
+	NextCursor  *string                `json:"next_cursor"`
+	WatchCursor string                 `json:"watch_cursor"`
 }
 
 // SkillList is the answer of GET /v1/mcp/servers/{server_id}/skills.
@@ -35,9 +44,18 @@ type SkillList struct {
 
 // EventList is the answer of GET /v1/mcp/audit.
 type EventList struct {
-	Events     []heartbeat.Event `json:"events"`
-	NextCursor *string           `json:"next_cursor"`
+	Events      []heartbeat.Event `json:"events"`
+	NextCursor  *string           `json:"next_cursor"`
+	WatchCursor string            `json:"watch_cursor"`
 }
+
+// Server-Sent Events of GET /v1/mcp/watch: each audit event is sent with
+// its kind as the event name; EventBookmark carries a position alone.
+const (
+	ContentTypeEventStream = "text/event-stream"
+	EventBookmark          = "mcp.watch.bookmark"
+	HeaderLastEventID      = "Last-Event-ID"
+)
 
 // Problem is an RFC 9457 problem details object, the body of every error.
 type Problem struct {

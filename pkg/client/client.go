@@ -193,15 +193,17 @@ func (c *Client) Skills(ctx context.Context, serverID uuid.UUID) ([]heartbeat.Sk
 // ListEventsParams filters and pages GET /v1/mcp/audit; zero values are
 // left out.
 type ListEventsParams struct {
-	ServerID string
-	Kind     string
-	Limit    int
-	Cursor   string
+	ServerID   string
+	ModuleName string
+	Kind       string
+	Limit      int
+	Cursor     string
 }
 
 func (p ListEventsParams) query() url.Values {
 	q := url.Values{}
 	setNonZero(q, "server_id", p.ServerID)
+	setNonZero(q, "module_name", p.ModuleName)
 	setNonZero(q, "kind", p.Kind)
 	setNonZero(q, "cursor", p.Cursor)
 	if p.Limit != 0 {
@@ -210,7 +212,7 @@ func (p ListEventsParams) query() url.Values {
 	return q
 }
 
-// Events returns one page of the audit trail, oldest first.
+// Events returns one page of the audit trail in commit order.
 func (c *Client) Events(ctx context.Context, p ListEventsParams) (api.EventList, error) {
 	var list api.EventList
 	_, err := c.do(ctx, "list audit events", http.MethodGet, "/v1/mcp/audit", p.query(), nil, &list, nil)

@@ -21,6 +21,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/config"
+	"github.com/cyberos/mcpd/pkg/feed"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/pgstore"
@@ -94,6 +95,8 @@ type Daemon struct {
 	watchDone   chan struct{}
 	alertCancel context.CancelFunc
 	alertDone   chan error
+	feedCancel  context.CancelFunc
+	feedDone    chan struct{}
 }
 
 // New returns a daemon for cfg, which must be valid. Nothing is opened
@@ -173,9 +176,17 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		BlindAfter: d.cfg.BlindAfter, OnBlind: guard.blind,
 		MassLossShare: d.cfg.MassLossShare, MassLossMin: d.cfg.MassLossMin, OnMassLoss: guard.massLoss,
 	})
+	cursorKey, err := store.CursorKey(ctx)
+	if err != nil {
+		return fmt.Errorf("read the cursor key: %w", err)
+	}
+	hub := feed.NewHub(feed.Options{Source: store, Logger: d.logger, OnPoll: metrics.ObserveFeedRead})
+	// Watch streams end when the server shuts down (RegisterOnShutdown).
+	streams, stopStreams := context.WithCancel(context.WithoutCancel(ctx))
 	handler := api.NewHandler(api.HandlerOptions{
 		Registrar: registrar, Verifier: verifier, Logger: d.logger, Metrics: metrics,
 		Pinger: store, RequestTimeout: d.cfg.RequestTimeout,
+		Feed: hub, CursorKey: cursorKey, Streams: streams,
 	})
 
 	maxConns, err := d.connectionCap()
@@ -211,6 +222,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		ErrorLog:          slog.NewLogLogger(d.logger.Handler(), slog.LevelWarn),
 		ConnState:         limiter.connState,
 	}
+	d.srv.RegisterOnShutdown(stopStreams)
 	d.serveErr = make(chan error, 1)
 	go func() {
 		if err := d.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -220,6 +232,12 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	}()
 
 	d.startMonitor(monitor)
+	fctx, fcancel := context.WithCancel(context.WithoutCancel(ctx))
+	d.feedCancel, d.feedDone = fcancel, make(chan struct{})
+	go func() {
+		defer close(d.feedDone)
+		hub.Run(fctx)
+	}()
 
 	storeKind := "postgres"
 	if d.cfg.Dev {
@@ -442,6 +460,10 @@ func (d *Daemon) Stop(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("drain requests: %w", err))
 			_ = d.srv.Close()
 		}
+	}
+	if d.feedCancel != nil {
+		d.feedCancel()
+		<-d.feedDone
 	}
 	if d.monitorStop != nil {
 		close(d.monitorStop)

@@ -121,6 +121,17 @@ func (r *Registrar) Events(ctx context.Context, tenant uuid.UUID, f EventFilter)
 	return r.store.Events(ctx, tenant, f)
 }
 
+// FindSkills returns a page of skills across tenant's servers.
+func (r *Registrar) FindSkills(ctx context.Context, tenant uuid.UUID, f SkillFilter) (SkillPage, error) {
+	return r.store.FindSkills(ctx, tenant, f)
+}
+
+// CheckPosition returns p in the store's current history when tenant's
+// trail can be resumed after it, else ErrPositionExpired.
+func (r *Registrar) CheckPosition(ctx context.Context, tenant uuid.UUID, p Position) (Position, error) {
+	return r.store.CheckPosition(ctx, tenant, p)
+}
+
 func (r *Registrar) decorate(s Server) Server {
 	s.HeartbeatIntervalSecs = r.interval
 	if s.SupportedProtocols == nil {

@@ -30,8 +30,27 @@ type Store interface {
 	Servers(ctx context.Context, tenant uuid.UUID, f ServerFilter) (ServerPage, error)
 	// Skills returns the skills of one server, by name. ErrNotFound.
 	Skills(ctx context.Context, tenant, serverID uuid.UUID) ([]Skill, error)
-	// Events returns a page of audit events, oldest first.
+	// Events returns a page of audit events in commit order, only events
+	// before which nothing can commit any more.
 	Events(ctx context.Context, tenant uuid.UUID, f EventFilter) (EventPage, error)
+	// FindSkills returns a page of skills across tenant's servers, by name
+	// and then module name.
+	FindSkills(ctx context.Context, tenant uuid.UUID, f SkillFilter) (SkillPage, error)
+	// Horizon returns the present position: every event that commits from
+	// now on stands after it.
+	Horizon(ctx context.Context) (Position, error)
+	// ReadFeed returns at most limit events of every tenant after a
+	// position, in commit order, and the horizon of the read.
+	ReadFeed(ctx context.Context, after Position, limit int) (FeedBatch, error)
+	// CheckPosition returns p as a position of the current epoch when
+	// tenant's trail can be resumed after it, else ErrPositionExpired.
+	CheckPosition(ctx context.Context, tenant uuid.UUID, p Position) (Position, error)
+	// FeedChanged returns a channel that is closed when the next event
+	// commits, or nil when the store cannot tell and its feed is polled.
+	FeedChanged() <-chan struct{}
+	// CursorKey returns the secret that seals cursors: the same for every
+	// replica of the store and across restarts.
+	CursorKey(ctx context.Context) ([]byte, error)
 	// Sweep moves every tenant's silent live servers as Classify says, at
 	// most limit of them, cascading unhealthy to skills, and returns the
 	// events written. A zero now means the store's own clock.

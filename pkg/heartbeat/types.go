@@ -98,7 +98,8 @@ type EventBody struct {
 
 // Event is one entry of the append-only audit trail: one per transition.
 type Event struct {
-	Seq        int64     `json:"-"` // position in the trail, for paging
+	Seq        int64     `json:"-"` // the store's sequence number of the event
+	Position   Position  `json:"-"` // where it stands in commit order; set by reads of the trail
 	EventID    uuid.UUID `json:"event_id"`
 	TenantID   uuid.UUID `json:"-"`
 	Kind       EventKind `json:"kind"`
@@ -129,20 +130,73 @@ type ServerCursor struct {
 type ServerPage struct {
 	Servers []Server
 	Next    *ServerCursor
+	// Horizon is a position from which a watch misses no change that the
+	// page does not reflect.
+	Horizon Position
 }
 
-// EventFilter selects audit events of one tenant, oldest first.
+// SkillFilter selects skills across one tenant's servers, ordered by name
+// and then module name.
+type SkillFilter struct {
+	Name         string // empty: any
+	ModuleName   string // empty: any
+	Available    *bool  // nil: either
+	Protocol     string // empty: any; else servers that list this revision
+	ServerStatus Status // empty: any
+	Limit        int
+	After        *SkillCursor
+}
+
+// SkillCursor is the position after which a page of skills starts: a
+// module offers at most one skill of a name.
+type SkillCursor struct {
+	Name       string
+	ModuleName string
+}
+
+// SkillEntry is a skill with what a router needs to know of its server.
+type SkillEntry struct {
+	Skill
+	ModuleName         string   `json:"module_name"`
+	ServerStatus       Status   `json:"server_status"`
+	Version            string   `json:"version"`
+	SupportedProtocols []string `json:"supported_protocols"`
+}
+
+// SkillPage is one page of skills, the cursor of the next, and the horizon
+// from which a watch misses nothing the page does not reflect.
+type SkillPage struct {
+	Skills  []SkillEntry
+	Next    *SkillCursor
+	Horizon Position
+}
+
+// EventFilter selects audit events of one tenant, in commit order.
 type EventFilter struct {
-	ServerID *uuid.UUID
-	Kind     EventKind // empty: any
-	Limit    int
-	AfterSeq int64
+	ServerID   *uuid.UUID
+	ModuleName string    // empty: any
+	Kind       EventKind // empty: any
+	Limit      int
+	// After is the position the page starts after; the zero Position is
+	// the start of the trail.
+	After Position
 }
 
-// EventPage is one page of events and the sequence to continue after, if any.
+// Matches reports whether ev is selected by f's server, module and kind.
+func (f EventFilter) Matches(ev *Event) bool {
+	return (f.ServerID == nil || *f.ServerID == ev.ServerID) &&
+		(f.ModuleName == "" || f.ModuleName == ev.ModuleName) &&
+		(f.Kind == "" || f.Kind == ev.Kind)
+}
+
+// EventPage is one page of events in commit order.
 type EventPage struct {
-	Events  []Event
-	NextSeq *int64
+	Events []Event
+	// Next is the position to continue after when the page is full.
+	Next *Position
+	// Horizon is where a watch that follows this page starts: after the
+	// last event of a full page, else past everything the page reflects.
+	Horizon Position
 }
 
 // Limits of a listing page.

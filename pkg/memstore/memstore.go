@@ -34,6 +34,8 @@ type Store struct {
 	alerts alertCursors // the alert outbox's cursors (outbox.go)
 	// monitor is the blind-window state of guarded sweeps (guarded.go).
 	monitor monitorState
+	// feed is the change feed's log and wake-up (feed.go).
+	feed feed
 	// interned holds one copy of the strings and protocol lists that many
 	// servers share (versions, protocol revisions, skill names and
 	// descriptions), so that a fleet of one kind of server is not held once
@@ -146,6 +148,7 @@ func New(clock clockwork.Clock) *Store {
 		servers: make(map[uuid.UUID]*server),
 		tenants: make(map[uuid.UUID]*tenant),
 		counts:  make(map[heartbeat.Status]int64, len(heartbeat.Statuses)),
+		feed:    newFeed(),
 	}
 }
 
@@ -312,7 +315,7 @@ func (s *Store) Servers(ctx context.Context, tenantID uuid.UUID, f heartbeat.Ser
 	limit := pageLimit(f.Limit)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	page := heartbeat.ServerPage{Servers: []heartbeat.Server{}}
+	page := heartbeat.ServerPage{Servers: []heartbeat.Server{}, Horizon: s.position(s.seq)}
 	t := s.tenants[tenantID]
 	if t == nil {
 		return page, nil
@@ -366,7 +369,7 @@ func (s *Store) Skills(ctx context.Context, tenantID, serverID uuid.UUID) ([]hea
 	return out, nil
 }
 
-// Events returns a page of tenant's audit events, oldest first.
+// Events returns a page of tenant's audit events in commit order.
 func (s *Store) Events(ctx context.Context, tenantID uuid.UUID, f heartbeat.EventFilter) (heartbeat.EventPage, error) {
 	if err := ctx.Err(); err != nil {
 		return heartbeat.EventPage{}, err
@@ -374,23 +377,26 @@ func (s *Store) Events(ctx context.Context, tenantID uuid.UUID, f heartbeat.Even
 	limit := pageLimit(f.Limit)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	page := heartbeat.EventPage{Events: []heartbeat.Event{}}
+	page := heartbeat.EventPage{Events: []heartbeat.Event{}, Horizon: s.position(s.seq)}
 	t := s.tenants[tenantID]
 	if t == nil {
 		return page, nil
 	}
+	after := f.After.Seq
 	// emit adds the event at position i, or reports that the page is full.
 	emit := func(i int) bool {
 		e := &t.events[i]
-		if e.seq <= f.AfterSeq || (f.Kind != "" && e.kind != f.Kind) {
+		if e.seq <= after || (f.Kind != "" && e.kind != f.Kind) || (f.ModuleName != "" && e.srv.module != f.ModuleName) {
 			return true
 		}
 		if len(page.Events) == limit {
-			next := page.Events[limit-1].Seq
-			page.NextSeq = &next
+			next := page.Events[limit-1].Position
+			page.Next, page.Horizon = &next, next
 			return false
 		}
-		page.Events = append(page.Events, e.public(tenantID))
+		ev := e.public(tenantID)
+		ev.Position = s.position(e.seq)
+		page.Events = append(page.Events, ev)
 		return true
 	}
 	if f.ServerID != nil {
@@ -398,7 +404,7 @@ func (s *Store) Events(ctx context.Context, tenantID uuid.UUID, f heartbeat.Even
 		if err != nil {
 			return page, nil
 		}
-		start, _ := slices.BinarySearchFunc(srv.events, f.AfterSeq+1, func(pos int32, seq int64) int {
+		start, _ := slices.BinarySearchFunc(srv.events, after+1, func(pos int32, seq int64) int {
 			return cmp.Compare(t.events[pos].seq, seq)
 		})
 		for _, pos := range srv.events[start:] {
@@ -408,7 +414,7 @@ func (s *Store) Events(ctx context.Context, tenantID uuid.UUID, f heartbeat.Even
 		}
 		return page, nil
 	}
-	start, _ := slices.BinarySearchFunc(t.events, f.AfterSeq+1, func(e event, seq int64) int { return cmp.Compare(e.seq, seq) })
+	start, _ := slices.BinarySearchFunc(t.events, after+1, func(e event, seq int64) int { return cmp.Compare(e.seq, seq) })
 	for i := start; i < len(t.events); i++ {
 		if !emit(i) {
 			break
@@ -550,6 +556,7 @@ func (s *Store) appendEvent(t *tenant, srv *server, kind heartbeat.EventKind, fr
 		version: srv.version, protocols: srv.protocols, affected: affected,
 	})
 	srv.events = append(srv.events, int32(len(t.events)-1))
+	s.feed.appended(t)
 	return t.events[len(t.events)-1].public(srv.tenant)
 }
 

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -23,8 +24,6 @@ func (s *Store) Server(ctx context.Context, tenant, serverID uuid.UUID) (heartbe
 }
 
 func collectServer(row pgx.CollectableRow) (heartbeat.Server, error) { return scanServer(row) }
-
-func collectEvent(row pgx.CollectableRow) (heartbeat.Event, error) { return scanEvent(row) }
 
 // Servers returns a page of tenant's servers ordered by module name.
 func (s *Store) Servers(ctx context.Context, tenant uuid.UUID, f heartbeat.ServerFilter) (heartbeat.ServerPage, error) {
@@ -49,7 +48,7 @@ func (s *Store) Servers(ctx context.Context, tenant uuid.UUID, f heartbeat.Serve
 		page heartbeat.ServerPage
 		err  error
 	)
-	page.Servers, err = queryInTenant(ctx, s, tenant, collectServer, `
+	page.Servers, page.Horizon, err = queryInTenantAt(ctx, s, tenant, collectServer, `
 SELECT `+serverColumns+` FROM mcp_servers
 WHERE tenant_id = $1
   AND ($2::text IS NULL OR status = $2)
@@ -104,37 +103,173 @@ FROM mcp_skills WHERE server_id = $1 ORDER BY name`, serverID)
 	return skills, nil
 }
 
-// Events returns a page of tenant's audit trail, oldest first.
+// settleWait bounds how long a read of the audit trail waits for the events
+// it can see to settle: committed events of transactions younger than one
+// still running are not handed out before it ends (a position past them
+// would skip it), and the transactions that hold them back are short (a
+// heartbeat batch, a sweep), so a client reads its own writes at once. A
+// transaction open for longer only delays the newest events, never the
+// answer.
+const settleWait = time.Second
+
+// eventsRow is a row of a tenant's trail read: feedColumns and whether the
+// read's snapshot holds events of the tenant not yet below the horizon.
+type eventsRow struct {
+	feedRow
+	unsettled bool
+}
+
+func collectEventsRow(row pgx.CollectableRow) (eventsRow, error) {
+	var r eventsRow
+	var err error
+	r.feedRow, err = scanFeedRow(row, &r.unsettled)
+	return r, err
+}
+
+// Events returns a page of tenant's audit trail in commit order: the events
+// below the horizon of the read, with the horizon from the same snapshot.
+// While the snapshot holds newer events of the tenant that are not yet
+// below the horizon and the page has room, it reads again, for at most
+// settleWait.
 func (s *Store) Events(ctx context.Context, tenant uuid.UUID, f heartbeat.EventFilter) (heartbeat.EventPage, error) {
 	limit := pageLimit(f.Limit)
-	var kind *string
+	var kind, module *string
 	if f.Kind != "" {
 		k := string(f.Kind)
 		kind = &k
 	}
+	if f.ModuleName != "" {
+		module = &f.ModuleName
+	}
+	deadline := time.Now().Add(settleWait)
+	pause := time.Millisecond
+	for {
+		rows, err := queryInTenant(ctx, s, tenant, collectEventsRow, `
+SELECT `+feedColumns+`, h.unsettled
+FROM (
+    SELECT f.timeline, f.horizon,
+           EXISTS (SELECT 1 FROM mcp_audit_events u
+                   WHERE u.tenant_id = $1 AND u.txid >= f.horizon) AS unsettled
+    FROM mcp_feed_horizon() f
+) h
+LEFT JOIN LATERAL (
+    SELECT * FROM mcp_audit_events a
+    WHERE a.tenant_id = $1 AND (a.txid, a.seq) > ($2::text::xid8, $3) AND a.txid < h.horizon
+      AND ($4::uuid IS NULL OR a.server_id = $4)
+      AND ($5::text IS NULL OR a.module_name = $5)
+      AND ($6::text IS NULL OR a.kind = $6)
+    ORDER BY a.txid, a.seq
+    LIMIT $7
+) e ON true
+ORDER BY e.txid, e.seq`, tenant, xid8Text(f.After.TxID), f.After.Seq, f.ServerID, module, kind, limit+1)
+		if err != nil {
+			return heartbeat.EventPage{}, err
+		}
+		full := len(rows) > limit
+		if !full && len(rows) > 0 && rows[0].unsettled && time.Now().Add(pause).Before(deadline) {
+			if err := sleepCtx(ctx, pause); err != nil {
+				return heartbeat.EventPage{}, translate(err)
+			}
+			pause = min(2*pause, 20*time.Millisecond)
+			continue
+		}
+		feed := make([]feedRow, len(rows))
+		for i := range rows {
+			feed[i] = rows[i].feedRow
+		}
+		var page heartbeat.EventPage
+		page.Events, page.Horizon = feedEvents(feed)
+		if full {
+			page.Events = page.Events[:limit]
+			next := page.Events[limit-1].Position
+			page.Next = &next
+			page.Horizon = next
+		}
+		if page.Events == nil {
+			page.Events = []heartbeat.Event{}
+		}
+		return page, nil
+	}
+}
+
+// sleepCtx waits for d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// FindSkills returns a page of tenant's skills by name, then module name.
+func (s *Store) FindSkills(ctx context.Context, tenant uuid.UUID, f heartbeat.SkillFilter) (heartbeat.SkillPage, error) {
+	limit := pageLimit(f.Limit)
+	var name, module, protocol, status *string
+	if f.Name != "" {
+		name = &f.Name
+	}
+	if f.ModuleName != "" {
+		module = &f.ModuleName
+	}
+	if f.Protocol != "" {
+		protocol = &f.Protocol
+	}
+	if f.ServerStatus != "" {
+		st := string(f.ServerStatus)
+		status = &st
+	}
+	var afterName, afterModule string
+	if f.After != nil {
+		afterName, afterModule = f.After.Name, f.After.ModuleName
+	}
 	var (
-		page heartbeat.EventPage
+		page heartbeat.SkillPage
 		err  error
 	)
-	page.Events, err = queryInTenant(ctx, s, tenant, collectEvent, `
-SELECT `+eventColumns+` FROM mcp_audit_events
-WHERE tenant_id = $1 AND seq > $2
-  AND ($3::uuid IS NULL OR server_id = $3)
-  AND ($4::text IS NULL OR kind = $4)
-ORDER BY seq
-LIMIT $5`, tenant, f.AfterSeq, f.ServerID, kind, limit+1)
+	page.Skills, page.Horizon, err = queryInTenantAt(ctx, s, tenant, collectSkillEntry, `
+SELECT sk.skill_id, sk.server_id, sk.name, sk.description, sk.available, sk.unavailable_reason,
+       s.module_name, s.status, s.version, s.supported_protocols
+FROM mcp_skills sk
+JOIN mcp_servers s ON s.server_id = sk.server_id AND s.tenant_id = sk.tenant_id
+WHERE sk.tenant_id = $1
+  AND ($2::text IS NULL OR sk.name = $2)
+  AND ($3::text IS NULL OR s.module_name = $3)
+  AND ($4::bool IS NULL OR sk.available = $4)
+  AND ($5::text IS NULL OR $5 = ANY (s.supported_protocols))
+  AND ($6::text IS NULL OR s.status = $6)
+  AND sk.name >= $7
+  AND (sk.name, s.module_name) > ($7, $8)
+ORDER BY sk.name, s.module_name
+LIMIT $9`, tenant, name, module, f.Available, protocol, status, afterName, afterModule, limit+1)
 	if err != nil {
-		return heartbeat.EventPage{}, err
+		return heartbeat.SkillPage{}, err
 	}
-	if len(page.Events) > limit {
-		page.Events = page.Events[:limit]
-		next := page.Events[limit-1].Seq
-		page.NextSeq = &next
+	if len(page.Skills) > limit {
+		page.Skills = page.Skills[:limit]
+		last := page.Skills[limit-1]
+		page.Next = &heartbeat.SkillCursor{Name: last.Name, ModuleName: last.ModuleName}
 	}
-	if page.Events == nil {
-		page.Events = []heartbeat.Event{}
+	if page.Skills == nil {
+		page.Skills = []heartbeat.SkillEntry{}
 	}
 	return page, nil
+}
+
+func collectSkillEntry(row pgx.CollectableRow) (heartbeat.SkillEntry, error) {
+	var (
+		sk     heartbeat.SkillEntry
+		status string
+	)
+	err := row.Scan(&sk.SkillID, &sk.ServerID, &sk.Name, &sk.Description, &sk.Available, &sk.UnavailableReason,
+		&sk.ModuleName, &status, &sk.Version, &sk.SupportedProtocols)
+	sk.ServerStatus = heartbeat.Status(status)
+	if sk.SupportedProtocols == nil {
+		sk.SupportedProtocols = []string{}
+	}
+	return sk, err
 }
 
 func pageLimit(n int) int {

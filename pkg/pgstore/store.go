@@ -153,6 +153,44 @@ func queryInTenant[T any](ctx context.Context, s *Store, tenant uuid.UUID, colle
 	return out, nil
 }
 
+// queryInTenantAt is queryInTenant that also reads the horizon before the
+// query, in the same round trip: a watch from it misses nothing that the
+// query's answer does not reflect.
+func queryInTenantAt[T any](ctx context.Context, s *Store, tenant uuid.UUID, collect pgx.RowToFunc[T], sql string, args ...any) ([]T, heartbeat.Position, error) {
+	var (
+		pb       pgx.Batch
+		timeline int64
+		horizon  string
+	)
+	pb.Queue(setTenantForRead, tenant.String())
+	pb.Queue(horizonSQL)
+	pb.Queue(sql, args...)
+	br := s.pool.SendBatch(ctx, &pb)
+	fail := func(err error) ([]T, heartbeat.Position, error) {
+		_ = br.Close()
+		return nil, heartbeat.Position{}, translate(err)
+	}
+	if _, err := br.Exec(); err != nil {
+		return fail(err)
+	}
+	if err := br.QueryRow().Scan(&timeline, &horizon); err != nil {
+		return fail(err)
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return fail(err)
+	}
+	out, err := pgx.CollectRows(rows, collect)
+	if err != nil {
+		return fail(err)
+	}
+	if err := br.Close(); err != nil {
+		return nil, heartbeat.Position{}, translate(err)
+	}
+	pos, err := horizonPosition(timeline, horizon)
+	return out, pos, err
+}
+
 // inTenant runs fn in a transaction scoped to tenant by row-level security.
 func (s *Store) inTenant(ctx context.Context, tenant uuid.UUID, fn func(tx pgx.Tx) error) error {
 	tx, err := s.pool.Begin(ctx)

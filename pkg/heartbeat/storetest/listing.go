@@ -235,10 +235,10 @@ func eventsPaging(e *env) {
 				e.t.Fatalf("events limit %d: page %d has %d", limit, pages, len(page.Events))
 			}
 			got = append(got, page.Events...)
-			if page.NextSeq == nil {
+			if page.Next == nil {
 				break
 			}
-			f.AfterSeq = *page.NextSeq
+			f.After = *page.Next
 		}
 		if wantPages := (9 + limit - 1) / limit; pages != wantPages {
 			e.t.Fatalf("events limit %d: %d pages, want %d (no next on the last page)", limit, pages, wantPages)
@@ -255,18 +255,18 @@ func eventsPaging(e *env) {
 	// Paging with a filter.
 	f := heartbeat.EventFilter{ServerID: &srv.ServerID, Kind: heartbeat.KindRecovered, Limit: 3}
 	page, err := e.store.Events(e.ctx, e.tenant, f)
-	if err != nil || len(page.Events) != 3 || page.NextSeq == nil {
-		e.t.Fatalf("recovered events, limit 3: %d, next %v, %v", len(page.Events), page.NextSeq, err)
+	if err != nil || len(page.Events) != 3 || page.Next == nil {
+		e.t.Fatalf("recovered events, limit 3: %d, next %v, %v", len(page.Events), page.Next, err)
 	}
-	f.AfterSeq = *page.NextSeq
+	f.After = *page.Next
 	page, err = e.store.Events(e.ctx, e.tenant, f)
-	if err != nil || len(page.Events) != 1 || page.NextSeq != nil || page.Events[0].EventID != all[8].EventID {
-		e.t.Fatalf("recovered events, second page: %d, next %v, %v", len(page.Events), page.NextSeq, err)
+	if err != nil || len(page.Events) != 1 || page.Next != nil || page.Events[0].EventID != all[8].EventID {
+		e.t.Fatalf("recovered events, second page: %d, next %v, %v", len(page.Events), page.Next, err)
 	}
 	// After the last event: nothing.
 	other := uuid.New()
-	f = heartbeat.EventFilter{AfterSeq: all[8].Seq, Limit: 10}
-	if page, err := e.store.Events(e.ctx, e.tenant, f); err != nil || len(page.Events) != 0 || page.NextSeq != nil {
+	f = heartbeat.EventFilter{After: all[8].Position, Limit: 10}
+	if page, err := e.store.Events(e.ctx, e.tenant, f); err != nil || len(page.Events) != 0 || page.Next != nil {
 		e.t.Fatalf("events after the last: %d, %v", len(page.Events), err)
 	}
 	if page, err := e.store.Events(e.ctx, e.tenant, heartbeat.EventFilter{ServerID: &other, Limit: 10}); err != nil || len(page.Events) != 0 {

@@ -48,6 +48,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	all = append(all, listingCases...)
 	all = append(all, concurrencyCases...)
 	all = append(all, blindCases...)
+	all = append(all, feedCases...)
 	for _, c := range all {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -250,10 +251,10 @@ func (e *env) allEvents(tenant uuid.UUID, f heartbeat.EventFilter) []heartbeat.E
 			e.t.Fatalf("events: %d on a page of limit %d", len(page.Events), f.Limit)
 		}
 		out = append(out, page.Events...)
-		if page.NextSeq == nil {
+		if page.Next == nil {
 			for i := 1; i < len(out); i++ {
-				if out[i].Seq <= out[i-1].Seq {
-					e.t.Fatalf("events not oldest first: seq %d after %d", out[i].Seq, out[i-1].Seq)
+				if out[i].Position.Compare(out[i-1].Position) <= 0 {
+					e.t.Fatalf("events not in commit order: %+v after %+v", out[i].Position, out[i-1].Position)
 				}
 				if out[i].OccurredAt.Before(out[i-1].OccurredAt) {
 					e.t.Fatalf("events not oldest first: %s after %s", out[i].OccurredAt, out[i-1].OccurredAt)
@@ -264,10 +265,10 @@ func (e *env) allEvents(tenant uuid.UUID, f heartbeat.EventFilter) []heartbeat.E
 		if len(page.Events) == 0 {
 			e.t.Fatalf("events: an empty page with a next cursor")
 		}
-		if last := page.Events[len(page.Events)-1].Seq; *page.NextSeq != last {
-			e.t.Fatalf("events: next seq %d, want the last event's %d", *page.NextSeq, last)
+		if last := page.Events[len(page.Events)-1].Position; *page.Next != last || page.Horizon != last {
+			e.t.Fatalf("events: next %+v, horizon %+v, want the last event's %+v", *page.Next, page.Horizon, last)
 		}
-		f.AfterSeq = *page.NextSeq
+		f.After = *page.Next
 	}
 	e.t.Fatalf("events: no last page after 10000 pages")
 	return nil
@@ -429,6 +430,7 @@ func sameEvent(a, b heartbeat.Event) error {
 		return fmt.Errorf("occurred_at %s and %s", a.OccurredAt, b.OccurredAt)
 	}
 	a.Seq, b.Seq = 0, 0
+	a.Position, b.Position = heartbeat.Position{}, heartbeat.Position{}
 	a.OccurredAt, b.OccurredAt = time.Time{}, time.Time{}
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)

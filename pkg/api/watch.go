@@ -1,0 +1,153 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/cyberos/mcpd/pkg/auth"
+	"github.com/cyberos/mcpd/pkg/feed"
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+)
+
+// DefaultStreamWriteTimeout bounds each write of a watch stream: a client
+// that does not read for that long is disconnected (it resumes from its
+// last id and loses nothing), so no stream is buffered without bound.
+const DefaultStreamWriteTimeout = 10 * time.Second
+
+// watch streams the tenant's audit events as Server-Sent Events: from after
+// the Last-Event-ID header's position, else the cursor's, else the present.
+// Everything that can fail is checked before the 200 and its headers are
+// flushed; from then on every event that commits reaches the client.
+func (h *handler) watch(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
+	if h.feed == nil {
+		writeProblem(w, r, unavailableProblem("this mcpd serves no change feed"))
+		return
+	}
+	q := r.URL.Query()
+	f, p := parseEventFilter(q)
+	if p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	start, field := r.Header.Get(HeaderLastEventID), HeaderLastEventID
+	if start == "" {
+		start, field = q.Get("cursor"), "cursor"
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
+	from, err := h.watchStart(ctx, claims.TenantID, start)
+	cancel()
+	if errors.Is(err, errBadCursor) {
+		writeProblem(w, r, validationProblem(field, "is not a position of this tenant's trail"))
+		return
+	}
+	if err != nil {
+		writeProblem(w, r, h.errorProblem(r, err))
+		return
+	}
+
+	hdr := w.Header()
+	hdr.Set("Content-Type", ContentTypeEventStream)
+	hdr.Set("Cache-Control", "no-cache")
+	hdr.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	sink := &sseSink{w: w, rc: http.NewResponseController(w), cursors: h.cursors, tenant: claims.TenantID,
+		timeout: h.streamWriteTimeout}
+	if err := sink.flush(); err != nil {
+		return
+	}
+	h.metrics.watchers.Inc()
+	defer h.metrics.watchers.Dec()
+
+	streamCtx, stop := context.WithCancel(r.Context())
+	defer stop()
+	defer context.AfterFunc(h.streams, stop)()
+	err = h.feed.Follow(streamCtx, claims.TenantID, f, from, sink)
+	switch {
+	case sink.writeErr != nil:
+		// A client that did not read in time, or went away mid-write.
+		h.logger.InfoContext(r.Context(), "watch stream cut off", "tenant_id", claims.TenantID.String(), "err", sink.writeErr)
+		h.metrics.watchCutoffs.Inc()
+	case err == nil, errors.Is(err, feed.ErrReset):
+	default:
+		h.logger.WarnContext(r.Context(), "watch stream ended", "tenant_id", claims.TenantID.String(), "err", err)
+	}
+}
+
+// watchStart returns the position a watch starts after.
+func (h *handler) watchStart(ctx context.Context, tenant uuid.UUID, cursor string) (heartbeat.Position, error) {
+	if cursor == "" {
+		return h.feed.Horizon(ctx)
+	}
+	pos, err := h.cursors.decodePosition(tenant, cursor)
+	if err != nil {
+		return heartbeat.Position{}, err
+	}
+	return h.feed.Check(ctx, tenant, pos)
+}
+
+// sseSink writes a watch's events and bookmarks to its client.
+type sseSink struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	cursors *cursorCodec
+	tenant  uuid.UUID
+	timeout time.Duration
+	buf     []byte
+	// writeErr is the failed write that ended the stream, if any.
+	writeErr error
+}
+
+func (s *sseSink) Events(events []heartbeat.Event) error {
+	s.buf = s.buf[:0]
+	for _, ev := range publicEvents(events) {
+		data, err := json.Marshal(ev)
+		if err != nil {
+			return err
+		}
+		s.buf = s.frame(s.buf, ev.Position, string(ev.Kind), data)
+	}
+	return s.write()
+}
+
+func (s *sseSink) Bookmark(pos heartbeat.Position) error {
+	s.buf = s.frame(s.buf[:0], pos, EventBookmark, []byte("{}"))
+	return s.write()
+}
+
+func (s *sseSink) frame(b []byte, pos heartbeat.Position, event string, data []byte) []byte {
+	b = append(b, "id: "...)
+	b = append(b, s.cursors.encodePosition(s.tenant, pos)...)
+	b = append(b, "\nevent: "...)
+	b = append(b, event...)
+	b = append(b, "\ndata: "...)
+	b = append(b, data...)
+	return append(b, "\n\n"...)
+}
+
+func (s *sseSink) write() error {
+	if err := s.rc.SetWriteDeadline(time.Now().Add(s.timeout)); err != nil {
+		s.writeErr = err
+		return err
+	}
+	if _, err := s.w.Write(s.buf); err != nil {
+		s.writeErr = err
+		return err
+	}
+	return s.flush()
+}
+
+func (s *sseSink) flush() error {
+	err := s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
+	if err == nil {
+		err = s.rc.Flush()
+	}
+	if err != nil {
+		s.writeErr = err
+	}
+	return err
+}

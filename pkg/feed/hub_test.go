@@ -1,0 +1,275 @@
+package feed_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jonboulle/clockwork"
+	"go.uber.org/goleak"
+
+	"github.com/cyberos/mcpd/pkg/feed"
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/memstore"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// recorder is a Sink that keeps what it is sent and says when.
+type recorder struct {
+	mu        sync.Mutex
+	events    []heartbeat.Event
+	bookmarks []heartbeat.Position
+	changed   chan struct{}
+	fail      error
+}
+
+func newRecorder() *recorder { return &recorder{changed: make(chan struct{}, 1000)} }
+
+func (r *recorder) Events(evs []heartbeat.Event) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail != nil {
+		return r.fail
+	}
+	r.events = append(r.events, evs...)
+	r.changed <- struct{}{}
+	return nil
+}
+
+func (r *recorder) Bookmark(p heartbeat.Position) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.bookmarks = append(r.bookmarks, p)
+	r.changed <- struct{}{}
+	return nil
+}
+
+// waitFor waits until cond holds on what r received.
+func (r *recorder) waitFor(t *testing.T, what string, cond func(evs []heartbeat.Event, bms []heartbeat.Position) bool) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		r.mu.Lock()
+		ok := cond(r.events, r.bookmarks)
+		r.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-r.changed:
+		case <-deadline:
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			t.Fatalf("%s: not within 10s; have %d events, %d bookmarks", what, len(r.events), len(r.bookmarks))
+		}
+	}
+}
+
+type bundle struct {
+	store *memstore.Store
+	clock *clockwork.FakeClock
+	hub   *feed.Hub
+	ctx   context.Context
+}
+
+func setup(t *testing.T, opts feed.Options) *bundle {
+	t.Helper()
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 5, 17, 10, 0, 0, 0, time.UTC))
+	store := memstore.New(clock)
+	opts.Source, opts.Clock = store, clock
+	hub := feed.NewHub(opts)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		hub.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return &bundle{store: store, clock: clock, hub: hub, ctx: ctx}
+}
+
+func (b *bundle) register(t *testing.T, tenant uuid.UUID, module string) heartbeat.Server {
+	t.Helper()
+	srv, _, _, err := b.store.Register(b.ctx, tenant, heartbeat.ServerInfo{
+		ModuleName: module, Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
+// follow runs Follow in the background; its error arrives on the channel.
+func (b *bundle) follow(t *testing.T, tenant uuid.UUID, f heartbeat.EventFilter, from heartbeat.Position, r *recorder) (context.CancelFunc, <-chan error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(b.ctx)
+	errc, done := make(chan error, 1), make(chan struct{})
+	go func() {
+		defer close(done)
+		errc <- b.hub.Follow(ctx, tenant, f, from, r)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return cancel, errc
+}
+
+func modules(evs []heartbeat.Event) string {
+	s := ""
+	for _, ev := range evs {
+		s += ev.ModuleName + ":" + string(ev.Kind)[len("mcp.server."):] + " "
+	}
+	return s
+}
+
+// A watch from the present gets what commits later, its tenant's only,
+// filtered, once each and in order.
+func TestFollowFromPresent(t *testing.T) {
+	b := setup(t, feed.Options{})
+	tenant, other := uuid.New(), uuid.New()
+	b.register(t, tenant, "before")
+	from, err := b.hub.Horizon(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, alpha := newRecorder(), newRecorder()
+	b.follow(t, tenant, heartbeat.EventFilter{}, from, all)
+	b.follow(t, tenant, heartbeat.EventFilter{ModuleName: "alpha"}, from, alpha)
+	a := b.register(t, tenant, "alpha")
+	b.register(t, other, "alpha")
+	b.register(t, tenant, "bravo")
+	if _, _, err := b.store.Deregister(b.ctx, tenant, a.ServerID); err != nil {
+		t.Fatal(err)
+	}
+	all.waitFor(t, "all events", func(evs []heartbeat.Event, _ []heartbeat.Position) bool { return len(evs) >= 3 })
+	alpha.waitFor(t, "alpha's events", func(evs []heartbeat.Event, _ []heartbeat.Position) bool { return len(evs) >= 2 })
+	if got := modules(all.events); got != "alpha:registered bravo:registered alpha:deregistered " {
+		t.Fatalf("all: %s", got)
+	}
+	if got := modules(alpha.events); got != "alpha:registered alpha:deregistered " {
+		t.Fatalf("alpha: %s", got)
+	}
+	for _, ev := range all.events {
+		if ev.TenantID != tenant {
+			t.Fatalf("another tenant's event: %+v", ev)
+		}
+	}
+}
+
+// A watch that resumes after any event it received gets exactly the rest,
+// also after the ring dropped those events (it catches up from the store).
+func TestFollowResumesWithoutGapOrDuplicate(t *testing.T) {
+	b := setup(t, feed.Options{RingSize: 8})
+	tenant := uuid.New()
+	start, _ := b.hub.Horizon(b.ctx)
+	for i := range 40 {
+		b.register(t, tenant, fmt.Sprintf("m%02d", i))
+	}
+	first := newRecorder()
+	b.follow(t, tenant, heartbeat.EventFilter{}, start, first)
+	first.waitFor(t, "40 events", func(evs []heartbeat.Event, _ []heartbeat.Position) bool { return len(evs) >= 40 })
+	for _, cut := range []int{0, 5, 20, 39} {
+		r := newRecorder()
+		b.follow(t, tenant, heartbeat.EventFilter{}, first.events[cut].Position, r)
+		r.waitFor(t, "the rest", func(evs []heartbeat.Event, _ []heartbeat.Position) bool { return len(evs) >= 39-cut })
+		if got, want := modules(r.events), modules(first.events[cut+1:]); got != want {
+			t.Fatalf("after event %d:\n got  %s\n want %s", cut, got, want)
+		}
+	}
+	// More events after the ring was trimmed reach every watcher once.
+	for i := range 20 {
+		b.register(t, tenant, fmt.Sprintf("n%02d", i))
+	}
+	first.waitFor(t, "60 events", func(evs []heartbeat.Event, _ []heartbeat.Position) bool { return len(evs) >= 60 })
+	seen := map[uuid.UUID]bool{}
+	for _, ev := range first.events {
+		if seen[ev.EventID] {
+			t.Fatalf("event %s twice", ev.EventID)
+		}
+		seen[ev.EventID] = true
+	}
+	if len(first.events) != 60 {
+		t.Fatalf("%d events, want 60", len(first.events))
+	}
+}
+
+// A silent watch is sent a bookmark every interval (the fake clock's), at
+// least as recent as every event it was sent and, once the hub has read
+// them, past the events its filter left out.
+func TestBookmarks(t *testing.T) {
+	b := setup(t, feed.Options{BookmarkInterval: 15 * time.Second})
+	tenant := uuid.New()
+	from, _ := b.hub.Horizon(b.ctx)
+	r, all := newRecorder(), newRecorder()
+	b.follow(t, tenant, heartbeat.EventFilter{ModuleName: "alpha"}, from, r)
+	b.follow(t, tenant, heartbeat.EventFilter{}, from, all)
+	b.register(t, tenant, "alpha")
+	r.waitFor(t, "alpha", func(evs []heartbeat.Event, _ []heartbeat.Position) bool { return len(evs) == 1 })
+	bravo := b.register(t, tenant, "bravo") // filtered out: moves the position on
+	b.register(t, uuid.New(), "alpha")
+	all.waitFor(t, "bravo", func(evs []heartbeat.Event, _ []heartbeat.Position) bool { return len(evs) == 2 })
+	if len(r.bookmarks) != 0 {
+		t.Fatalf("a bookmark before the interval: %+v", r.bookmarks)
+	}
+	var past heartbeat.Position
+	for i := 0; i < 50 && past == (heartbeat.Position{}); i++ {
+		b.clock.Advance(15 * time.Second)
+		r.waitFor(t, "a bookmark", func(_ []heartbeat.Event, bms []heartbeat.Position) bool { return len(bms) > i })
+		bm := r.bookmarks[i]
+		if bm.Compare(r.events[0].Position) < 0 {
+			t.Fatalf("bookmark %+v before the event sent %+v", bm, r.events[0].Position)
+		}
+		if bm.Compare(all.events[1].Position) >= 0 {
+			past = bm
+		}
+	}
+	if past == (heartbeat.Position{}) {
+		t.Fatalf("no bookmark past bravo's registration (%s) in 50 intervals", bravo.ServerID)
+	}
+	// Resuming from the bookmark: nothing of alpha is after it.
+	page, err := b.store.Events(b.ctx, tenant, heartbeat.EventFilter{After: past, ModuleName: "alpha"})
+	if err != nil || len(page.Events) != 0 {
+		t.Fatalf("after the bookmark: %s %v", modules(page.Events), err)
+	}
+	if len(r.events) != 1 {
+		t.Fatalf("events of alpha: %s", modules(r.events))
+	}
+}
+
+// A sink that fails ends the watch with its error; a canceled watch ends
+// with nil.
+func TestFollowEnds(t *testing.T) {
+	b := setup(t, feed.Options{})
+	tenant := uuid.New()
+	from, _ := b.hub.Horizon(b.ctx)
+	broken := newRecorder()
+	broken.fail = errors.New("client too slow")
+	_, errc := b.follow(t, tenant, heartbeat.EventFilter{}, from, broken)
+	b.register(t, tenant, "alpha")
+	select {
+	case err := <-errc:
+		if err == nil || err.Error() != "client too slow" {
+			t.Fatalf("follow: %v, want the sink's error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("follow did not end on the sink's error")
+	}
+	cancel, errc := b.follow(t, tenant, heartbeat.EventFilter{}, from, newRecorder())
+	cancel()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatalf("canceled follow: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("canceled follow did not end")
+	}
+}

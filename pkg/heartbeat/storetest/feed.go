@@ -1,0 +1,300 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+)
+
+// The change feed's positions and skill discovery.
+var feedCases = []testCase{
+	{"feed_reads_every_tenant_in_commit_order", feedReadsEveryTenant},
+	{"feed_positions_checked", feedPositionsChecked},
+	{"list_then_watch_has_no_gap", listThenWatchNoGap},
+	{"concurrent_commits_never_skipped", concurrentCommitsNeverSkipped},
+	{"events_filter_by_module", eventsFilterByModule},
+	{"find_skills", findSkills},
+}
+
+// readAllFeed reads the whole feed after from in pages of limit.
+func (e *env) readAllFeed(from heartbeat.Position, limit int) ([]heartbeat.Event, heartbeat.Position) {
+	e.t.Helper()
+	var out []heartbeat.Event
+	pos := from
+	for range 10_000 {
+		b, err := e.store.ReadFeed(e.ctx, pos, limit)
+		if err != nil {
+			e.t.Fatalf("read feed after %+v: %v", pos, err)
+		}
+		if len(b.Events) > limit {
+			e.t.Fatalf("read feed: %d events, limit %d", len(b.Events), limit)
+		}
+		for _, ev := range b.Events {
+			if ev.Position.Compare(pos) <= 0 {
+				e.t.Fatalf("read feed after %+v: event at %+v", pos, ev.Position)
+			}
+			pos = ev.Position
+		}
+		out = append(out, b.Events...)
+		if len(b.Events) < limit {
+			if b.Horizon.Compare(pos) < 0 {
+				e.t.Fatalf("read feed: horizon %+v before the last event %+v", b.Horizon, pos)
+			}
+			return out, b.Horizon
+		}
+	}
+	e.t.Fatalf("read feed: no end after 10000 reads")
+	return nil, heartbeat.Position{}
+}
+
+// The feed returns every tenant's events once, in the order of positions,
+// each with its tenant; after its horizon nothing is left.
+func feedReadsEveryTenant(e *env) {
+	start, err := e.store.Horizon(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	other := uuid.New()
+	a := e.registerNew(e.info("alpha", "s"))
+	e.registerFor(other, e.info("alpha"))
+	e.advance(30 * time.Second)
+	e.sweep()
+	e.heartbeat(a.ServerID)
+	e.deregister(a.ServerID)
+
+	for _, limit := range []int{1, 2, 100} {
+		got, horizon := e.readAllFeed(start, limit)
+		var mine, theirs int
+		for _, ev := range got {
+			switch ev.TenantID {
+			case e.tenant:
+				mine++
+			case other:
+				theirs++
+			}
+		}
+		// alpha: registered, unhealthy, recovered, deregistered; other:
+		// registered, unhealthy (the sweep spans tenants). Other cases'
+		// stores are their own.
+		if mine != 4 || theirs != 2 || len(got) != 6 {
+			e.t.Fatalf("limit %d: %d events (%d of the tenant, %d of the other), want 6 (4, 2)", limit, len(got), mine, theirs)
+		}
+		if rest, _ := e.readAllFeed(horizon, limit); len(rest) != 0 {
+			e.t.Fatalf("limit %d: %d events after the horizon", limit, len(rest))
+		}
+	}
+	// The trail of the tenant is the feed's events of the tenant, in order.
+	trail := e.allEvents(e.tenant, heartbeat.EventFilter{})
+	feed, _ := e.readAllFeed(start, 100)
+	var j int
+	for _, ev := range feed {
+		if ev.TenantID != e.tenant {
+			continue
+		}
+		if ev.EventID != trail[j].EventID || ev.Position != trail[j].Position {
+			e.t.Fatalf("feed event %d of the tenant is %s at %+v, trail has %s at %+v",
+				j, ev.EventID, ev.Position, trail[j].EventID, trail[j].Position)
+		}
+		j++
+	}
+}
+
+// A position that the store handed out is accepted; one of another epoch or
+// ahead of the present is expired.
+func feedPositionsChecked(e *env) {
+	e.registerNew(e.info("alpha"))
+	ev := e.allEvents(e.tenant, heartbeat.EventFilter{})[0]
+	horizon, err := e.store.Horizon(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, p := range []heartbeat.Position{{}, ev.Position, horizon} {
+		got, err := e.store.CheckPosition(e.ctx, e.tenant, p)
+		if err != nil || got != p {
+			e.t.Fatalf("check %+v: %+v, %v", p, got, err)
+		}
+	}
+	for _, p := range []heartbeat.Position{
+		{Epoch: horizon.Epoch + 1, TxID: horizon.TxID, Seq: horizon.Seq}, // another history
+		{Epoch: horizon.Epoch, TxID: horizon.TxID + 1<<40},                // ahead of the present
+		{Epoch: horizon.Epoch, TxID: ev.Position.TxID, Seq: ev.Position.Seq + 1<<40},
+	} {
+		if _, err := e.store.CheckPosition(e.ctx, e.tenant, p); !errors.Is(err, heartbeat.ErrPositionExpired) {
+			e.t.Fatalf("check %+v: %v, want ErrPositionExpired", p, err)
+		}
+	}
+}
+
+// What commits after a list is after the list's horizon: reading from it
+// misses nothing, for servers, skills and the audit list alike.
+func listThenWatchNoGap(e *env) {
+	e.registerNew(e.info("alpha", "s"))
+	servers, err := e.store.Servers(e.ctx, e.tenant, heartbeat.ServerFilter{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	skills, err := e.store.FindSkills(e.ctx, e.tenant, heartbeat.SkillFilter{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	audit, err := e.store.Events(e.ctx, e.tenant, heartbeat.EventFilter{})
+	if err != nil || audit.Next != nil || len(audit.Events) != 1 {
+		e.t.Fatalf("audit: %d events, next %v, %v", len(audit.Events), audit.Next, err)
+	}
+	b := e.registerNew(e.info("bravo"))
+	for name, from := range map[string]heartbeat.Position{
+		"servers": servers.Horizon, "skills": skills.Horizon, "audit": audit.Horizon,
+	} {
+		page, err := e.store.Events(e.ctx, e.tenant, heartbeat.EventFilter{After: from})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if len(page.Events) == 0 || page.Events[len(page.Events)-1].ServerID != b.ServerID {
+			e.t.Fatalf("after the %s list's horizon: %s, want bravo's registration last", name, describe(page.Events))
+		}
+		if name == "audit" && len(page.Events) != 1 {
+			e.t.Fatalf("after the audit list's horizon: %s, want bravo's registration alone", describe(page.Events))
+		}
+	}
+}
+
+// Registrations commit concurrently while a reader follows the tenant's
+// trail from the positions it was given: it sees every event exactly once.
+func concurrentCommitsNeverSkipped(e *env) {
+	const writers, each = 8, 12
+	var (
+		done atomic.Bool
+		mu   sync.Mutex
+		seen = map[uuid.UUID]int{}
+	)
+	var wg sync.WaitGroup
+	follow := func() {
+		pos := heartbeat.Position{}
+		for {
+			finished := done.Load()
+			page, err := e.store.Events(e.ctx, e.tenant, heartbeat.EventFilter{After: pos, Limit: 7})
+			if err != nil {
+				e.t.Errorf("events: %v", err)
+				return
+			}
+			mu.Lock()
+			for _, ev := range page.Events {
+				seen[ev.EventID]++
+			}
+			mu.Unlock()
+			pos = page.Horizon
+			if finished && page.Next == nil {
+				return
+			}
+		}
+	}
+	wg.Go(follow)
+	run(writers, func(w int) {
+		for i := range each {
+			if _, _, _, err := e.store.Register(e.ctx, e.tenant, e.info(fmt.Sprintf("w%d-m%d", w, i))); err != nil {
+				e.t.Errorf("register: %v", err)
+			}
+		}
+	})
+	done.Store(true)
+	wg.Wait()
+	all := e.allEvents(e.tenant, heartbeat.EventFilter{})
+	if len(all) != writers*each {
+		e.t.Fatalf("trail: %d events, want %d", len(all), writers*each)
+	}
+	for _, ev := range all {
+		if seen[ev.EventID] != 1 {
+			e.t.Fatalf("event %s seen %d times by the follower", ev.EventID, seen[ev.EventID])
+		}
+	}
+	if len(seen) != len(all) {
+		e.t.Fatalf("follower saw %d events, the trail has %d", len(seen), len(all))
+	}
+}
+
+// The audit list filters by module name.
+func eventsFilterByModule(e *env) {
+	a := e.registerNew(e.info("alpha"))
+	e.registerNew(e.info("bravo"))
+	e.deregister(a.ServerID)
+	got := e.allEvents(e.tenant, heartbeat.EventFilter{ModuleName: "alpha"})
+	if len(got) != 2 || got[0].ModuleName != "alpha" || got[1].Kind != heartbeat.KindDeregistered {
+		e.t.Fatalf("alpha's events: %s", describe(got))
+	}
+	if got := e.allEvents(e.tenant, heartbeat.EventFilter{ModuleName: "zulu"}); len(got) != 0 {
+		e.t.Fatalf("zulu's events: %s", describe(got))
+	}
+}
+
+// Skills across servers: ordered by name then module, filtered, paged.
+func findSkills(e *env) {
+	a := e.registerNew(e.info("alpha", "search", "book"))
+	bInfo := e.info("bravo", "search")
+	bInfo.SupportedProtocols = []string{"2025-06-18", "2025-11-25"}
+	b := e.registerNew(bInfo)
+	e.registerFor(uuid.New(), e.info("charlie", "search")) // another tenant
+	e.deregister(a.ServerID)
+
+	key := func(page heartbeat.SkillPage) []string {
+		var out []string
+		for _, s := range page.Skills {
+			out = append(out, s.Name+"@"+s.ModuleName)
+		}
+		return out
+	}
+	yes, no := true, false
+	for _, c := range []struct {
+		f    heartbeat.SkillFilter
+		want []string
+	}{
+		{heartbeat.SkillFilter{}, []string{"book@alpha", "search@alpha", "search@bravo"}},
+		{heartbeat.SkillFilter{Name: "search"}, []string{"search@alpha", "search@bravo"}},
+		{heartbeat.SkillFilter{ModuleName: "alpha"}, []string{"book@alpha", "search@alpha"}},
+		{heartbeat.SkillFilter{Available: &yes}, []string{"search@bravo"}},
+		{heartbeat.SkillFilter{Available: &no}, []string{"book@alpha", "search@alpha"}},
+		{heartbeat.SkillFilter{Protocol: "2025-11-25"}, []string{"search@bravo"}},
+		{heartbeat.SkillFilter{ServerStatus: heartbeat.StatusDeregistered}, []string{"book@alpha", "search@alpha"}},
+	} {
+		page, err := e.store.FindSkills(e.ctx, e.tenant, c.f)
+		if err != nil {
+			e.t.Fatalf("find %+v: %v", c.f, err)
+		}
+		if got := key(page); !slices.Equal(got, c.want) || page.Next != nil {
+			e.t.Fatalf("find %+v: %v next %v, want %v", c.f, got, page.Next, c.want)
+		}
+	}
+	page, err := e.store.FindSkills(e.ctx, e.tenant, heartbeat.SkillFilter{Name: "search", ModuleName: "bravo"})
+	if err != nil || len(page.Skills) != 1 {
+		e.t.Fatalf("search@bravo: %v %v", key(page), err)
+	}
+	s := page.Skills[0]
+	if s.ServerID != b.ServerID || s.ServerStatus != heartbeat.StatusHealthy || s.Version != "1.0.0" ||
+		!slices.Equal(s.SupportedProtocols, bInfo.SupportedProtocols) || !s.Available || s.UnavailableReason != nil ||
+		s.Description != "does search" {
+		e.t.Fatalf("search@bravo: %+v", s)
+	}
+	// Pages of one.
+	var all []string
+	f := heartbeat.SkillFilter{Limit: 1}
+	for range 10 {
+		page, err := e.store.FindSkills(e.ctx, e.tenant, f)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		all = append(all, key(page)...)
+		if page.Next == nil {
+			break
+		}
+		f.After = page.Next
+	}
+	if want := []string{"book@alpha", "search@alpha", "search@bravo"}; !slices.Equal(all, want) {
+		e.t.Fatalf("paged: %v, want %v", all, want)
+	}
+}
