@@ -3,8 +3,10 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/cyberos/mcpd/pkg/auth"
@@ -40,9 +42,11 @@ type HandlerOptions struct {
 	RequestTimeout time.Duration
 	// Feed serves GET /v1/mcp/watch; nil: the route answers 503.
 	Feed *feed.Hub
-	// CursorKey seals cursors (32 bytes, the store's CursorKey); nil: a
-	// random key, for cursors that need not outlive the handler.
-	CursorKey []byte
+	// CursorKey returns the secret that seals cursors (32 bytes, the
+	// store's CursorKey), asked at the first call that needs it and until
+	// it answers; nil: a random key, for cursors that need not outlive the
+	// handler.
+	CursorKey func(ctx context.Context) ([]byte, error)
 	// Streams ends every watch stream when it is done (the server shuts
 	// down); nil: streams end only with their request.
 	Streams context.Context
@@ -59,9 +63,11 @@ type handler struct {
 	metrics *Metrics
 	pinger  Pinger
 	timeout time.Duration
-	cursors *cursorCodec
-	feed    *feed.Hub
-	streams context.Context
+	// cursors seals cursors once the key is read (codec).
+	cursors   atomic.Pointer[cursorCodec]
+	cursorKey func(ctx context.Context) ([]byte, error)
+	feed      *feed.Hub
+	streams   context.Context
 	// streamWriteTimeout bounds each write of a watch stream.
 	streamWriteTimeout time.Duration
 }
@@ -86,24 +92,22 @@ const (
 
 // NewHandler returns mcpd's HTTP API: every call of the contract, with
 // authentication, input rules, problem answers, panic recovery and metrics.
-// It panics when opts.CursorKey is not 32 bytes.
 func NewHandler(opts HandlerOptions) http.Handler {
-	cursors, err := newCursorCodec(opts.CursorKey)
-	if err != nil {
-		panic(err)
-	}
 	h := &handler{
-		reg:     opts.Registrar,
-		verify:  opts.Verifier,
-		logger:  opts.Logger,
-		metrics: opts.Metrics,
-		pinger:  opts.Pinger,
-		timeout: opts.RequestTimeout,
-		cursors: cursors,
-		feed:    opts.Feed,
-		streams: opts.Streams,
+		reg:       opts.Registrar,
+		verify:    opts.Verifier,
+		logger:    opts.Logger,
+		metrics:   opts.Metrics,
+		pinger:    opts.Pinger,
+		timeout:   opts.RequestTimeout,
+		cursorKey: opts.CursorKey,
+		feed:      opts.Feed,
+		streams:   opts.Streams,
 
 		streamWriteTimeout: opts.StreamWriteTimeout,
+	}
+	if h.cursorKey == nil {
+		h.cursorKey = func(context.Context) ([]byte, error) { return nil, nil }
 	}
 	if h.streamWriteTimeout <= 0 {
 		h.streamWriteTimeout = DefaultStreamWriteTimeout
@@ -140,6 +144,24 @@ func NewHandler(opts HandlerOptions) http.Handler {
 	mux.HandleFunc(RouteReadyz, h.readyz)
 	mux.Handle(RouteMetrics, h.metrics.Handler())
 	return h.instrument(mux)
+}
+
+// codec returns the cursor codec, reading the key on first use: a store
+// that is down at start makes the listings 503 until it answers.
+func (h *handler) codec(ctx context.Context) (*cursorCodec, error) {
+	if c := h.cursors.Load(); c != nil {
+		return c, nil
+	}
+	key, err := h.cursorKey(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the cursor key: %w", err)
+	}
+	c, err := newCursorCodec(key)
+	if err != nil {
+		return nil, err
+	}
+	h.cursors.CompareAndSwap(nil, c)
+	return h.cursors.Load(), nil
 }
 
 // postOnly answers a GET on a path that only takes POST.

@@ -171,6 +171,11 @@ func (h *handler) listSkills(w http.ResponseWriter, r *http.Request, claims auth
 }
 
 func (h *handler) listServers(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
+	cc, err := h.codec(r.Context())
+	if err != nil {
+		writeProblem(w, r, h.errorProblem(r, err))
+		return
+	}
 	q := r.URL.Query()
 	var f heartbeat.ServerFilter
 	if s := q.Get("status"); s != "" {
@@ -195,7 +200,7 @@ func (h *handler) listServers(w http.ResponseWriter, r *http.Request, claims aut
 	}
 	f.Limit = limit
 	if c := q.Get("cursor"); c != "" {
-		after, err := h.cursors.decodeServerCursor(claims.TenantID, c)
+		after, err := cc.decodeServerCursor(claims.TenantID, c)
 		if err != nil {
 			writeProblem(w, r, validationProblem("cursor", "is not a cursor that this listing returned"))
 			return
@@ -213,8 +218,8 @@ func (h *handler) listServers(w http.ResponseWriter, r *http.Request, claims aut
 	}
 	h.writeJSON(w, r, http.StatusOK, ServerList{
 		Servers:     servers,
-		NextCursor:  h.cursors.encodeServerCursor(claims.TenantID, page.Next),
-		WatchCursor: h.cursors.encodePosition(claims.TenantID, page.Horizon),
+		NextCursor:  cc.encodeServerCursor(claims.TenantID, page.Next),
+		WatchCursor: cc.encodePosition(claims.TenantID, page.Horizon),
 	})
 }
 
@@ -247,6 +252,11 @@ func parseEventFilter(q url.Values) (heartbeat.EventFilter, *Problem) {
 }
 
 func (h *handler) listEvents(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
+	cc, err := h.codec(r.Context())
+	if err != nil {
+		writeProblem(w, r, h.errorProblem(r, err))
+		return
+	}
 	q := r.URL.Query()
 	f, p := parseEventFilter(q)
 	if p != nil {
@@ -260,7 +270,7 @@ func (h *handler) listEvents(w http.ResponseWriter, r *http.Request, claims auth
 	}
 	f.Limit = limit
 	if c := q.Get("cursor"); c != "" {
-		pos, err := h.cursors.decodePosition(claims.TenantID, c)
+		pos, err := cc.decodePosition(claims.TenantID, c)
 		if err != nil {
 			writeProblem(w, r, validationProblem("cursor", "is not a cursor that this listing returned"))
 			return
@@ -277,8 +287,8 @@ func (h *handler) listEvents(w http.ResponseWriter, r *http.Request, claims auth
 	}
 	h.writeJSON(w, r, http.StatusOK, EventList{
 		Events:      publicEvents(page.Events),
-		NextCursor:  h.cursors.encodeNextPosition(claims.TenantID, page.Next),
-		WatchCursor: h.cursors.encodePosition(claims.TenantID, page.Horizon),
+		NextCursor:  cc.encodeNextPosition(claims.TenantID, page.Next),
+		WatchCursor: cc.encodePosition(claims.TenantID, page.Horizon),
 	})
 }
 
@@ -299,6 +309,11 @@ func publicEvents(events []heartbeat.Event) []heartbeat.Event {
 }
 
 func (h *handler) findSkills(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
+	cc, err := h.codec(r.Context())
+	if err != nil {
+		writeProblem(w, r, h.errorProblem(r, err))
+		return
+	}
 	q := r.URL.Query()
 	var f heartbeat.SkillFilter
 	if n := q.Get("name"); n != "" {
@@ -345,7 +360,7 @@ func (h *handler) findSkills(w http.ResponseWriter, r *http.Request, claims auth
 	}
 	f.Limit = limit
 	if c := q.Get("cursor"); c != "" {
-		after, err := h.cursors.decodeSkillCursor(claims.TenantID, c)
+		after, err := cc.decodeSkillCursor(claims.TenantID, c)
 		if err != nil {
 			writeProblem(w, r, validationProblem("cursor", "is not a cursor that this listing returned"))
 			return
@@ -359,8 +374,8 @@ func (h *handler) findSkills(w http.ResponseWriter, r *http.Request, claims auth
 	}
 	h.writeJSON(w, r, http.StatusOK, SkillDirectory{
 		Skills:      page.Skills,
-		NextCursor:  h.cursors.encodeSkillCursor(claims.TenantID, page.Next),
-		WatchCursor: h.cursors.encodePosition(claims.TenantID, page.Horizon),
+		NextCursor:  cc.encodeSkillCursor(claims.TenantID, page.Next),
+		WatchCursor: cc.encodePosition(claims.TenantID, page.Horizon),
 	})
 }
 

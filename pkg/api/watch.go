@@ -55,7 +55,8 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request, claims auth.Clai
 	hdr.Set("Cache-Control", "no-cache")
 	hdr.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	sink := &sseSink{w: w, rc: http.NewResponseController(w), cursors: h.cursors, tenant: claims.TenantID,
+	cc, _ := h.codec(r.Context()) // read by watchStart
+	sink := &sseSink{w: w, rc: http.NewResponseController(w), cursors: cc, tenant: claims.TenantID,
 		timeout: h.streamWriteTimeout}
 	if err := sink.flush(); err != nil {
 		return
@@ -80,10 +81,14 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request, claims auth.Clai
 
 // watchStart returns the position a watch starts after.
 func (h *handler) watchStart(ctx context.Context, tenant uuid.UUID, cursor string) (heartbeat.Position, error) {
+	cc, err := h.codec(ctx)
+	if err != nil {
+		return heartbeat.Position{}, err
+	}
 	if cursor == "" {
 		return h.feed.Horizon(ctx)
 	}
-	pos, err := h.cursors.decodePosition(tenant, cursor)
+	pos, err := cc.decodePosition(tenant, cursor)
 	if err != nil {
 		return heartbeat.Position{}, err
 	}

@@ -53,7 +53,8 @@ func startWatchServer(t *testing.T, key []byte, writeTimeout time.Duration) *wat
 	}()
 	reg := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{Store: store})
 	srv := httptest.NewServer(api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: verifier, Metrics: metrics,
-		Feed: hub, CursorKey: key, Streams: ctx, StreamWriteTimeout: writeTimeout}))
+		Feed: hub, CursorKey: func(context.Context) ([]byte, error) { return key, nil }, Streams: ctx,
+		StreamWriteTimeout: writeTimeout}))
 	t.Cleanup(func() {
 		cancel()
 		srv.CloseClientConnections()

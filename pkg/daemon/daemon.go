@@ -97,6 +97,8 @@ type Daemon struct {
 	alertDone   chan error
 	feedCancel  context.CancelFunc
 	feedDone    chan struct{}
+	// stopStreams ends every watch stream (at shutdown).
+	stopStreams context.CancelFunc
 }
 
 // New returns a daemon for cfg, which must be valid. Nothing is opened
@@ -176,17 +178,14 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		BlindAfter: d.cfg.BlindAfter, OnBlind: guard.blind,
 		MassLossShare: d.cfg.MassLossShare, MassLossMin: d.cfg.MassLossMin, OnMassLoss: guard.massLoss,
 	})
-	cursorKey, err := store.CursorKey(ctx)
-	if err != nil {
-		return fmt.Errorf("read the cursor key: %w", err)
-	}
 	hub := feed.NewHub(feed.Options{Source: store, Logger: d.logger, OnPoll: metrics.ObserveFeedRead})
 	// Watch streams end when the server shuts down (RegisterOnShutdown).
-	streams, stopStreams := context.WithCancel(context.WithoutCancel(ctx))
+	var streams context.Context
+	streams, d.stopStreams = context.WithCancel(context.WithoutCancel(ctx))
 	handler := api.NewHandler(api.HandlerOptions{
 		Registrar: registrar, Verifier: verifier, Logger: d.logger, Metrics: metrics,
 		Pinger: store, RequestTimeout: d.cfg.RequestTimeout,
-		Feed: hub, CursorKey: cursorKey, Streams: streams,
+		Feed: hub, CursorKey: store.CursorKey, Streams: streams,
 	})
 
 	maxConns, err := d.connectionCap()
@@ -222,7 +221,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		ErrorLog:          slog.NewLogLogger(d.logger.Handler(), slog.LevelWarn),
 		ConnState:         limiter.connState,
 	}
-	d.srv.RegisterOnShutdown(stopStreams)
+	d.srv.RegisterOnShutdown(d.stopStreams)
 	d.serveErr = make(chan error, 1)
 	go func() {
 		if err := d.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -499,6 +498,9 @@ func (d *Daemon) Stop(ctx context.Context) error {
 // closeResources closes the store and its pool and removes the --dev
 // secret file.
 func (d *Daemon) closeResources() {
+	if d.stopStreams != nil {
+		d.stopStreams()
+	}
 	if d.ln != nil && d.srv == nil {
 		_ = d.ln.Close()
 	}
