@@ -64,7 +64,21 @@ var (
 // beside the monitor, the API's reads and the alert dispatcher.
 const DefaultMaxConns = 2*DefaultFlushers + 4
 
+// DefaultQueryExecMode is how statements run unless the URL's
+// default_query_exec_mode says otherwise: each statement's description is
+// asked once per connection and cached, and every execution is an unnamed
+// statement in one round trip. Unlike the driver's default (named prepared
+// statements, which live in one server session), it works through a pooler
+// in transaction mode such as pgbouncer, where successive transactions of a
+// connection may reach different server sessions. It costs the server a
+// parse and plan per statement; on the heartbeat path that is within the
+// noise (docs/performance.md).
+const DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+
 // Connect opens a pool to databaseURL and checks that the server answers.
+// databaseURL may name several hosts (host1:5432,host2:5432) with
+// target_session_attrs=read-write, so that a new connection after a failover
+// reaches the new primary.
 func Connect(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
@@ -75,6 +89,9 @@ func Connect(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
 	}
 	if !strings.Contains(databaseURL, "pool_max_conns") {
 		cfg.MaxConns = max(cfg.MaxConns, DefaultMaxConns)
+	}
+	if !strings.Contains(databaseURL, "default_query_exec_mode") {
+		cfg.ConnConfig.DefaultQueryExecMode = DefaultQueryExecMode
 	}
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "mcpd"
