@@ -271,11 +271,21 @@ func finishEvent(ev *heartbeat.Event, from, traceID *string, body []byte) error 
 	return nil
 }
 
-// Ping reports whether the database answers and its schema is the one this
-// build expects.
+// Ping reports whether the database answers, its schema is the one this
+// build expects, and it takes writes: a read-only database (a standby, or
+// default_transaction_read_only) is heartbeat.ErrUnavailable with cause
+// ErrReadOnly.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := schema.Check(ctx, s.pool); err != nil {
 		return translate(err)
+	}
+	var readOnly bool
+	if err := s.pool.QueryRow(ctx,
+		`SELECT current_setting('transaction_read_only')::boolean OR pg_is_in_recovery()`).Scan(&readOnly); err != nil {
+		return translate(err)
+	}
+	if readOnly {
+		return fmt.Errorf("%w: %w", heartbeat.ErrUnavailable, ErrReadOnly)
 	}
 	return nil
 }

@@ -1,0 +1,74 @@
+package pgstore_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/pgstore"
+	"github.com/cyberos/mcpd/pkg/pgtest"
+)
+
+// On a database that answers but cannot write (a standby, or here
+// default_transaction_read_only), every write is heartbeat.ErrUnavailable
+// (503 with Retry-After, not 500), Ping says not ready, and reads still
+// answer.
+func TestReadOnlyDatabase(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := t.Context()
+	clock := clockwork.NewFakeClockAt(epoch)
+	writable := pgstore.New(db.App, pgstore.Options{Clock: clock})
+	t.Cleanup(writable.Close)
+	tenant := uuid.New()
+	info := heartbeat.ServerInfo{ModuleName: "calendar", Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}
+	srv, _, _, err := writable.Register(ctx, tenant, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := db.Admin.Exec(ctx, `ALTER DATABASE `+db.Name+` SET default_transaction_read_only = on`); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, db.AppURL) // new sessions: read-only
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	st := pgstore.New(pool, pgstore.Options{Clock: clock})
+	t.Cleanup(st.Close)
+
+	unavailable := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, heartbeat.ErrUnavailable) {
+			t.Fatalf("%s on a read-only database: %v; want heartbeat.ErrUnavailable", what, err)
+		}
+	}
+	err = st.Ping(ctx)
+	unavailable("Ping", err)
+	if !errors.Is(err, pgstore.ErrReadOnly) {
+		t.Fatalf("Ping: %v; want pgstore.ErrReadOnly", err)
+	}
+	_, _, _, err = st.Register(ctx, tenant, heartbeat.ServerInfo{ModuleName: "mail", Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}})
+	unavailable("Register", err)
+	_, _, err = st.Heartbeat(ctx, tenant, srv.ServerID)
+	unavailable("Heartbeat", err)
+	_, _, err = st.Deregister(ctx, tenant, srv.ServerID)
+	unavailable("Deregister", err)
+	_, err = st.Sweep(ctx, epoch.Add(time.Hour), 10*time.Second, 100)
+	unavailable("Sweep", err)
+	_, err = st.ClaimAlerts(ctx, "d", 10)
+	unavailable("ClaimAlerts", err)
+
+	if got, err := st.Server(ctx, tenant, srv.ServerID); err != nil || got.Status != heartbeat.StatusHealthy {
+		t.Fatalf("read on a read-only database: %+v, %v", got, err)
+	}
+	if err := writable.Ping(ctx); err != nil {
+		t.Fatalf("Ping on the sessions opened before: %v", err)
+	}
+}
