@@ -59,7 +59,7 @@ func twoHostURL(t *testing.T, url string, primary, standby *pgtest.Cluster) stri
 // TestFailover runs mcpd on a primary with a synchronous streaming standby,
 // through a two-host URL with target_session_attrs=read-write, while
 // servers register and heartbeat. The primary crashes (pg_ctl stop -m
-// immediate) and the standby is promoted: mcpd finds the new primary by
+// immediate) and the standby is promoted five intervals later: mcpd finds the new primary by
 // itself; no heartbeating server is marked degraded or unhealthy (the blind
 // window); no acknowledged registration is lost; every server's audit trail
 // is whole with no event twice; the alert outbox carries on, delivering an
@@ -158,6 +158,18 @@ func TestFailover(t *testing.T) {
 	b.phase.Store(1)
 	crashed := time.Now()
 	primary.Crash(t)
+	// As a failover manager would, promote only after a while (here five
+	// intervals, longer than the 3I that makes a silent server unhealthy):
+	// meanwhile mcpd is not ready and answers writes 503.
+	for time.Since(crashed) < 5*e2eInterval {
+		if err := c.Readyz(ctx); !isUnavailable(err) {
+			t.Fatalf("readyz with no primary: %v; want 503", err)
+		}
+		if !p.running() {
+			t.Fatalf("mcpd exited with no primary: %v", p.err)
+		}
+		time.Sleep(pollStep)
+	}
 	standby.Promote(t)
 	regMu.Lock()
 	promoted = time.Now()
@@ -224,13 +236,14 @@ func TestFailover(t *testing.T) {
 		t.Fatalf("silent servers' unhealthy events: %d before, %d after; want one each",
 			st.count(silentBefore, heartbeat.KindUnhealthy), st.count(silentAfter, heartbeat.KindUnhealthy))
 	}
+	metrics := get(t, "http://"+p.addr+"/metrics")
 	t.Logf("FIGURE failover: primary crashed, standby promoted %s later; ready %s, every server heartbeated %s, "+
 		"first registration acknowledged %s after the promotion; %d registrations acknowledged, none lost; "+
 		"heartbeats during %v, after %v; falsely degraded %d/%d, falsely unhealthy %d/%d; "+
-		"alert before the failover delivered %d time(s), after %d time(s)",
+		"alert before the failover delivered %d time(s), after %d time(s); %s",
 		promoted.Sub(crashed).Round(time.Millisecond), ready.Round(time.Millisecond), heartbeated.Round(time.Millisecond),
 		firstWrite.Round(time.Millisecond), ackedN, out[1], out[2], degraded, servers, unhealthy, servers,
-		hook.count(before), hook.count(after))
+		hook.count(before), hook.count(after), strings.Join(grepLinesPrefix(metrics, "mcpd_blind_"), ", "))
 	assertNoPanic(t, "mcpd", p.stderr.String())
 	assertNoFalseUnhealthy(t, degraded, unhealthy, servers)
 }
