@@ -49,16 +49,16 @@ func TestPgBouncerTransactionMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	if _, err := conn.Exec(ctx, `SET application_name = 'leaked'`); err != nil {
+	if _, err := conn.Exec(ctx, `SET work_mem = '12345kB'`); err != nil {
 		t.Fatal(err)
 	}
 	seen := false
 	for range 20 {
 		var name string
-		if err := other.QueryRow(ctx, `SELECT current_setting('application_name')`).Scan(&name); err != nil {
+		if err := other.QueryRow(ctx, `SELECT current_setting('work_mem')`).Scan(&name); err != nil {
 			t.Fatal(err)
 		}
-		if name == "leaked" {
+		if name == "12345kB" {
 			seen = true
 			break
 		}
