@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -70,5 +71,66 @@ func TestReadOnlyDatabase(t *testing.T) {
 	}
 	if err := writable.Ping(ctx); err != nil {
 		t.Fatalf("Ping on the sessions opened before: %v", err)
+	}
+}
+
+// A primary that cannot commit (its synchronous standby is gone) answers
+// reads, but Ping fails within the caller's deadline: /readyz is 503.
+func TestPingWhenCommitsWait(t *testing.T) {
+	t.Parallel()
+	c := pgtest.NewCluster(t)
+	db := c.NewDB(t)
+	ctx := t.Context()
+	st := pgstore.New(db.App, pgstore.Options{})
+	t.Cleanup(st.Close)
+	if err := st.Ping(ctx); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	for _, q := range []string{
+		`ALTER SYSTEM SET synchronous_standby_names = 'gone'`,
+		`SELECT pg_reload_conf()`,
+		`ALTER DATABASE ` + db.Name + ` SET synchronous_commit = on`,
+	} {
+		if _, err := db.Admin.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool, err := pgxpool.New(ctx, db.AppURL) // new sessions: synchronous_commit on
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	waiting := pgstore.New(pool, pgstore.Options{})
+	t.Cleanup(waiting.Close)
+	// The server applies the reload in the background: within a few
+	// seconds commits start waiting.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		err := waiting.Ping(pctx)
+		cancel()
+		if errors.Is(err, heartbeat.ErrUnavailable) {
+			break
+		}
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("Ping while commits wait for a standby that is gone: %v; want heartbeat.ErrUnavailable", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := waiting.Servers(ctx, uuid.New(), heartbeat.ServerFilter{Limit: 10}); err != nil {
+		t.Fatalf("a read while commits wait: %v", err)
+	}
+	// Commits go through again once no standby is waited for.
+	for _, q := range []string{`ALTER SYSTEM RESET synchronous_standby_names`, `SELECT pg_reload_conf()`} {
+		if _, err := db.Admin.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for waiting.Ping(ctx) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("Ping still failing after the standby requirement was lifted")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -272,16 +272,21 @@ func finishEvent(ev *heartbeat.Event, from, traceID *string, body []byte) error 
 }
 
 // Ping reports whether the database answers, its schema is the one this
-// build expects, and it takes writes: a read-only database (a standby, or
-// default_transaction_read_only) is heartbeat.ErrUnavailable with cause
-// ErrReadOnly.
+// build expects, and it commits a write. A read-only database (a standby,
+// or default_transaction_read_only) is heartbeat.ErrUnavailable with cause
+// ErrReadOnly. Otherwise Ping writes an empty transactional WAL message
+// (pg_logical_emit_message, prefix mcpd.ready: no table, a few dozen bytes
+// of WAL), so that its commit waits, like every write's, for a synchronous
+// standby when there is one: a primary that cannot commit is not ready
+// either (the caller's deadline bounds the wait).
 func (s *Store) Ping(ctx context.Context) error {
 	if err := schema.Check(ctx, s.pool); err != nil {
 		return translate(err)
 	}
 	var readOnly bool
-	if err := s.pool.QueryRow(ctx,
-		`SELECT current_setting('transaction_read_only')::boolean OR pg_is_in_recovery()`).Scan(&readOnly); err != nil {
+	if err := s.pool.QueryRow(ctx, `
+SELECT CASE WHEN current_setting('transaction_read_only')::boolean OR pg_is_in_recovery() THEN NULL
+            ELSE pg_logical_emit_message(true, 'mcpd.ready', '') END IS NULL`).Scan(&readOnly); err != nil {
 		return translate(err)
 	}
 	if readOnly {
