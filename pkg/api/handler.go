@@ -17,8 +17,9 @@ import (
 // DefaultRequestTimeout bounds the work of one /v1 call or readiness probe.
 const DefaultRequestTimeout = 5 * time.Second
 
-// Pinger reports whether the store answers and its schema is the one this
-// build expects; /readyz asks it.
+// Pinger reports whether something this process needs to serve is ready:
+// the store answers, takes writes and has the schema this build expects;
+// /readyz asks it.
 type Pinger interface {
 	Ping(ctx context.Context) error
 }
@@ -34,7 +35,8 @@ type HandlerOptions struct {
 	// Metrics is served on /metrics and observes every request; nil: a
 	// fresh private registry.
 	Metrics *Metrics
-	// Pinger backs /readyz; nil: always ready.
+	// Pinger backs /readyz; nil: always ready. ReadyChecks combines several
+	// (the store, the monitor).
 	Pinger Pinger
 	// RequestTimeout bounds each /v1 call and readiness probe; zero:
 	// DefaultRequestTimeout. A watch stream is bounded by it until it
@@ -248,8 +250,7 @@ func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
 		defer cancel()
 		if err := h.pinger.Ping(ctx); err != nil {
 			h.logger.WarnContext(r.Context(), "not ready", "err", err)
-			writeProblem(w, r, unavailableProblem(
-				"the store does not answer or its schema is not the version this build expects"))
+			writeProblem(w, r, unavailableProblem(notReadyDetail(err)))
 			return
 		}
 	}

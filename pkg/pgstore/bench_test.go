@@ -108,14 +108,13 @@ func BenchmarkHeartbeat(b *testing.B) {
 	db := pgtest.NewDB(b)
 	seed(b, db, tenants, modules)
 	ctx := context.Background()
-	type target struct{ tenant, server uuid.UUID }
-	var byTenant, spread []target
+	var byTenant, spread []heartbeatTarget
 	rows, err := db.Admin.Query(ctx, `SELECT tenant_id, server_id FROM mcp_servers ORDER BY module_name, tenant_id`)
 	if err != nil {
 		b.Fatal(err)
 	}
 	for rows.Next() {
-		var t target
+		var t heartbeatTarget
 		if err := rows.Scan(&t.tenant, &t.server); err != nil {
 			b.Fatal(err)
 		}
@@ -129,7 +128,34 @@ func BenchmarkHeartbeat(b *testing.B) {
 			byTenant = append(byTenant, t)
 		}
 	}
-	st := pgstore.New(db.App, pgstore.Options{Clock: clockwork.NewFakeClockAt(epoch)})
+	// The store's default query mode, which a pooler in transaction mode
+	// allows (describe once, unnamed statements), and the driver's own
+	// default (named prepared statements, kept by one server session).
+	// exec, which describes nothing, cannot encode the batch's uuid[]
+	// parameters.
+	for _, mode := range []string{"", "cache_statement"} {
+		name := "mode=" + mode
+		if mode == "" {
+			name = "mode=default"
+		}
+		b.Run(name, func(b *testing.B) { benchHeartbeat(b, db, mode, byTenant, spread) })
+	}
+}
+
+type heartbeatTarget struct{ tenant, server uuid.UUID }
+
+func benchHeartbeat(b *testing.B, db *pgtest.DB, mode string, byTenant, spread []heartbeatTarget) {
+	ctx := context.Background()
+	url := db.AppURL
+	if mode != "" {
+		url += "&default_query_exec_mode=" + mode
+	}
+	pool, err := pgstore.Connect(ctx, url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	st := pgstore.New(pool, pgstore.Options{Clock: clockwork.NewFakeClockAt(epoch)})
 	b.Cleanup(st.Close)
 	b.Run("serial", func(b *testing.B) {
 		i := 0
@@ -143,7 +169,7 @@ func BenchmarkHeartbeat(b *testing.B) {
 	})
 	for _, c := range []struct {
 		name    string
-		targets []target
+		targets []heartbeatTarget
 	}{{"parallel", byTenant}, {"parallel-spread", spread}} {
 		b.Run(c.name, func(b *testing.B) {
 			var next atomic.Int64

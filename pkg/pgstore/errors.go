@@ -8,6 +8,7 @@ import (
 	"net"
 	"syscall"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -30,11 +31,7 @@ func translate(err error) error {
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		switch {
-		case pgErr.Code[:2] == "08", // connection exception
-			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03", // shutdown, cannot connect now
-			pgErr.Code == "53300", // too many connections
-			pgErr.Code == "57014": // query canceled (statement timeout)
+		if unavailableCode(pgErr.Code) {
 			return fmt.Errorf("%w: %w", heartbeat.ErrUnavailable, err)
 		}
 		return err
@@ -48,3 +45,23 @@ func translate(err error) error {
 	}
 	return err
 }
+
+// unavailableCode reports whether a server error of SQLSTATE code says that
+// the database cannot serve now rather than that the request is wrong: the
+// connection is lost, the server shuts down, starts up or has no room, the
+// statement ran out of time, or the database is read-only (a standby, or a
+// host of a multi-host URL without target_session_attrs=read-write). These
+// are 503 with Retry-After, never 500.
+func unavailableCode(code string) bool {
+	switch code {
+	case pgerrcode.AdminShutdown, pgerrcode.CrashShutdown, pgerrcode.CannotConnectNow,
+		pgerrcode.QueryCanceled,
+		pgerrcode.ReadOnlySQLTransaction:
+		return true
+	}
+	return pgerrcode.IsConnectionException(code) || pgerrcode.IsInsufficientResources(code)
+}
+
+// ErrReadOnly is the cause of heartbeat.ErrUnavailable when the database
+// answers but cannot write.
+var ErrReadOnly = errors.New("the database is read-only (a standby, or default_transaction_read_only is on)")

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -14,13 +15,22 @@ import (
 
 var _ heartbeat.AlertOutbox = (*Store)(nil)
 
-// alertClaim holds a destination's advisory lock on one pooled connection
-// while its events are delivered. No transaction stays open, so the claim
-// holds back no other destination's horizon, and a replica that dies drops
-// the lock with its connection.
+// AlertLease is how long a claim of a destination's cursor holds it: a
+// replica that dies while delivering keeps that destination from the others
+// this long; one still delivering after it may send what another replica
+// sends too (at least once). A held delivery is a few requests of at most
+// alert.RequestTimeout (10 s) each.
+const AlertLease = 30 * time.Second
+
+// alertClaim is a lease on a destination's cursor row, taken and ended in
+// short transactions of their own (migration 0010): no session state and no
+// open transaction is held while the events are delivered, so it works
+// through a pooler in transaction mode, and holds back no other
+// destination's horizon.
 type alertClaim struct {
-	conn        *pgxpool.Conn
+	pool        *pgxpool.Pool
 	destination string
+	claimant    uuid.UUID
 	events      []heartbeat.Event
 	txids       []string
 	ended       bool
@@ -32,13 +42,14 @@ func (c *alertClaim) Ack(ctx context.Context, n int) error {
 	if c.ended {
 		return fmt.Errorf("alert claim of %s already ended", c.destination)
 	}
-	defer c.Release(ctx)
 	n = min(n, len(c.events))
 	if n == 0 {
+		c.Release(ctx)
 		return nil
 	}
+	c.ended = true
 	last := n - 1
-	_, err := c.conn.Exec(ctx, `SELECT mcp_alert_ack($1, $2, $3)`, c.destination, c.txids[last], c.events[last].Seq)
+	_, err := c.pool.Exec(ctx, `SELECT mcp_alert_ack($1, $2, $3, $4)`, c.destination, c.claimant, c.txids[last], c.events[last].Seq)
 	return translate(err)
 }
 
@@ -47,41 +58,49 @@ func (c *alertClaim) Release(ctx context.Context) {
 		return
 	}
 	c.ended = true
-	if _, err := c.conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtext($1))`, alertLockKey(c.destination)); err != nil {
-		// The lock dies with the connection.
-		_ = c.conn.Hijack().Close(context.WithoutCancel(ctx))
-		return
-	}
-	c.conn.Release()
+	// A release that fails leaves the lease to run out.
+	_, _ = c.pool.Exec(context.WithoutCancel(ctx), `SELECT mcp_alert_ack($1, $2, NULL, NULL)`, c.destination, c.claimant)
 }
 
-func alertLockKey(destination string) string { return "mcpd.alert:" + destination }
-
-// ClaimAlerts takes destination's advisory lock and returns the alert events
-// after its cursor; nil when another replica holds the lock.
+// ClaimAlerts takes destination's lease and returns the alert events after
+// its cursor; nil when another replica holds the lease. The lease and the
+// read are one implicit transaction, in one round trip.
 func (s *Store) ClaimAlerts(ctx context.Context, destination string, limit int) (heartbeat.AlertClaim, error) {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return nil, translate(err)
-	}
-	var locked bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtext($1))`, alertLockKey(destination)).Scan(&locked); err != nil {
-		conn.Release()
-		return nil, translate(err)
-	}
-	if !locked {
-		conn.Release()
-		return nil, nil
-	}
-	claim := &alertClaim{conn: conn, destination: destination}
-	rows, err := conn.Query(ctx, `
+	claim := &alertClaim{pool: s.pool, destination: destination, claimant: uuid.New()}
+	var pb pgx.Batch
+	pb.Queue(`SELECT mcp_alert_lease($1, $2, $3)`, destination, claim.claimant, AlertLease)
+	pb.Queue(`
 SELECT txid, seq, event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
        trace_id, occurred_at, body
-FROM mcp_alert_claim($1, $2)`, destination, limit)
+FROM mcp_alert_claim($1, $2, $3)`, destination, claim.claimant, limit)
+	br := s.pool.SendBatch(ctx, &pb)
+	leased, err := readClaim(br, claim)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
-		claim.Release(ctx)
+		if leased {
+			claim.Release(ctx)
+		}
 		return nil, translate(err)
 	}
+	if !leased {
+		return nil, nil // another replica holds the lease
+	}
+	return claim, nil
+}
+
+// readClaim reads the answers of ClaimAlerts's batch into claim, and
+// whether the lease was taken.
+func readClaim(br pgx.BatchResults, claim *alertClaim) (leased bool, err error) {
+	if err := br.QueryRow().Scan(&leased); err != nil {
+		return false, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return leased, err
+	}
+	defer rows.Close()
 	for rows.Next() {
 		var (
 			ev    heartbeat.Event
@@ -94,25 +113,16 @@ FROM mcp_alert_claim($1, $2)`, destination, limit)
 		)
 		if err := rows.Scan(&txid, &ev.Seq, &ev.EventID, &ev.TenantID, &kind, &ev.ServerID, &ev.ModuleName,
 			&from, &to, &trace, &ev.OccurredAt, &body); err != nil {
-			rows.Close()
-			claim.Release(ctx)
-			return nil, translate(err)
+			return leased, err
 		}
 		ev.Kind, ev.ToStatus = heartbeat.EventKind(kind), heartbeat.Status(to)
 		if err := finishEvent(&ev, from, trace, body); err != nil {
-			rows.Close()
-			claim.Release(ctx)
-			return nil, err
+			return leased, err
 		}
 		claim.events = append(claim.events, ev)
 		claim.txids = append(claim.txids, txid)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		claim.Release(ctx)
-		return nil, translate(err)
-	}
-	return claim, nil
+	return leased, rows.Err()
 }
 
 // PendingAlerts counts destination's unacknowledged alert events.

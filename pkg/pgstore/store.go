@@ -64,7 +64,21 @@ var (
 // beside the monitor, the API's reads and the alert dispatcher.
 const DefaultMaxConns = 2*DefaultFlushers + 4
 
+// DefaultQueryExecMode is how statements run unless the URL's
+// default_query_exec_mode says otherwise: each statement's description is
+// asked once per connection and cached, and every execution is an unnamed
+// statement in one round trip. Unlike the driver's default (named prepared
+// statements, which live in one server session), it works through a pooler
+// in transaction mode such as pgbouncer, where successive transactions of a
+// connection may reach different server sessions. It costs the server a
+// parse and plan per statement; on the heartbeat path that is within the
+// noise (docs/performance.md).
+const DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+
 // Connect opens a pool to databaseURL and checks that the server answers.
+// databaseURL may name several hosts (host1:5432,host2:5432) with
+// target_session_attrs=read-write, so that a new connection after a failover
+// reaches the new primary.
 func Connect(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
@@ -75,6 +89,9 @@ func Connect(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
 	}
 	if !strings.Contains(databaseURL, "pool_max_conns") {
 		cfg.MaxConns = max(cfg.MaxConns, DefaultMaxConns)
+	}
+	if !strings.Contains(databaseURL, "default_query_exec_mode") {
+		cfg.ConnConfig.DefaultQueryExecMode = DefaultQueryExecMode
 	}
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "mcpd"
@@ -292,11 +309,26 @@ func finishEvent(ev *heartbeat.Event, from, traceID *string, body []byte) error 
 	return nil
 }
 
-// Ping reports whether the database answers and its schema is the one this
-// build expects.
+// Ping reports whether the database answers, its schema is the one this
+// build expects, and it commits a write. A read-only database (a standby,
+// or default_transaction_read_only) is heartbeat.ErrUnavailable with cause
+// ErrReadOnly. Otherwise Ping writes an empty transactional WAL message
+// (pg_logical_emit_message, prefix mcpd.ready: no table, a few dozen bytes
+// of WAL), so that its commit waits, like every write's, for a synchronous
+// standby when there is one: a primary that cannot commit is not ready
+// either (the caller's deadline bounds the wait).
 func (s *Store) Ping(ctx context.Context) error {
 	if err := schema.Check(ctx, s.pool); err != nil {
 		return translate(err)
+	}
+	var readOnly bool
+	if err := s.pool.QueryRow(ctx, `
+SELECT CASE WHEN current_setting('transaction_read_only')::boolean OR pg_is_in_recovery() THEN NULL
+            ELSE pg_logical_emit_message(true, 'mcpd.ready', '') END IS NULL`).Scan(&readOnly); err != nil {
+		return translate(err)
+	}
+	if readOnly {
+		return fmt.Errorf("%w: %w", heartbeat.ErrUnavailable, ErrReadOnly)
 	}
 	return nil
 }

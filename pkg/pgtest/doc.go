@@ -10,7 +10,10 @@
 //
 // Each database comes with two pools: Admin, the superuser that owns it, and
 // App, a login role that holds only cyberos_app, as mcpd's own role does in
-// production. Tests that stop and start the server get a private Cluster.
+// production. Tests that stop and start the server get a private Cluster;
+// a private cluster can have a streaming standby (StartStandby, Promote,
+// Crash) for failover tests, and any cluster a pgbouncer in transaction
+// mode in front of it (StartPgBouncer) for pooler tests.
 //
 // A watchdog process stops every cluster and removes its directory when the
 // test binary dies without cleaning up (a panic, a timeout, a kill).

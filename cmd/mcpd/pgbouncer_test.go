@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/cyberos/mcpd/pkg/client"
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/pgtest"
+)
+
+// TestThroughPgBouncer runs two mcpd replicas whose --database-url is a
+// pgbouncer in transaction mode, as the URL an operator gives: register,
+// heartbeat, list for three tenants, none seeing another's servers; a
+// silent server is swept unhealthy by the monitor and its alert delivered
+// once; /readyz is 200 throughout. Before mcpd was pooler-safe every call
+// answered 500 (42P05), every sweep failed and /readyz said 200.
+func TestThroughPgBouncer(t *testing.T) {
+	t.Parallel()
+	c := pgtest.Shared(t)
+	bouncer := c.StartPgBouncer(t, pgtest.PgBouncerOptions{PoolSize: 3})
+	db := c.NewDB(t)
+	hook := newEventReceiver(t)
+	url := bouncer.URL(db.AppURL)
+	reps := []*proc{
+		startMcpd(t, url, "--alert-webhook-url", hook.srv.URL),
+		startMcpd(t, url, "--alert-webhook-url", hook.srv.URL),
+	}
+	ctx := context.Background()
+	const tenants, modules = 3, 4
+	type tenantRun struct {
+		id      uuid.UUID
+		clients []*client.Client
+		servers []uuid.UUID
+	}
+	runs := make([]*tenantRun, tenants)
+	for i := range runs {
+		tr := &tenantRun{id: uuid.New()}
+		for _, p := range reps {
+			tr.clients = append(tr.clients, p.client(t, tr.id))
+		}
+		tr.servers = registerN(t, tr.clients, fmt.Sprintf("t%d", i), modules, 2)
+		runs[i] = tr
+	}
+	for _, p := range reps {
+		if err := p.client(t, uuid.New()).Readyz(ctx); err != nil {
+			t.Fatalf("readyz through pgbouncer: %v", err)
+		}
+	}
+	// Every server but the last of tenant 0 heartbeats for 5 intervals.
+	silent := runs[0].servers[modules-1]
+	for range 10 {
+		for _, tr := range runs {
+			for k, id := range tr.servers {
+				if id == silent {
+					continue
+				}
+				if _, err := tr.clients[k%len(tr.clients)].Heartbeat(ctx, id); err != nil {
+					t.Fatalf("heartbeat through pgbouncer: %v", err)
+				}
+			}
+		}
+		time.Sleep(e2eInterval / 2)
+	}
+	for i, tr := range runs {
+		for _, cl := range tr.clients {
+			list, err := cl.Servers(ctx, client.ListServersParams{Limit: 100})
+			if err != nil {
+				t.Fatalf("list through pgbouncer: %v", err)
+			}
+			if len(list.Servers) != modules {
+				t.Fatalf("tenant %d lists %d servers, want its own %d", i, len(list.Servers), modules)
+			}
+			for _, s := range list.Servers {
+				if s.TenantID != tr.id {
+					t.Fatalf("tenant %d lists %s of tenant %s", i, s.ModuleName, s.TenantID)
+				}
+				want := heartbeat.StatusHealthy
+				if s.ServerID == silent {
+					want = heartbeat.StatusUnhealthy
+				}
+				if s.Status != want {
+					t.Fatalf("tenant %d: %s is %s, want %s", i, s.ModuleName, s.Status, want)
+				}
+			}
+		}
+		if _, err := tr.clients[0].Server(ctx, runs[(i+1)%tenants].servers[0]); err == nil {
+			t.Fatalf("tenant %d reads another tenant's server", i)
+		}
+	}
+	var alertID uuid.UUID
+	waitUntil(t, "the silent server's alert delivered", pollCap, func() bool {
+		_ = db.Admin.QueryRow(ctx, `SELECT event_id FROM mcp_audit_events WHERE server_id = $1 AND kind = 'mcp.server.unhealthy'`,
+			silent).Scan(&alertID)
+		return alertID != uuid.Nil && hook.count(alertID) > 0
+	})
+	time.Sleep(5 * e2eInterval) // a duplicate would show
+	if n := hook.count(alertID); n != 1 {
+		t.Fatalf("the alert was delivered %d times, want once", n)
+	}
+	st := readState(t, db.Admin)
+	assertConsistent(t, st, nil)
+	if n := st.count(silent, heartbeat.KindUnhealthy); n != 1 {
+		t.Fatalf("the silent server has %d unhealthy events, want 1", n)
+	}
+	for _, p := range reps {
+		if err := p.client(t, uuid.New()).Readyz(ctx); err != nil {
+			t.Fatalf("readyz through pgbouncer at the end: %v", err)
+		}
+		assertNoPanic(t, "mcpd", p.stderr.String())
+		if lines := logLines(p.stderr.String(), `"level":"ERROR"`); len(lines) > 0 {
+			t.Fatalf("mcpd logged errors through pgbouncer:\n%s", lines[0])
+		}
+	}
+}

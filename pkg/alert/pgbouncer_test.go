@@ -1,0 +1,73 @@
+package alert_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/cyberos/mcpd/pkg/alert"
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/pgstore"
+	"github.com/cyberos/mcpd/pkg/pgtest"
+)
+
+// Two replicas whose stores reach the database through pgbouncer in
+// transaction mode deliver each event once per destination: the claim of
+// a destination holds nothing across transactions.
+func TestTwoReplicasThroughPgBouncer(t *testing.T) {
+	c := pgtest.Shared(t)
+	bouncer := c.StartPgBouncer(t, pgtest.PgBouncerOptions{PoolSize: 2})
+	f := &pgFixture{ctx: t.Context(), db: c.NewDB(t), clock: clockwork.NewFakeClockAt(epoch)}
+	through := func() *pgstore.Store {
+		pool, err := pgstore.Connect(f.ctx, bouncer.URL(f.db.AppURL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		return f.newStore(t, pool)
+	}
+	f.store = through()
+	hookA := newReceiver(t, nil)
+	hookB := newReceiver(t, nil)
+	client := httpClient(t)
+	replica := func(outbox heartbeat.AlertOutbox) {
+		var dests []alert.Destination
+		for _, u := range []string{hookA.srv.URL, hookB.srv.URL} {
+			w, err := alert.NewWebhook(u, nil, client)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dests = append(dests, w)
+		}
+		opts := fast(alert.DispatcherOptions{Outbox: outbox, Destinations: dests})
+		opts.Batch = 7 // several batches, claimed in turn
+		start(t, opts)
+	}
+	replica(f.store)
+	replica(through())
+
+	tenant, servers, evs := f.unhealthyServers(t, 30)
+	for _, srv := range servers[:15] {
+		_, ev, err := f.store.Heartbeat(f.ctx, tenant, srv.ServerID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, *ev)
+	}
+	for _, h := range []*receiver{hookA, hookB} {
+		h.waitFor(t, "every event", atLeast(len(evs)))
+	}
+	time.Sleep(100 * time.Millisecond) // five poll intervals: a duplicate would show
+	for name, h := range map[string]*receiver{"a": hookA, "b": hookB} {
+		ids := eventIDs(h.requests())
+		if len(ids) != len(evs) {
+			t.Fatalf("destination %s: %d distinct events, want %d", name, len(ids), len(evs))
+		}
+		for _, ev := range evs {
+			if n := ids[ev.EventID.String()]; n != 1 {
+				t.Fatalf("destination %s: event %s (%s) delivered %d times", name, ev.EventID, ev.Kind, n)
+			}
+		}
+	}
+}

@@ -1,0 +1,136 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/pgstore"
+	"github.com/cyberos/mcpd/pkg/pgtest"
+)
+
+// On a database that answers but cannot write (a standby, or here
+// default_transaction_read_only), every write is heartbeat.ErrUnavailable
+// (503 with Retry-After, not 500), Ping says not ready, and reads still
+// answer.
+func TestReadOnlyDatabase(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := t.Context()
+	clock := clockwork.NewFakeClockAt(epoch)
+	writable := pgstore.New(db.App, pgstore.Options{Clock: clock})
+	t.Cleanup(writable.Close)
+	tenant := uuid.New()
+	info := heartbeat.ServerInfo{ModuleName: "calendar", Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}
+	srv, _, _, err := writable.Register(ctx, tenant, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := db.Admin.Exec(ctx, `ALTER DATABASE `+db.Name+` SET default_transaction_read_only = on`); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, db.AppURL) // new sessions: read-only
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	st := pgstore.New(pool, pgstore.Options{Clock: clock})
+	t.Cleanup(st.Close)
+
+	unavailable := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, heartbeat.ErrUnavailable) {
+			t.Fatalf("%s on a read-only database: %v; want heartbeat.ErrUnavailable", what, err)
+		}
+	}
+	err = st.Ping(ctx)
+	unavailable("Ping", err)
+	if !errors.Is(err, pgstore.ErrReadOnly) {
+		t.Fatalf("Ping: %v; want pgstore.ErrReadOnly", err)
+	}
+	_, _, _, err = st.Register(ctx, tenant, heartbeat.ServerInfo{ModuleName: "mail", Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}})
+	unavailable("Register", err)
+	_, _, err = st.Heartbeat(ctx, tenant, srv.ServerID)
+	unavailable("Heartbeat", err)
+	_, _, err = st.Deregister(ctx, tenant, srv.ServerID)
+	unavailable("Deregister", err)
+	_, err = st.Sweep(ctx, epoch.Add(time.Hour), 10*time.Second, 100)
+	unavailable("Sweep", err)
+	_, err = st.ClaimAlerts(ctx, "d", 10)
+	unavailable("ClaimAlerts", err)
+
+	if got, err := st.Server(ctx, tenant, srv.ServerID); err != nil || got.Status != heartbeat.StatusHealthy {
+		t.Fatalf("read on a read-only database: %+v, %v", got, err)
+	}
+	if err := writable.Ping(ctx); err != nil {
+		t.Fatalf("Ping on the sessions opened before: %v", err)
+	}
+}
+
+// A primary that cannot commit (its synchronous standby is gone) answers
+// reads, but Ping fails within the caller's deadline: /readyz is 503.
+func TestPingWhenCommitsWait(t *testing.T) {
+	t.Parallel()
+	c := pgtest.NewCluster(t)
+	db := c.NewDB(t)
+	ctx := t.Context()
+	st := pgstore.New(db.App, pgstore.Options{})
+	t.Cleanup(st.Close)
+	if err := st.Ping(ctx); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	for _, q := range []string{
+		`ALTER SYSTEM SET synchronous_standby_names = 'gone'`,
+		`SELECT pg_reload_conf()`,
+		`ALTER DATABASE ` + db.Name + ` SET synchronous_commit = on`,
+	} {
+		if _, err := db.Admin.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool, err := pgxpool.New(ctx, db.AppURL) // new sessions: synchronous_commit on
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	waiting := pgstore.New(pool, pgstore.Options{})
+	t.Cleanup(waiting.Close)
+	// The server applies the reload in the background: within a few
+	// seconds commits start waiting.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		err := waiting.Ping(pctx)
+		cancel()
+		if errors.Is(err, heartbeat.ErrUnavailable) {
+			break
+		}
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("Ping while commits wait for a standby that is gone: %v; want heartbeat.ErrUnavailable", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := waiting.Servers(ctx, uuid.New(), heartbeat.ServerFilter{Limit: 10}); err != nil {
+		t.Fatalf("a read while commits wait: %v", err)
+	}
+	// Commits go through again once no standby is waited for.
+	for _, q := range []string{`ALTER SYSTEM RESET synchronous_standby_names`, `SELECT pg_reload_conf()`} {
+		if _, err := db.Admin.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for waiting.Ping(ctx) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("Ping still failing after the standby requirement was lifted")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
