@@ -72,6 +72,8 @@ type handler struct {
 	streams   context.Context
 	// streamWriteTimeout bounds each write of a watch stream.
 	streamWriteTimeout time.Duration
+	// frames holds the encoded frames of recent events for watch streams.
+	frames frameCache
 }
 
 // Route patterns, also the route label of mcpd_http_request_duration_seconds.

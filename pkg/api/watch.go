@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -57,7 +59,7 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request, claims auth.Clai
 	w.WriteHeader(http.StatusOK)
 	cc, _ := h.codec(r.Context()) // read by watchStart
 	sink := &sseSink{w: w, rc: http.NewResponseController(w), cursors: cc, tenant: claims.TenantID,
-		timeout: h.streamWriteTimeout}
+		timeout: h.streamWriteTimeout, frames: &h.frames}
 	if err := sink.flush(); err != nil {
 		return
 	}
@@ -102,6 +104,7 @@ type sseSink struct {
 	cursors *cursorCodec
 	tenant  uuid.UUID
 	timeout time.Duration
+	frames  *frameCache
 	buf     []byte
 	// writeErr is the failed write that ended the stream, if any.
 	writeErr error
@@ -110,13 +113,46 @@ type sseSink struct {
 func (s *sseSink) Events(events []heartbeat.Event) error {
 	s.buf = s.buf[:0]
 	for _, ev := range publicEvents(events) {
+		if f := s.frames.get(ev.EventID); f != nil {
+			s.buf = append(s.buf, f...)
+			continue
+		}
 		data, err := json.Marshal(ev)
 		if err != nil {
 			return err
 		}
+		start := len(s.buf)
 		s.buf = s.frame(s.buf, ev.Position, string(ev.Kind), data)
+		s.frames.put(ev.EventID, s.buf[start:])
 	}
 	return s.write()
+}
+
+// frameCache keeps the frames of recent events, so that an event that
+// reaches many watchers of its tenant is encoded and sealed once, not once
+// per watcher. An event belongs to one tenant, so its frame, id included,
+// is the same for every watcher that is sent it.
+type frameCache struct {
+	mu     sync.Mutex
+	frames map[uuid.UUID][]byte
+}
+
+// maxCachedFrames bounds the cache; when full it starts again.
+const maxCachedFrames = 8192
+
+func (c *frameCache) get(id uuid.UUID) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.frames[id]
+}
+
+func (c *frameCache) put(id uuid.UUID, frame []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.frames == nil || len(c.frames) >= maxCachedFrames {
+		c.frames = make(map[uuid.UUID][]byte, 256)
+	}
+	c.frames[id] = slices.Clone(frame)
 }
 
 func (s *sseSink) Bookmark(pos heartbeat.Position) error {

@@ -63,6 +63,9 @@ type Config struct {
 	Keep bool `json:"-"`
 	// MaxCalls bounds the calls of any one load.
 	MaxCalls int64 `json:"max_calls"`
+	// Watchers are the sizes of the change feed's watcher loads; empty
+	// skips them.
+	Watchers []int `json:"watchers"`
 }
 
 // DefaultConfig is the full run of make bench.
@@ -73,6 +76,7 @@ func DefaultConfig() Config {
 		PgbenchDuration: 10 * time.Second, ListDuration: 5 * time.Second,
 		PgbenchClients: []int{8, 32}, SweepRuns: 7, DevServers: true,
 		Go: "go", EtcdLeases: 1000, ProfileDuration: 10 * time.Second, MaxCalls: 5_000_000,
+		Watchers: []int{1000, 10000},
 	}
 }
 
@@ -236,6 +240,7 @@ func (r *runner) run(ctx context.Context) error {
 	r.mcpd(ctx)
 	r.etcd(ctx) // right after mcpd's loads, so that the machine is as alike as it can be
 	r.profile(ctx)
+	r.watchers(ctx)
 	r.largeSweep(ctx)
 	r.dev(ctx)
 	return ctx.Err()

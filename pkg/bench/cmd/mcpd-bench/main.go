@@ -49,6 +49,7 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.DurationVar(&cfg.PgbenchDuration, "pgbench-duration", cfg.PgbenchDuration, "length of each pgbench run")
 	fs.DurationVar(&cfg.ListDuration, "list-duration", cfg.ListDuration, "length of each list measure")
 	pgbenchClients := fs.String("pgbench-clients", joinInts(cfg.PgbenchClients), "comma-separated client counts of pgbench")
+	watchers := fs.String("watchers", joinInts(cfg.Watchers), "comma-separated watcher counts of the change feed loads (empty: skip)")
 	fs.IntVar(&cfg.SweepRuns, "sweep-runs", cfg.SweepRuns, "sweeps timed per case (median reported)")
 	fs.BoolVar(&cfg.DevServers, "dev", cfg.DevServers, "measure mcpd --dev holding the seeded fleet's size")
 	fs.StringVar(&cfg.MCPD, "mcpd", cfg.MCPD, "mcpd binary (default: built from this module)")
@@ -78,6 +79,14 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 2
 	}
 	cfg.PgbenchClients = clients
+	if *watchers != "" {
+		if cfg.Watchers, err = parseInts(*watchers); err != nil {
+			fmt.Fprintf(stderr, "mcpd-bench: -watchers: %v\n", err)
+			return 2
+		}
+	} else {
+		cfg.Watchers = nil
+	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "mcpd-bench: %v\n", err)
 		return 2
