@@ -14,8 +14,8 @@ import (
 // asks for a key at least as long as the hash output for HS256.
 const minSecretBytes = 32
 
-// tokenClaims is the JSON shape of an mcpd token's claims.
-type tokenClaims struct {
+// issuedClaims is the JSON shape of the claims of a token Issue makes.
+type issuedClaims struct {
 	TenantID *string `json:"tenant_id,omitempty"`
 	Scope    *string `json:"scope,omitempty"`
 	jwt.RegisteredClaims
@@ -37,7 +37,7 @@ func Issue(secret []byte, tenant uuid.UUID, subject, scope string, ttl time.Dura
 		return "", fmt.Errorf("issue token: ttl %s is below one second", ttl)
 	}
 	tenantID := tenant.String()
-	claims := tokenClaims{
+	claims := issuedClaims{
 		TenantID: &tenantID,
 		RegisteredClaims: jwt.RegisteredClaims{
 			Subject:   subject,
