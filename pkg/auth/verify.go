@@ -111,8 +111,8 @@ func NewVerifier(opts VerifierOptions) (*Verifier, error) {
 	}
 	v := &Verifier{}
 	if len(opts.HMACSecret) > 0 {
-		if len(opts.HMACSecret) < minSecretBytes {
-			return nil, fmt.Errorf("new verifier: hmac secret shorter than %d bytes", minSecretBytes)
+		if len(opts.HMACSecret) < MinSecretBytes {
+			return nil, fmt.Errorf("new verifier: hmac secret shorter than %d bytes", MinSecretBytes)
 		}
 		v.secret = slices.Clone(opts.HMACSecret)
 		v.algs = append(v.algs, algHS256)

@@ -19,6 +19,8 @@ const (
 	maxSimServers  = 100_000
 	maxSimDuration = 24 * time.Hour
 	minSimInterval = 10 * time.Millisecond
+	// maxScenarioBytes bounds what --scenario reads.
+	maxScenarioBytes = 1 << 20
 )
 
 type simulateOptions struct {
@@ -73,6 +75,15 @@ Servers stay registered at the end unless the scenario deregisters them.`,
 				return usagef("invalid --concurrency %d: want 0 (automatic) or more", sim.Concurrency)
 			case !simPrefix.MatchString(sim.Prefix):
 				return usagef("invalid --prefix %q: want 1-50 of [a-z0-9-], starting with a letter", sim.Prefix)
+			}
+			if sim.ScenarioFile != "" {
+				b, err := readFlagFile("scenario", sim.ScenarioFile, maxScenarioBytes)
+				if err != nil {
+					return err
+				}
+				if _, err := simulate.ParseScenario(b); err != nil {
+					return usagef("--scenario %s: %v", sim.ScenarioFile, err)
+				}
 			}
 			// simulate reads 0 as its default jitter and a negative value as none.
 			if sim.Jitter == 0 {
