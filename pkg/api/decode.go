@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,26 +46,24 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) *Problem {
 		}
 		return malformedProblem("the body could not be read")
 	}
-	// The syntax first, with encoding/json's own messages.
-	dec := json.NewDecoder(bytes.NewReader(body))
-	var raw json.RawMessage
-	if err := dec.Decode(&raw); err != nil {
-		return decodeProblem(err)
-	}
-	// Exactly one value: anything but whitespace after it is refused.
-	var extra json.RawMessage
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+	// The syntax first: when it is wrong, encoding/json's decoder says
+	// where, and whether something follows the first value.
+	if !json.Valid(body) {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return decodeProblem(err)
+		}
 		return malformedProblem("the body must hold one JSON object and nothing after it")
 	}
 	// Then what encoding/json lets through: it matches names
 	// case-insensitively, keeps the last of duplicate names, and replaces
-	// invalid UTF-8 and lone surrogates with U+FFFD.
-	if p := checkBody(raw, reflect.TypeOf(v)); p != nil {
+	// invalid UTF-8 and lone surrogates with U+FFFD. After checkBody every
+	// member name is one of v's, exactly.
+	if p := checkBody(body, reflect.TypeOf(v)); p != nil {
 		return p
 	}
-	typed := json.NewDecoder(bytes.NewReader(raw))
-	typed.DisallowUnknownFields()
-	if err := typed.Decode(v); err != nil {
+	if err := json.Unmarshal(body, v); err != nil {
 		return decodeProblem(err)
 	}
 	return nil
@@ -260,10 +259,7 @@ func (c *bodyChecker) value(s *shape, path string) *Problem {
 func (c *bodyChecker) object(s *shape, path string) *Problem {
 	c.pos++ // {
 	strict := s.fields != nil
-	var seen map[string]bool
-	if strict {
-		seen = make(map[string]bool, len(s.fields))
-	}
+	var seen []string // the few members of a request type
 	for {
 		c.skipSpace()
 		if c.pos < len(c.data) && c.data[c.pos] == '}' {
@@ -300,10 +296,10 @@ func (c *bodyChecker) object(s *shape, path string) *Problem {
 		if path != "" {
 			child = path + "." + name
 		}
-		if seen[name] {
+		if slices.Contains(seen, name) {
 			return validationProblem(child, "appears more than once")
 		}
-		seen[name] = true
+		seen = append(seen, name)
 		if p := c.value(field, child); p != nil {
 			return p
 		}
@@ -341,15 +337,21 @@ func (c *bodyChecker) array(s *shape, path string) *Problem {
 // encoding/json decodes it) and, when it is not valid Unicode, why.
 func (c *bodyChecker) str() (value, bad string) {
 	start := c.pos
+	escaped := false
 	c.pos++ // "
 	for c.pos < len(c.data) {
 		b := c.data[c.pos]
 		switch {
 		case b == '"':
 			c.pos++
-			_ = json.Unmarshal(c.data[start:c.pos], &value)
+			if escaped || bad != "" {
+				_ = json.Unmarshal(c.data[start:c.pos], &value)
+			} else {
+				value = string(c.data[start+1 : c.pos-1])
+			}
 			return value, bad
 		case b == '\\':
+			escaped = true
 			if c.pos+1 < len(c.data) && c.data[c.pos+1] == 'u' {
 				if r, ok := hex4(c.data, c.pos+2); ok && utf16.IsSurrogate(r) {
 					r2, ok2 := rune(0), false
