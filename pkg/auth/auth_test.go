@@ -20,6 +20,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/golang-jwt/jwt/v5"
@@ -954,6 +955,8 @@ func TestVerifyStrict(t *testing.T) {
 		{"payload array", `{%s}`, `[]`, "malformed", nil},
 		{"payload null", `{%s}`, `null`, "malformed", nil},
 		{"payload trailing data", `{%s}`, fmt.Sprintf(`{%s,"exp":%d} {}`, tenant, exp), "malformed", nil},
+		{"payload not utf-8", `{%s}`, fmt.Sprintf("{%s,\"x\":\"\xff\",\"exp\":%d}", tenant, exp), "malformed", nil},
+		{"header not utf-8", "{%s,\"x\":\"\xc3\"}", fmt.Sprintf(`{%s,"exp":%d}`, tenant, exp), "malformed", nil},
 		{"crit", `{%s,"crit":["exp"]}`, fmt.Sprintf(`{%s,"exp":%d}`, tenant, exp), "crit header parameter not understood", nil},
 		{"crit empty", `{%s,"crit":[]}`, fmt.Sprintf(`{%s,"exp":%d}`, tenant, exp), "crit header parameter not understood", nil},
 		{"crit b64", `{%s,"b64":false,"crit":["b64"]}`, fmt.Sprintf(`{%s,"exp":%d}`, tenant, exp), "crit header parameter not understood", nil},
@@ -1006,4 +1009,92 @@ func TestVerifyStrict(t *testing.T) {
 	if n := cached.cache.len(); n != 0 {
 		t.Fatalf("cache holds %d refused tokens", n)
 	}
+}
+
+// FuzzObjectMembers: objectMembers, which walks valid JSON by hand, agrees
+// with encoding/json's tokens: the same members by exact name, a
+// duplicate exactly when two names are equal under case folding, and no
+// object exactly when the decoder finds none or the text is not UTF-8.
+func FuzzObjectMembers(f *testing.F) {
+	for _, s := range []string{
+		`{}`, ` { "a" : 1 , "b" : [1,{"c":"}"}] } `, `{"a":"x\"}","A":2}`, `{"tenant_id":1,"TENANT_ID":2}`,
+		`{"scope":1,"ſcope":2}`, `{"k":1,"K":2}`, `{"a\u0062":1,"ab":2}`, `{"a":1}{}`, `[]`, `null`, `{"a":-1.5e3,"b":true,"c":null}`,
+		`{"a":{"a":1,"a":2}}`, "{\"\xff\":1,\"\xfe\":2}", `{"a":1,}`, `{"a"}`, ``,
+	} {
+		f.Add([]byte(s))
+	}
+	// Many names: past the linear search.
+	var many []string
+	for i := range 40 {
+		many = append(many, fmt.Sprintf(`"n%d":%d`, i, i))
+	}
+	f.Add([]byte("{" + strings.Join(many, ",") + "}"))
+	f.Add([]byte("{" + strings.Join(many, ",") + `,"N39":1}`))
+	f.Add([]byte("{" + strings.Join(many, ",") + `,"ſ":1,"S":2}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, dup, err := objectMembers(data)
+		want, ok := decoderMembers(data)
+		if !ok {
+			if err == nil && dup == "" {
+				t.Fatalf("%q: members %v, the decoder finds no object", data, got)
+			}
+			return
+		}
+		var names []string
+		for _, m := range want {
+			names = append(names, m.name)
+		}
+		folds := false
+		for i := range names {
+			for j := range i {
+				folds = folds || strings.EqualFold(names[i], names[j])
+			}
+		}
+		if folds != (dup != "") || err != nil {
+			t.Fatalf("%q: dup %q err %v, want a duplicate %t", data, dup, err, folds)
+		}
+		if folds {
+			return
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%q: %d members, want %d", data, len(got), len(want))
+		}
+		for _, m := range want {
+			if string(got[m.name]) != string(m.raw) {
+				t.Fatalf("%q: member %q = %s, want %s", data, m.name, got[m.name], m.raw)
+			}
+		}
+	})
+}
+
+type member struct {
+	name string
+	raw  json.RawMessage
+}
+
+// decoderMembers lists the members of data with encoding/json's decoder,
+// in order; ok is false when data is not one JSON object.
+func decoderMembers(data []byte) (members []member, ok bool) {
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, false
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, false
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, false
+		}
+		members = append(members, member{tok.(string), raw})
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return nil, false
+	}
+	if _, err := dec.Token(); err == nil || !json.Valid(data) || !utf8.Valid(data) {
+		return nil, false
+	}
+	return members, true
 }

@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -39,53 +39,146 @@ var errNotObject = errors.New("not a JSON object")
 var knownClaims = []string{"tenant_id", "scope", "sub", "exp", "nbf", "iat", "iss", "aud", "jti"}
 
 // objectMembers returns the members of the JSON object data by exact name.
-// Anything but one JSON object (and white space) is errNotObject. A name
+// Anything but one JSON object (and white space) in UTF-8 (RFC 8259 section
+// 8.1) is errNotObject. A name
 // that appears twice, or two names that differ only in case (which
 // encoding/json, and so many a JWT library, would take for one), are
 // returned as dup: one of the two, the one in knownClaims if either is.
 func objectMembers(data []byte) (members map[string]json.RawMessage, dup string, err error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+	if !utf8.Valid(data) || !json.Valid(data) {
 		return nil, "", errNotObject
 	}
-	members = make(map[string]json.RawMessage)
-	folded := make(map[string]string)
-	for dec.More() {
-		tok, err := dec.Token()
+	// Valid JSON from here on: the walk need not check the syntax.
+	i := skipSpace(data, 0)
+	if data[i] != '{' {
+		return nil, "", errNotObject
+	}
+	members = make(map[string]json.RawMessage, 8)
+	var (
+		names  []string          // in order, while there are few
+		folded map[string]string // foldKey -> name, once there are many
+	)
+	for i++; ; {
+		i = skipSpace(data, i)
+		switch data[i] {
+		case '}':
+			return members, "", nil
+		case ',':
+			i = skipSpace(data, i+1)
+		}
+		end := valueEnd(data, i)
+		name, err := memberName(data[i:end])
 		if err != nil {
 			return nil, "", errNotObject
 		}
-		name, ok := tok.(string)
-		if !ok {
-			return nil, "", errNotObject
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, "", errNotObject
-		}
-		key := foldKey(name)
-		if prev, seen := folded[key]; seen {
+		i = skipSpace(data, skipSpace(data, end)+1) // past the colon
+		end = valueEnd(data, i)
+		if prev, seen := foldSeen(&names, &folded, name); seen {
 			if slices.Contains(knownClaims, prev) {
 				return nil, prev, nil
 			}
 			return nil, name, nil
 		}
-		folded[key] = name
-		members[name] = raw
+		members[name] = data[i:end]
+		i = end
 	}
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
-		return nil, "", errNotObject
+}
+
+// foldSeen reports the name seen before that equals name under case
+// folding, and records name. A few names are compared one by one (a token
+// has a handful of claims); past manyNames they go into a map by foldKey,
+// so that a token of many claims costs no more than linear time.
+func foldSeen(names *[]string, folded *map[string]string, name string) (string, bool) {
+	const manyNames = 32
+	if *folded == nil {
+		for _, prev := range *names {
+			if strings.EqualFold(prev, name) {
+				return prev, true
+			}
+		}
+		*names = append(*names, name)
+		if len(*names) < manyNames {
+			return "", false
+		}
+		*folded = make(map[string]string, 2*manyNames)
+		for _, n := range *names {
+			(*folded)[foldKey(n)] = n
+		}
+		return "", false
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, "", errNotObject
+	key := foldKey(name)
+	if prev, ok := (*folded)[key]; ok {
+		return prev, true
 	}
-	return members, "", nil
+	(*folded)[key] = name
+	return "", false
+}
+
+// memberName decodes the string literal lit (of valid JSON), without
+// encoding/json when it holds no escape.
+func memberName(lit []byte) (string, error) {
+	if bytes.IndexByte(lit, '\\') < 0 {
+		return string(lit[1 : len(lit)-1]), nil
+	}
+	var name string
+	err := json.Unmarshal(lit, &name)
+	return name, err
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// valueEnd returns the index just after the JSON value that starts at
+// data[i], in valid JSON.
+func valueEnd(data []byte, i int) int {
+	depth := 0
+	for ; i < len(data); i++ {
+		switch data[i] {
+		case '"':
+			for i++; data[i] != '"'; i++ {
+				if data[i] == '\\' {
+					i++
+				}
+			}
+			if depth == 0 {
+				return i + 1
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i // the end of a number or literal
+			}
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return i // the end of a number or literal
+			}
+		}
+	}
+	return i
 }
 
 // foldKey maps s to a key that is the same for every string equal to s
 // under Unicode simple case folding (strings.EqualFold): each rune becomes
 // the smallest rune of its folding orbit ("S", "s" and "ſ" all "S").
 func foldKey(s string) string {
+	ascii := true
+	for i := 0; i < len(s) && ascii; i++ {
+		ascii = s[i] < utf8.RuneSelf
+	}
+	if ascii {
+		// The smallest rune of an ASCII letter's orbit is its upper case
+		// ("ſ" and the Kelvin sign are larger than "S" and "K").
+		return strings.ToUpper(s)
+	}
 	var b strings.Builder
 	b.Grow(len(s))
 	for _, r := range s {
@@ -182,8 +275,11 @@ func parseClaims(payload []byte) (tokenClaims, error) {
 
 // stringClaim reads a claim that must be a JSON string.
 func stringClaim(name string, raw json.RawMessage) (*string, error) {
-	var s string
-	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+	if raw[0] != '"' {
+		return nil, formatErrorf("%s is not a string", name)
+	}
+	s, err := memberName(raw)
+	if err != nil {
 		return nil, formatErrorf("%s is not a string", name)
 	}
 	return &s, nil
