@@ -63,6 +63,8 @@ func TestExitCodesEveryCommand(t *testing.T) {
 		{"token secret short", nil, append(tok, "--secret-file", writeFile(t, "short", "abc\n")), 2, []string{"--secret-file", "3 bytes", "at least 32"}, ""},
 		{"simulate scenario missing", nil, append(sim, "--scenario", missing), 2, []string{"--scenario", missing, "no such file"}, ""},
 		{"simulate scenario invalid", nil, append(sim, "--scenario", caps), 2, []string{"--scenario", caps, "invalid scenario"}, ""},
+		{"simulate scenario past the run", nil, append(sim, "--scenario", writeFile(t, "late.yaml", "events:\n  - at: 1m\n    action: stop\n    servers: [0]\n")), 2,
+			[]string{"invalid scenario", "not before the end of the run"}, ""},
 		{"config flag missing", nil, []string{"--config", missing, "servers", "list"}, 2, []string{"--config", missing, "no such file"}, ""},
 		{"config env missing", map[string]string{EnvConfig: missing}, []string{"servers", "list"}, 2, []string{missing, "no such file"}, ""},
 		{"config a directory", nil, []string{"--config", dir, "servers", "list"}, 2, []string{"--config", dir, "is a directory"}, ""},

@@ -123,6 +123,11 @@ func simulateRun(ctx context.Context, opts *simulateOptions) error {
 		return err
 	}
 	sum, err := simulate.Run(ctx, c, opts.Sim)
+	if errors.Is(err, simulate.ErrScenario) {
+		// A scenario that does not fit the run (an event past --duration):
+		// bad usage, found before any call.
+		return &UsageError{Err: err}
+	}
 	if err != nil {
 		if errors.Is(err, context.Canceled) && sum.Servers > 0 {
 			// Interrupted: what was done is still worth printing.
