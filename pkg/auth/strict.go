@@ -40,10 +40,10 @@ var knownClaims = []string{"tenant_id", "scope", "sub", "exp", "nbf", "iat", "is
 
 // objectMembers returns the members of the JSON object data by exact name.
 // Anything but one JSON object (and white space) in UTF-8 (RFC 8259 section
-// 8.1) is errNotObject. A name
-// that appears twice, or two names that differ only in case (which
-// encoding/json, and so many a JWT library, would take for one), are
-// returned as dup: one of the two, the one in knownClaims if either is.
+// 8.1) is errNotObject. A name that appears twice, or two names that differ
+// only in case (which encoding/json, and so many a JWT library, would take
+// for one), are returned as dup: one of the two, the one in knownClaims if
+// either is.
 func objectMembers(data []byte) (members map[string]json.RawMessage, dup string, err error) {
 	if !utf8.Valid(data) || !json.Valid(data) {
 		return nil, "", errNotObject
