@@ -53,9 +53,9 @@ bench:
 # their seed corpora only.
 FUZZTIME ?= 30s
 FUZZ_TARGETS := \
-	pkg/api:FuzzPostBodies pkg/api:FuzzRegisterFields pkg/api:FuzzListQueries \
+	pkg/api:FuzzPostBodies pkg/api:FuzzRegisterFields pkg/api:FuzzRegisterBody pkg/api:FuzzListQueries \
 	pkg/api:FuzzAuthorization pkg/api:FuzzDecodeCursor pkg/api:FuzzCursorRoundTrip \
-	pkg/auth:FuzzVerify
+	pkg/auth:FuzzVerify pkg/auth:FuzzObjectMembers
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -151,13 +151,20 @@ func TestHostileInput(t *testing.T) {
 
 	t.Run("store-level input", func(t *testing.T) {
 		// PostgreSQL refuses what the memory store takes: NUL in text and
-		// jsonb. Each must be a 400 naming the field, never a 500.
+		// jsonb, lone surrogates in jsonb. Each must be a 400 naming the
+		// field, never a 500; so is any string that is not valid Unicode.
 		for _, c := range []struct{ name, extra, field string }{
 			{"nul in skill name", `,"skills":[{"name":"a\u0000b"}]`, "skills[0].name"},
 			{"nul in skill description", `,"skills":[{"name":"a","description":"x\u0000"}]`, "skills[0].description"},
 			{"nul in capabilities", `,"capability_advertisement":{"a":"\u0000"}`, "capability_advertisement"},
 			{"nul key in capabilities", `,"capability_advertisement":{"\u0000":1}`, "capability_advertisement"},
 			{"bad utf-8 in capabilities", ",\"capability_advertisement\":{\"a\":\"\xff\"}", "capability_advertisement"},
+			// jsonb refuses a lone surrogate escape (22P02): it was a 500.
+			{"lone surrogate in capabilities", `,"capability_advertisement":{"a":"\ud800"}`, "capability_advertisement"},
+			{"lone surrogate key in capabilities", `,"capability_advertisement":{"\udc00":1}`, "capability_advertisement"},
+			// One rule for every string: encoding/json would store U+FFFD.
+			{"bad utf-8 in skill name", ",\"skills\":[{\"name\":\"\xff\xfe\"}]", "skills[0].name"},
+			{"lone surrogate in skill name", `,"skills":[{"name":"a\ud800"}]`, "skills[0].name"},
 		} {
 			h.want(t, http.StatusBadRequest, c.field, http.MethodPost, regPath, "", nil, registerJSON("nul", c.extra))
 		}
@@ -176,7 +183,6 @@ func TestHostileInput(t *testing.T) {
 			{"big", `,"capability_advertisement":{"x":"` + big + `"}`, 0},
 			{"many-skills", `,"skills":[` + strings.Join(skills, ",") + `]`, heartbeat.MaxSkills},
 			{"unicode", `,"skills":[{"name":"日本語 ✓ \ud83d\ude00","description":"\u200b\u202e rtl"}]`, 1},
-			{"bad-utf8", ",\"skills\":[{\"name\":\"\xff\xfe\"}]", 1},
 			{"escapes", `,"capability_advertisement":{"q":"'; DROP TABLE mcp_servers; --","b":"\\\"\\\\","c":"\\u0000"}`, 0},
 		} {
 			code, _, b := h.do(t, http.MethodPost, regPath, "", nil, strings.NewReader(registerJSON(c.module, c.extra)))

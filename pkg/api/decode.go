@@ -1,20 +1,29 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
 
 // decodeBody reads the request body into v under the contract's rules: JSON
 // content type (415), at most MaxBodyBytes (413), exactly one JSON object
-// with no unknown fields and nothing after it (400).
+// with nothing after it (400), and the strict rules of checkBody (400):
+// member names exactly those of v's JSON tags, each at most once, and every
+// string valid Unicode.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) *Problem {
 	ct := r.Header.Get("Content-Type")
 	if ct == "" {
@@ -29,26 +38,35 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) *Problem {
 	if r.ContentLength > MaxBodyBytes {
 		return tooLargeProblem()
 	}
-	body := http.MaxBytesReader(w, r.Body, MaxBodyBytes)
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return decodeProblem(err)
-	}
-	// Exactly one value: anything but whitespace after it is refused.
-	var extra json.RawMessage
-	switch err := dec.Decode(&extra); {
-	case errors.Is(err, io.EOF):
-		return nil
-	case err == nil:
-		return malformedProblem("the body must hold one JSON object and nothing after it")
-	default:
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
 		var maxErr *http.MaxBytesError
 		if errors.As(err, &maxErr) {
 			return tooLargeProblem()
 		}
+		return malformedProblem("the body could not be read")
+	}
+	// The syntax first: when it is wrong, encoding/json's decoder says
+	// where, and whether something follows the first value.
+	if !json.Valid(body) {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return decodeProblem(err)
+		}
 		return malformedProblem("the body must hold one JSON object and nothing after it")
 	}
+	// Then what encoding/json lets through: it matches names
+	// case-insensitively, keeps the last of duplicate names, and replaces
+	// invalid UTF-8 and lone surrogates with U+FFFD. After checkBody every
+	// member name is one of v's, exactly.
+	if p := checkBody(body, reflect.TypeOf(v)); p != nil {
+		return p
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return decodeProblem(err)
+	}
+	return nil
 }
 
 func tooLargeProblem() *Problem {
@@ -101,4 +119,295 @@ func parseServerID(s string) (uuid.UUID, *Problem) {
 		return uuid.Nil, validationProblem("server_id", "must be a UUID")
 	}
 	return id, nil
+}
+
+// A body is checked against the shape of the type it is decoded into: the
+// members of an object of a struct type must be named exactly as the
+// struct's JSON tags, each at most once ("MODULE_NAME" is an unknown field,
+// not module_name); an array is checked element by element; a free-form
+// value (json.RawMessage, maps, interfaces: capability_advertisement) only
+// needs valid strings. Every string of the body, member names included,
+// must be valid UTF-8 without lone surrogate escapes ("\ud800"), which
+// encoding/json would silently replace with U+FFFD and PostgreSQL's jsonb
+// refuses. A value of another JSON type than its field's is left to the
+// typed decoding, which names the field.
+
+// shape is what checkBody expects of a JSON value.
+type shape struct {
+	// fields is set for a struct: its members by JSON name.
+	fields map[string]*shape
+	// elem is set for a slice or an array: the shape of each element.
+	elem *shape
+	// free: any JSON value (json.RawMessage, a map, an interface).
+	free bool
+}
+
+var (
+	rawMessageType = reflect.TypeFor[json.RawMessage]()
+	shapes         sync.Map // reflect.Type -> *shape
+)
+
+// shapeOf returns the shape of the JSON encoding of t.
+func shapeOf(t reflect.Type) *shape {
+	if s, ok := shapes.Load(t); ok {
+		return s.(*shape)
+	}
+	s := buildShape(t, 0)
+	shapes.Store(t, s)
+	return s
+}
+
+func buildShape(t reflect.Type, depth int) *shape {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if depth > 16 {
+		return &shape{free: true}
+	}
+	switch {
+	case t == rawMessageType:
+		return &shape{free: true}
+	case t.Kind() == reflect.Struct:
+		s := &shape{fields: make(map[string]*shape)}
+		addFields(s, t, depth)
+		return s
+	case (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) && t.Elem().Kind() != reflect.Uint8:
+		return &shape{elem: buildShape(t.Elem(), depth+1)}
+	case t.Kind() == reflect.Map || t.Kind() == reflect.Interface:
+		return &shape{free: true}
+	}
+	return &shape{} // a scalar
+}
+
+// addFields adds the JSON members of struct t to s, those of embedded
+// structs included, as encoding/json names them.
+func addFields(s *shape, t reflect.Type, depth int) {
+	for f := range t.Fields() {
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		ft := f.Type
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if f.Anonymous && name == "" && ft.Kind() == reflect.Struct {
+			addFields(s, ft, depth)
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		s.fields[name] = buildShape(f.Type, depth+1)
+	}
+}
+
+// checkBody checks the JSON text raw, valid and a single value, against the
+// shape of t (see shape).
+func checkBody(raw []byte, t reflect.Type) *Problem {
+	c := bodyChecker{data: raw}
+	return c.value(shapeOf(t), "")
+}
+
+// bodyChecker walks a valid JSON text.
+type bodyChecker struct {
+	data []byte
+	pos  int
+}
+
+func (c *bodyChecker) skipSpace() {
+	for c.pos < len(c.data) {
+		switch c.data[c.pos] {
+		case ' ', '\t', '\n', '\r':
+			c.pos++
+		default:
+			return
+		}
+	}
+}
+
+// value checks the value at c.pos against s; path names it in a problem
+// ("" for the body itself).
+func (c *bodyChecker) value(s *shape, path string) *Problem {
+	c.skipSpace()
+	if c.pos >= len(c.data) {
+		return malformedProblem("the body ends in the middle of a JSON value")
+	}
+	switch c.data[c.pos] {
+	case '{':
+		return c.object(s, path)
+	case '[':
+		return c.array(s, path)
+	case '"':
+		_, bad := c.str()
+		if bad != "" {
+			return stringProblem(path, bad)
+		}
+		return nil
+	}
+	// A number, true, false or null.
+	for c.pos < len(c.data) && !strings.ContainsRune(",]} \t\n\r", rune(c.data[c.pos])) {
+		c.pos++
+	}
+	return nil
+}
+
+func (c *bodyChecker) object(s *shape, path string) *Problem {
+	c.pos++ // {
+	strict := s.fields != nil
+	var seen []string // the few members of a request type
+	for {
+		c.skipSpace()
+		if c.pos < len(c.data) && c.data[c.pos] == '}' {
+			c.pos++
+			return nil
+		}
+		if c.pos < len(c.data) && c.data[c.pos] == ',' {
+			c.pos++
+			c.skipSpace()
+		}
+		if c.pos >= len(c.data) || c.data[c.pos] != '"' {
+			return malformedProblem("the body is not a valid JSON object")
+		}
+		name, bad := c.str()
+		c.skipSpace()
+		if c.pos >= len(c.data) || c.data[c.pos] != ':' {
+			return malformedProblem("the body is not a valid JSON object")
+		}
+		c.pos++
+		if !strict {
+			if bad != "" {
+				return stringProblem(path, bad)
+			}
+			if p := c.value(s, path); p != nil {
+				return p
+			}
+			continue
+		}
+		field, ok := s.fields[name]
+		if bad != "" || !ok {
+			return validationProblem(fieldName(name), "unknown field")
+		}
+		child := name
+		if path != "" {
+			child = path + "." + name
+		}
+		if slices.Contains(seen, name) {
+			return validationProblem(child, "appears more than once")
+		}
+		seen = append(seen, name)
+		if p := c.value(field, child); p != nil {
+			return p
+		}
+	}
+}
+
+func (c *bodyChecker) array(s *shape, path string) *Problem {
+	c.pos++ // [
+	elem := s
+	if s.elem != nil {
+		elem = s.elem
+	}
+	for i := 0; ; i++ {
+		c.skipSpace()
+		if c.pos < len(c.data) && c.data[c.pos] == ']' {
+			c.pos++
+			return nil
+		}
+		if c.pos < len(c.data) && c.data[c.pos] == ',' {
+			c.pos++
+		}
+		// Elements that are objects are named by index (skills[2].name),
+		// the others by their array's name (supported_protocols).
+		child := path
+		if elem.fields != nil {
+			child = fmt.Sprintf("%s[%d]", path, i)
+		}
+		if p := c.value(elem, child); p != nil {
+			return p
+		}
+	}
+}
+
+// str reads the string literal at c.pos and returns its value (as
+// encoding/json decodes it) and, when it is not valid Unicode, why.
+func (c *bodyChecker) str() (value, bad string) {
+	start := c.pos
+	escaped := false
+	c.pos++ // "
+	for c.pos < len(c.data) {
+		b := c.data[c.pos]
+		switch {
+		case b == '"':
+			c.pos++
+			if escaped || bad != "" {
+				_ = json.Unmarshal(c.data[start:c.pos], &value)
+			} else {
+				value = string(c.data[start+1 : c.pos-1])
+			}
+			return value, bad
+		case b == '\\':
+			escaped = true
+			if c.pos+1 < len(c.data) && c.data[c.pos+1] == 'u' {
+				if r, ok := hex4(c.data, c.pos+2); ok && utf16.IsSurrogate(r) {
+					r2, ok2 := rune(0), false
+					if c.pos+7 < len(c.data) && c.data[c.pos+6] == '\\' && c.data[c.pos+7] == 'u' {
+						r2, ok2 = hex4(c.data, c.pos+8)
+					}
+					if r >= 0xDC00 || !ok2 || r2 < 0xDC00 || r2 > 0xDFFF {
+						bad = "must be valid Unicode: it holds a lone surrogate escape (\\ud800-\\udfff without its pair)"
+					} else {
+						c.pos += 6 // the pair's first half
+					}
+				}
+				c.pos += 6
+				continue
+			}
+			c.pos += 2
+		case b < utf8.RuneSelf:
+			c.pos++
+		default:
+			r, size := utf8.DecodeRune(c.data[c.pos:])
+			if r == utf8.RuneError && size == 1 {
+				bad = "must be valid UTF-8"
+			}
+			c.pos += size
+		}
+	}
+	return value, "the string is not terminated"
+}
+
+// hex4 reads the four hex digits of a \u escape at data[i:].
+func hex4(data []byte, i int) (rune, bool) {
+	if i+4 > len(data) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(data[i:i+4]), 16, 16)
+	return rune(n), err == nil
+}
+
+// stringProblem is the problem of a string at path that is not valid
+// Unicode.
+func stringProblem(path, reason string) *Problem {
+	if path == "" {
+		return malformedProblem("the body " + reason)
+	}
+	return validationProblem(path, reason)
+}
+
+// fieldName is an unknown member name as a problem repeats it: valid UTF-8,
+// at most 64 bytes, and "" quoted.
+func fieldName(name string) string {
+	if name == "" {
+		return `""`
+	}
+	name = strings.ToValidUTF8(name, "\uFFFD")
+	if len(name) > 64 {
+		name = strings.ToValidUTF8(name[:64], "") + "…"
+	}
+	return name
 }

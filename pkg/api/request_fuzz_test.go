@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -93,6 +94,7 @@ func FuzzRegisterFields(f *testing.F) {
 	f.Add("mail", "1.0.0", "2025-02-30", "x", "d\x00", `{"\\u0000":1}`)
 	f.Add("mail", "01.0.0", "2024-11-05", strings.Repeat("n", 129), "\xff", "{\"a\":\"\xff\"}")
 	f.Add("z-9", "1.0.0", "2026-07-28", "日本", "✓", `null`)
+	f.Add("mail", "1.0.0", "2025-06-18", "s", "d", `{"a":"\ud800","b":"\ud83d\ude00"}`)
 	f.Fuzz(func(t *testing.T, module, version, protocol, skill, desc, caps string) {
 		req := api.RegisterRequest{ModuleName: module, Version: version, SupportedProtocols: []string{protocol},
 			Skills: []heartbeat.SkillInfo{{Name: skill, Description: desc}}}
@@ -111,21 +113,29 @@ func FuzzRegisterFields(f *testing.F) {
 		info := heartbeat.ServerInfo{ModuleName: dec.ModuleName, Version: dec.Version, SupportedProtocols: dec.SupportedProtocols,
 			CapabilityAdvertisement: dec.CapabilityAdvertisement, Skills: dec.Skills}
 		accept := info.Validate() == nil && storable(info)
+		// A surrogate escape may be half of a pair or alone (refused): this
+		// oracle does not tell them apart, TestBodyUnicode does.
+		unsure := surrogateEscape.Match(body)
 
 		b := setup(t)
 		resp := b.post(t, registerPath, string(body))
 		switch {
 		case resp.code >= 500:
 			t.Fatalf("%s: %d %s", body, resp.code, resp.body)
-		case accept && resp.code != http.StatusCreated:
+		case unsure && resp.code == http.StatusCreated:
+		case accept && !unsure && resp.code != http.StatusCreated:
 			t.Fatalf("%s: %d %s, want 201", body, resp.code, resp.body)
-		case !accept:
+		case !accept || resp.code != http.StatusCreated:
 			if p := wantProblem(t, resp, http.StatusBadRequest, ""); p.Field == "" {
 				t.Fatalf("%s: 400 naming no field: %s", body, resp.body)
 			}
 		}
 	})
 }
+
+// surrogateEscape matches a \u escape of a UTF-16 surrogate (or the text
+// of one after an escaped backslash).
+var surrogateEscape = regexp.MustCompile(`\\u[dD][89a-fA-F][0-9a-fA-F]{2}`)
 
 // storable is the rule of text PostgreSQL can store, written independently
 // of the handler's: no NUL anywhere in a skill or in the capability

@@ -20,6 +20,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/golang-jwt/jwt/v5"
@@ -211,7 +212,7 @@ func TestVerify(t *testing.T) {
 		{"exp missing", both, hs(noExp), "exp missing"},
 		{"exp missing rs256", jwksOnly, sign(t, jwt.SigningMethodRS256, f.rsa, "rsa-1", noExp), "exp missing"},
 		{"exp null", both, hs(claims(func(c jwt.MapClaims) { c["exp"] = nil })), "exp missing"},
-		{"exp string", both, hs(claims(func(c jwt.MapClaims) { c["exp"] = "tomorrow" })), "malformed"},
+		{"exp string", both, hs(claims(func(c jwt.MapClaims) { c["exp"] = "tomorrow" })), "exp is not a number"},
 		{"nbf future", both, hs(claims(func(c jwt.MapClaims) { c["nbf"] = testNow.Add(time.Minute).Unix() })), "not valid yet"},
 
 		{"tenant missing", both, hs(claims(func(c jwt.MapClaims) { delete(c, "tenant_id") })), "tenant_id missing"},
@@ -222,11 +223,11 @@ func TestVerify(t *testing.T) {
 		{"tenant without dashes", both, hs(claims(func(c jwt.MapClaims) { c["tenant_id"] = strings.ReplaceAll(testTenant.String(), "-", "") })), "tenant_id is not a uuid"},
 		{"tenant urn form", both, hs(claims(func(c jwt.MapClaims) { c["tenant_id"] = testTenant.URN() })), "tenant_id is not a uuid"},
 		{"tenant nil uuid", both, hs(claims(func(c jwt.MapClaims) { c["tenant_id"] = uuid.Nil.String() })), "tenant_id is the nil uuid"},
-		{"tenant number", both, hs(claims(func(c jwt.MapClaims) { c["tenant_id"] = 42 })), "malformed"},
+		{"tenant number", both, hs(claims(func(c jwt.MapClaims) { c["tenant_id"] = 42 })), "tenant_id is not a string"},
 		{"tenant upper case", both, hs(claims(func(c jwt.MapClaims) { c["tenant_id"] = strings.ToUpper(testTenant.String()) })), ""},
 
-		{"scope array", both, hs(claims(func(c jwt.MapClaims) { c["scope"] = []string{"mcp:read"} })), "malformed"},
-		{"sub number", both, hs(claims(func(c jwt.MapClaims) { c["sub"] = 7 })), "malformed"},
+		{"scope array", both, hs(claims(func(c jwt.MapClaims) { c["scope"] = []string{"mcp:read"} })), "scope is not a string"},
+		{"sub number", both, hs(claims(func(c jwt.MapClaims) { c["sub"] = 7 })), "sub is not a string"},
 
 		{"empty", both, "", "empty"},
 		{"one segment", both, "abc", "malformed"},
@@ -783,6 +784,9 @@ func FuzzVerify(f *testing.F) {
 		"a.b.c",
 		"eyJhbGciOiJIUzI1NiJ9.e30.",
 		"eyJhbGciOiJub25lIn0.eyJ0ZW5hbnRfaWQiOiIwYjZlNGYzYS04YzFkLTRmMmUtOWE3Yi0zYzVkNmU3ZjhhOWIifQ.",
+		signRaw(f, jwt.SigningMethodHS256, fx.secret, `{"alg":"HS256"}`, `{"tenant_id":"`+testTenant.String()+`","TENANT_ID":"`+uuid.NewString()+`","exp":1e12}`),
+		signRaw(f, jwt.SigningMethodHS256, fx.secret, `{"alg":"HS256","crit":["exp"]}`, `{"tenant_id":"`+testTenant.String()+`","exp":1e12}`),
+		signRaw(f, jwt.SigningMethodHS256, fx.secret, `{"alg":"HS256"}`, `{"tenant_id":"`+testTenant.String()+`","exp":"1e12"}`),
 	} {
 		f.Add(seed)
 	}
@@ -884,4 +888,213 @@ func TestVerifyCache(t *testing.T) {
 	if _, err := v.Verify(long); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// signRaw signs the header and payload exactly as given (the jwt library
+// would marshal a map, which can hold no duplicate name).
+func signRaw(t testing.TB, m jwt.SigningMethod, key any, header, payload string) string {
+	t.Helper()
+	enc := base64.RawURLEncoding
+	signing := enc.EncodeToString([]byte(header)) + "." + enc.EncodeToString([]byte(payload))
+	sig, err := m.Sign(signing, key)
+	if err != nil {
+		t.Fatalf("sign %s: %v", m.Alg(), err)
+	}
+	return signing + "." + enc.EncodeToString(sig)
+}
+
+// TestVerifyStrict: claim names match exactly, a name given twice (or twice
+// but for case) is refused, exp, nbf and iat must be JSON numbers, and an
+// unknown crit header parameter or a duplicate header parameter is refused;
+// on every key source. Found by a black-box attack: a validly signed token
+// with tenant_id and TENANT_ID acted for the second tenant, Scope overrode
+// scope, and "exp": "1e12" was taken for a date.
+func TestVerifyStrict(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	v := newVerifier(t, VerifierOptions{HMACSecret: f.secret, JWKS: f.jwks})
+	other := uuid.MustParse("9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d")
+	exp := testNow.Add(time.Hour).Unix()
+	tenant := `"tenant_id":"` + testTenant.String() + `"`
+	signers := []struct {
+		m   jwt.SigningMethod
+		key any
+		kid string
+	}{
+		{jwt.SigningMethodHS256, f.secret, ""},
+		{jwt.SigningMethodRS256, f.rsa, "rsa-1"},
+		{jwt.SigningMethodES256, f.ec, "ec-1"},
+		{jwt.SigningMethodEdDSA, f.ed, "ed-1"},
+	}
+	tests := []struct {
+		name    string
+		header  string // %s: alg and kid members
+		payload string
+		reason  string // "": accepted
+		scopes  []string
+	}{
+		{"exact", `{%s}`, fmt.Sprintf(`{%s,"scope":"mcp:read","exp":%d}`, tenant, exp), "", []string{ScopeRead}},
+		{"exp as exponent number", `{%s}`, fmt.Sprintf(`{%s,"exp":1e12}`, tenant), "", nil},
+		{"upper-case names are other claims", `{%s}`, fmt.Sprintf(`{"TENANT_ID":"%s","Scope":"mcp:write","EXP":%d}`, testTenant, exp), "exp missing", nil},
+		{"upper-case tenant is another claim", `{%s}`, fmt.Sprintf(`{"TENANT_ID":"%s","exp":%d}`, testTenant, exp), "tenant_id missing", nil},
+		{"Scope is not scope", `{%s}`, fmt.Sprintf(`{%s,"Scope":"mcp:write","exp":%d}`, tenant, exp), "", nil},
+		{"tenant_id then TENANT_ID", `{%s}`, fmt.Sprintf(`{%s,"TENANT_ID":"%s","exp":%d}`, tenant, other, exp), "duplicate claim tenant_id", nil},
+		{"Tenant_Id then tenant_id", `{%s}`, fmt.Sprintf(`{"Tenant_Id":"%s",%s,"exp":%d}`, other, tenant, exp), "duplicate claim tenant_id", nil},
+		{"tenant_id twice", `{%s}`, fmt.Sprintf(`{%s,"tenant_id":"%s","exp":%d}`, tenant, other, exp), "duplicate claim tenant_id", nil},
+		{"escaped duplicate", `{%s}`, fmt.Sprintf(`{%s,"tenant\u005fid":"%s","exp":%d}`, tenant, other, exp), "duplicate claim tenant_id", nil},
+		{"scope then Scope", `{%s}`, fmt.Sprintf(`{%s,"scope":"mcp:read","Scope":"mcp:write","exp":%d}`, tenant, exp), "duplicate claim scope", nil},
+		{"scope then long s cope", `{%s}`, fmt.Sprintf(`{%s,"scope":"mcp:read","ſcope":"mcp:write","exp":%d}`, tenant, exp), "duplicate claim scope", nil},
+		{"exp twice", `{%s}`, fmt.Sprintf(`{%s,"exp":%d,"exp":%d}`, tenant, exp-7200, exp), "duplicate claim exp", nil},
+		{"unknown claim twice", `{%s}`, fmt.Sprintf(`{%s,"x":1,"x":2,"exp":%d}`, tenant, exp), "duplicate claim name", nil},
+		{"exp string number", `{%s}`, fmt.Sprintf(`{%s,"exp":"1e12"}`, tenant), "exp is not a number", nil},
+		{"exp string digits", `{%s}`, fmt.Sprintf(`{%s,"exp":"%d"}`, tenant, exp), "exp is not a number", nil},
+		{"exp bool", `{%s}`, fmt.Sprintf(`{%s,"exp":true}`, tenant), "exp is not a number", nil},
+		{"nbf string", `{%s}`, fmt.Sprintf(`{%s,"exp":%d,"nbf":"0"}`, tenant, exp), "nbf is not a number", nil},
+		{"iat string", `{%s}`, fmt.Sprintf(`{%s,"exp":%d,"iat":"0"}`, tenant, exp), "iat is not a number", nil},
+		{"iat object", `{%s}`, fmt.Sprintf(`{%s,"exp":%d,"iat":{}}`, tenant, exp), "iat is not a number", nil},
+		{"payload array", `{%s}`, `[]`, "malformed", nil},
+		{"payload null", `{%s}`, `null`, "malformed", nil},
+		{"payload trailing data", `{%s}`, fmt.Sprintf(`{%s,"exp":%d} {}`, tenant, exp), "malformed", nil},
+		{"payload not utf-8", `{%s}`, fmt.Sprintf("{%s,\"x\":\"\xff\",\"exp\":%d}", tenant, exp), "malformed", nil},
+		{"header not utf-8", "{%s,\"x\":\"\xc3\"}", fmt.Sprintf(`{%s,"exp":%d}`, tenant, exp), "malformed", nil},
+		{"crit", `{%s,"crit":["exp"]}`, fmt.Sprintf(`{%s,"exp":%d}`, tenant, exp), "crit header parameter not understood", nil},
+		{"crit empty", `{%s,"crit":[]}`, fmt.Sprintf(`{%s,"exp":%d}`, tenant, exp), "crit header parameter not understood", nil},
+		{"crit b64", `{%s,"b64":false,"crit":["b64"]}`, fmt.Sprintf(`{%s,"exp":%d}`, tenant, exp), "crit header parameter not understood", nil},
+		{"typ twice", `{%s,"typ":"JWT","typ":"JWT"}`, fmt.Sprintf(`{%s,"exp":%d}`, tenant, exp), "duplicate header parameter", nil},
+		{"alg twice", `{"alg":"none",%s}`, fmt.Sprintf(`{%s,"exp":%d}`, tenant, exp), "duplicate header parameter", nil},
+		{"ALG beside alg", `{%s,"ALG":"none"}`, fmt.Sprintf(`{%s,"exp":%d}`, tenant, exp), "duplicate header parameter", nil},
+		{"header trailing data", `{%s}{}`, fmt.Sprintf(`{%s,"exp":%d}`, tenant, exp), "malformed", nil},
+	}
+	for _, s := range signers {
+		for _, tt := range tests {
+			t.Run(s.m.Alg()+" "+tt.name, func(t *testing.T) {
+				t.Parallel()
+				params := `"alg":"` + s.m.Alg() + `"`
+				if s.kid != "" {
+					params += `,"kid":"` + s.kid + `"`
+				}
+				tok := signRaw(t, s.m, s.key, fmt.Sprintf(tt.header, params), tt.payload)
+				for range 2 { // the second time through the cache, if it held it
+					c, err := v.Verify(tok)
+					if tt.reason == "" {
+						if err != nil {
+							t.Fatalf("Verify: %v", err)
+						}
+						if c.TenantID != testTenant || !slices.Equal(c.Scopes, tt.scopes) {
+							t.Fatalf("claims %+v, want tenant %s scopes %q", c, testTenant, tt.scopes)
+						}
+						continue
+					}
+					if err == nil {
+						t.Fatalf("Verify accepted the token (tenant %s, scopes %q), want %q", c.TenantID, c.Scopes, tt.reason)
+					}
+					if want := "invalid token: " + tt.reason; err.Error() != want {
+						t.Fatalf("error = %q, want %q", err, want)
+					}
+				}
+			})
+		}
+	}
+	// A refused token is never remembered.
+	cached := newVerifier(t, VerifierOptions{HMACSecret: f.secret})
+	dup := signRaw(t, jwt.SigningMethodHS256, f.secret, `{"alg":"HS256"}`, fmt.Sprintf(`{%s,"TENANT_ID":"%s","exp":%d}`, tenant, other, exp))
+	crit := signRaw(t, jwt.SigningMethodHS256, f.secret, `{"alg":"HS256","crit":["x"],"x":1}`, fmt.Sprintf(`{%s,"exp":%d}`, tenant, exp))
+	for range 3 {
+		for _, tok := range []string{dup, crit} {
+			if _, err := cached.Verify(tok); !errors.Is(err, ErrInvalidToken) {
+				t.Fatalf("refused token: %v", err)
+			}
+		}
+	}
+	if n := cached.cache.len(); n != 0 {
+		t.Fatalf("cache holds %d refused tokens", n)
+	}
+}
+
+// FuzzObjectMembers: objectMembers, which walks valid JSON by hand, agrees
+// with encoding/json's tokens: the same members by exact name, a
+// duplicate exactly when two names are equal under case folding, and no
+// object exactly when the decoder finds none or the text is not UTF-8.
+func FuzzObjectMembers(f *testing.F) {
+	for _, s := range []string{
+		`{}`, ` { "a" : 1 , "b" : [1,{"c":"}"}] } `, `{"a":"x\"}","A":2}`, `{"tenant_id":1,"TENANT_ID":2}`,
+		`{"scope":1,"ſcope":2}`, `{"k":1,"K":2}`, `{"a\u0062":1,"ab":2}`, `{"a":1}{}`, `[]`, `null`, `{"a":-1.5e3,"b":true,"c":null}`,
+		`{"a":{"a":1,"a":2}}`, "{\"\xff\":1,\"\xfe\":2}", `{"a":1,}`, `{"a"}`, ``,
+	} {
+		f.Add([]byte(s))
+	}
+	// Many names: past the linear search.
+	var many []string
+	for i := range 40 {
+		many = append(many, fmt.Sprintf(`"n%d":%d`, i, i))
+	}
+	f.Add([]byte("{" + strings.Join(many, ",") + "}"))
+	f.Add([]byte("{" + strings.Join(many, ",") + `,"N39":1}`))
+	f.Add([]byte("{" + strings.Join(many, ",") + `,"ſ":1,"S":2}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, dup, err := objectMembers(data)
+		want, ok := decoderMembers(data)
+		if !ok {
+			if err == nil && dup == "" {
+				t.Fatalf("%q: members %v, the decoder finds no object", data, got)
+			}
+			return
+		}
+		var names []string
+		for _, m := range want {
+			names = append(names, m.name)
+		}
+		folds := false
+		for i := range names {
+			for j := range i {
+				folds = folds || strings.EqualFold(names[i], names[j])
+			}
+		}
+		if folds != (dup != "") || err != nil {
+			t.Fatalf("%q: dup %q err %v, want a duplicate %t", data, dup, err, folds)
+		}
+		if folds {
+			return
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%q: %d members, want %d", data, len(got), len(want))
+		}
+		for _, m := range want {
+			if string(got[m.name]) != string(m.raw) {
+				t.Fatalf("%q: member %q = %s, want %s", data, m.name, got[m.name], m.raw)
+			}
+		}
+	})
+}
+
+type member struct {
+	name string
+	raw  json.RawMessage
+}
+
+// decoderMembers lists the members of data with encoding/json's decoder,
+// in order; ok is false when data is not one JSON object.
+func decoderMembers(data []byte) (members []member, ok bool) {
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, false
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, false
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, false
+		}
+		members = append(members, member{tok.(string), raw})
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return nil, false
+	}
+	if _, err := dec.Token(); err == nil || !json.Valid(data) || !utf8.Valid(data) {
+		return nil, false
+	}
+	return members, true
 }

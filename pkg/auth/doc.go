@@ -6,4 +6,10 @@
 // tokens with the public keys of a JWKS file. Every other algorithm, and any
 // algorithm whose key source is not configured, is refused. The tenant of a
 // request comes from a verified token alone.
+//
+// Tokens are read strictly: claim names match exactly (TENANT_ID is not
+// tenant_id), a name that appears twice in the header or the claims (also
+// twice but for case) refuses the token, exp, nbf and iat must be JSON
+// numbers, and a crit header parameter refuses it (mcpd understands no JWS
+// extension, RFC 7515 section 4.1.11).
 package auth

@@ -10,12 +10,13 @@ import (
 	"github.com/google/uuid"
 )
 
-// minSecretBytes is the shortest HMAC secret accepted: RFC 7518 section 3.2
-// asks for a key at least as long as the hash output for HS256.
-const minSecretBytes = 32
+// MinSecretBytes is the length of the shortest HMAC secret accepted: RFC
+// 7518 section 3.2 asks for a key at least as long as the hash output for
+// HS256.
+const MinSecretBytes = 32
 
-// tokenClaims is the JSON shape of an mcpd token's claims.
-type tokenClaims struct {
+// issuedClaims is the JSON shape of the claims of a token Issue makes.
+type issuedClaims struct {
 	TenantID *string `json:"tenant_id,omitempty"`
 	Scope    *string `json:"scope,omitempty"`
 	jwt.RegisteredClaims
@@ -24,8 +25,8 @@ type tokenClaims struct {
 // Issue returns an HS256 token for tenant, signed with secret, that carries
 // subject (omitted when empty) and scope and expires ttl after now.
 func Issue(secret []byte, tenant uuid.UUID, subject, scope string, ttl time.Duration, now time.Time) (string, error) {
-	if len(secret) < minSecretBytes {
-		return "", fmt.Errorf("issue token: secret shorter than %d bytes", minSecretBytes)
+	if len(secret) < MinSecretBytes {
+		return "", fmt.Errorf("issue token: secret shorter than %d bytes", MinSecretBytes)
 	}
 	if tenant == uuid.Nil {
 		return "", errors.New("issue token: nil tenant")
@@ -37,7 +38,7 @@ func Issue(secret []byte, tenant uuid.UUID, subject, scope string, ttl time.Dura
 		return "", fmt.Errorf("issue token: ttl %s is below one second", ttl)
 	}
 	tenantID := tenant.String()
-	claims := tokenClaims{
+	claims := issuedClaims{
 		TenantID: &tenantID,
 		RegisteredClaims: jwt.RegisteredClaims{
 			Subject:   subject,

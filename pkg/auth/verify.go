@@ -111,8 +111,8 @@ func NewVerifier(opts VerifierOptions) (*Verifier, error) {
 	}
 	v := &Verifier{}
 	if len(opts.HMACSecret) > 0 {
-		if len(opts.HMACSecret) < minSecretBytes {
-			return nil, fmt.Errorf("new verifier: hmac secret shorter than %d bytes", minSecretBytes)
+		if len(opts.HMACSecret) < MinSecretBytes {
+			return nil, fmt.Errorf("new verifier: hmac secret shorter than %d bytes", MinSecretBytes)
 		}
 		v.secret = slices.Clone(opts.HMACSecret)
 		v.algs = append(v.algs, algHS256)
@@ -249,10 +249,15 @@ func (v *Verifier) Verify(token string) (Claims, error) {
 	return c, err
 }
 
-// verify checks the token, as Verify does, without the cache.
+// verify checks the token, as Verify does, without the cache. The header
+// and claims are read strictly first (checkToken); the jwt library then
+// checks the algorithm, the signature and the times of the claims so read.
 func (v *Verifier) verify(token string) (Claims, error) {
-	var tc tokenClaims
-	parsed, err := v.parser.ParseWithClaims(token, &tc, v.key)
+	tc, err := checkToken(token)
+	if err != nil {
+		return Claims{}, fmt.Errorf("%w: %s", ErrInvalidToken, err)
+	}
+	parsed, err := v.parser.ParseWithClaims(token, &parsedClaims{c: &tc}, v.key)
 	if err != nil {
 		return Claims{}, fmt.Errorf("%w: %s", ErrInvalidToken, v.reason(parsed, err))
 	}

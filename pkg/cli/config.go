@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -76,6 +77,9 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// maxConfigBytes bounds what the config file may hold.
+const maxConfigBytes = 1 << 20
+
 // loadConfig resolves the configuration for cmd with a fresh viper
 // instance: the flags of root (and cmd's --database-url), the environment,
 // the config file and the defaults.
@@ -109,10 +113,17 @@ func loadConfig(root, cmd *cobra.Command) (*Config, error) {
 
 	path, explicit := configPath(root)
 	if path != "" {
-		v.SetConfigFile(path)
-		v.SetConfigType("yaml")
-		if err := v.ReadInConfig(); err != nil {
-			if explicit || !errors.Is(err, fs.ErrNotExist) {
+		// The default file may be missing; one that is named, or one that
+		// is there, must be readable (bad usage, as for every file a flag
+		// names).
+		_, statErr := os.Stat(path)
+		if explicit || !errors.Is(statErr, fs.ErrNotExist) {
+			b, err := readFlagFile("config", path, maxConfigBytes)
+			if err != nil {
+				return nil, err
+			}
+			v.SetConfigType("yaml")
+			if err := v.ReadConfig(bytes.NewReader(b)); err != nil {
 				return nil, fmt.Errorf("read config %s: %w", path, err)
 			}
 		}

@@ -3,13 +3,18 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"syscall"
 )
 
 // Exit codes of mcpctl.
 const (
 	ExitOK     = 0 // success
 	ExitFailed = 1 // a call or an operation failed
-	ExitUsage  = 2 // bad usage: unknown command or flag, invalid argument
+	ExitUsage  = 2 // bad usage: unknown command or flag, invalid argument, a file a flag names that cannot be read
 )
 
 // UsageError is bad usage of a command: exit code 2.
@@ -65,4 +70,80 @@ func exitCode(err error) int {
 		return ExitFailed
 	}
 	return ExitUsage
+}
+
+// readFlagFile reads the file a flag names, at most max bytes. A file that
+// is missing, unreadable or too large is bad usage (exit 2), whichever
+// command reads it, with a message that names the flag.
+func readFlagFile(flag, path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, usagef("--%s %s: %s", flag, path, fileReason(err))
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, usagef("--%s %s: %s", flag, path, fileReason(err))
+	}
+	if int64(len(b)) > max {
+		return nil, usagef("--%s %s: larger than %d bytes", flag, path, max)
+	}
+	return b, nil
+}
+
+// fileReason says why a file could not be read, without repeating its path.
+func fileReason(err error) string {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "no such file"
+	case errors.Is(err, fs.ErrPermission):
+		return "permission denied"
+	case errors.Is(err, syscall.EISDIR):
+		return "is a directory"
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// databaseError marks the failure of a call to PostgreSQL (migrate), so
+// that the hint after it speaks of the database, not of mcpd.
+type databaseError struct{ err error }
+
+func (e *databaseError) Error() string { return e.err.Error() }
+func (e *databaseError) Unwrap() error { return e.err }
+
+// onDatabase marks err, when not nil, as a failure of a call to PostgreSQL.
+func onDatabase(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &databaseError{err: err}
+}
+
+// hint is a line that helps with a call that could not reach its server
+// (mcpd at server, or PostgreSQL for migrate), or "" for other errors.
+func hint(err error, server string) string {
+	var (
+		dial *net.OpError
+		dns  *net.DNSError
+	)
+	isDial := errors.As(err, &dial) && dial.Op == "dial"
+	if !isDial && !errors.As(err, &dns) {
+		return ""
+	}
+	var db *databaseError
+	if errors.As(err, &db) {
+		at := "the database URL's host"
+		if isDial && dial.Addr != nil {
+			at = dial.Addr.String()
+		}
+		return fmt.Sprintf("Is PostgreSQL running at %s? Check --database-url or %s.", at, EnvDatabaseURL)
+	}
+	if server == "" {
+		return ""
+	}
+	return fmt.Sprintf("Is mcpd running at %s? Set --server or %s.", server, EnvServer)
 }

@@ -233,10 +233,10 @@ func TestTokenIssueRoundTrip(t *testing.T) {
 		t.Fatal("a token verified with another secret")
 	}
 
-	// A missing secret file fails the call: exit 1.
+	// A missing secret file is bad usage, as every file a flag names: exit 2.
 	missingIO := newTestIO()
 	code := Main(context.Background(), []string{"token", "issue", "--tenant", tenant.String(), "--scope", "mcp:read", "--secret-file", filepath.Join(t.TempDir(), "none")}, missingIO.io)
-	if code != 1 || missingIO.out.Len() != 0 {
+	if code != 2 || missingIO.out.Len() != 0 {
 		t.Fatalf("missing secret file: exit %d stdout %q", code, missingIO.out)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
 
 	"github.com/cyberos/mcpd/pkg/output"
@@ -73,8 +74,27 @@ func completeMigrate(f *Factory, opts *migrateOptions) error {
 	if cfg.DatabaseURL == "" {
 		return usagef("no database URL: set --database-url or %s", EnvDatabaseURL)
 	}
+	if err := checkDatabaseURL(cfg.DatabaseURL); err != nil {
+		return err
+	}
 	opts.DatabaseURL = cfg.DatabaseURL
 	opts.Printer = f.printer()
+	return nil
+}
+
+// checkDatabaseURL refuses, as bad usage, a database URL that PostgreSQL's
+// client cannot parse: a postgres://, postgresql:// or pgx5:// URL or a
+// libpq key=value string. The message does not repeat the URL, which may
+// hold a password.
+func checkDatabaseURL(raw string) error {
+	conn := strings.TrimSpace(raw)
+	if len(conn) >= len("pgx5://") && strings.EqualFold(conn[:len("pgx5://")], "pgx5://") {
+		conn = "postgres://" + conn[len("pgx5://"):]
+	}
+	if _, err := pgconn.ParseConfig(conn); err != nil || conn == "" {
+		return usagef("invalid database URL (--database-url, %s or the config file's database_url): "+
+			"want postgres://USER@HOST:PORT/DATABASE or libpq key=value pairs", EnvDatabaseURL)
+	}
 	return nil
 }
 
@@ -96,7 +116,7 @@ func newCmdMigrateUp(f *Factory, runF func(*migrateOptions) error) *cobra.Comman
 			if runF != nil {
 				return runF(opts)
 			}
-			return failed(migrateUpRun(cmd.Context(), opts))
+			return failed(onDatabase(migrateUpRun(cmd.Context(), opts)))
 		},
 	}
 }
@@ -145,7 +165,7 @@ mcpd's tables and their data: it needs --all, or a "yes" typed on a terminal.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			return failed(migrateDownRun(cmd.Context(), opts))
+			return failed(onDatabase(migrateDownRun(cmd.Context(), opts)))
 		},
 	}
 	cmd.Flags().BoolVar(&opts.All, "all", false, "revert every migration (drops all of mcpd's data)")
@@ -195,7 +215,7 @@ whether a migration was left dirty (it must be repaired by hand).`,
 			if runF != nil {
 				return runF(opts)
 			}
-			return failed(migrateStatusRun(cmd.Context(), opts))
+			return failed(onDatabase(migrateStatusRun(cmd.Context(), opts)))
 		},
 	}
 	if use == "version" {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -76,14 +77,15 @@ func TestRegisterParseErrors(t *testing.T) {
 	cases := []struct {
 		name  string
 		args  []string
-		usage bool // else: a failure (exit 1)
+		usage bool // else: cobra's own error (exit 2 too)
 	}{
 		{"no protocol", []string{"--module", "calendar", "--version", "1.3.2"}, false}, // cobra's required flag error
 		{"capabilities not an object", append(base[:6:6], "--capabilities", notObject), true},
 		{"capabilities two values", append(base[:6:6], "--capabilities", twoValues), true},
 		{"skill without name", append(base[:6:6], "--skill", "=desc"), true},
 		{"positional argument", append(base[:6:6], "extra"), true},
-		{"capabilities missing", append(base[:6:6], "--capabilities", "/nonexistent/caps.json"), false},
+		{"capabilities missing", append(base[:6:6], "--capabilities", "/nonexistent/caps.json"), true},
+		{"capabilities a directory", append(base[:6:6], "--capabilities", t.TempDir()), true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -178,26 +180,32 @@ func TestTokenIssueParse(t *testing.T) {
 	var got *tokenIssueOptions
 	cmd := newCmdTokenIssue(testFactory(newTestIO(), nil), func(o *tokenIssueOptions) error { got = o; return nil })
 	tenant := "0b6e3c1a-2f4d-4e5b-8a9c-7d6e5f4a3b2c"
-	if err := execute(t, cmd, "--tenant", tenant, "--scope", " mcp:read   mcp:write ", "--secret-file", "/s", "--ttl", "24h", "--subject", "ci"); err != nil {
+	secret := testSecret(t)
+	secretFile := writeFile(t, "jwt.secret", string(secret)+"\r\n")
+	if err := execute(t, cmd, "--tenant", tenant, "--scope", " mcp:read   mcp:write ", "--secret-file", secretFile, "--ttl", "24h", "--subject", "ci"); err != nil {
 		t.Fatal(err)
 	}
-	if got.Tenant.String() != tenant || got.Scope != "mcp:read mcp:write" || got.SecretFile != "/s" || got.TTL != 24*time.Hour || got.Subject != "ci" {
+	if got.Tenant.String() != tenant || got.Scope != "mcp:read mcp:write" || got.SecretFile != secretFile || string(got.Secret) != string(secret) || got.TTL != 24*time.Hour || got.Subject != "ci" {
 		t.Fatalf("options %+v", got)
 	}
 	got = nil
 	cmd = newCmdTokenIssue(testFactory(newTestIO(), nil), func(o *tokenIssueOptions) error { got = o; return nil })
-	if err := execute(t, cmd, "--tenant", tenant, "--scope", "mcp:read", "--secret-file", "/s"); err != nil {
+	if err := execute(t, cmd, "--tenant", tenant, "--scope", "mcp:read", "--secret-file", secretFile); err != nil {
 		t.Fatal(err)
 	}
 	if got.TTL != time.Hour || got.Subject != "mcpctl" {
 		t.Fatalf("defaults: ttl %s subject %q, want 1h and mcpctl", got.TTL, got.Subject)
 	}
 	for _, args := range [][]string{
-		{"--tenant", "nope", "--scope", "mcp:read", "--secret-file", "/s"},
-		{"--tenant", uuid.Nil.String(), "--scope", "mcp:read", "--secret-file", "/s"},
-		{"--tenant", tenant, "--scope", "mcp:admin", "--secret-file", "/s"},
-		{"--tenant", tenant, "--scope", " ", "--secret-file", "/s"},
-		{"--tenant", tenant, "--scope", "mcp:read", "--secret-file", "/s", "--ttl", "0s"},
+		{"--tenant", "nope", "--scope", "mcp:read", "--secret-file", secretFile},
+		{"--tenant", uuid.Nil.String(), "--scope", "mcp:read", "--secret-file", secretFile},
+		{"--tenant", tenant, "--scope", "mcp:admin", "--secret-file", secretFile},
+		{"--tenant", tenant, "--scope", " ", "--secret-file", secretFile},
+		{"--tenant", tenant, "--scope", "mcp:read", "--secret-file", secretFile, "--ttl", "0s"},
+		{"--tenant", tenant, "--scope", "mcp:read", "--secret-file", filepath.Join(t.TempDir(), "missing")},
+		{"--tenant", tenant, "--scope", "mcp:read", "--secret-file", t.TempDir()},
+		{"--tenant", tenant, "--scope", "mcp:read", "--secret-file", writeFile(t, "short.secret", "0123456789\n")},
+		{"--tenant", tenant, "--scope", "mcp:read", "--secret-file", writeFile(t, "empty.secret", "\n")},
 	} {
 		cmd := newCmdTokenIssue(testFactory(newTestIO(), nil), func(*tokenIssueOptions) error { t.Fatal("runF reached"); return nil })
 		if err := execute(t, cmd, args...); !isUsage(err) {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -201,20 +200,19 @@ func mcpTarget(url, command, prefix string) (mcpinspect.Target, error) {
 	return t, nil
 }
 
-// readCapabilities reads a JSON object from path ("-": in). A missing file
-// fails (1); content that is not a JSON object is bad usage (2).
+// readCapabilities reads a JSON object from path ("-": in). A file that
+// cannot be read, and content that is not a JSON object, are bad usage (2).
 func readCapabilities(in io.Reader, path string) (json.RawMessage, error) {
 	var (
 		b   []byte
 		err error
 	)
 	if path == "-" {
-		b, err = io.ReadAll(io.LimitReader(in, api.MaxBodyBytes+1))
-	} else {
-		b, err = os.ReadFile(path)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read capabilities: %w", err)
+		if b, err = io.ReadAll(io.LimitReader(in, api.MaxBodyBytes+1)); err != nil {
+			return nil, usagef("--capabilities -: read stdin: %v", err)
+		}
+	} else if b, err = readFlagFile("capabilities", path, api.MaxBodyBytes); err != nil {
+		return nil, err
 	}
 	if len(b) > api.MaxBodyBytes {
 		return nil, usagef("capabilities %s: larger than %d bytes", path, api.MaxBodyBytes)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -33,9 +32,12 @@ func run(ctx context.Context, f *Factory, args []string) int {
 		return ExitOK
 	}
 	printError(f.IOStreams, cmd, err)
-	var dial *net.OpError
-	if errors.As(err, &dial) && dial.Op == "dial" && f.cfg != nil {
-		fmt.Fprintf(f.IOStreams.ErrOut, "Is mcpd running at %s? Set --server or %s.\n", f.cfg.Server, EnvServer)
+	server := ""
+	if f.cfg != nil {
+		server = f.cfg.Server
+	}
+	if h := hint(err, server); h != "" {
+		fmt.Fprintln(f.IOStreams.ErrOut, h)
 	}
 	if client.UntrustedCertificate(err) {
 		fmt.Fprintf(f.IOStreams.ErrOut, "mcpd's certificate is not trusted: give the CA that signed it with --ca-file (or %s).\n", EnvCAFile)

@@ -19,6 +19,8 @@ const (
 	maxSimServers  = 100_000
 	maxSimDuration = 24 * time.Hour
 	minSimInterval = 10 * time.Millisecond
+	// maxScenarioBytes bounds what --scenario reads.
+	maxScenarioBytes = 1 << 20
 )
 
 type simulateOptions struct {
@@ -74,6 +76,15 @@ Servers stay registered at the end unless the scenario deregisters them.`,
 			case !simPrefix.MatchString(sim.Prefix):
 				return usagef("invalid --prefix %q: want 1-50 of [a-z0-9-], starting with a letter", sim.Prefix)
 			}
+			if sim.ScenarioFile != "" {
+				b, err := readFlagFile("scenario", sim.ScenarioFile, maxScenarioBytes)
+				if err != nil {
+					return err
+				}
+				if _, err := simulate.ParseScenario(b); err != nil {
+					return usagef("--scenario %s: %v", sim.ScenarioFile, err)
+				}
+			}
 			// simulate reads 0 as its default jitter and a negative value as none.
 			if sim.Jitter == 0 {
 				sim.Jitter = -1
@@ -112,6 +123,11 @@ func simulateRun(ctx context.Context, opts *simulateOptions) error {
 		return err
 	}
 	sum, err := simulate.Run(ctx, c, opts.Sim)
+	if errors.Is(err, simulate.ErrScenario) {
+		// A scenario that does not fit the run (an event past --duration):
+		// bad usage, found before any call.
+		return &UsageError{Err: err}
+	}
 	if err != nil {
 		if errors.Is(err, context.Canceled) && sum.Servers > 0 {
 			// Interrupted: what was done is still worth printing.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,14 +18,15 @@ func TestSimulateParse(t *testing.T) {
 	t.Parallel()
 	ts := newTestIO()
 	var got *simulateOptions
+	scenario := writeFile(t, "s.yaml", "events:\n  - at: 3s\n    action: stop\n    range: \"0-4\"\n")
 	cmd := newCmdSimulate(testFactory(ts, nil), func(o *simulateOptions) error { got = o; return nil })
 	err := execute(t, cmd, "--servers", "50", "--duration", "2m", "--interval", "5s", "--miss-rate", "0.1",
-		"--jitter", "0.2", "--prefix", "load", "--concurrency", "8", "--scenario", "s.yaml", "--verify", "--seed", "7")
+		"--jitter", "0.2", "--prefix", "load", "--concurrency", "8", "--scenario", scenario, "--verify", "--seed", "7")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := simulate.Options{Servers: 50, Duration: 2 * time.Minute, Interval: 5 * time.Second, MissRate: 0.1, Jitter: 0.2,
-		Prefix: "load", Concurrency: 8, ScenarioFile: "s.yaml", Verify: true, Seed: 7}
+		Prefix: "load", Concurrency: 8, ScenarioFile: scenario, Verify: true, Seed: 7}
 	if got.Sim != want {
 		t.Fatalf("options\n%+v\nwant\n%+v", got.Sim, want)
 	}
@@ -58,6 +60,9 @@ func TestSimulateParse(t *testing.T) {
 		{"--servers", "1", "--duration", "1s", "--prefix", "Bad"},
 		{"--servers", "1", "--duration", "1s", "--concurrency", "-2"},
 		{"--servers", "x", "--duration", "1s"},
+		{"--servers", "1", "--duration", "1s", "--scenario", filepath.Join(t.TempDir(), "missing.yaml")},
+		{"--servers", "1", "--duration", "1s", "--scenario", t.TempDir()},
+		{"--servers", "1", "--duration", "1s", "--scenario", writeFile(t, "bad.yaml", "events: [{at: 1s, action: explode}]\n")},
 	} {
 		cmd := newCmdSimulate(testFactory(newTestIO(), nil), func(*simulateOptions) error { t.Fatal("runF reached"); return nil })
 		if err := execute(t, cmd, args...); err == nil || exitCode(err) != ExitUsage {

@@ -28,7 +28,9 @@ type tokenIssueOptions struct {
 	TTL        time.Duration
 	Subject    string
 
+	// Filled from the flags by the command before it runs.
 	Tenant uuid.UUID
+	Secret []byte
 }
 
 // DefaultTokenTTL is how long an issued token is valid by default.
@@ -69,6 +71,11 @@ deregister, and every GET. The secret file must hold at least 32 bytes.`,
 			if opts.TTL < time.Second {
 				return usagef("invalid --ttl %s: want at least 1s", opts.TTL)
 			}
+			secret, err := readSecret(opts.SecretFile)
+			if err != nil {
+				return err
+			}
+			opts.Secret = secret
 			if runF != nil {
 				return runF(opts)
 			}
@@ -88,10 +95,31 @@ deregister, and every GET. The secret file must hold at least 32 bytes.`,
 	return cmd
 }
 
-func tokenIssueRun(_ context.Context, opts *tokenIssueOptions) error {
-	secret, err := auth.ReadSecretFile(opts.SecretFile)
+// readSecret reads the HS256 secret of --secret-file as mcpd reads its
+// --auth-jwt-secret-file (trailing line endings trimmed). A file that cannot
+// be read, or holds a secret too short, is bad usage.
+func readSecret(path string) ([]byte, error) {
+	b, err := readFlagFile("secret-file", path, maxSecretFileBytes)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	secret := strings.TrimRight(string(b), "\r\n")
+	if len(secret) < auth.MinSecretBytes {
+		return nil, usagef("--secret-file %s: the secret has %d bytes, want at least %d", path, len(secret), auth.MinSecretBytes)
+	}
+	return []byte(secret), nil
+}
+
+// maxSecretFileBytes bounds what --secret-file reads, as mcpd bounds it.
+const maxSecretFileBytes = 1 << 20
+
+func tokenIssueRun(_ context.Context, opts *tokenIssueOptions) error {
+	secret := opts.Secret
+	if secret == nil {
+		var err error
+		if secret, err = readSecret(opts.SecretFile); err != nil {
+			return err
+		}
 	}
 	tok, err := auth.Issue(secret, opts.Tenant, opts.Subject, opts.Scope, opts.TTL, opts.Now())
 	if err != nil {

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // FieldError is an input that breaks the contract's rules; Field names it as
@@ -80,6 +82,9 @@ func (info ServerInfo) Validate() error {
 		if c[0] != '{' || json.Unmarshal(c, &obj) != nil {
 			return &FieldError{"capability_advertisement", "must be a JSON object"}
 		}
+		if reason := unstorableJSON(c); reason != "" {
+			return &FieldError{"capability_advertisement", reason}
+		}
 	}
 	if len(info.Skills) > MaxSkills {
 		return &FieldError{"skills", fmt.Sprintf("at most %d skills, has %d", MaxSkills, len(info.Skills))}
@@ -88,6 +93,12 @@ func (info ServerInfo) Validate() error {
 	for i, s := range info.Skills {
 		if n := len([]rune(s.Name)); n < 1 || n > MaxSkillNameLen {
 			return &FieldError{fmt.Sprintf("skills[%d].name", i), fmt.Sprintf("must be 1-%d characters", MaxSkillNameLen)}
+		}
+		if reason := unstorableText(s.Name); reason != "" {
+			return &FieldError{fmt.Sprintf("skills[%d].name", i), reason}
+		}
+		if reason := unstorableText(s.Description); reason != "" {
+			return &FieldError{fmt.Sprintf("skills[%d].description", i), reason}
 		}
 		if seen[s.Name] {
 			return &FieldError{fmt.Sprintf("skills[%d].name", i), fmt.Sprintf("duplicate skill name %q", s.Name)}
@@ -98,6 +109,75 @@ func (info ServerInfo) Validate() error {
 		return &FieldError{"trace_id", "must be 32 lowercase hex digits"}
 	}
 	return nil
+}
+
+// Why text cannot be stored: PostgreSQL keeps text and jsonb in UTF-8,
+// without the NUL character, and jsonb refuses a \u escape of a UTF-16
+// surrogate that is not half of a pair.
+const (
+	reasonUTF8      = "must be valid UTF-8"
+	reasonNUL       = "must not contain the NUL character (U+0000)"
+	reasonSurrogate = "must be valid Unicode: it holds a lone surrogate escape (\\ud800-\\udfff without its pair)"
+)
+
+// unstorableText says why PostgreSQL cannot store s as text; "" when it can.
+func unstorableText(s string) string {
+	switch {
+	case !utf8.ValidString(s):
+		return reasonUTF8
+	case strings.IndexByte(s, 0) >= 0:
+		return reasonNUL
+	}
+	return ""
+}
+
+// unstorableJSON says why PostgreSQL cannot store the valid JSON text raw as
+// jsonb (invalid UTF-8, a \u0000 escape, a lone surrogate escape); "" when
+// it can. In valid JSON a backslash only starts an escape in a string.
+func unstorableJSON(raw []byte) string {
+	if !utf8.Valid(raw) {
+		return reasonUTF8
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		if i+1 < len(raw) && raw[i+1] == 'u' {
+			r, ok := hex4(raw, i+2)
+			switch {
+			case ok && r == 0:
+				return reasonNUL
+			case ok && r >= 0xD800 && r <= 0xDBFF:
+				if low, ok := escapedRune(raw, i+6); !ok || low < 0xDC00 || low > 0xDFFF {
+					return reasonSurrogate
+				}
+				i += 6 // the low half, checked
+			case ok && r >= 0xDC00 && r <= 0xDFFF:
+				return reasonSurrogate
+			}
+			i += 5
+			continue
+		}
+		i++ // the escaped character, which may be a backslash
+	}
+	return ""
+}
+
+// escapedRune reads a \uXXXX escape at raw[i:].
+func escapedRune(raw []byte, i int) (rune, bool) {
+	if i+1 >= len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
+		return 0, false
+	}
+	return hex4(raw, i+2)
+}
+
+// hex4 reads four hex digits at raw[i:].
+func hex4(raw []byte, i int) (rune, bool) {
+	if i+4 > len(raw) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(raw[i:i+4]), 16, 16)
+	return rune(n), err == nil
 }
 
 func truncate(s string) string {

@@ -110,6 +110,28 @@ func TestValidate(t *testing.T) {
 		{"capabilities broken", func(i *heartbeat.ServerInfo) { i.CapabilityAdvertisement = json.RawMessage(`{"a":`) }, "capability_advertisement"},
 		{"capabilities trailing", func(i *heartbeat.ServerInfo) { i.CapabilityAdvertisement = json.RawMessage(`{} {}`) }, "capability_advertisement"},
 
+		// Text PostgreSQL stores: UTF-8, no NUL, no lone surrogate (jsonb).
+		{"capabilities unicode", func(i *heartbeat.ServerInfo) {
+			i.CapabilityAdvertisement = json.RawMessage(`{"a":"\ud83d\ude00 é \u00e9","\\ud800":"\\u0000","b":"\\\\ud800"}`)
+		}, ""},
+		{"capabilities nul", func(i *heartbeat.ServerInfo) { i.CapabilityAdvertisement = json.RawMessage(`{"a":"\u0000"}`) }, "capability_advertisement"},
+		{"capabilities nul key", func(i *heartbeat.ServerInfo) { i.CapabilityAdvertisement = json.RawMessage(`{"\u0000":1}`) }, "capability_advertisement"},
+		{"capabilities lone high surrogate", func(i *heartbeat.ServerInfo) { i.CapabilityAdvertisement = json.RawMessage(`{"a":"\ud800"}`) }, "capability_advertisement"},
+		{"capabilities lone low surrogate key", func(i *heartbeat.ServerInfo) { i.CapabilityAdvertisement = json.RawMessage(`{"\uDC00":1}`) }, "capability_advertisement"},
+		{"capabilities high surrogate then letter", func(i *heartbeat.ServerInfo) {
+			i.CapabilityAdvertisement = json.RawMessage(`{"a":"\ud800\u0041"}`)
+		}, "capability_advertisement"},
+		{"capabilities surrogate after escaped backslash", func(i *heartbeat.ServerInfo) {
+			i.CapabilityAdvertisement = json.RawMessage(`{"a":"\\\ud800"}`)
+		}, "capability_advertisement"},
+		{"capabilities bad utf-8", func(i *heartbeat.ServerInfo) { i.CapabilityAdvertisement = json.RawMessage("{\"a\":\"\xff\"}") }, "capability_advertisement"},
+		{"skill name bad utf-8", func(i *heartbeat.ServerInfo) { i.Skills = skills(1, func(int) string { return "a\xff" }) }, "skills[0].name"},
+		{"skill name nul", func(i *heartbeat.ServerInfo) { i.Skills = skills(1, func(int) string { return "a\x00" }) }, "skills[0].name"},
+		{"skill description bad utf-8", func(i *heartbeat.ServerInfo) {
+			i.Skills = []heartbeat.SkillInfo{{Name: "a"}, {Name: "b", Description: "\xed\xa0\x80"}}
+		}, "skills[1].description"},
+		{"skill description nul", func(i *heartbeat.ServerInfo) { i.Skills = []heartbeat.SkillInfo{{Name: "a", Description: "\x00"}} }, "skills[0].description"},
+
 		// skills: at most 256, names unique, 1-128 characters.
 		{"skills none", func(i *heartbeat.ServerInfo) { i.Skills = nil }, ""},
 		{"skills 256", func(i *heartbeat.ServerInfo) {
