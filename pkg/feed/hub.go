@@ -139,6 +139,7 @@ func (h *Hub) Run(ctx context.Context) {
 	close(h.started)
 	h.mu.Unlock()
 
+	failing := false
 	for {
 		changed := h.src.FeedChanged()
 		h.mu.RLock()
@@ -150,8 +151,18 @@ func (h *Hub) Run(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			h.logger.WarnContext(ctx, "feed: read", "err", err)
+			// Once per outage at warn level; the metric counts every one.
+			level := slog.LevelDebug
+			if !failing {
+				level = slog.LevelWarn
+			}
+			failing = true
+			h.logger.Log(ctx, level, "feed: read failed; retrying every poll", "err", err)
 		} else {
+			if failing {
+				h.logger.InfoContext(ctx, "feed: reading again")
+				failing = false
+			}
 			h.apply(batch)
 			if len(batch.Events) == readLimit {
 				continue // more to read now
