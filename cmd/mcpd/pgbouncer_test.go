@@ -51,8 +51,21 @@ func TestThroughPgBouncer(t *testing.T) {
 			t.Fatalf("readyz through pgbouncer: %v", err)
 		}
 	}
-	// Every server but the last of tenant 0 heartbeats for 5 intervals.
+	// Tenant 0 is watched through the pooler too, from the present.
 	silent := runs[0].servers[modules-1]
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	watched := make(chan heartbeat.Event, 100)
+	watchDone := make(chan error, 1)
+	go func() {
+		watchDone <- runs[0].clients[1].Watch(wctx, client.WatchParams{ServerID: silent.String()}, func(m client.WatchEvent) error {
+			if !m.Bookmark {
+				watched <- m.Event
+			}
+			return nil
+		})
+	}()
+	// Every server but the last of tenant 0 heartbeats for 5 intervals.
 	for range 10 {
 		for _, tr := range runs {
 			for k, id := range tr.servers {
@@ -101,6 +114,23 @@ func TestThroughPgBouncer(t *testing.T) {
 	time.Sleep(5 * e2eInterval) // a duplicate would show
 	if n := hook.count(alertID); n != 1 {
 		t.Fatalf("the alert was delivered %d times, want once", n)
+	}
+	// The watch saw the silent server go degraded, then unhealthy.
+	var kinds []heartbeat.EventKind
+	for len(kinds) < 2 {
+		select {
+		case ev := <-watched:
+			kinds = append(kinds, ev.Kind)
+		case <-time.After(pollCap):
+			t.Fatalf("the watch through pgbouncer saw %v, want degraded and unhealthy", kinds)
+		}
+	}
+	if kinds[0] != heartbeat.KindDegraded || kinds[1] != heartbeat.KindUnhealthy {
+		t.Fatalf("the watch through pgbouncer saw %v, want degraded then unhealthy", kinds)
+	}
+	stopWatch()
+	if err := <-watchDone; err != nil {
+		t.Fatalf("watch through pgbouncer: %v", err)
 	}
 	st := readState(t, db.Admin)
 	assertConsistent(t, st, nil)
