@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -92,9 +94,39 @@ func TestFailover(t *testing.T) {
 
 	hook := newEventReceiver(t)
 	p := startMcpd(t, twoHostURL(t, db.AppURL, primary, standby), "--alert-webhook-url", hook.srv.URL)
-	c := p.client(t, uuid.New())
+	tenant := uuid.New()
+	c := p.client(t, tenant)
 	waitUntil(t, "ready on the primary", pollCap, func() bool { return c.Readyz(ctx) == nil })
 	ids := registerN(t, []*client.Client{c}, "failover", servers, 1)
+	// A watcher of the tenant follows the feed through the failover: it
+	// resumes from its last id by itself; that is either honoured with no
+	// gap or answered 410, never a silent gap.
+	var (
+		watchMu sync.Mutex
+		watched []uuid.UUID
+		expired bool
+	)
+	wctx, stopWatch := context.WithCancel(ctx)
+	watchDone := make(chan error, 1)
+	go func() {
+		err := c.Watch(wctx, client.WatchParams{}, func(m client.WatchEvent) error {
+			if !m.Bookmark {
+				watchMu.Lock()
+				watched = append(watched, m.Event.EventID)
+				watchMu.Unlock()
+			}
+			return nil
+		})
+		var prob *api.Problem
+		if errors.As(err, &prob) && prob.Status == http.StatusGone {
+			watchMu.Lock()
+			expired = true
+			watchMu.Unlock()
+			err = nil
+		}
+		watchDone <- err
+	}()
+	defer stopWatch()
 	b := startBeater(t, c, ids, e2eInterval)
 	waitUntil(t, "every server heartbeated", pollCap, func() bool { return b.allOKSince(ids, time.Time{}) })
 	// A server that goes silent before the failover: its alert is raised
@@ -207,6 +239,34 @@ func TestFailover(t *testing.T) {
 		t.Fatalf("mcpd exited: %v", p.err)
 	}
 
+	// The watcher: every event of the tenant after its first, in order,
+	// once (or a prefix of them, then 410).
+	trail := trailIn(t, newAdmin, tenant)
+	waitUntil(t, "the watcher caught up", pollCap, func() bool {
+		watchMu.Lock()
+		defer watchMu.Unlock()
+		return expired || len(watched) > 0 && len(watched) >= len(trail)-slices.Index(trail, watched[0])
+	})
+	stopWatch()
+	if err := <-watchDone; err != nil {
+		t.Fatalf("watch across the failover: %v", err)
+	}
+	watchMu.Lock()
+	start := slices.Index(trail, watched[0])
+	if start < 0 {
+		t.Fatalf("the first watched event %s is not in the trail", watched[0])
+	}
+	want := trail[start:]
+	if expired {
+		want = want[:min(len(want), len(watched))]
+	}
+	if !slices.Equal(watched, want) {
+		t.Fatalf("watched %d events across the failover, the trail has %d after the first (expired %v); first difference at %d",
+			len(watched), len(want), expired, firstDiff(watched, want))
+	}
+	watchFigure := fmt.Sprintf("watch across the failover: %d events exactly once in commit order (410: %v)", len(watched), expired)
+	watchMu.Unlock()
+
 	out, bad := b.report()
 	if len(bad) > 0 {
 		t.Fatalf("%d answers outside the contract, first: %s", len(bad), bad[0])
@@ -240,10 +300,10 @@ func TestFailover(t *testing.T) {
 	t.Logf("FIGURE failover: primary crashed, standby promoted %s later; ready %s, every server heartbeated %s, "+
 		"first registration acknowledged %s after the promotion; %d registrations acknowledged, none lost; "+
 		"heartbeats during %v, after %v; falsely degraded %d/%d, falsely unhealthy %d/%d; "+
-		"alert before the failover delivered %d time(s), after %d time(s); %s",
+		"alert before the failover delivered %d time(s), after %d time(s); %s; %s",
 		promoted.Sub(crashed).Round(time.Millisecond), ready.Round(time.Millisecond), heartbeated.Round(time.Millisecond),
 		firstWrite.Round(time.Millisecond), ackedN, out[1], out[2], degraded, servers, unhealthy, servers,
-		hook.count(before), hook.count(after), strings.Join(grepLinesPrefix(metrics, "mcpd_blind_"), ", "))
+		hook.count(before), hook.count(after), strings.Join(grepLinesPrefix(metrics, "mcpd_blind_"), ", "), watchFigure)
 	assertNoPanic(t, "mcpd", p.stderr.String())
 	assertNoFalseUnhealthy(t, degraded, unhealthy, servers)
 }

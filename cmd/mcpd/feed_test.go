@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/client"
@@ -43,7 +44,13 @@ func (c *collector) snapshot() []uuid.UUID {
 // them.
 func trailOf(t *testing.T, db *pgtest.DB, tenant uuid.UUID) []uuid.UUID {
 	t.Helper()
-	rows, err := db.Admin.Query(context.Background(),
+	return trailIn(t, db.Admin, tenant)
+}
+
+// trailIn is trailOf through the pool admin.
+func trailIn(t *testing.T, admin *pgxpool.Pool, tenant uuid.UUID) []uuid.UUID {
+	t.Helper()
+	rows, err := admin.Query(context.Background(),
 		`SELECT event_id FROM mcp_audit_events WHERE tenant_id = $1 ORDER BY txid, seq`, tenant)
 	if err != nil {
 		t.Fatal(err)
