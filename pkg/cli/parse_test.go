@@ -245,20 +245,28 @@ func TestWatchParse(t *testing.T) {
 	ts.outTTY = true
 	var got *watchOptions
 	cmd := newCmdWatch(testFactory(ts, map[string]string{"NO_COLOR": "1"}), func(o *watchOptions) error { got = o; return nil })
+	if err := execute(t, cmd, "--relist", "1m"); err != nil {
+		t.Fatal(err)
+	}
+	if got.Relist != time.Minute || !got.NoColor {
+		t.Fatalf("options %+v", got)
+	}
+	// No periodic list by default; the old --refresh is accepted and ignored.
+	cmd = newCmdWatch(testFactory(ts, nil), func(o *watchOptions) error { got = o; return nil })
 	if err := execute(t, cmd, "--refresh", "5s"); err != nil {
 		t.Fatal(err)
 	}
-	if got.Refresh != 5*time.Second || !got.NoColor {
-		t.Fatalf("options %+v", got)
+	if got.Relist != 0 {
+		t.Fatalf("options %+v, want no relist", got)
 	}
-	// Not a terminal, or a refresh too short: bad usage.
+	// Not a terminal, or a relist too frequent: bad usage.
 	cmd = newCmdWatch(testFactory(newTestIO(), nil), func(*watchOptions) error { t.Fatal("runF reached"); return nil })
 	if err := execute(t, cmd); !isUsage(err) {
 		t.Fatalf("watch on a pipe: %v, want a usage error", err)
 	}
 	cmd = newCmdWatch(testFactory(ts, nil), func(*watchOptions) error { t.Fatal("runF reached"); return nil })
-	if err := execute(t, cmd, "--refresh", "1ms"); !isUsage(err) {
-		t.Fatalf("watch --refresh 1ms: %v, want a usage error", err)
+	if err := execute(t, cmd, "--relist", "1s"); !isUsage(err) {
+		t.Fatalf("watch --relist 1s: %v, want a usage error", err)
 	}
 }
 

@@ -31,6 +31,14 @@ func age(now, t time.Time) string {
 	}
 }
 
+// changed is the age of a transition, "-" before the feed told of one.
+func changed(now, t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return age(now, t)
+}
+
 // fit cuts s (which may carry ANSI styles) to width cells with an ellipsis
 // and pads it with spaces to exactly width.
 func fit(s string, width int) string {
