@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -101,9 +102,10 @@ func TestFeedReconnectingIsShown(t *testing.T) {
 	b := newBoard(t, newFake()).load()
 	b.feed(feedMsg{stateSeen: true})
 	b.lacks("Feed lost")
-	b.feed(feedMsg{stateSeen: true, state: errors.New("watch: unexpected EOF")})
+	b.feed(feedMsg{stateSeen: true, state: fmt.Errorf("watch: %w", &url.Error{Op: "Get", URL: "http://127.0.0.1:8420/v1/mcp/watch",
+		Err: errors.New("dial tcp 127.0.0.1:8420: connect: connection refused")})})
 	b.contains("listed 10:00:30 · reconnecting…",
-		" Feed lost: watch: unexpected EOF (reconnecting; the board resumes where it stopped) ",
+		" Feed lost: dial tcp 127.0.0.1:8420: connect: connection refused (reconnecting…) ",
 		"> calendar") // the data stays
 	if b.cmd == nil {
 		t.Fatal("the board stopped waiting for the feed")
@@ -215,4 +217,19 @@ func TestRunFollowsTheFeed(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not end")
 	}
+}
+
+func TestHealthyAgeIsBoundedByTwoIntervals(t *testing.T) {
+	t.Parallel()
+	b := newBoard(t, newFake()).load()
+	// No heartbeat reaches the board between lists: 30 s later a healthy
+	// server's heartbeat is known to be under two intervals (20 s) old, the
+	// others' ages are exact (a heartbeat would have recovered them).
+	b.now = t0.Add(30 * time.Second)
+	b.send(clockMsg{})
+	b.contains(
+		"> calendar           1.3.2       healthy       <20s ago",
+		"  mail               2.0.0       degraded      1m02s ago",
+		"  search             0.9.1       unhealthy     1m30s ago",
+	)
 }

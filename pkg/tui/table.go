@@ -154,7 +154,7 @@ func (t serverTable) View() string {
 			status = t.styles.statusStyle(s.Status).Render(status)
 		}
 		row := fit(marker, colMarker) + fit(s.ModuleName, t.module-1) + " " + fit(s.Version, colVersion-1) + " " +
-			status + " " + fit(age(t.now, s.LastHeartbeatAt), colLastBeat-1) + " " +
+			status + " " + fit(heartbeatAge(t.now, s), colLastBeat-1) + " " +
 			fit(changed(t.now, s.changedAt), colChanged-1) + " " + fit(strings.Join(s.SupportedProtocols, ", "), protocols)
 		row = strings.TrimRight(row, " ")
 		if selected {

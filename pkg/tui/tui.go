@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -716,9 +717,9 @@ func (m Model) bannerView() string {
 			tail = " (retrying now) "
 		}
 	case m.feedState == feedReconnecting:
-		lead, reason, tail = " Feed lost: ", "", " (reconnecting; the board resumes where it stopped) "
+		lead, reason, tail = " Feed lost: ", "", " (reconnecting…) "
 		if m.feedErr != nil {
-			reason = m.feedErr.Error()
+			reason = cause(m.feedErr)
 		}
 	default:
 		return ""
@@ -741,6 +742,15 @@ func (m Model) footerView() string {
 	}
 	left := m.help.ShortHelpView(keys.ShortHelp())
 	return spread(left, m.styles.dim.Render(m.table.Position()), m.width)
+}
+
+// cause is what went wrong, without the request that a *url.Error names.
+func cause(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err.Error()
+	}
+	return err.Error()
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
