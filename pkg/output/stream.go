@@ -1,6 +1,7 @@
 package output
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -40,10 +41,14 @@ func (s *EventStream) Event(e heartbeat.Event) error {
 		_, err = p.Out.Write(append(b, '\n'))
 		return err
 	case YAML:
-		if _, err := io.WriteString(p.Out, "---\n"); err != nil {
+		// One write per event, so that a reader never sees half of one.
+		var b bytes.Buffer
+		b.WriteString("---\n")
+		if err := WriteYAML(&b, e); err != nil {
 			return err
 		}
-		return WriteYAML(p.Out, e)
+		_, err := p.Out.Write(b.Bytes())
+		return err
 	}
 	wide := p.format() == Wide
 	from := ""
