@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"errors"
+	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,5 +66,48 @@ func TestSourceAgainstAPI(t *testing.T) {
 	err = NewSource(b.twin(t).client).Watch(ctx, snap.Cursor, func(heartbeat.Event) error { return nil }, nil)
 	if !errors.Is(err, tui.ErrCursorExpired) {
 		t.Fatalf("Watch of an expired cursor: %v, want ErrCursorExpired", err)
+	}
+}
+
+func TestWatchBoardFollowsTheAPI(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.register(t, "calendar")
+	in, w := io.Pipe()
+	defer w.Close()
+	out := &syncBuffer{}
+	opts := &watchOptions{IO: &IOStreams{In: in, Out: out, ErrOut: io.Discard}, Client: b.clientFunc(),
+		Now: b.clock.Now, NoColor: true}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- watchRun(ctx, opts) }()
+	waitOut := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(out.String(), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the board never showed %q", want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitOut("live")
+	// A registration after the list reaches the board through the feed.
+	mail := b.register(t, "mail")
+	waitOut("mail")
+	waitOut("2 servers")
+	if _, err := b.client.Deregister(context.Background(), mail.ServerID); err != nil {
+		t.Fatal(err)
+	}
+	waitOut("deregistered 1")
+	cancel() // SIGINT
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("watch after cancel: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("watch did not end with its context")
 	}
 }

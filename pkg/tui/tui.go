@@ -233,7 +233,7 @@ func NewModel(src Source, opts Options) Model {
 
 // Init starts the first list and the clock.
 func (m Model) Init() tea.Cmd {
-	return tea.Batch(m.list(), clockTick())
+	return tea.Batch(m.list(), m.clockTick())
 }
 
 // Update applies one message.
@@ -245,7 +245,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 
 	case clockMsg:
 		m = m.withNow(m.nowFn())
-		return m, clockTick()
+		return m, m.clockTick()
 
 	case listedMsg:
 		return m.listed(msg.snap)
@@ -661,11 +661,25 @@ func (m Model) list() tea.Cmd {
 
 func (m Model) scheduleRelist(d time.Duration) tea.Cmd {
 	seq := m.seq
-	return tea.Tick(d, func(time.Time) tea.Msg { return relistMsg{seq: seq} })
+	return m.after(d, relistMsg{seq: seq})
 }
 
-func clockTick() tea.Cmd {
-	return tea.Tick(time.Second, func(time.Time) tea.Msg { return clockMsg{} })
+func (m Model) clockTick() tea.Cmd { return m.after(time.Second, clockMsg{}) }
+
+// after is a tea.Tick that also ends with the board's context, so that no
+// timer outlives Run.
+func (m Model) after(d time.Duration, msg tea.Msg) tea.Cmd {
+	ctx := m.ctx
+	return func() tea.Msg {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return msg
+		case <-ctx.Done():
+			return nil
+		}
+	}
 }
 
 // View renders the whole board, exactly width x height cells at most.
