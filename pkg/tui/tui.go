@@ -568,9 +568,13 @@ func byModule(a, b *entry) int {
 // derive recomputes the counts and the table's rows from the servers,
 // filters and sort.
 func (m *Model) derive() {
-	counts := make(map[heartbeat.Status]int, len(heartbeat.Statuses))
+	var byRank [5]int // a map update per server costs more than the rest together
 	for _, e := range m.order {
-		counts[e.Status]++
+		byRank[statusRank(e.Status)]++
+	}
+	counts := make(map[heartbeat.Status]int, len(heartbeat.Statuses))
+	for _, st := range heartbeat.Statuses {
+		counts[st] = byRank[statusRank(st)]
 	}
 	m.header.SetCounts(counts, len(m.order))
 
@@ -589,9 +593,14 @@ func (m *Model) derive() {
 	}
 	switch m.sort {
 	case sortStatus:
-		slices.SortStableFunc(rows, func(a, b *entry) int {
-			return cmp.Compare(statusRank(a.Status), statusRank(b.Status))
-		})
+		// By status, then module: the rows are in module order already, so
+		// one pass into a bucket per status does it without comparing.
+		var buckets [5][]*entry
+		for _, e := range rows {
+			r := statusRank(e.Status)
+			buckets[r] = append(buckets[r], e)
+		}
+		rows = slices.Concat(buckets[:]...)
 	case sortAge:
 		slices.SortStableFunc(rows, func(a, b *entry) int {
 			return a.LastHeartbeatAt.Compare(b.LastHeartbeatAt)
