@@ -90,6 +90,12 @@ func TestFeedRegistrationAddsARow(t *testing.T) {
 	b.events(event(heartbeat.KindDeregistered, "zeta", ptr(heartbeat.StatusHealthy), heartbeat.StatusDeregistered, 0))
 	b.send(serverMsg{srv: server("zeta", "2.0.0", heartbeat.StatusHealthy, 0), touch: 1})
 	b.contains("  zeta               2.0.0       deregistered")
+	// A fetch that a list overtook is ignored.
+	src.servers = append(src.servers, server("zeta", "2.0.0", heartbeat.StatusDeregistered, 0))
+	b.send(b.m.list()())
+	b.contains("  zeta               2.0.0       deregistered")
+	b.send(serverMsg{srv: server("zeta", "3.0.0", heartbeat.StatusHealthy, 0), touch: 1})
+	b.lacks("3.0.0")
 	// A failed fetch keeps the row made from the event.
 	other := event(heartbeat.KindRegistered, "omega", nil, heartbeat.StatusHealthy, 0)
 	b.events(other)

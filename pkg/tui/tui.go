@@ -438,13 +438,13 @@ func (m *Model) apply(ev *heartbeat.Event) tea.Cmd {
 // the status the feed gave it since.
 func (m Model) fetched(msg serverMsg) Model {
 	id := msg.srv.ServerID
-	if msg.err != nil {
-		return m // the row made from the event stays
+	if !m.fetches[id] {
+		return m // a list since then is newer
 	}
 	delete(m.fetches, id)
 	e, ok := m.byID[id]
-	if !ok {
-		return m // a list since has no such server
+	if msg.err != nil || !ok {
+		return m // the row made from the event stays
 	}
 	status, deregisteredAt, heartbeatAt := e.Status, e.DeregisteredAt, e.LastHeartbeatAt
 	e.Server = msg.srv
