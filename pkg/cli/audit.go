@@ -14,7 +14,7 @@ import (
 
 func newCmdAudit(f *Factory) *cobra.Command {
 	cmd := newGroupCmd("audit", "Read the audit trail of server transitions")
-	cmd.AddCommand(newCmdAuditList(f, nil))
+	cmd.AddCommand(newCmdAuditList(f, nil), newCmdAuditWatch(f, nil))
 	return cmd
 }
 

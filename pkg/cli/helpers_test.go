@@ -21,6 +21,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/client"
+	"github.com/cyberos/mcpd/pkg/feed"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/output"
@@ -60,36 +61,66 @@ func newTestIO() *testStreams {
 
 // bundle is a running mcpd API over memstore and what the tests need of it.
 type bundle struct {
-	url    string
-	secret []byte
-	tenant uuid.UUID
-	token  string
-	clock  *clockwork.FakeClock
-	client *client.Client
+	url       string
+	secret    []byte
+	cursorKey []byte
+	tenant    uuid.UUID
+	token     string
+	clock     *clockwork.FakeClock
+	client    *client.Client
+	srv       *httptest.Server
 }
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
+	key := make([]byte, 32)
+	copy(key, uuid.New().String())
+	return setupWith(t, testSecret(t), key, uuid.New())
+}
+
+// twin starts a second API, over a store of its own, that takes b's tokens
+// and cursors: b's positions are not positions of its trail.
+func (b *bundle) twin(t *testing.T) *bundle {
+	t.Helper()
+	return setupWith(t, b.secret, b.cursorKey, b.tenant)
+}
+
+func setupWith(t *testing.T, secret, cursorKey []byte, tenant uuid.UUID) *bundle {
+	t.Helper()
 	clock := clockwork.NewFakeClockAt(testStart)
 	store := memstore.New(clock)
 	reg := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{Store: store, HeartbeatInterval: 10})
-	secret := testSecret(t)
 	verifier, err := auth.NewVerifier(auth.VerifierOptions{HMACSecret: secret, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: verifier}))
-	tenant := uuid.New()
+	// The change feed, as the daemon serves it: a hub reading the store,
+	// streams that end when the server closes.
+	hubCtx, stopHub := context.WithCancel(context.Background())
+	hub := feed.NewHub(feed.Options{Source: store})
+	hubDone := make(chan struct{})
+	go func() {
+		defer close(hubDone)
+		hub.Run(hubCtx)
+	}()
+	streams, stopStreams := context.WithCancel(context.Background())
+	srv := httptest.NewServer(api.NewHandler(api.HandlerOptions{
+		Registrar: reg, Verifier: verifier, Feed: hub, CursorKey: cursorKey, Streams: streams,
+	}))
 	token, err := auth.Issue(secret, tenant, "test", "mcp:read mcp:write", time.Hour, clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := client.New(srv.URL, token)
 	t.Cleanup(func() {
+		stopStreams()
 		c.CloseIdleConnections()
 		srv.Close()
+		stopHub()
+		<-hubDone
 	})
-	return &bundle{url: srv.URL, secret: secret, tenant: tenant, token: token, clock: clock, client: c}
+	return &bundle{url: srv.URL, secret: secret, cursorKey: cursorKey, tenant: tenant, token: token, clock: clock,
+		client: c, srv: srv}
 }
 
 func (b *bundle) clientFunc() func() (*client.Client, error) {

@@ -253,20 +253,81 @@ func TestWatchParse(t *testing.T) {
 	ts.outTTY = true
 	var got *watchOptions
 	cmd := newCmdWatch(testFactory(ts, map[string]string{"NO_COLOR": "1"}), func(o *watchOptions) error { got = o; return nil })
+	if err := execute(t, cmd, "--relist", "1m"); err != nil {
+		t.Fatal(err)
+	}
+	if got.Relist != time.Minute || !got.NoColor {
+		t.Fatalf("options %+v", got)
+	}
+	// No periodic list by default; the old --refresh is accepted and ignored.
+	cmd = newCmdWatch(testFactory(ts, nil), func(o *watchOptions) error { got = o; return nil })
 	if err := execute(t, cmd, "--refresh", "5s"); err != nil {
 		t.Fatal(err)
 	}
-	if got.Refresh != 5*time.Second || !got.NoColor {
-		t.Fatalf("options %+v", got)
+	if got.Relist != 0 {
+		t.Fatalf("options %+v, want no relist", got)
 	}
-	// Not a terminal, or a refresh too short: bad usage.
+	// Not a terminal, or a relist too frequent: bad usage.
 	cmd = newCmdWatch(testFactory(newTestIO(), nil), func(*watchOptions) error { t.Fatal("runF reached"); return nil })
 	if err := execute(t, cmd); !isUsage(err) {
 		t.Fatalf("watch on a pipe: %v, want a usage error", err)
 	}
 	cmd = newCmdWatch(testFactory(ts, nil), func(*watchOptions) error { t.Fatal("runF reached"); return nil })
-	if err := execute(t, cmd, "--refresh", "1ms"); !isUsage(err) {
-		t.Fatalf("watch --refresh 1ms: %v, want a usage error", err)
+	if err := execute(t, cmd, "--relist", "1s"); !isUsage(err) {
+		t.Fatalf("watch --relist 1s: %v, want a usage error", err)
+	}
+}
+
+func TestSkillsListParse(t *testing.T) {
+	t.Parallel()
+	var got *skillsListOptions
+	parse := func(args ...string) *skillsListOptions {
+		t.Helper()
+		got = nil
+		cmd := newCmdSkillsList(testFactory(newTestIO(), nil), func(o *skillsListOptions) error { got = o; return nil })
+		if err := execute(t, cmd, args...); err != nil {
+			t.Fatalf("skills list %q: %v", args, err)
+		}
+		return got
+	}
+	o := parse("--name", "send-mail", "--module", "mail", "--available", "--protocol", "2025-06-18",
+		"--server-status", "healthy", "--limit", "7")
+	if o.Name != "send-mail" || o.Module != "mail" || o.Available == nil || !*o.Available ||
+		o.Protocol != "2025-06-18" || o.ServerStatus != heartbeat.StatusHealthy || o.Limit != 7 {
+		t.Fatalf("options %+v", o)
+	}
+	if o := parse("--available=false"); o.Available == nil || *o.Available {
+		t.Fatalf("--available=false: %+v", o)
+	}
+	if o := parse(); o.Available != nil {
+		t.Fatalf("no --available: %+v", o)
+	}
+	for _, args := range [][]string{
+		{"--server-status", "sick"}, {"--protocol", "june"}, {"--limit", "-1"}, {"extra"},
+	} {
+		cmd := newCmdSkillsList(testFactory(newTestIO(), nil), func(*skillsListOptions) error { t.Fatal("runF reached"); return nil })
+		if err := execute(t, cmd, args...); !isUsage(err) {
+			t.Errorf("skills list %q: error %v, want a usage error", args, err)
+		}
+	}
+}
+
+func TestAuditWatchParse(t *testing.T) {
+	t.Parallel()
+	var got *auditWatchOptions
+	cmd := newCmdAuditWatch(testFactory(newTestIO(), nil), func(o *auditWatchOptions) error { got = o; return nil })
+	id := "6f1c2a4e-8b0d-4c3e-9f6a-1d2e3f4a5b6c"
+	if err := execute(t, cmd, "--server-id", id, "--module", "mail", "--kind", "mcp.server.unhealthy", "--cursor", "abc"); err != nil {
+		t.Fatal(err)
+	}
+	if got.ServerID != id || got.Module != "mail" || got.Kind != heartbeat.KindUnhealthy || got.Cursor != "abc" {
+		t.Fatalf("options %+v", got)
+	}
+	for _, args := range [][]string{{"--server-id", "x"}, {"--kind", "mcp.server.exploded"}, {"extra"}} {
+		cmd := newCmdAuditWatch(testFactory(newTestIO(), nil), func(*auditWatchOptions) error { t.Fatal("runF reached"); return nil })
+		if err := execute(t, cmd, args...); !isUsage(err) {
+			t.Errorf("audit watch %q: error %v, want a usage error", args, err)
+		}
 	}
 }
 

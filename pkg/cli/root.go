@@ -140,6 +140,7 @@ Exit status: 0 success, 1 a failed call (the problem is printed on stderr),
 		newCmdServers(f),
 		newCmdList(f, nil),
 		newCmdAudit(f),
+		newCmdSkills(f),
 	} {
 		c.GroupID = "servers"
 		root.AddCommand(c)

@@ -2,88 +2,67 @@ package cli
 
 import (
 	"context"
-	"sync"
+	"errors"
+	"fmt"
+	"net/http"
 
+	"github.com/google/uuid"
+
+	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/tui"
 )
 
-// Bounds of the watch source's reads of the audit trail.
-const (
-	// sourceMaxPages bounds the pages one Events call follows; a long trail
-	// is caught up over several refreshes.
-	sourceMaxPages = 50
-	// sourceTailSlack is how many new events a re-read of the last page
-	// makes room for.
-	sourceTailSlack = 100
-)
-
-// Source adapts the API client to tui.Source: every server of the tenant,
-// and the latest audit events, read incrementally so that a refresh asks
-// only for what is new.
-//
-// The trail is ordered oldest first and paged by opaque cursors, and the
-// last page has none to continue from; so the source remembers the cursor
-// that starts the last page it read and how many events of that page it has
-// already taken, and the next read starts there and skips those.
+// Source adapts the API client to tui.Source: a full list of the servers
+// with the watch cursor of its first page, one server, and the change feed.
 type Source struct {
-	c  *client.Client
-	mu sync.Mutex
-
-	pageCursor string            // starts the last page read; "" the trail's start
-	taken      int               // events of that page already in latest
-	keep       int               // how many events latest holds at most
-	latest     []heartbeat.Event // the newest events, oldest first
+	c *client.Client
 }
 
 // NewSource returns a watch source reading through c.
 func NewSource(c *client.Client) *Source { return &Source{c: c} }
 
-// Servers returns every server of the tenant.
-func (s *Source) Servers(ctx context.Context) ([]heartbeat.Server, error) {
-	return s.c.AllServers(ctx, client.ListServersParams{})
-}
-
-// Events returns the latest limit audit events, oldest first.
-func (s *Source) Events(ctx context.Context, limit int) ([]heartbeat.Event, error) {
-	if limit <= 0 {
-		return nil, nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if limit > s.keep {
-		// Older events than those kept are needed: read the trail again.
-		s.pageCursor, s.taken, s.keep, s.latest = "", 0, limit, nil
-	}
-	for page := 0; page < sourceMaxPages; page++ {
-		params := client.ListEventsParams{
-			Cursor: s.pageCursor,
-			Limit:  min(max(s.taken+sourceTailSlack, limit), heartbeat.MaxPageLimit),
-		}
-		list, err := s.c.Events(ctx, params)
+// List returns every server of the tenant, following every page, and the
+// first page's watch_cursor: watching from it misses nothing that any page
+// did not reflect.
+func (s *Source) List(ctx context.Context) (tui.Snapshot, error) {
+	var snap tui.Snapshot
+	params := client.ListServersParams{Limit: heartbeat.MaxPageLimit}
+	for page := 0; page < maxListPages; page++ {
+		list, err := s.c.Servers(ctx, params)
 		if err != nil {
-			return nil, err
+			return tui.Snapshot{}, err
 		}
-		if s.taken < len(list.Events) {
-			s.add(list.Events[s.taken:])
+		if page == 0 {
+			snap.Cursor = list.WatchCursor
 		}
-		s.taken = max(s.taken, len(list.Events))
+		snap.Servers = append(snap.Servers, list.Servers...)
 		if list.NextCursor == nil || *list.NextCursor == "" {
 			break
 		}
-		s.pageCursor, s.taken = *list.NextCursor, 0
+		params.Cursor = *list.NextCursor
 	}
-	out := make([]heartbeat.Event, len(s.latest))
-	copy(out, s.latest)
-	if len(out) > limit {
-		out = out[len(out)-limit:]
-	}
-	return out, nil
+	return snap, nil
 }
 
-func (s *Source) add(events []heartbeat.Event) {
-	s.latest = append(s.latest, events...)
-	if over := len(s.latest) - s.keep; over > 0 {
-		s.latest = append(s.latest[:0:0], s.latest[over:]...)
+// Server returns one server.
+func (s *Source) Server(ctx context.Context, id uuid.UUID) (heartbeat.Server, error) {
+	return s.c.Server(ctx, id)
+}
+
+// Watch follows the change feed after cursor, passing on every audit event
+// (not the bookmarks) and the stream's state; a 410 is tui.ErrCursorExpired.
+func (s *Source) Watch(ctx context.Context, cursor string, fn func(heartbeat.Event) error, state func(error)) error {
+	err := s.c.Watch(ctx, client.WatchParams{Cursor: cursor, OnState: state}, func(msg client.WatchEvent) error {
+		if msg.Bookmark {
+			return nil
+		}
+		return fn(msg.Event)
+	})
+	var p *api.Problem
+	if errors.As(err, &p) && p.Status == http.StatusGone {
+		return fmt.Errorf("%w: %s", tui.ErrCursorExpired, p.Error())
 	}
+	return err
 }

@@ -189,15 +189,7 @@ func (p *Printer) Skills(skills []heartbeat.Skill) error {
 		if s.UnavailableReason != nil {
 			reason = *s.UnavailableReason
 		}
-		available := "no"
-		color := ansiRed
-		if s.Available {
-			available, color = "yes", ansiGreen
-		}
-		if p.Color {
-			available = paint(color, available)
-		}
-		row := []string{s.Name, available, p.dash(reason), p.dash(s.Description)}
+		row := []string{s.Name, p.available(s.Available), p.dash(reason), p.dash(s.Description)}
 		if f == Wide {
 			row = append([]string{s.SkillID.String()}, row...)
 		}

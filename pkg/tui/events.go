@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -9,7 +10,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 )
 
-// eventPane shows the latest transitions of the audit trail, newest last.
+// eventPane shows the latest transitions the feed brought, newest last.
 type eventPane struct {
 	styles styles
 	events []heartbeat.Event
@@ -20,15 +21,23 @@ type eventPane struct {
 
 func newEventPane(st styles) eventPane { return eventPane{styles: st} }
 
-// Update keeps the events of every answer and the time of every tick.
+// Update takes the time of every tick.
 func (p eventPane) Update(msg tea.Msg) (eventPane, tea.Cmd) {
-	switch msg := msg.(type) {
-	case loadedMsg:
-		p.events = msg.events
-	case clockMsg:
+	if msg, ok := msg.(clockMsg); ok {
 		p.now = msg.now
 	}
 	return p, nil
+}
+
+// add appends events in the feed's order, keeping the latest EventLimit.
+func (p eventPane) add(events []heartbeat.Event) eventPane {
+	if len(events) >= EventLimit {
+		p.events = slices.Clone(events[len(events)-EventLimit:])
+		return p
+	}
+	keep := p.events[max(len(p.events)+len(events)-EventLimit, 0):]
+	p.events = append(slices.Clip(keep), events...)
+	return p
 }
 
 // SetSize sets the cells the pane fills, its title line included.
@@ -45,7 +54,7 @@ func (p eventPane) View() string {
 	rows := p.height - 1
 	if len(p.events) == 0 {
 		if rows > 0 {
-			lines = append(lines, p.styles.dim.Render("  no transitions yet"))
+			lines = append(lines, p.styles.dim.Render("  no transitions since the board started"))
 		}
 		return strings.Join(lines, "\n")
 	}

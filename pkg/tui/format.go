@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/charmbracelet/x/ansi"
+
+	"github.com/cyberos/mcpd/pkg/heartbeat"
 )
 
 // age says how long ago t was, at second precision: "7s ago", "3m05s ago",
@@ -29,6 +31,31 @@ func age(now, t time.Time) string {
 	default:
 		return fmt.Sprintf("%dd%02dh ago", s/86400, (s%86400)/3600)
 	}
+}
+
+// heartbeatAge is the age of a server's last heartbeat. The feed carries
+// transitions, not heartbeats, so the board knows the time of the last
+// heartbeat only from the last list or a recovery: exact while a server is
+// not healthy (a heartbeat would have recovered it), an upper bound while
+// it is. A healthy server's last heartbeat is less than two intervals old
+// (else the monitor would have said degraded), so past that it shows
+// "<20s ago".
+func heartbeatAge(now time.Time, e *entry) string {
+	if e.Status == heartbeat.StatusHealthy && e.HeartbeatIntervalSecs > 0 {
+		bound := time.Duration(2 * e.HeartbeatIntervalSecs * float64(time.Second))
+		if now.Sub(e.LastHeartbeatAt) >= bound {
+			return "<" + age(now, now.Add(-bound))
+		}
+	}
+	return age(now, e.LastHeartbeatAt)
+}
+
+// changed is the age of a transition, "-" before the feed told of one.
+func changed(now, t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return age(now, t)
 }
 
 // fit cuts s (which may carry ANSI styles) to width cells with an ellipsis

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	tea "github.com/charmbracelet/bubbletea"
-
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 )
 
@@ -21,28 +19,21 @@ type header struct {
 
 // headerInfo is what the root tells the header before it renders.
 type headerInfo struct {
-	updated string // "10:00:05", or empty before the first answer
-	refresh string // "2s"
-	sort    sortKey
-	status  heartbeat.Status // the status filter, empty: all
-	module  string           // the module filter
-	shown   int              // rows the table shows
+	listed string // "10:00:05", or empty before the first list
+	feed   feedState
+	sort   sortKey
+	status heartbeat.Status // the status filter, empty: all
+	module string           // the module filter
+	shown  int              // rows the table shows
 }
 
 func newHeader(st styles) header {
 	return header{styles: st, counts: map[heartbeat.Status]int{}}
 }
 
-// Update counts the servers of every answer.
-func (h header) Update(msg tea.Msg) (header, tea.Cmd) {
-	if msg, ok := msg.(loadedMsg); ok {
-		h.counts = make(map[heartbeat.Status]int, len(heartbeat.Statuses))
-		for _, s := range msg.servers {
-			h.counts[s.Status]++
-		}
-		h.total = len(msg.servers)
-	}
-	return h, nil
+// SetCounts sets the number of servers in each status and in all.
+func (h *header) SetCounts(counts map[heartbeat.Status]int, total int) {
+	h.counts, h.total = counts, total
 }
 
 // SetSize sets the width the header fills.
@@ -56,11 +47,16 @@ func (h header) View() string {
 	st := h.styles
 	left := st.title.Render("mcpctl watch") + st.dim.Render(fmt.Sprintf(" · %d servers", h.total))
 	right := "waiting for the API"
-	if h.info.updated != "" {
-		right = "updated " + h.info.updated
+	if h.info.listed != "" {
+		right = "listed " + h.info.listed
 	}
-	if h.info.refresh != "" {
-		right += " · every " + h.info.refresh
+	switch h.info.feed {
+	case feedConnecting:
+		right += " · connecting to the feed"
+	case feedLive:
+		right += " · live"
+	case feedReconnecting:
+		right += " · reconnecting…"
 	}
 	line1 := spread(left, st.dim.Render(right), h.width)
 

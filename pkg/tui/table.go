@@ -8,8 +8,6 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/google/uuid"
-
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 )
 
 // Fixed column widths of the servers table, each with its trailing space.
@@ -18,16 +16,18 @@ const (
 	colVersion  = 12
 	colStatus   = 14
 	colLastBeat = 16
+	colChanged  = 12
 	minModule   = 12
 	maxModule   = 40
 )
 
 // serverTable is the list of servers with a cursor, one row each: module,
-// version, status, age of the last heartbeat, protocols.
+// version, status, age of the last heartbeat, age of the last transition
+// the feed told of, protocols.
 type serverTable struct {
 	styles  styles
 	keys    tableKeyMap
-	rows    []heartbeat.Server
+	rows    []*entry
 	empty   string
 	cursor  int
 	offset  int
@@ -73,14 +73,14 @@ func (t serverTable) Update(msg tea.Msg) (serverTable, tea.Cmd) {
 // SetSize sets the cells the table fills, its header line included.
 func (t *serverTable) SetSize(width, height int) {
 	t.width, t.height = width, height
-	rest := width - colMarker - colVersion - colStatus - colLastBeat
+	rest := width - colMarker - colVersion - colStatus - colLastBeat - colChanged
 	t.module = min(max(rest*45/100, minModule), maxModule)
 	t.scroll()
 }
 
-// SetServers replaces the rows, keeping the cursor on the same server when
-// it is still listed; empty is what an empty table says.
-func (t *serverTable) SetServers(rows []heartbeat.Server, empty string) {
+// SetRows replaces the rows, keeping the cursor on the same server when it
+// is still listed; empty is what an empty table says.
+func (t *serverTable) SetRows(rows []*entry, empty string) {
 	var selected uuid.UUID
 	if t.cursor >= 0 && t.cursor < len(t.rows) {
 		selected = t.rows[t.cursor].ServerID
@@ -132,9 +132,10 @@ func (t serverTable) View() string {
 	if t.height <= 0 {
 		return ""
 	}
-	protocols := max(t.width-colMarker-t.module-colVersion-colStatus-colLastBeat, 0)
+	protocols := max(t.width-colMarker-t.module-colVersion-colStatus-colLastBeat-colChanged, 0)
 	head := fit("", colMarker) + fit("MODULE", t.module) + fit("VERSION", colVersion) +
-		fit("STATUS", colStatus) + fit("LAST HEARTBEAT", colLastBeat) + fit("PROTOCOLS", protocols)
+		fit("STATUS", colStatus) + fit("LAST HEARTBEAT", colLastBeat) + fit("CHANGED", colChanged) +
+		fit("PROTOCOLS", protocols)
 	lines := []string{t.styles.header.Render(strings.TrimRight(head, " "))}
 	if len(t.rows) == 0 {
 		lines = append(lines, t.styles.dim.Render(fit("", colMarker)+t.empty))
@@ -153,8 +154,8 @@ func (t serverTable) View() string {
 			status = t.styles.statusStyle(s.Status).Render(status)
 		}
 		row := fit(marker, colMarker) + fit(s.ModuleName, t.module-1) + " " + fit(s.Version, colVersion-1) + " " +
-			status + " " + fit(age(t.now, s.LastHeartbeatAt), colLastBeat-1) + " " +
-			fit(strings.Join(s.SupportedProtocols, ", "), protocols)
+			status + " " + fit(heartbeatAge(t.now, s), colLastBeat-1) + " " +
+			fit(changed(t.now, s.changedAt), colChanged-1) + " " + fit(strings.Join(s.SupportedProtocols, ", "), protocols)
 		row = strings.TrimRight(row, " ")
 		if selected {
 			row = t.styles.selected.Render(fit(row, t.width))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -15,37 +16,54 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
+	"github.com/google/uuid"
 
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 )
 
 // Source is where the board reads its data: the API, through the client.
 type Source interface {
-	// Servers returns every server of the tenant.
-	Servers(ctx context.Context) ([]heartbeat.Server, error)
-	// Events returns the latest limit audit events, oldest first.
-	Events(ctx context.Context, limit int) ([]heartbeat.Event, error)
+	// List returns every server of the tenant and the position from which
+	// a watch misses nothing that the list did not reflect (the first
+	// page's watch_cursor).
+	List(ctx context.Context) (Snapshot, error)
+	// Server returns one server.
+	Server(ctx context.Context, id uuid.UUID) (heartbeat.Server, error)
+	// Watch follows the tenant's audit events after cursor, calling fn
+	// with each in commit order and state when the stream is up (nil) or
+	// is being resumed (why), until ctx ends (nil) or the API refuses (an
+	// error; ErrCursorExpired for a cursor it can no longer resume from).
+	Watch(ctx context.Context, cursor string, fn func(heartbeat.Event) error, state func(error)) error
+}
+
+// Snapshot is one full list of the tenant's servers.
+type Snapshot struct {
+	Servers []heartbeat.Server
+	// Cursor is where to watch from: the first page's watch_cursor.
+	Cursor string
 }
 
 // Options configures the board.
 type Options struct {
-	In      io.Reader     // keys; nil: standard input
-	Out     io.Writer     // the screen; nil: standard output
-	Refresh time.Duration // between two reads of the API; 0: 2s
-	NoColor bool          // no ANSI colour at all
+	In  io.Reader // keys; nil: standard input
+	Out io.Writer // the screen; nil: standard output
+	// Relist is the period of a full list besides the feed (the ages of
+	// the last heartbeats, which the feed does not carry, are read again);
+	// 0: never, the feed alone keeps the board current.
+	Relist  time.Duration
+	NoColor bool // no ANSI colour at all
 	Now     func() time.Time
 }
 
-// Defaults and bounds of the board.
+// Bounds of the board.
 const (
-	DefaultRefresh = 2 * time.Second
-	// EventLimit is how many of the latest audit events the board asks for.
-	EventLimit = 50
-	// MinBackoff and MaxBackoff bound the wait before retrying a failed read.
+	// EventLimit is how many of the latest transitions the board keeps.
+	EventLimit = 200
+	// MinBackoff and MaxBackoff bound the wait before retrying a failed list.
 	MinBackoff = time.Second
 	MaxBackoff = 30 * time.Second
 
-	fetchTimeout  = 10 * time.Second
+	fetchTimeout  = 60 * time.Second
 	defaultWidth  = 80
 	defaultHeight = 24
 )
@@ -56,6 +74,9 @@ func Run(ctx context.Context, src Source, opts Options) error {
 	if opts.Out == nil {
 		opts.Out = os.Stdout
 	}
+	// Ends the watch and any read in flight when the board quits.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	m := NewModel(src, opts)
 	m.ctx = ctx
 	popts := []tea.ProgramOption{tea.WithContext(ctx), tea.WithOutput(opts.Out), tea.WithAltScreen()}
@@ -76,7 +97,7 @@ func Run(ctx context.Context, src Source, opts Options) error {
 type state int
 
 const (
-	stateLoading state = iota // no answer yet
+	stateLoading state = iota // no list yet
 	stateError                // only failures so far
 	stateReady                // data shown, maybe with a failure banner
 )
@@ -104,22 +125,47 @@ func (k sortKey) String() string {
 
 // Messages. All I/O happens in commands that return one of these.
 type (
-	loadedMsg struct {
-		servers []heartbeat.Server
-		events  []heartbeat.Event
+	listedMsg struct{ snap Snapshot }
+	failedMsg struct{ err error }
+	// serverMsg is a server fetched after the feed told of its
+	// registration; touch is its entry's count of events at the fetch.
+	serverMsg struct {
+		srv   heartbeat.Server
+		touch uint64
+		err   error
 	}
-	failedMsg  struct{ err error }
-	refreshMsg struct{ seq int }
-	clockMsg   struct{ now time.Time }
+	relistMsg struct{ seq int }
+	clockMsg  struct{ now time.Time }
+)
+
+// entry is a server on the board and what the feed told of it.
+type entry struct {
+	heartbeat.Server
+	// changedAt is the time of its last transition the feed told of; zero
+	// before one.
+	changedAt time.Time
+	// touch counts the events applied to it, so that a fetch that was
+	// overtaken by the feed does not roll its status back.
+	touch uint64
+}
+
+// feedState is the connection to the change feed.
+type feedState int
+
+const (
+	feedOff          feedState = iota // no watch (before a list, after a failure)
+	feedConnecting                    // a watch started, no answer yet
+	feedLive                          // the stream is up
+	feedReconnecting                  // dropped, being resumed
 )
 
 // Model is the board: a bubbletea model with a header, the servers table and
 // the latest transitions.
 type Model struct {
-	src     Source
-	ctx     context.Context
-	nowFn   func() time.Time
-	refresh time.Duration
+	src    Source
+	ctx    context.Context
+	nowFn  func() time.Time
+	relist time.Duration
 
 	keys       keyMap
 	filterKeys filterKeyMap
@@ -131,15 +177,21 @@ type Model struct {
 	table  serverTable
 	events eventPane
 
-	state     state
-	servers   []heartbeat.Server
-	err       error
-	failures  int
-	retryAt   time.Time
-	updatedAt time.Time
-	now       time.Time
-	fetching  bool
-	seq       int
+	state    state
+	byID     map[uuid.UUID]*entry
+	order    []*entry // by module name, as the API lists them
+	err      error    // the last failed list, or a watch the API refused
+	failures int
+	retryAt  time.Time
+	listedAt time.Time
+	now      time.Time
+	fetching bool
+	seq      int
+
+	feed      *feedPipe // the current watch; nil: none
+	feedState feedState
+	feedErr   error // why the stream is being resumed
+	fetches   map[uuid.UUID]bool
 
 	width, height int
 	filtering     bool
@@ -160,10 +212,6 @@ func NewModel(src Source, opts Options) Model {
 	if nowFn == nil {
 		nowFn = time.Now
 	}
-	refresh := opts.Refresh
-	if refresh <= 0 {
-		refresh = DefaultRefresh
-	}
 
 	h := help.New()
 	h.Styles = help.Styles{
@@ -172,9 +220,10 @@ func NewModel(src Source, opts Options) Model {
 	}
 
 	m := Model{
-		src: src, ctx: context.Background(), nowFn: nowFn, refresh: refresh,
+		src: src, ctx: context.Background(), nowFn: nowFn, relist: max(opts.Relist, 0),
 		keys: defaultKeyMap(), filterKeys: defaultFilterKeyMap(), styles: st, help: h, input: newFilterInput(st),
 		header: newHeader(st), table: newServerTable(st), events: newEventPane(st),
+		byID: map[uuid.UUID]*entry{}, fetches: map[uuid.UUID]bool{},
 		fetching: true,
 	}
 	m = m.withNow(nowFn())
@@ -182,9 +231,9 @@ func NewModel(src Source, opts Options) Model {
 	return m
 }
 
-// Init starts the first read and the clock.
+// Init starts the first list and the clock.
 func (m Model) Init() tea.Cmd {
-	return tea.Batch(m.fetch(), clockTick())
+	return tea.Batch(m.list(), m.clockTick())
 }
 
 // Update applies one message.
@@ -196,38 +245,29 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 
 	case clockMsg:
 		m = m.withNow(m.nowFn())
-		return m, clockTick()
+		return m, m.clockTick()
 
-	case loadedMsg:
-		m = m.withNow(m.nowFn())
-		m.fetching = false
-		m.state = stateReady
-		m.err, m.failures, m.retryAt = nil, 0, time.Time{}
-		m.updatedAt = m.now
-		m.servers = msg.servers
-		m.header, _ = m.header.Update(msg)
-		m.events, _ = m.events.Update(msg)
-		m.derive()
-		return m, m.scheduleRefresh(m.refresh)
+	case listedMsg:
+		return m.listed(msg.snap)
 
 	case failedMsg:
-		m = m.withNow(m.nowFn())
-		m.fetching = false
-		m.failures++
-		m.err = msg.err
-		if m.state == stateLoading {
-			m.state = stateError
-		}
-		delay := Backoff(m.failures)
-		m.retryAt = m.now.Add(delay)
-		return m, m.scheduleRefresh(delay)
+		return m.failed(msg.err)
 
-	case refreshMsg:
+	case relistMsg:
 		if msg.seq != m.seq || m.fetching {
 			return m, nil
 		}
 		m.fetching = true
-		return m, m.fetch()
+		return m, m.list()
+
+	case feedMsg:
+		if msg.pipe != m.feed || m.feed == nil {
+			return m, nil // a watch the board has left
+		}
+		return m.applyFeed(msg)
+
+	case serverMsg:
+		return m.fetched(msg), nil
 
 	case tea.KeyMsg:
 		if msg.Type == tea.KeyRunes && len(msg.Runes) > 1 && !msg.Paste {
@@ -240,6 +280,196 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m.updateKey(msg)
 	}
 	return m, nil
+}
+
+// listed replaces the servers by a full list and watches from its cursor;
+// a watch in progress is left (the new one starts where the list stands).
+func (m Model) listed(snap Snapshot) (tea.Model, tea.Cmd) {
+	m = m.withNow(m.nowFn())
+	m.fetching = false
+	m.state = stateReady
+	m.err, m.failures, m.retryAt = nil, 0, time.Time{}
+	m.listedAt = m.now
+
+	old := m.byID
+	m.byID = make(map[uuid.UUID]*entry, len(snap.Servers))
+	m.order = make([]*entry, 0, len(snap.Servers))
+	for _, s := range snap.Servers {
+		e := &entry{Server: s}
+		if prev, ok := old[s.ServerID]; ok {
+			e.changedAt, e.touch = prev.changedAt, prev.touch
+		}
+		m.byID[s.ServerID] = e
+		m.order = append(m.order, e)
+	}
+	// The API lists by module name; sort anyway, so that the order of
+	// insertions below holds whatever the source.
+	slices.SortStableFunc(m.order, byModule)
+	m.fetches = map[uuid.UUID]bool{}
+	m.derive()
+
+	m.seq++ // a pending relist timer is now stale
+	cmds := []tea.Cmd{m.startFeed(snap.Cursor)}
+	if m.relist > 0 {
+		cmds = append(cmds, m.scheduleRelist(m.relist))
+	}
+	return m, tea.Batch(cmds...)
+}
+
+// startFeed leaves the current watch and starts one from cursor.
+func (m *Model) startFeed(cursor string) tea.Cmd {
+	if m.feed != nil {
+		m.feed.cancel()
+	}
+	p := newFeedPipe(m.ctx)
+	m.feed, m.feedState, m.feedErr = p, feedConnecting, nil
+	return tea.Batch(p.run(m.src, cursor), p.wait())
+}
+
+// stopFeed leaves the current watch.
+func (m *Model) stopFeed() {
+	if m.feed != nil {
+		m.feed.cancel()
+	}
+	m.feed, m.feedState, m.feedErr = nil, feedOff, nil
+}
+
+func (m Model) failed(err error) (tea.Model, tea.Cmd) {
+	m = m.withNow(m.nowFn())
+	m.fetching = false
+	m.failures++
+	m.err = err
+	if m.state == stateLoading {
+		m.state = stateError
+	}
+	delay := Backoff(m.failures)
+	m.retryAt = m.now.Add(delay)
+	m.seq++
+	return m, m.scheduleRelist(delay)
+}
+
+// applyFeed applies a batch of the watch: events, the stream's state, and
+// its end (410: list again; another refusal: back off, then list again).
+func (m Model) applyFeed(msg feedMsg) (tea.Model, tea.Cmd) {
+	var cmds []tea.Cmd
+	if len(msg.events) > 0 {
+		m = m.withNow(m.nowFn())
+		for i := range msg.events {
+			if cmd := m.apply(&msg.events[i]); cmd != nil {
+				cmds = append(cmds, cmd)
+			}
+		}
+		m.events = m.events.add(msg.events)
+		m.derive()
+	}
+	if msg.stateSeen {
+		m.feedErr = msg.state
+		m.feedState = feedLive
+		if msg.state != nil {
+			m.feedState = feedReconnecting
+		}
+	}
+	if !msg.ended {
+		return m, tea.Batch(append(cmds, m.feed.wait())...)
+	}
+	m.stopFeed()
+	switch {
+	case msg.err == nil:
+		// The board's context ended: it is quitting.
+	case errors.Is(msg.err, ErrCursorExpired):
+		if !m.fetching {
+			m.fetching = true
+			m.seq++
+			cmds = append(cmds, m.list())
+		}
+	default:
+		next, cmd := m.failed(fmt.Errorf("watch: %w", msg.err))
+		m = next.(Model)
+		cmds = append(cmds, cmd)
+	}
+	return m, tea.Batch(cmds...)
+}
+
+// apply updates the board for one event; an event about a server the
+// board does not know (its registration, after the list) adds a row made
+// from the event at once and fetches the server for the rest.
+func (m *Model) apply(ev *heartbeat.Event) tea.Cmd {
+	e, ok := m.byID[ev.ServerID]
+	var cmd tea.Cmd
+	if !ok {
+		e = &entry{Server: heartbeat.Server{
+			ServerID: ev.ServerID, ModuleName: ev.ModuleName, Version: ev.Body.Version,
+			SupportedProtocols: ev.Body.SupportedProtocols, TraceID: ev.TraceID,
+			RegisteredAt: ev.OccurredAt, LastHeartbeatAt: ev.OccurredAt,
+		}}
+		m.byID[ev.ServerID] = e
+		i, _ := slices.BinarySearchFunc(m.order, e, byModule)
+		m.order = slices.Insert(m.order, i, e)
+		if !m.fetches[ev.ServerID] {
+			m.fetches[ev.ServerID] = true
+			cmd = m.fetchServer(ev.ServerID, e.touch+1)
+		}
+	}
+	e.touch++
+	e.Status = ev.ToStatus
+	e.changedAt = ev.OccurredAt
+	switch ev.Kind {
+	case heartbeat.KindRegistered:
+		// A registration is a heartbeat, and may bring a new version.
+		e.LastHeartbeatAt = ev.OccurredAt
+		e.DeregisteredAt = nil
+		if ev.Body.Version != "" {
+			e.Version = ev.Body.Version
+		}
+		if len(ev.Body.SupportedProtocols) > 0 {
+			e.SupportedProtocols = ev.Body.SupportedProtocols
+		}
+	case heartbeat.KindRecovered:
+		// Only a heartbeat recovers a server.
+		e.LastHeartbeatAt = ev.OccurredAt
+	case heartbeat.KindDeregistered:
+		at := ev.OccurredAt
+		e.DeregisteredAt = &at
+	}
+	return cmd
+}
+
+// fetched fills the row of a server fetched after its registration, keeping
+// the status the feed gave it since.
+func (m Model) fetched(msg serverMsg) Model {
+	id := msg.srv.ServerID
+	if !m.fetches[id] {
+		return m // a list since then is newer
+	}
+	delete(m.fetches, id)
+	e, ok := m.byID[id]
+	if msg.err != nil || !ok {
+		return m // the row made from the event stays
+	}
+	status, deregisteredAt, heartbeatAt := e.Status, e.DeregisteredAt, e.LastHeartbeatAt
+	e.Server = msg.srv
+	if e.touch > msg.touch {
+		// Events after the registration came in while fetching: they win.
+		e.Status, e.DeregisteredAt = status, deregisteredAt
+		if heartbeatAt.After(e.LastHeartbeatAt) {
+			e.LastHeartbeatAt = heartbeatAt
+		}
+	}
+	m.derive()
+	return m
+}
+
+func (m Model) fetchServer(id uuid.UUID, touch uint64) tea.Cmd {
+	src, ctx := m.src, m.ctx
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
+		defer cancel()
+		srv, err := src.Server(ctx, id)
+		if err != nil {
+			srv.ServerID = id
+		}
+		return serverMsg{srv: srv, touch: touch, err: err}
+	}
 }
 
 func (m Model) splitKeys(runes []rune) (tea.Model, tea.Cmd) {
@@ -256,6 +486,7 @@ func (m Model) splitKeys(runes []rune) (tea.Model, tea.Cmd) {
 func (m Model) updateKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 	switch {
 	case key.Matches(msg, m.keys.Quit):
+		m.stopFeed()
 		return m, tea.Quit
 	case key.Matches(msg, m.keys.Help):
 		m.showHelp = !m.showHelp
@@ -285,7 +516,7 @@ func (m Model) updateKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 			return m, nil
 		}
 		m.fetching = true
-		return m, m.fetch()
+		return m, m.list()
 	default:
 		var cmd tea.Cmd
 		m.table, cmd = m.table.Update(msg)
@@ -297,6 +528,7 @@ func (m Model) updateKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 func (m Model) updateFilter(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 	switch {
 	case key.Matches(msg, m.filterKeys.Quit):
+		m.stopFeed()
 		return m, tea.Quit
 	case key.Matches(msg, m.filterKeys.Clear):
 		m.filtering = false
@@ -329,38 +561,56 @@ func (m Model) withNow(now time.Time) Model {
 	return m
 }
 
-// derive recomputes the table's rows from the servers, filters and sort.
+func byModule(a, b *entry) int {
+	return cmp.Or(cmp.Compare(a.ModuleName, b.ModuleName), cmp.Compare(a.ServerID.String(), b.ServerID.String()))
+}
+
+// derive recomputes the counts and the table's rows from the servers,
+// filters and sort.
 func (m *Model) derive() {
-	rows := make([]heartbeat.Server, 0, len(m.servers))
-	for _, s := range m.servers {
-		if m.status != "" && s.Status != m.status {
-			continue
-		}
-		if m.module != "" && !strings.Contains(s.ModuleName, m.module) {
-			continue
-		}
-		rows = append(rows, s)
+	var byRank [5]int // a map update per server costs more than the rest together
+	for _, e := range m.order {
+		byRank[statusRank(e.Status)]++
 	}
-	byModule := func(a, b heartbeat.Server) int {
-		return cmp.Or(cmp.Compare(a.ModuleName, b.ModuleName), cmp.Compare(a.ServerID.String(), b.ServerID.String()))
+	counts := make(map[heartbeat.Status]int, len(heartbeat.Statuses))
+	for _, st := range heartbeat.Statuses {
+		counts[st] = byRank[statusRank(st)]
+	}
+	m.header.SetCounts(counts, len(m.order))
+
+	rows := m.order
+	if m.status != "" || m.module != "" || m.sort != sortModule {
+		rows = make([]*entry, 0, len(m.order))
+		for _, e := range m.order {
+			if m.status != "" && e.Status != m.status {
+				continue
+			}
+			if m.module != "" && !strings.Contains(e.ModuleName, m.module) {
+				continue
+			}
+			rows = append(rows, e)
+		}
 	}
 	switch m.sort {
 	case sortStatus:
-		slices.SortStableFunc(rows, func(a, b heartbeat.Server) int {
-			return cmp.Or(cmp.Compare(statusRank(a.Status), statusRank(b.Status)), byModule(a, b))
-		})
+		// By status, then module: the rows are in module order already, so
+		// one pass into a bucket per status does it without comparing.
+		var buckets [5][]*entry
+		for _, e := range rows {
+			r := statusRank(e.Status)
+			buckets[r] = append(buckets[r], e)
+		}
+		rows = slices.Concat(buckets[:]...)
 	case sortAge:
-		slices.SortStableFunc(rows, func(a, b heartbeat.Server) int {
-			return cmp.Or(a.LastHeartbeatAt.Compare(b.LastHeartbeatAt), byModule(a, b))
+		slices.SortStableFunc(rows, func(a, b *entry) int {
+			return a.LastHeartbeatAt.Compare(b.LastHeartbeatAt)
 		})
-	default:
-		slices.SortStableFunc(rows, byModule)
 	}
 	empty := "no servers registered"
-	if len(m.servers) > 0 {
+	if len(m.order) > 0 {
 		empty = "no servers match the filter (esc clears the module filter, 0 shows every status)"
 	}
-	m.table.SetServers(rows, empty)
+	m.table.SetRows(rows, empty)
 }
 
 // statusRank orders statuses by how much they need a look.
@@ -404,39 +654,50 @@ func (m *Model) setSize(width, height int) {
 	m.events.SetSize(m.width, eventsH)
 }
 
-func (m Model) fetch() tea.Cmd {
+// list is the command that reads every server.
+func (m Model) list() tea.Cmd {
 	src, ctx := m.src, m.ctx
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
 		defer cancel()
-		servers, err := src.Servers(ctx)
+		snap, err := src.List(ctx)
 		if err != nil {
 			return failedMsg{err: err}
 		}
-		events, err := src.Events(ctx, EventLimit)
-		if err != nil {
-			return failedMsg{err: fmt.Errorf("audit: %w", err)}
-		}
-		return loadedMsg{servers: servers, events: events}
+		return listedMsg{snap: snap}
 	}
 }
 
-func (m Model) scheduleRefresh(d time.Duration) tea.Cmd {
+func (m Model) scheduleRelist(d time.Duration) tea.Cmd {
 	seq := m.seq
-	return tea.Tick(d, func(time.Time) tea.Msg { return refreshMsg{seq: seq} })
+	return m.after(d, relistMsg{seq: seq})
 }
 
-func clockTick() tea.Cmd {
-	return tea.Tick(time.Second, func(time.Time) tea.Msg { return clockMsg{} })
+func (m Model) clockTick() tea.Cmd { return m.after(time.Second, clockMsg{}) }
+
+// after is a tea.Tick that also ends with the board's context, so that no
+// timer outlives Run.
+func (m Model) after(d time.Duration, msg tea.Msg) tea.Cmd {
+	ctx := m.ctx
+	return func() tea.Msg {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return msg
+		case <-ctx.Done():
+			return nil
+		}
+	}
 }
 
 // View renders the whole board, exactly width x height cells at most.
 func (m Model) View() string {
 	h := m.header
-	h.info = headerInfo{refresh: m.refresh.String(), sort: m.sort, status: m.status, module: m.module,
-		shown: len(m.table.rows)}
-	if !m.updatedAt.IsZero() {
-		h.info.updated = m.updatedAt.In(m.now.Location()).Format("15:04:05")
+	h.info = headerInfo{sort: m.sort, status: m.status, module: m.module, shown: len(m.table.rows),
+		feed: m.feedState}
+	if !m.listedAt.IsZero() {
+		h.info.listed = m.listedAt.In(m.now.Location()).Format("15:04:05")
 	}
 	parts := []string{h.View(), m.bannerView()}
 	switch m.state {
@@ -470,19 +731,27 @@ func (m Model) View() string {
 // bannerView is the failure banner, or a blank line. The error is cut so
 // that the retry countdown stays visible.
 func (m Model) bannerView() string {
-	if m.err == nil {
+	lead, reason, tail := "", "", ""
+	switch {
+	case m.err != nil:
+		lead, reason = " API unreachable: ", m.err.Error()
+		tail = fmt.Sprintf(" (retrying in %ds) ", ceilSeconds(m.retryAt.Sub(m.now)))
+		if m.fetching {
+			tail = " (retrying now) "
+		}
+	case m.feedState == feedReconnecting:
+		lead, reason, tail = " Feed lost: ", "", " (reconnecting…) "
+		if m.feedErr != nil {
+			reason = cause(m.feedErr)
+		}
+	default:
 		return ""
 	}
-	retry := fmt.Sprintf(" (retrying in %ds) ", ceilSeconds(m.retryAt.Sub(m.now)))
-	if m.fetching {
-		retry = " (retrying now) "
-	}
-	const lead = " API unreachable: "
-	reason := oneLine(m.err.Error())
-	if room := m.width - len(lead) - len(retry); ansi.StringWidth(reason) > room {
+	reason = oneLine(reason)
+	if room := m.width - len(lead) - len(tail); ansi.StringWidth(reason) > room {
 		reason = ansi.Truncate(reason, max(room, 1), "…")
 	}
-	return m.styles.banner.Render(fit(lead+reason+retry, m.width))
+	return m.styles.banner.Render(fit(lead+reason+tail, m.width))
 }
 
 // footerView is the filter input while typing, else the help line.
@@ -496,6 +765,15 @@ func (m Model) footerView() string {
 	}
 	left := m.help.ShortHelpView(keys.ShortHelp())
 	return spread(left, m.styles.dim.Render(m.table.Position()), m.width)
+}
+
+// cause is what went wrong, without the request that a *url.Error names.
+func cause(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err.Error()
+	}
+	return err.Error()
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

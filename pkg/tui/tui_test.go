@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,17 +20,20 @@ import (
 
 var t0 = time.Date(2026, 5, 17, 10, 0, 30, 0, time.UTC)
 
-// fakeSource answers with fixed data, or err when set.
+// fakeSource answers with fixed data, or err when set; its watch waits for
+// the end of its context.
 type fakeSource struct {
-	mu      sync.Mutex
-	servers []heartbeat.Server
-	events  []heartbeat.Event
-	err     error
-	calls   int
-	called  chan struct{} // closed at the first call, when set
+	mu       sync.Mutex
+	servers  []heartbeat.Server
+	cursor   string
+	err      error
+	calls    int
+	watches  []string      // the cursors watched from
+	called   chan struct{} // closed at the first call, when set
+	watching chan struct{} // closed at the first watch, when set
 }
 
-func (f *fakeSource) Servers(context.Context) ([]heartbeat.Server, error) {
+func (f *fakeSource) List(context.Context) (Snapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
@@ -37,18 +41,36 @@ func (f *fakeSource) Servers(context.Context) ([]heartbeat.Server, error) {
 		close(f.called)
 	}
 	if f.err != nil {
-		return nil, f.err
+		return Snapshot{}, f.err
 	}
-	return f.servers, nil
+	cursor := f.cursor
+	if cursor == "" {
+		cursor = fmt.Sprintf("list-%d", f.calls)
+	}
+	return Snapshot{Servers: slices.Clone(f.servers), Cursor: cursor}, nil
 }
 
-func (f *fakeSource) Events(_ context.Context, limit int) ([]heartbeat.Event, error) {
+func (f *fakeSource) Server(_ context.Context, id uuid.UUID) (heartbeat.Server, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.err != nil {
-		return nil, f.err
+	for _, s := range f.servers {
+		if s.ServerID == id {
+			return s, nil
+		}
 	}
-	return f.events[max(len(f.events)-limit, 0):], nil
+	return heartbeat.Server{}, errors.New("not found")
+}
+
+func (f *fakeSource) Watch(ctx context.Context, cursor string, _ func(heartbeat.Event) error, state func(error)) error {
+	f.mu.Lock()
+	f.watches = append(f.watches, cursor)
+	if f.watching != nil && len(f.watches) == 1 {
+		close(f.watching)
+	}
+	f.mu.Unlock()
+	state(nil)
+	<-ctx.Done()
+	return nil
 }
 
 func (f *fakeSource) setErr(err error) {
@@ -66,8 +88,10 @@ func server(module, version string, st heartbeat.Status, ago time.Duration) hear
 }
 
 func event(kind heartbeat.EventKind, module string, from *heartbeat.Status, to heartbeat.Status, ago time.Duration) heartbeat.Event {
-	return heartbeat.Event{EventID: uuid.New(), Kind: kind, ModuleName: module, FromStatus: from, ToStatus: to,
-		OccurredAt: t0.Add(-ago)}
+	id := uuid.NewSHA1(uuid.NameSpaceOID, []byte(module))
+	return heartbeat.Event{EventID: uuid.New(), Kind: kind, ServerID: id, ModuleName: module, FromStatus: from, ToStatus: to,
+		OccurredAt: t0.Add(-ago), Body: heartbeat.EventBody{ServerID: id, ModuleName: module, Status: to, Version: "9.9.9",
+			SupportedProtocols: []string{"2025-06-18"}}}
 }
 
 func ptr(s heartbeat.Status) *heartbeat.Status { return &s }
@@ -81,12 +105,16 @@ func newFake() *fakeSource {
 			server("mail", "2.0.0", heartbeat.StatusDegraded, 32*time.Second),
 			server("calendar-sync", "0.1.0", heartbeat.StatusHealthy, 2*time.Second),
 		},
-		events: []heartbeat.Event{
-			event(heartbeat.KindRegistered, "calendar", nil, heartbeat.StatusHealthy, 50*time.Minute),
-			event(heartbeat.KindDegraded, "mail", ptr(heartbeat.StatusHealthy), heartbeat.StatusDegraded, 12*time.Second),
-			event(heartbeat.KindUnhealthy, "search", ptr(heartbeat.StatusDegraded), heartbeat.StatusUnhealthy, 30*time.Second),
-			event(heartbeat.KindDeregistered, "weather", ptr(heartbeat.StatusHealthy), heartbeat.StatusDeregistered, 2*time.Minute),
-		},
+	}
+}
+
+// events are transitions of the fake's servers, as the feed brings them.
+func events() []heartbeat.Event {
+	return []heartbeat.Event{
+		event(heartbeat.KindRegistered, "calendar", nil, heartbeat.StatusHealthy, 50*time.Minute),
+		event(heartbeat.KindDegraded, "mail", ptr(heartbeat.StatusHealthy), heartbeat.StatusDegraded, 12*time.Second),
+		event(heartbeat.KindUnhealthy, "search", ptr(heartbeat.StatusDegraded), heartbeat.StatusUnhealthy, 30*time.Second),
+		event(heartbeat.KindDeregistered, "weather", ptr(heartbeat.StatusHealthy), heartbeat.StatusDeregistered, 2*time.Minute),
 	}
 }
 
@@ -117,10 +145,26 @@ func (b *board) send(msg tea.Msg) *board {
 	return b
 }
 
-// load runs the model's own read command and feeds its message back.
+// load runs the model's own list command and feeds its message back.
 func (b *board) load() *board {
 	b.t.Helper()
-	return b.send(b.m.fetch()())
+	return b.send(b.m.list()())
+}
+
+// feed delivers a batch of the current watch.
+func (b *board) feed(msg feedMsg) *board {
+	b.t.Helper()
+	if b.m.feed == nil {
+		b.t.Fatal("no watch to feed")
+	}
+	msg.pipe = b.m.feed
+	return b.send(msg)
+}
+
+// events delivers events of the current watch.
+func (b *board) events(evs ...heartbeat.Event) *board {
+	b.t.Helper()
+	return b.feed(feedMsg{events: evs})
 }
 
 func (b *board) keys(s string) *board {
@@ -209,26 +253,25 @@ func TestLoadingThenReady(t *testing.T) {
 	}
 	b.contains(
 		"mcpctl watch · 5 servers",
-		"updated 10:00:30 · every 2s",
+		"listed 10:00:30 · connecting to the feed",
 		"healthy 2   degraded 1   unhealthy 1   deregistered 1",
 		"sort: module · 5 shown",
-		"MODULE",
-		"> calendar",
-		"1.3.2",
-		"5s ago",
-		"2025-06-18, 2025-03-26",
-		"  mail                     2.0.0       degraded      32s ago         2025-06-18, 2025-03-26",
-		"  search                   0.9.1       unhealthy     1m00s ago",
-		"  weather                  1.0.0       deregistered  2m30s ago",
+		"  MODULE             VERSION     STATUS        LAST HEARTBEAT  CHANGED     PROTOCOLS",
+		"> calendar           1.3.2       healthy       5s ago          -           2025-06-18, 2025-03-26",
+		"  mail               2.0.0       degraded      32s ago         -           2025-06-18, 2025-03-26",
+		"  search             0.9.1       unhealthy     1m00s ago       -",
+		"  weather            1.0.0       deregistered  2m30s ago       -",
 		"── latest transitions",
-		"09:10:30  calendar                     - → healthy",
-		"10:00:18  mail                         healthy → degraded",
-		"mcp.server.unhealthy",
+		"no transitions since the board started",
 		"? help • q quit",
 		"1-5 of 5",
 	)
 	b.order("calendar", "calendar-sync", "mail", "search", "weather")
 	b.lacks("API unreachable", "\x1b[")
+
+	// The feed is up: the header says so.
+	b.feed(feedMsg{stateSeen: true})
+	b.contains("listed 10:00:30 · live")
 }
 
 func TestAgesTickEverySecond(t *testing.T) {
@@ -240,7 +283,7 @@ func TestAgesTickEverySecond(t *testing.T) {
 	if b.cmd == nil {
 		t.Fatal("clock tick not re-armed")
 	}
-	b.contains("healthy       8s ago", "unhealthy     1m03s ago", "updated 10:00:30")
+	b.contains("healthy       8s ago", "unhealthy     1m03s ago", "listed 10:00:30")
 	b.lacks("healthy       2s ago", "1m00s ago")
 }
 
@@ -386,7 +429,7 @@ func TestFailingSourceShowsBannerAndBacksOff(t *testing.T) {
 		if i == 0 {
 			b.load() // the first read, that Init starts
 		} else {
-			b.send(refreshMsg{seq: b.m.seq}) // the retry timer fires
+			b.send(relistMsg{seq: b.m.seq}) // the retry timer fires
 			if b.cmd == nil {
 				t.Fatal("no read after the retry timer")
 			}
@@ -408,7 +451,7 @@ func TestFailingSourceShowsBannerAndBacksOff(t *testing.T) {
 	b.contains("(retrying in 18s)")
 
 	// A stale timer, or one while a read is in flight, starts no second read.
-	b.send(refreshMsg{seq: b.m.seq - 1})
+	b.send(relistMsg{seq: b.m.seq - 1})
 	if b.cmd != nil {
 		t.Fatal("a stale refresh started a read")
 	}
@@ -473,6 +516,7 @@ func TestResize(t *testing.T) {
 	b.send(tea.WindowSizeMsg{Width: 60, Height: 12})
 	b.contains("mcpctl watch", "> calendar", "? help")
 	b.lacks("latest transitions") // too short for the pane
+	b.events(events()...)
 	b.send(tea.WindowSizeMsg{Width: 140, Height: 40})
 	b.contains("latest transitions", "mcp.server.deregistered", "2025-06-18, 2025-03-26")
 }
@@ -482,7 +526,7 @@ func TestColour(t *testing.T) {
 	t.Setenv("CLICOLOR_FORCE", "1")
 	newBoardColour := func(noColor bool) string {
 		m := NewModel(newFake(), Options{Out: io.Discard, NoColor: noColor, Now: func() time.Time { return t0 }})
-		next, _ := m.Update(m.fetch()())
+		next, _ := m.Update(m.list()())
 		return next.View()
 	}
 	if v := newBoardColour(false); !strings.Contains(v, "\x1b[") {
