@@ -123,7 +123,7 @@ func feedPositionsChecked(e *env) {
 	}
 	for _, p := range []heartbeat.Position{
 		{Epoch: horizon.Epoch + 1, TxID: horizon.TxID, Seq: horizon.Seq}, // another history
-		{Epoch: horizon.Epoch, TxID: horizon.TxID + 1<<40},                // ahead of the present
+		{Epoch: horizon.Epoch, TxID: horizon.TxID + 1<<40},               // ahead of the present
 		{Epoch: horizon.Epoch, TxID: ev.Position.TxID, Seq: ev.Position.Seq + 1<<40},
 	} {
 		if _, err := e.store.CheckPosition(e.ctx, e.tenant, p); !errors.Is(err, heartbeat.ErrPositionExpired) {
