@@ -45,6 +45,10 @@ const (
 type DispatcherOptions struct {
 	// Outbox is the store's alert outbox (required).
 	Outbox heartbeat.AlertOutbox
+	// SkillAlerts, when set, is the store's record of the skill outage
+	// alerts (MCPSkillUnavailable) each destination fires; nil: no skill
+	// outage alerts.
+	SkillAlerts SkillAlerts
 	// Destinations receive every alert; their names must be unique.
 	Destinations []Destination
 	Logger       *slog.Logger
@@ -68,6 +72,7 @@ type DispatcherOptions struct {
 // goroutine of its own with its own cursor and backoff.
 type Dispatcher struct {
 	outbox     heartbeat.AlertOutbox
+	skills     SkillAlerts
 	logger     *slog.Logger
 	clock      clockwork.Clock
 	poll       time.Duration
@@ -94,6 +99,8 @@ type destination struct {
 	failing    bool // the last round failed
 	slow       bool // the last send took longer than slowSend
 	lastResend time.Time
+	// lastSkillCheck is when ds's firing skill alerts were last reconciled.
+	lastSkillCheck time.Time
 	// unhealthy is the store's list of unhealthy servers as fetched in
 	// round fetched, for Resending destinations.
 	unhealthy     []heartbeat.UnhealthyServer
@@ -110,7 +117,7 @@ func NewDispatcher(opts DispatcherOptions) (*Dispatcher, error) {
 		return nil, errors.New("alert dispatcher: no outbox")
 	}
 	d := &Dispatcher{
-		outbox: opts.Outbox, logger: opts.Logger, clock: opts.Clock, poll: opts.PollInterval,
+		outbox: opts.Outbox, skills: opts.SkillAlerts, logger: opts.Logger, clock: opts.Clock, poll: opts.PollInterval,
 		resend: opts.ResendInterval, batch: opts.Batch, backoffMin: opts.BackoffMin, backoffMax: opts.BackoffMax,
 	}
 	if d.logger == nil {
@@ -365,6 +372,12 @@ func (d *Dispatcher) round(ctx context.Context, ds *destination) (more bool, err
 			return false, errors.Join(sendErr, err)
 		}
 		n = deliveredPrefix(claim.Events(), events[:delivered])
+	}
+	if err := d.skillRound(ctx, ds, claim.Events()[:n]); err != nil {
+		// The events wait for the next round, which sends again what
+		// was not recorded: at least once.
+		claim.Release(ctx)
+		return false, errors.Join(sendErr, err)
 	}
 	if err := claim.Ack(ackCtx, n); err != nil {
 		// What was sent will be sent again: at least once.
