@@ -312,3 +312,135 @@ func TestSkillOutage(t *testing.T) {
 		})
 	}
 }
+
+// Two replicas on one database raise each outage once and resolve it once
+// per destination, reconciles included.
+func TestSkillOutageTwoReplicas(t *testing.T) {
+	pg := newPGFixture(t)
+	f := &skillFixture{ctx: t.Context(), clock: pg.clock, store: pg.store, tenant: uuid.New()}
+	alpha := f.register(t, "alpha", "search")
+	f.register(t, "beta", "search")
+
+	hook := newReceiver(t, nil)
+	client := httpClient(t)
+	var (
+		ds    []*alert.Dispatcher
+		dests []alert.Destination
+	)
+	for _, store := range []skillStore{pg.store, pg.newStore(t, pg.newPool(t))} {
+		w, err := alert.NewWebhook(hook.srv.URL, nil, client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, _ := start(t, alert.DispatcherOptions{
+			Outbox: store, SkillAlerts: store, Destinations: []alert.Destination{w}, Clock: f.clock,
+			ResendInterval: time.Minute, PollInterval: 10 * time.Millisecond,
+		})
+		ds, dests = append(ds, d), append(dests, w)
+	}
+
+	const outages = 3
+	for i := range outages {
+		f.silence(t) // both (alpha again) unhealthy
+		f.wake(t, ds, dests)
+		hook.waitFor(t, fmt.Sprintf("raise %d", i), func(reqs []recorded) bool { return len(skillPayloads(t, reqs)) == 2*i+1 })
+		f.clock.Advance(time.Second)
+		if _, _, err := f.store.Heartbeat(f.ctx, f.tenant, alpha.ServerID); err != nil {
+			t.Fatal(err)
+		}
+		f.wake(t, ds, dests)
+		hook.waitFor(t, fmt.Sprintf("resolution %d", i), func(reqs []recorded) bool { return len(skillPayloads(t, reqs)) == 2*i+2 })
+	}
+	// Reconciles on both replicas, with beta still unhealthy and alpha
+	// healthy: nothing more to say.
+	for range 5 {
+		f.clock.Advance(time.Minute)
+		f.wake(t, ds, dests)
+	}
+	f.waitFiring(t, dests[0].Name(), "")
+	got := skillPayloads(t, hook.requests())
+	ids := eventIDs(hook.requests())
+	if len(got) != 2*outages {
+		t.Fatalf("webhook got %s, want %d raises and resolutions", describe(got), outages)
+	}
+	for i, p := range got {
+		if want := []string{"firing", "resolved"}[i%2]; p.Status != want || p.Skill != "search" || ids[p.EventID.String()] != 1 {
+			t.Fatalf("delivery %d: %+v (id seen %d times), want search %s once", i, p, ids[p.EventID.String()], want)
+		}
+	}
+}
+
+// An outage that began before mcpd stopped is resolved by the next mcpd
+// over the same database, when the skill comes back by a recovery (an
+// alert event) or by a new module offering it (found by the reconcile at
+// start), and is not raised again.
+func TestSkillOutageRestart(t *testing.T) {
+	pg := newPGFixture(t)
+	f := &skillFixture{ctx: t.Context(), clock: pg.clock, store: pg.store, tenant: uuid.New()}
+	alpha := f.register(t, "alpha", "search")
+	f.register(t, "mailer", "mail")
+
+	am := newReceiver(t, nil)
+	hook := newReceiver(t, nil)
+	client := httpClient(t)
+	newDests := func() []alert.Destination {
+		dests, err := alert.NewDestinations([]string{am.srv.URL}, hook.srv.URL, "", client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dests
+	}
+	dests := newDests()
+	opts := alert.DispatcherOptions{
+		Outbox: f.store, SkillAlerts: f.store, Destinations: dests, Clock: f.clock, ResendInterval: time.Minute,
+	}
+	d, stop := start(t, opts)
+	evs := f.silence(t)
+	f.wake(t, []*alert.Dispatcher{d}, dests)
+	since := evs[0].OccurredAt.Format(time.RFC3339)
+	for _, dst := range dests {
+		f.waitFiring(t, dst.Name(), "mail firing since "+since+", search firing since "+since)
+	}
+	stop()
+	pg.store.Close()
+
+	// While no mcpd runs: alpha recovers, a new module offers mail.
+	restarted := pg.newStore(t, pg.newPool(t))
+	f.store = restarted
+	f.clock.Advance(time.Second)
+	if _, _, err := f.store.Heartbeat(f.ctx, f.tenant, alpha.ServerID); err != nil {
+		t.Fatal(err)
+	}
+	f.register(t, "mailer2", "mail")
+
+	dests = newDests()
+	opts.Outbox, opts.SkillAlerts, opts.Destinations = restarted, restarted, dests
+	d, _ = start(t, opts)
+	f.wake(t, []*alert.Dispatcher{d}, dests)
+	for _, dst := range dests {
+		f.waitFiring(t, dst.Name(), "")
+	}
+	got := skillPayloads(t, hook.requests())
+	if len(got) != 4 {
+		t.Fatalf("webhook got %s, want mail and search raised, then resolved", describe(got))
+	}
+	resolved := map[string]bool{}
+	for _, p := range got[2:] {
+		if p.Status != "resolved" || !p.StartsAt.Equal(evs[0].OccurredAt) {
+			t.Fatalf("after the restart %+v", p)
+		}
+		resolved[p.Skill] = true
+	}
+	if !resolved["mail"] || !resolved["search"] {
+		t.Fatalf("after the restart: %s, want mail and search resolved", describe(got))
+	}
+	for _, a := range skillAMAlerts(t, am.requests())[2:] {
+		end, _ := time.Parse(time.RFC3339Nano, a["endsAt"].(string))
+		if end.After(f.clock.Now()) {
+			t.Fatalf("alertmanager after the restart got a firing alert %v", a)
+		}
+	}
+	if n := len(skillAMAlerts(t, am.requests())); n != 4 {
+		t.Fatalf("alertmanager got %d skill alerts, want 2 raises and 2 resolutions", n)
+	}
+}
