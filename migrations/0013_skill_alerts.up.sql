@@ -16,7 +16,8 @@ ALTER TABLE mcp_skill_alerts ENABLE ROW LEVEL SECURITY;
 
 -- mcp_skill_alert_states reports, for each (tenant, skill name) pair given,
 -- whether a skill of that name is available in the tenant now, and since
--- when p_destination's alert about it fires (NULL: not firing).
+-- when p_destination's alert about it fires (NULL: not firing), in the
+-- order given.
 CREATE FUNCTION mcp_skill_alert_states(p_destination text, p_tenants uuid[], p_skills text[])
 RETURNS TABLE (tenant_id uuid, skill text, available boolean, firing_since timestamptz)
 LANGUAGE sql
@@ -27,9 +28,10 @@ AS $fn$
     SELECT k.tenant_id, k.skill,
            EXISTS (SELECT 1 FROM mcp_skills s WHERE s.tenant_id = k.tenant_id AND s.name = k.skill AND s.available),
            a.since
-    FROM unnest(p_tenants, p_skills) AS k(tenant_id, skill)
+    FROM unnest(p_tenants, p_skills) WITH ORDINALITY AS k(tenant_id, skill, ord)
     LEFT JOIN mcp_skill_alerts a
-           ON a.destination = p_destination AND a.tenant_id = k.tenant_id AND a.skill = k.skill;
+           ON a.destination = p_destination AND a.tenant_id = k.tenant_id AND a.skill = k.skill
+    ORDER BY k.ord;
 $fn$;
 
 -- mcp_skill_alerts_firing lists p_destination's firing skill alerts, each
