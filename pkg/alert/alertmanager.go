@@ -21,7 +21,8 @@ type Alertmanager struct {
 	name     string
 	client   *http.Client
 	// GeneratorURL, when set, is mcpd's external base URL: each alert links
-	// to its server there (GeneratorURL + "/v1/mcp/servers/" + server id).
+	// to its server there (GeneratorURL + "/v1/mcp/servers/" + server id),
+	// a skill outage to the skill's servers ("/v1/mcp/skills?name=" + name).
 	GeneratorURL string
 }
 

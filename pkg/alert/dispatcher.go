@@ -311,8 +311,9 @@ func (d *Dispatcher) backoff(failures int) time.Duration {
 }
 
 // round claims ds's cursor, sends the events after it, re-sends firing
-// alerts when that is due, and acknowledges what was delivered. more
-// reports a full batch.
+// alerts when that is due, raises and resolves the skill outages of the
+// delivered events with the claim held (skillRound), and acknowledges
+// what was delivered. more reports a full batch.
 //
 // A healthy destination is sent to while the claim is held, so that of
 // several replicas one delivers each batch, and a re-send cannot overtake
