@@ -91,9 +91,12 @@ type destination struct {
 	name      string
 	resending bool
 	wake      chan struct{}
-	massLoss  chan Alert // raised by MassLoss, for a Resending destination
-	sent      prometheus.Counter
-	failed    prometheus.Counter
+	// skillCheck asks the next round to reconcile the skill outages: a
+	// registration may have offered a skill whose outage fires.
+	skillCheck atomic.Bool
+	massLoss   chan Alert // raised by MassLoss, for a Resending destination
+	sent       prometheus.Counter
+	failed     prometheus.Counter
 
 	round      int64
 	failing    bool // the last round failed
@@ -199,13 +202,19 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 }
 
 // Transition wakes every idle destination for an event of an alert kind, so
-// that it is sent before the next poll; it never blocks. It fits
-// heartbeat.AlertSink, chained after the sink that logs.
+// that it is sent before the next poll, and for a registration that offers
+// skills, so that a skill outage it ends is resolved then rather than at
+// the next resend interval; it never blocks. It fits heartbeat.AlertSink,
+// chained after the sink that logs.
 func (d *Dispatcher) Transition(_ context.Context, ev heartbeat.Event) {
-	if !heartbeat.IsAlertEvent(ev.Kind, ev.FromStatus) {
+	recheck := d.skills != nil && ev.Kind == heartbeat.KindRegistered && len(ev.Body.SkillsAffected) > 0
+	if !recheck && !heartbeat.IsAlertEvent(ev.Kind, ev.FromStatus) {
 		return
 	}
 	for _, ds := range d.dests {
+		if recheck {
+			ds.skillCheck.Store(true)
+		}
 		select {
 		case ds.wake <- struct{}{}:
 		default:

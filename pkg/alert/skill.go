@@ -68,9 +68,10 @@ func skillKeys(events []heartbeat.Event) ([]heartbeat.SkillKey, map[heartbeat.Sk
 
 // skillRound raises and resolves ds's MCPSkillUnavailable alerts for the
 // skill names that events (delivered, about to be acknowledged) affected,
-// and, every resend interval, reconciles ds's firing set: it resolves the
-// alerts whose skill came back by other means (a new module offering it is
-// no alert event) and re-sends the others to a Resending destination. The
+// and, every resend interval or after a registration offered skills,
+// reconciles ds's firing set: it resolves the alerts whose skill came back
+// by other means (a new module offering it is no alert event) and, every
+// resend interval, re-sends the others to a Resending destination. The
 // caller holds ds's claim, so that one replica decides each raise; the
 // firing set is recorded after ds accepted, so that a crash in between
 // sends again rather than never.
@@ -79,11 +80,18 @@ func (d *Dispatcher) skillRound(ctx context.Context, ds *destination, events []h
 		return nil
 	}
 	now := d.clock.Now()
-	reconcile := ds.lastSkillCheck.IsZero() || now.Sub(ds.lastSkillCheck) >= d.resend
+	periodic := ds.lastSkillCheck.IsZero() || now.Sub(ds.lastSkillCheck) >= d.resend
+	reconcile := ds.skillCheck.Swap(false) || periodic
 	keys, at := skillKeys(events)
 	if len(keys) == 0 && !reconcile {
 		return nil
 	}
+	ok := false
+	defer func() {
+		if reconcile && !ok {
+			ds.skillCheck.Store(true) // try again next round
+		}
+	}()
 	var states []heartbeat.SkillAlertState
 	if len(keys) > 0 {
 		var err error
@@ -126,7 +134,7 @@ func (d *Dispatcher) skillRound(ctx context.Context, ds *destination, events []h
 				TenantID: st.TenantID, StartsAt: st.FiringSince, EndsAt: now,
 				Skill: &SkillOutage{Skill: st.Skill, ID: skillAlertID(st.SkillKey, st.FiringSince, false)},
 			})
-		case !st.Available && firing && reconcile && ds.resending:
+		case !st.Available && firing && periodic && ds.resending:
 			alerts = append(alerts, Alert{
 				Firing: true, TenantID: st.TenantID, StartsAt: st.FiringSince, EndsAt: hold,
 				Skill: &SkillOutage{Skill: st.Skill, ID: skillAlertID(st.SkillKey, st.FiringSince, true), Resend: true},
@@ -164,7 +172,8 @@ func (d *Dispatcher) skillRound(ctx context.Context, ds *destination, events []h
 	if sendErr != nil {
 		return fmt.Errorf("send skill alerts: %w", sendErr)
 	}
-	if reconcile {
+	ok = true
+	if periodic {
 		ds.lastSkillCheck = now
 	}
 	return nil

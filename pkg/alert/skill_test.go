@@ -444,3 +444,35 @@ func TestSkillOutageRestart(t *testing.T) {
 		t.Fatalf("alertmanager got %d skill alerts, want 2 raises and 2 resolutions", n)
 	}
 }
+
+// A registration that offers a skill whose outage fires resolves it at the
+// dispatcher's next round, without waiting for the resend interval, when
+// the registration reaches the dispatcher (as the daemon's sink passes it).
+func TestSkillOutageResolvedByRegistration(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(epoch)
+	f := &skillFixture{ctx: t.Context(), clock: clock, store: memstore.New(clock), tenant: uuid.New()}
+	f.register(t, "alpha", "search")
+	hook := newReceiver(t, nil)
+	w, err := alert.NewWebhook(hook.srv.URL, nil, httpClient(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dests := []alert.Destination{w}
+	d, _ := start(t, alert.DispatcherOptions{
+		Outbox: f.store, SkillAlerts: f.store, Destinations: dests, Clock: f.clock, ResendInterval: time.Hour,
+	})
+	f.silence(t)
+	f.wake(t, []*alert.Dispatcher{d}, dests)
+	f.waitFiring(t, w.Name(), "search firing since "+clock.Now().Format(time.RFC3339))
+
+	_, _, ev, err := f.store.Register(f.ctx, f.tenant, skillInfo("beta", "search"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Transition(f.ctx, ev) // the clock stands still: no reconcile is due
+	f.waitFiring(t, w.Name(), "")
+	got := skillPayloads(t, hook.requests())
+	if len(got) != 2 || got[1].Status != "resolved" || !got[1].EndsAt.Equal(clock.Now()) {
+		t.Fatalf("webhook got %s, want search raised and resolved", describe(got))
+	}
+}
