@@ -476,3 +476,68 @@ func TestSkillOutageResolvedByRegistration(t *testing.T) {
 		t.Fatalf("webhook got %s, want search raised and resolved", describe(got))
 	}
 }
+
+// The skill alert records behave the same on both stores: states in the
+// order asked, availability per tenant and name, a firing set per
+// destination whose raises keep their first time.
+func TestSkillAlertsConformance(t *testing.T) {
+	for name, open := range skillStores() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := open(t)
+			other := uuid.New()
+			srv := f.register(t, "alpha", "search", "book")
+			if _, _, _, err := f.store.Register(f.ctx, other, skillInfo("alpha", "mail")); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := f.store.Deregister(f.ctx, f.tenant, srv.ServerID); err != nil {
+				t.Fatal(err)
+			}
+			f.register(t, "beta", "book")
+			keys := []heartbeat.SkillKey{
+				{TenantID: f.tenant, Skill: "search"}, {TenantID: f.tenant, Skill: "book"},
+				{TenantID: f.tenant, Skill: "mail"}, {TenantID: other, Skill: "mail"},
+			}
+			states := func(dest string) string {
+				t.Helper()
+				got, err := f.store.SkillAlertStates(f.ctx, dest, keys)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var out []string
+				for i, st := range got {
+					if st.SkillKey != keys[i] {
+						t.Fatalf("state %d is of %v, want %v", i, st.SkillKey, keys[i])
+					}
+					out = append(out, fmt.Sprintf("%s:%v:%s", st.Skill, st.Available, st.FiringSince.Format(time.RFC3339)))
+				}
+				return strings.Join(out, " ")
+			}
+			zero := time.Time{}.Format(time.RFC3339)
+			if got, want := states("d"), "search:false:"+zero+" book:true:"+zero+" mail:false:"+zero+" mail:true:"+zero; got != want {
+				t.Fatalf("states %s, want %s", got, want)
+			}
+			first := epoch.Add(time.Minute)
+			raise := []heartbeat.SkillAlertState{{SkillKey: keys[0], FiringSince: first}, {SkillKey: keys[2], FiringSince: first}}
+			if err := f.store.RecordSkillAlerts(f.ctx, "d", raise, nil); err != nil {
+				t.Fatal(err)
+			}
+			raise[0].FiringSince = first.Add(time.Hour) // raised again: the first time stays
+			if err := f.store.RecordSkillAlerts(f.ctx, "d", raise[:1], []heartbeat.SkillKey{keys[2]}); err != nil {
+				t.Fatal(err)
+			}
+			at := first.Format(time.RFC3339)
+			if got, want := states("d"), "search:false:"+at+" book:true:"+zero+" mail:false:"+zero+" mail:true:"+zero; got != want {
+				t.Fatalf("states %s, want %s", got, want)
+			}
+			if got, want := states("e"), "search:false:"+zero+" book:true:"+zero+" mail:false:"+zero+" mail:true:"+zero; got != want {
+				t.Fatalf("another destination's states %s, want %s", got, want)
+			}
+			f.waitFiring(t, "d", "search firing since "+at)
+			f.waitFiring(t, "e", "")
+			if got, err := f.store.SkillAlertStates(f.ctx, "d", nil); err != nil || len(got) != 0 {
+				t.Fatalf("no keys: %v, %v", got, err)
+			}
+		})
+	}
+}
