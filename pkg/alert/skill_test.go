@@ -212,7 +212,10 @@ func TestSkillOutage(t *testing.T) {
 			}
 			book := got[0]
 			if book.Kind != alert.KindSkillUnavailable || book.TenantID != f.tenant || book.Severity != "critical" ||
-				!book.StartsAt.Equal(evs[0].OccurredAt) || book.EndsAt != nil {
+				!book.StartsAt.Equal(evs[0].OccurredAt) || book.EndsAt != nil ||
+				fmt.Sprint(book.Labels) != fmt.Sprint(map[string]string{
+					"alertname": "MCPSkillUnavailable", "tenant_id": f.tenant.String(), "skill": "book", "severity": "critical",
+				}) {
 				t.Fatalf("book's raise %+v", book)
 			}
 
@@ -448,12 +451,14 @@ func TestSkillOutageRestart(t *testing.T) {
 // A registration that offers a skill whose outage fires resolves it at the
 // dispatcher's next round, without waiting for the resend interval, when
 // the registration reaches the dispatcher (as the daemon's sink passes it).
+// Skill outage bodies are signed like the others.
 func TestSkillOutageResolvedByRegistration(t *testing.T) {
 	clock := clockwork.NewFakeClockAt(epoch)
 	f := &skillFixture{ctx: t.Context(), clock: clock, store: memstore.New(clock), tenant: uuid.New()}
 	f.register(t, "alpha", "search")
 	hook := newReceiver(t, nil)
-	w, err := alert.NewWebhook(hook.srv.URL, nil, httpClient(t))
+	secret := []byte("a webhook secret")
+	w, err := alert.NewWebhook(hook.srv.URL, secret, httpClient(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,6 +479,11 @@ func TestSkillOutageResolvedByRegistration(t *testing.T) {
 	got := skillPayloads(t, hook.requests())
 	if len(got) != 2 || got[1].Status != "resolved" || !got[1].EndsAt.Equal(clock.Now()) {
 		t.Fatalf("webhook got %s, want search raised and resolved", describe(got))
+	}
+	for _, r := range hook.requests() {
+		if !alert.Verify(secret, r.body, r.header.Get(alert.HeaderSignature)) {
+			t.Fatalf("request %s signed %q", r.body, r.header.Get(alert.HeaderSignature))
+		}
 	}
 }
 

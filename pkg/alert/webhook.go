@@ -78,8 +78,11 @@ type SkillPayload struct {
 	Skill     string    `json:"skill"`
 	// StartsAt is when the outage began.
 	StartsAt time.Time `json:"starts_at"`
-	// EndsAt is when it ended; absent while firing.
+	// EndsAt is when it ended; null while firing.
 	EndsAt *time.Time `json:"ends_at"`
+	// Labels are the alert's labels at Alertmanager: alertname, tenant_id,
+	// skill and severity.
+	Labels map[string]string `json:"labels"`
 }
 
 // Sign returns the value of the X-MCPD-Signature header for body.
@@ -123,6 +126,9 @@ func skillPayload(al Alert) SkillPayload {
 	p := SkillPayload{
 		EventID: al.Skill.ID, Kind: KindSkillUnavailable, AlertName: AlertNameSkill, Status: "firing",
 		Severity: Severity, TenantID: al.TenantID, Skill: al.Skill.Skill, StartsAt: al.StartsAt.UTC(),
+		Labels: map[string]string{
+			"alertname": AlertNameSkill, "tenant_id": al.TenantID.String(), "skill": al.Skill.Skill, "severity": Severity,
+		},
 	}
 	if !al.Firing {
 		end := al.EndsAt.UTC()
