@@ -560,6 +560,9 @@ func (d *Dispatcher) send(ctx context.Context, ds *destination, alerts []Alert) 
 		if ev := alerts[k].Event; ev != nil {
 			args = append(args, "event_id", ev.EventID.String(), "server_id", ev.ServerID.String())
 		}
+		if sk := alerts[k].Skill; sk != nil {
+			args = append(args, "event_id", sk.ID.String(), "tenant_id", alerts[k].TenantID.String(), "skill", sk.Skill)
+		}
 		d.logger.ErrorContext(ctx, "alert refused by destination, skipped", args...)
 		k += count
 	}
