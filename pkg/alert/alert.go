@@ -30,9 +30,10 @@ const Severity = "critical"
 // Alert is one firing or resolved MCPServerUnhealthy alert about a server.
 type Alert struct {
 	// Event is the audit event that fired or resolved the alert; nil for a
-	// periodic re-send of a firing alert.
+	// periodic re-send of a firing alert, a mass loss or a skill outage.
 	Event *heartbeat.Event
-	// Firing is true for a server that is unhealthy, false once resolved.
+	// Firing is true for a server that is unhealthy (a skill that is
+	// unavailable), false once resolved.
 	Firing     bool
 	TenantID   uuid.UUID
 	ServerID   uuid.UUID
