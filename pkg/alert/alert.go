@@ -20,15 +20,20 @@ const AlertName = "MCPServerUnhealthy"
 // sweep.
 const AlertNameMassLoss = "MCPRegistryMassHeartbeatLoss"
 
-// Severity is the severity label of both alerts.
+// AlertNameSkill is the alertname label of a skill outage: no skill of a
+// name is available in a tenant any more.
+const AlertNameSkill = "MCPSkillUnavailable"
+
+// Severity is the severity label of every alert.
 const Severity = "critical"
 
 // Alert is one firing or resolved MCPServerUnhealthy alert about a server.
 type Alert struct {
 	// Event is the audit event that fired or resolved the alert; nil for a
-	// periodic re-send of a firing alert.
+	// periodic re-send of a firing alert, a mass loss or a skill outage.
 	Event *heartbeat.Event
-	// Firing is true for a server that is unhealthy, false once resolved.
+	// Firing is true for a server that is unhealthy (a skill that is
+	// unavailable), false once resolved.
 	Firing     bool
 	TenantID   uuid.UUID
 	ServerID   uuid.UUID
@@ -47,6 +52,23 @@ type Alert struct {
 	// MassLoss, when set, makes this an MCPRegistryMassHeartbeatLoss alert
 	// about the tenant rather than about one server (no event, no server).
 	MassLoss *heartbeat.MassLoss
+	// Skill, when set, makes this an MCPSkillUnavailable alert about a
+	// skill name of the tenant rather than about one server (no event, no
+	// server).
+	Skill *SkillOutage
+}
+
+// SkillOutage is what an MCPSkillUnavailable alert says beyond its tenant,
+// its state and its times.
+type SkillOutage struct {
+	// Skill is the skill's name.
+	Skill string
+	// ID identifies this raise or this resolution of the outage, the same
+	// on every re-delivery: the webhook's X-MCPD-Event-ID.
+	ID uuid.UUID
+	// Resend marks a periodic re-send of a firing alert, which only a
+	// Resending destination gets.
+	Resend bool
 }
 
 // Destination is somewhere alerts are delivered. Its name identifies its
@@ -109,5 +131,8 @@ func (e *DeliveryError) Permanent() bool {
 
 // summary is the one-line description of an alert.
 func summary(a Alert) string {
+	if a.Skill != nil {
+		return fmt.Sprintf("skill %q of tenant %s is unavailable on every MCP server", a.Skill.Skill, a.TenantID)
+	}
 	return fmt.Sprintf("MCP server %s of tenant %s is unhealthy", a.ModuleName, a.TenantID)
 }

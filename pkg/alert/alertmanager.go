@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -20,7 +21,8 @@ type Alertmanager struct {
 	name     string
 	client   *http.Client
 	// GeneratorURL, when set, is mcpd's external base URL: each alert links
-	// to its server there (GeneratorURL + "/v1/mcp/servers/" + server id).
+	// to its server there (GeneratorURL + "/v1/mcp/servers/" + server id),
+	// a skill outage to the skill's servers ("/v1/mcp/skills?name=" + name).
 	GeneratorURL string
 }
 
@@ -60,8 +62,23 @@ type PostableAlert struct {
 // tenant_id, module_name, server_id and severity; annotations summary,
 // version, trace_id and, when known, last_heartbeat_at. A mass heartbeat
 // loss has labels alertname, tenant_id and severity, and annotations
-// summary, unhealthy and live.
+// summary, unhealthy and live. A skill outage has labels alertname,
+// tenant_id, skill and severity, and the annotation summary.
 func (a *Alertmanager) Postable(al Alert) PostableAlert {
+	if sk := al.Skill; sk != nil {
+		p := PostableAlert{
+			Labels: map[string]string{
+				"alertname": AlertNameSkill, "tenant_id": al.TenantID.String(), "skill": sk.Skill, "severity": Severity,
+			},
+			Annotations: map[string]string{"summary": summary(al)},
+			StartsAt:    al.StartsAt.UTC(),
+			EndsAt:      al.EndsAt.UTC(),
+		}
+		if a.GeneratorURL != "" {
+			p.GeneratorURL = strings.TrimRight(a.GeneratorURL, "/") + "/v1/mcp/skills?name=" + url.QueryEscape(sk.Skill)
+		}
+		return p
+	}
 	if l := al.MassLoss; l != nil {
 		return PostableAlert{
 			Labels: map[string]string{"alertname": AlertNameMassLoss, "tenant_id": l.TenantID.String(), "severity": Severity},

@@ -45,6 +45,10 @@ const (
 type DispatcherOptions struct {
 	// Outbox is the store's alert outbox (required).
 	Outbox heartbeat.AlertOutbox
+	// SkillAlerts, when set, is the store's record of the skill outage
+	// alerts (MCPSkillUnavailable) each destination fires; nil: no skill
+	// outage alerts.
+	SkillAlerts SkillAlerts
 	// Destinations receive every alert; their names must be unique.
 	Destinations []Destination
 	Logger       *slog.Logger
@@ -68,6 +72,7 @@ type DispatcherOptions struct {
 // goroutine of its own with its own cursor and backoff.
 type Dispatcher struct {
 	outbox     heartbeat.AlertOutbox
+	skills     SkillAlerts
 	logger     *slog.Logger
 	clock      clockwork.Clock
 	poll       time.Duration
@@ -86,14 +91,19 @@ type destination struct {
 	name      string
 	resending bool
 	wake      chan struct{}
-	massLoss  chan Alert // raised by MassLoss, for a Resending destination
-	sent      prometheus.Counter
-	failed    prometheus.Counter
+	// skillCheck asks the next round to reconcile the skill outages: a
+	// registration may have offered a skill whose outage fires.
+	skillCheck atomic.Bool
+	massLoss   chan Alert // raised by MassLoss, for a Resending destination
+	sent       prometheus.Counter
+	failed     prometheus.Counter
 
 	round      int64
 	failing    bool // the last round failed
 	slow       bool // the last send took longer than slowSend
 	lastResend time.Time
+	// lastSkillCheck is when ds's firing skill alerts were last reconciled.
+	lastSkillCheck time.Time
 	// unhealthy is the store's list of unhealthy servers as fetched in
 	// round fetched, for Resending destinations.
 	unhealthy     []heartbeat.UnhealthyServer
@@ -110,7 +120,7 @@ func NewDispatcher(opts DispatcherOptions) (*Dispatcher, error) {
 		return nil, errors.New("alert dispatcher: no outbox")
 	}
 	d := &Dispatcher{
-		outbox: opts.Outbox, logger: opts.Logger, clock: opts.Clock, poll: opts.PollInterval,
+		outbox: opts.Outbox, skills: opts.SkillAlerts, logger: opts.Logger, clock: opts.Clock, poll: opts.PollInterval,
 		resend: opts.ResendInterval, batch: opts.Batch, backoffMin: opts.BackoffMin, backoffMax: opts.BackoffMax,
 	}
 	if d.logger == nil {
@@ -192,13 +202,19 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 }
 
 // Transition wakes every idle destination for an event of an alert kind, so
-// that it is sent before the next poll; it never blocks. It fits
-// heartbeat.AlertSink, chained after the sink that logs.
+// that it is sent before the next poll, and for a registration that offers
+// skills, so that a skill outage it ends is resolved then rather than at
+// the next resend interval; it never blocks. It fits heartbeat.AlertSink,
+// chained after the sink that logs.
 func (d *Dispatcher) Transition(_ context.Context, ev heartbeat.Event) {
-	if !heartbeat.IsAlertEvent(ev.Kind, ev.FromStatus) {
+	recheck := d.skills != nil && ev.Kind == heartbeat.KindRegistered && len(ev.Body.SkillsAffected) > 0
+	if !recheck && !heartbeat.IsAlertEvent(ev.Kind, ev.FromStatus) {
 		return
 	}
 	for _, ds := range d.dests {
+		if recheck {
+			ds.skillCheck.Store(true)
+		}
 		select {
 		case ds.wake <- struct{}{}:
 		default:
@@ -304,8 +320,9 @@ func (d *Dispatcher) backoff(failures int) time.Duration {
 }
 
 // round claims ds's cursor, sends the events after it, re-sends firing
-// alerts when that is due, and acknowledges what was delivered. more
-// reports a full batch.
+// alerts when that is due, raises and resolves the skill outages of the
+// delivered events with the claim held (skillRound), and acknowledges
+// what was delivered. more reports a full batch.
 //
 // A healthy destination is sent to while the claim is held, so that of
 // several replicas one delivers each batch, and a re-send cannot overtake
@@ -365,6 +382,12 @@ func (d *Dispatcher) round(ctx context.Context, ds *destination) (more bool, err
 			return false, errors.Join(sendErr, err)
 		}
 		n = deliveredPrefix(claim.Events(), events[:delivered])
+	}
+	if err := d.skillRound(ctx, ds, claim.Events()[:n]); err != nil {
+		// The events wait for the next round, which sends again what
+		// was not recorded: at least once.
+		claim.Release(ctx)
+		return false, errors.Join(sendErr, err)
 	}
 	if err := claim.Ack(ackCtx, n); err != nil {
 		// What was sent will be sent again: at least once.
@@ -536,6 +559,9 @@ func (d *Dispatcher) send(ctx context.Context, ds *destination, alerts []Alert) 
 		args := []any{"destination", ds.name, "status", de.Status, "alerts", count, "err", de.Err}
 		if ev := alerts[k].Event; ev != nil {
 			args = append(args, "event_id", ev.EventID.String(), "server_id", ev.ServerID.String())
+		}
+		if sk := alerts[k].Skill; sk != nil {
+			args = append(args, "event_id", sk.ID.String(), "tenant_id", alerts[k].TenantID.String(), "skill", sk.Skill)
 		}
 		d.logger.ErrorContext(ctx, "alert refused by destination, skipped", args...)
 		k += count

@@ -17,6 +17,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/cyberos/mcpd/pkg/alert"
+	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/memstore"
 )
 
@@ -231,6 +232,74 @@ func TestRealAlertmanager(t *testing.T) {
 	}
 
 	clock.Advance(4 * time.Second) // about Alertmanager's now, not after it
+	_, ev, err := store.Heartbeat(ctx, tenant, srv.ServerID)
+	if err != nil || ev == nil {
+		t.Fatalf("heartbeat: %v, %v", ev, err)
+	}
+	d.Transition(ctx, *ev)
+	deadline = time.Now().Add(waitTimeout)
+	for find() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("alert still active after the recovery: %+v", find())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A real Alertmanager shows MCPSkillUnavailable active once the last
+// server offering the skill is unhealthy, and no longer once it recovers.
+func TestRealAlertmanagerSkill(t *testing.T) {
+	base := startAlertmanager(t)
+	client := httpClient(t)
+	ctx := t.Context()
+
+	clock := clockwork.NewFakeClockAt(time.Now().Add(-40 * time.Second))
+	store := memstore.New(clock)
+	tenant := uuid.New()
+	info := serverInfo("calendar")
+	info.Skills = []heartbeat.SkillInfo{{Name: "search"}}
+	srv, _, _, err := store.Register(ctx, tenant, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dests, err := alert.NewDestinations([]string{base}, "", "", client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := start(t, fast(alert.DispatcherOptions{Outbox: store, SkillAlerts: store, Destinations: dests}))
+
+	clock.Advance(35 * time.Second)
+	evs, err := store.Sweep(ctx, time.Time{}, interval, 1000)
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("sweep: %v, %v", evs, err)
+	}
+	d.Transition(ctx, evs[0])
+
+	want := map[string]string{
+		"alertname": "MCPSkillUnavailable", "tenant_id": tenant.String(), "skill": "search", "severity": "critical",
+	}
+	find := func() *gettableAlert {
+		for _, a := range activeAlerts(t, client, base) {
+			if fmt.Sprint(a.Labels) == fmt.Sprint(want) {
+				return &a
+			}
+		}
+		return nil
+	}
+	deadline := time.Now().Add(waitTimeout)
+	var got *gettableAlert
+	for got = find(); got == nil; got = find() {
+		if time.Now().After(deadline) {
+			t.Fatalf("alert %v never active; active: %+v", want, activeAlerts(t, client, base))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !got.StartsAt.Equal(evs[0].OccurredAt.Truncate(time.Millisecond)) ||
+		got.Annotations["summary"] != fmt.Sprintf("skill %q of tenant %s is unavailable on every MCP server", "search", tenant) {
+		t.Fatalf("active alert %+v", got)
+	}
+
+	clock.Advance(4 * time.Second)
 	_, ev, err := store.Heartbeat(ctx, tenant, srv.ServerID)
 	if err != nil || ev == nil {
 		t.Fatalf("heartbeat: %v, %v", ev, err)

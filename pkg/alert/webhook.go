@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -57,6 +58,33 @@ type Payload struct {
 	TenantID uuid.UUID `json:"tenant_id"`
 }
 
+// Kinds of a skill outage's webhook body.
+const (
+	KindSkillUnavailable = "mcp.skill.unavailable"
+	KindSkillAvailable   = "mcp.skill.available"
+)
+
+// SkillPayload is a webhook's body for a skill outage alert: raised
+// (kind mcp.skill.unavailable, status firing) when no skill of the name is
+// available in the tenant any more, resolved (mcp.skill.available) when
+// one is again.
+type SkillPayload struct {
+	EventID   uuid.UUID `json:"event_id"`
+	Kind      string    `json:"kind"`
+	AlertName string    `json:"alertname"`
+	Status    string    `json:"status"` // "firing" or "resolved"
+	Severity  string    `json:"severity"`
+	TenantID  uuid.UUID `json:"tenant_id"`
+	Skill     string    `json:"skill"`
+	// StartsAt is when the outage began.
+	StartsAt time.Time `json:"starts_at"`
+	// EndsAt is when it ended; null while firing.
+	EndsAt *time.Time `json:"ends_at"`
+	// Labels are the alert's labels at Alertmanager: alertname, tenant_id,
+	// skill and severity.
+	Labels map[string]string `json:"labels"`
+}
+
 // Sign returns the value of the X-MCPD-Signature header for body.
 func Sign(secret, body []byte) string {
 	mac := hmac.New(sha256.New, secret)
@@ -75,22 +103,42 @@ func Verify(secret, body []byte, signature string) bool {
 	return hmac.Equal([]byte(got), []byte(want))
 }
 
-// Send posts one request per alert that has an event, in order, and stops
-// at the first that fails. Alerts without an event (re-sends) are passed.
+// Send posts one request per alert that has an event, and one per raise or
+// resolution of a skill outage, in order, and stops at the first that
+// fails. Other alerts (re-sends, mass losses) are passed.
 func (w *Webhook) Send(ctx context.Context, alerts []Alert) (int, error) {
 	for i, al := range alerts {
-		if al.Event == nil {
-			continue
+		var err error
+		switch {
+		case al.Skill != nil && !al.Skill.Resend:
+			err = w.post(ctx, skillPayload(al), al.Skill.ID)
+		case al.Event != nil:
+			err = w.post(ctx, Payload{Event: *al.Event, TenantID: al.Event.TenantID}, al.Event.EventID)
 		}
-		if err := w.post(ctx, *al.Event); err != nil {
+		if err != nil {
 			return i, err
 		}
 	}
 	return len(alerts), nil
 }
 
-func (w *Webhook) post(ctx context.Context, ev heartbeat.Event) error {
-	b, err := json.Marshal(Payload{Event: ev, TenantID: ev.TenantID})
+func skillPayload(al Alert) SkillPayload {
+	p := SkillPayload{
+		EventID: al.Skill.ID, Kind: KindSkillUnavailable, AlertName: AlertNameSkill, Status: "firing",
+		Severity: Severity, TenantID: al.TenantID, Skill: al.Skill.Skill, StartsAt: al.StartsAt.UTC(),
+		Labels: map[string]string{
+			"alertname": AlertNameSkill, "tenant_id": al.TenantID.String(), "skill": al.Skill.Skill, "severity": Severity,
+		},
+	}
+	if !al.Firing {
+		end := al.EndsAt.UTC()
+		p.Kind, p.Status, p.EndsAt = KindSkillAvailable, "resolved", &end
+	}
+	return p
+}
+
+func (w *Webhook) post(ctx context.Context, body any, id uuid.UUID) error {
+	b, err := json.Marshal(body)
 	if err != nil {
 		return &DeliveryError{Alerts: 1, Err: fmt.Errorf("encode: %w", err)}
 	}
@@ -100,7 +148,7 @@ func (w *Webhook) post(ctx context.Context, ev heartbeat.Event) error {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", userAgent())
-	req.Header.Set(HeaderEventID, ev.EventID.String())
+	req.Header.Set(HeaderEventID, id.String())
 	if len(w.secret) > 0 {
 		req.Header.Set(HeaderSignature, Sign(w.secret, b))
 	}

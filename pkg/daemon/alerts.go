@@ -8,6 +8,20 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/alert"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/pgstore"
+)
+
+// alertStore is what the dispatcher needs of a store: both stores keep
+// the alert outbox and the skill outage alerts.
+type alertStore interface {
+	heartbeat.AlertOutbox
+	alert.SkillAlerts
+}
+
+var (
+	_ alertStore = (*memstore.Store)(nil)
+	_ alertStore = (*pgstore.Store)(nil)
 )
 
 // newDispatcher returns the alert dispatcher for the configured
@@ -16,7 +30,7 @@ func (d *Daemon) newDispatcher(store heartbeat.Store, reg prometheus.Registerer)
 	if len(d.cfg.AlertmanagerURLs) == 0 && d.cfg.AlertWebhookURL == "" {
 		return nil, nil
 	}
-	outbox, ok := store.(heartbeat.AlertOutbox)
+	outbox, ok := store.(alertStore)
 	if !ok {
 		return nil, fmt.Errorf("alerts: store %T keeps no alert outbox", store)
 	}
@@ -24,7 +38,7 @@ func (d *Daemon) newDispatcher(store heartbeat.Store, reg prometheus.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("alerts: %w", err)
 	}
-	disp, err := alert.NewDispatcher(alert.DispatcherOptions{Outbox: outbox, Destinations: dests, Logger: d.logger,
+	disp, err := alert.NewDispatcher(alert.DispatcherOptions{Outbox: outbox, SkillAlerts: outbox, Destinations: dests, Logger: d.logger,
 		Clock: d.clock, Registerer: reg})
 	if err != nil {
 		return nil, fmt.Errorf("alerts: %w", err)

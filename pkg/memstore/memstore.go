@@ -32,6 +32,8 @@ type Store struct {
 	counts map[heartbeat.Status]int64
 	seq    int64        // the last event sequence handed out
 	alerts alertCursors // the alert outbox's cursors (outbox.go)
+	// skillAlerts is each destination's firing skill alerts (skillalerts.go).
+	skillAlerts map[string]map[heartbeat.SkillKey]time.Time
 	// monitor is the blind-window state of guarded sweeps (guarded.go).
 	monitor monitorState
 	// feed is the change feed's log and wake-up (feed.go).
