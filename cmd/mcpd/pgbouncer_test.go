@@ -22,7 +22,7 @@ import (
 func TestThroughPgBouncer(t *testing.T) {
 	t.Parallel()
 	c := pgtest.Shared(t)
-	bouncer := c.StartPgBouncer(t, pgtest.PgBouncerOptions{PoolSize: 3})
+	bouncer := c.StartPgBouncer(t, pgtest.PgBouncerOptions{PoolSize: 4})
 	db := c.NewDB(t)
 	hook := newEventReceiver(t)
 	url := bouncer.URL(db.AppURL)
