@@ -21,6 +21,11 @@ type ServerInfo struct {
 	CapabilityAdvertisement json.RawMessage // a JSON object, or nil
 	Skills                  []SkillInfo     // the complete set; skills not named are removed
 	TraceID                 string          // 32 lowercase hex; empty: the store makes one
+	// MaxServers is the tenant's quota, set by the Registrar, not the
+	// server: when positive, a new (tenant, module) is refused with
+	// ErrQuotaExceeded while the tenant has this many servers that are not
+	// deregistered. Re-registering an existing module is always allowed.
+	MaxServers int
 }
 
 // Server is a registered MCP server, as the API returns it.

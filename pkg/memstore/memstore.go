@@ -96,6 +96,7 @@ type tenant struct {
 	byModule map[string]*server
 	sorted   []*server // by module name (unique per tenant)
 	events   []event   // oldest first
+	live     int       // servers that are not deregistered, for the quota
 }
 
 // server is one row. Its slices are never changed in place, only replaced,
@@ -184,6 +185,12 @@ func (s *Store) Register(ctx context.Context, tenantID uuid.UUID, info heartbeat
 	}
 	srv := t.byModule[info.ModuleName]
 	created := srv == nil
+	if created && info.MaxServers > 0 && t.live >= info.MaxServers {
+		return heartbeat.Server{}, false, heartbeat.Event{}, heartbeat.ErrQuotaExceeded
+	}
+	if created || srv.status == heartbeat.StatusDeregistered {
+		t.live++
+	}
 	var from heartbeat.Status
 	if created {
 		traceID := info.TraceID
@@ -286,6 +293,7 @@ func (s *Store) Deregister(ctx context.Context, tenantID, serverID uuid.UUID) (h
 	from := srv.status
 	s.setStatus(srv, heartbeat.StatusDeregistered)
 	srv.deregisteredAt = now
+	s.tenants[tenantID].live--
 	ev := s.appendEvent(s.tenants[tenantID], srv, heartbeat.KindDeregistered, from, now, affected)
 	return srv.public(), &ev, nil
 }

@@ -160,3 +160,42 @@ func BenchmarkHeartbeat(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRegisterAtQuota registers new modules in a tenant of 10,000 live
+// servers, with the quota (lock and count) and without it.
+func BenchmarkRegisterAtQuota(b *testing.B) {
+	for _, quota := range []int{0, 20_000} {
+		b.Run(fmt.Sprintf("quota=%d", quota), func(b *testing.B) {
+			db := pgtest.NewDB(b)
+			seed(b, db, 1, 10_000)
+			// As heartbeats leave them: rows updated since the last vacuum.
+			if _, err := db.Admin.Exec(context.Background(), `UPDATE mcp_servers SET last_heartbeat_at = now()`); err != nil {
+				b.Fatal(err)
+			}
+			st := pgstore.New(db.App, pgstore.Options{})
+			b.Cleanup(st.Close)
+			tenant := uuid.MustParse(pgtestTenant(b, db))
+			ctx := context.Background()
+			b.ResetTimer()
+			for i := range b.N {
+				_, _, _, err := st.Register(ctx, tenant, heartbeat.ServerInfo{
+					ModuleName: fmt.Sprintf("new-%d", i), Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"},
+					MaxServers: quota,
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// pgtestTenant is the tenant seed gave its servers.
+func pgtestTenant(b *testing.B, db *pgtest.DB) string {
+	b.Helper()
+	var id string
+	if err := db.Admin.QueryRow(context.Background(), `SELECT md5('tenant' || 1)::uuid::text`).Scan(&id); err != nil {
+		b.Fatal(err)
+	}
+	return id
+}

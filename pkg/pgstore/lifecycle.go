@@ -46,7 +46,10 @@ func (s *Store) Register(ctx context.Context, tenant uuid.UUID, info heartbeat.S
 		protocols = []string{}
 	}
 	err := s.inTenant(ctx, tenant, func(tx pgx.Tx) error {
-		var from *string
+		var (
+			from          *string
+			checked, full bool // the quota: counted under the tenant's lock, and at it
+		)
 		for attempt := 0; ; attempt++ {
 			var id uuid.UUID
 			var status string
@@ -66,13 +69,28 @@ RETURNING `+serverColumns, id, info.Version, protocols, caps, s.now()))
 					return fmt.Errorf("update server: %w", err)
 				}
 			case errors.Is(err, pgx.ErrNoRows):
+				if info.MaxServers > 0 && !checked {
+					checked = true
+					if full, err = quotaFull(ctx, tx, tenant, info.MaxServers); err != nil {
+						return err
+					}
+					if full {
+						// Look again under the lock: a registration of this
+						// module that committed meanwhile makes this one a
+						// re-registration, which is always allowed.
+						continue
+					}
+				}
+				if full {
+					return heartbeat.ErrQuotaExceeded
+				}
 				srv, err = scanServer(tx.QueryRow(ctx, `
 INSERT INTO mcp_servers (server_id, tenant_id, module_name, version, supported_protocols,
                          capability_advertisement, status, last_heartbeat_at, registered_at, trace_id)
 VALUES ($1, $2, $3, $4, $5, $6, 'healthy', COALESCE($7::timestamptz, now()), COALESCE($7::timestamptz, now()), $8)
 ON CONFLICT (tenant_id, module_name) DO NOTHING
 RETURNING `+serverColumns, uuid.New(), tenant, info.ModuleName, info.Version, protocols, caps, s.now(), info.TraceID))
-				if errors.Is(err, pgx.ErrNoRows) && attempt == 0 {
+				if errors.Is(err, pgx.ErrNoRows) && attempt < 3 {
 					continue // a concurrent registration inserted it first: update that row
 				}
 				if err != nil {
@@ -119,6 +137,34 @@ SET description = EXCLUDED.description,
 		return heartbeat.Server{}, false, heartbeat.Event{}, err
 	}
 	return srv, created, ev, nil
+}
+
+// quotaLockClass is the first key of the transaction-scoped advisory lock
+// that serializes a tenant's registrations of new modules (the second is a
+// hash of the tenant id; two tenants that share it only wait for each other).
+// Transaction-scoped, so that it holds through a pooler in transaction mode.
+const quotaLockClass = 0x6d637164 // "mcqd"
+
+// quotaFull takes the tenant's quota lock and reports whether the tenant
+// already has quota servers that are not deregistered. The count runs after
+// the lock is held, in a statement of its own, so that it sees every
+// registration that held the lock before. One round trip.
+func quotaFull(ctx context.Context, tx pgx.Tx, tenant uuid.UUID, quota int) (bool, error) {
+	var b pgx.Batch
+	b.Queue(`SELECT pg_advisory_xact_lock($1, hashtext($2::text))`, quotaLockClass, tenant.String())
+	b.Queue(`SELECT count(*) >= $2 FROM (
+    SELECT 1 FROM mcp_servers WHERE tenant_id = $1 AND status <> 'deregistered' LIMIT $2
+) live`, tenant, quota)
+	br := tx.SendBatch(ctx, &b)
+	defer func() { _ = br.Close() }()
+	if _, err := br.Exec(); err != nil {
+		return false, fmt.Errorf("lock tenant quota: %w", err)
+	}
+	var full bool
+	if err := br.QueryRow().Scan(&full); err != nil {
+		return false, fmt.Errorf("count live servers: %w", err)
+	}
+	return full, br.Close()
 }
 
 // Heartbeat records a heartbeat now, recovering the server when it was

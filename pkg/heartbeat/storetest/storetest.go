@@ -48,6 +48,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	all = append(all, listingCases...)
 	all = append(all, concurrencyCases...)
 	all = append(all, blindCases...)
+	all = append(all, quotaCases...)
 	for _, c := range all {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
