@@ -7,8 +7,11 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/limit"
 )
 
 // DefaultRequestTimeout bounds the work of one /v1 call or readiness probe.
@@ -36,6 +39,10 @@ type HandlerOptions struct {
 	// RequestTimeout bounds each /v1 call and readiness probe; zero:
 	// DefaultRequestTimeout.
 	RequestTimeout time.Duration
+	// Limits are the per-tenant request rate and watch streams; nil: none.
+	// The request rate is checked for every /v1 call once its token is
+	// verified.
+	Limits *limit.Tenants
 }
 
 type handler struct {
@@ -45,6 +52,7 @@ type handler struct {
 	metrics *Metrics
 	pinger  Pinger
 	timeout time.Duration
+	limits  *limit.Tenants
 }
 
 // Route patterns, also the route label of mcpd_http_request_duration_seconds.
@@ -73,6 +81,7 @@ func NewHandler(opts HandlerOptions) http.Handler {
 		metrics: opts.Metrics,
 		pinger:  opts.Pinger,
 		timeout: opts.RequestTimeout,
+		limits:  opts.Limits,
 	}
 	if h.logger == nil {
 		h.logger = slog.New(slog.DiscardHandler)
@@ -140,6 +149,11 @@ func (h *handler) authorized(scope string, next authedFunc) http.Handler {
 				"the bearer token is not valid: "+err.Error()))
 			return
 		}
+		if ok, wait := h.limits.Allow(claims.TenantID); !ok {
+			h.metrics.refused(RefusedRate)
+			writeProblem(w, r, rateLimitedProblem(wait))
+			return
+		}
 		allowed := claims.CanRead()
 		if scope == auth.ScopeWrite {
 			allowed = claims.CanWrite()
@@ -154,6 +168,18 @@ func (h *handler) authorized(scope string, next authedFunc) http.Handler {
 		defer cancel()
 		next(w, r.WithContext(ctx), claims)
 	})
+}
+
+// acquireWatch counts one more watch stream of tenant against its limit.
+// Past the limit it answers 429 and returns ok false; otherwise the caller
+// must call release when the stream ends.
+func (h *handler) acquireWatch(w http.ResponseWriter, r *http.Request, tenant uuid.UUID) (release func(), ok bool) {
+	release, ok = h.limits.AcquireWatch(tenant)
+	if !ok {
+		h.metrics.refused(RefusedWatches)
+		writeProblem(w, r, tooManyWatchesProblem())
+	}
+	return release, ok
 }
 
 // writeJSON sends v as application/json with status.

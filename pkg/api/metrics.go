@@ -21,6 +21,14 @@ const (
 	HeartbeatError        = "error"
 )
 
+// Reasons a call is refused by a tenant limit, the values of
+// mcpd_limit_refusals_total's label.
+const (
+	RefusedQuota   = "quota"
+	RefusedRate    = "rate"
+	RefusedWatches = "watches"
+)
+
 // countTimeout bounds the status count a scrape asks the store for.
 const countTimeout = 2 * time.Second
 
@@ -34,6 +42,7 @@ type Metrics struct {
 	sweeps      prometheus.Histogram
 	requests    *prometheus.HistogramVec
 	storeErrors prometheus.Counter
+	refusals    *prometheus.CounterVec
 }
 
 // MetricsOptions configures NewMetrics.
@@ -80,11 +89,18 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 			Name: "mcpd_store_errors_total",
 			Help: "Store calls that failed for a reason other than the caller's input.",
 		}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpd_limit_refusals_total",
+			Help: "Calls refused by a tenant limit, by reason (quota, rate, watches).",
+		}, []string{"reason"}),
+	}
+	for _, r := range []string{RefusedQuota, RefusedRate, RefusedWatches} {
+		m.refusals.WithLabelValues(r)
 	}
 	for _, r := range []string{HeartbeatOK, HeartbeatNotFound, HeartbeatDeregistered, HeartbeatError} {
 		m.heartbeats.WithLabelValues(r)
 	}
-	reg.MustRegister(m.heartbeats, m.transitions, m.sweeps, m.requests, m.storeErrors,
+	reg.MustRegister(m.heartbeats, m.transitions, m.sweeps, m.requests, m.storeErrors, m.refusals,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if opts.Counter != nil {
@@ -114,6 +130,10 @@ func (m *Metrics) ObserveSweep(d time.Duration, _ []heartbeat.Event, err error) 
 	if err != nil {
 		m.storeErrors.Inc()
 	}
+}
+
+func (m *Metrics) refused(reason string) {
+	m.refusals.WithLabelValues(reason).Inc()
 }
 
 func (m *Metrics) observeHeartbeat(result string) {

@@ -22,6 +22,9 @@ func TestDefaults(t *testing.T) {
 		d.RequestTimeout != 5*time.Second || d.LogFormat != "json" || d.LogLevel != "info" {
 		t.Fatalf("defaults %+v", d)
 	}
+	if d.TenantMaxServers != 10000 || d.TenantRateLimit != 2000 || d.TenantRateBurst != 4000 || d.TenantMaxWatches != 100 {
+		t.Fatalf("tenant limits %+v, want the contract's 10000, 2000/s, 4000, 100", d)
+	}
 	if err := valid().Validate(); err != nil {
 		t.Fatalf("valid config: %v", err)
 	}
@@ -57,6 +60,10 @@ func TestValidate(t *testing.T) {
 		{"webhook secret alone", func(c *config.Config) { c.AlertWebhookSecretFile = "/s" }, "--alert-webhook-secret-file: needs"},
 		{"log format", func(c *config.Config) { c.LogFormat = "xml" }, "--log-format: \"xml\""},
 		{"log level", func(c *config.Config) { c.LogLevel = "verbose" }, "--log-level: \"verbose\""},
+		{"negative quota", func(c *config.Config) { c.TenantMaxServers = -1 }, "--tenant-max-servers: -1 is negative"},
+		{"negative rate", func(c *config.Config) { c.TenantRateLimit = -5 }, "--tenant-rate-limit: -5"},
+		{"rate without burst", func(c *config.Config) { c.TenantRateBurst = 0 }, "--tenant-rate-burst: 0"},
+		{"negative watches", func(c *config.Config) { c.TenantMaxWatches = -1 }, "--tenant-max-watches"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -131,6 +131,10 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.Duration(config.KeyBlindAfter, 0, "gap between successful sweeps after which the registry counts as blind and no server pays for it (0: max(2 monitor periods, interval); negative: off)")
 	fs.Float64(config.KeyMassLossShare, d.MassLossShare, "share of a tenant's live servers going unhealthy in one sweep that raises MCPRegistryMassHeartbeatLoss")
 	fs.Int(config.KeyMassLossMin, d.MassLossMin, "fewest servers going unhealthy in one sweep that raise MCPRegistryMassHeartbeatLoss")
+	fs.Int(config.KeyTenantMaxServers, d.TenantMaxServers, "most servers that are not deregistered a tenant may have; a new module past it is 403 (0: no quota)")
+	fs.Float64(config.KeyTenantRateLimit, d.TenantRateLimit, "API requests per second of one tenant, per mcpd process; past it 429 (0: no limit)")
+	fs.Int(config.KeyTenantRateBurst, d.TenantRateBurst, "requests a tenant may make at once above --tenant-rate-limit")
+	fs.Int(config.KeyTenantMaxWatches, d.TenantMaxWatches, "concurrent watch streams of one tenant, per mcpd process; past it 429 (0: no limit)")
 }
 
 // settingKeys are the keys of config.Config, the ones a file may hold.
@@ -140,6 +144,7 @@ var settingKeys = []string{
 	config.KeyAuthJWTSecretFile, config.KeyAuthJWKSFile, config.KeyAlertmanagerURL,
 	config.KeyAlertWebhookURL, config.KeyAlertWebhookSecretFile, config.KeyLogFormat, config.KeyLogLevel,
 	config.KeyBlindAfter, config.KeyMassLossShare, config.KeyMassLossMin,
+	config.KeyTenantMaxServers, config.KeyTenantRateLimit, config.KeyTenantRateBurst, config.KeyTenantMaxWatches,
 }
 
 // LoadConfig reads the configuration from fs (parsed flags, defined by
@@ -192,6 +197,10 @@ func LoadConfig(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (confi
 		BlindAfter:             r.duration(config.KeyBlindAfter),
 		MassLossShare:          r.float(config.KeyMassLossShare),
 		MassLossMin:            r.int(config.KeyMassLossMin),
+		TenantMaxServers:       r.int(config.KeyTenantMaxServers),
+		TenantRateLimit:        r.float(config.KeyTenantRateLimit),
+		TenantRateBurst:        r.int(config.KeyTenantRateBurst),
+		TenantMaxWatches:       r.int(config.KeyTenantMaxWatches),
 	}
 	if !r.set(config.KeyMonitorPeriod) {
 		cfg.MonitorPeriod = config.DefaultMonitorPeriodFor(cfg.HeartbeatInterval)
