@@ -338,16 +338,18 @@ func (s *Store) Servers(ctx context.Context, tenantID uuid.UUID, f heartbeat.Ser
 		// Module names are unique per tenant: the name alone orders the page.
 		start = sort.Search(len(candidates), func(i int) bool { return candidates[i].module > f.After.ModuleName })
 	}
+	budget, bytes := f.PageBytes(), 0
 	for _, srv := range candidates[start:] {
 		if f.Status != "" && srv.status != f.Status {
 			continue
 		}
-		if len(page.Servers) == limit {
-			last := page.Servers[limit-1]
+		if n := len(page.Servers); n == limit || bytes >= budget {
+			last := page.Servers[n-1]
 			page.Next = &heartbeat.ServerCursor{ModuleName: last.ModuleName, ServerID: last.ServerID}
 			break
 		}
 		page.Servers = append(page.Servers, srv.public())
+		bytes += len(srv.caps)
 	}
 	return page, nil
 }

@@ -199,3 +199,44 @@ func pgtestTenant(b *testing.B, db *pgtest.DB) string {
 	}
 	return id
 }
+
+// BenchmarkServersPageOfLargeServers lists the first page (limit 1000) of
+// a tenant of 1,000 servers whose advertisements are 244 KB of
+// incompressible text each: the page stops at heartbeat.MaxPageBytes and
+// reads no other payload.
+func BenchmarkServersPageOfLargeServers(b *testing.B) {
+	db := pgtest.NewDB(b)
+	ctx := context.Background()
+	tenant := uuid.New()
+	if _, err := db.Admin.Exec(ctx, `
+INSERT INTO mcp_servers (server_id, tenant_id, module_name, version, supported_protocols, status,
+                         capability_advertisement, last_heartbeat_at, registered_at, trace_id)
+SELECT gen_random_uuid(), $1, 'module-' || lpad(m::text, 4, '0'), '1.0.0', ARRAY['2025-06-18'], 'healthy',
+       jsonb_build_object('blob', (SELECT string_agg(md5(random()::text || k || m.m), '') FROM generate_series(1, 7600) k)),
+       now(), now(), md5(m::text)
+FROM generate_series(1, 1000) m(m)`, tenant); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := db.Admin.Exec(ctx, `VACUUM ANALYZE mcp_servers`); err != nil {
+		b.Fatal(err)
+	}
+	st := pgstore.New(db.App, pgstore.Options{})
+	b.Cleanup(st.Close)
+	// limit=18 is the same page bounded by count alone: what reading
+	// the page's own payloads costs.
+	for _, limit := range []int{heartbeat.MaxPageLimit, 18} {
+		b.Run(fmt.Sprintf("limit=%d", limit), func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				page, err := st.Servers(ctx, tenant, heartbeat.ServerFilter{Limit: limit})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if page.Next == nil || len(page.Servers) > 20 {
+					b.Fatalf("%d servers, next %v: want a page bounded by bytes", len(page.Servers), page.Next)
+				}
+				b.ReportMetric(float64(len(page.Servers)), "servers/page")
+			}
+		})
+	}
+}
