@@ -211,7 +211,7 @@ func (h *handler) listServers(w http.ResponseWriter, r *http.Request, claims aut
 	if servers == nil {
 		servers = []heartbeat.Server{}
 	}
-	h.writeJSON(w, r, http.StatusOK, ServerList{Servers: servers, NextCursor: encodeServerCursor(page.Next)})
+	h.writeServerList(w, r, ServerList{Servers: servers, NextCursor: encodeServerCursor(page.Next)})
 }
 
 func (h *handler) listEvents(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
