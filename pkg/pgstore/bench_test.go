@@ -162,7 +162,8 @@ func BenchmarkHeartbeat(b *testing.B) {
 }
 
 // BenchmarkRegisterAtQuota registers new modules in a tenant of 10,000 live
-// servers, with the quota (lock and count) and without it.
+// servers, with the quota (the tenant's count locked and read) and
+// without it.
 func BenchmarkRegisterAtQuota(b *testing.B) {
 	for _, quota := range []int{0, 20_000} {
 		b.Run(fmt.Sprintf("quota=%d", quota), func(b *testing.B) {

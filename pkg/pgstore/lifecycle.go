@@ -139,32 +139,22 @@ SET description = EXCLUDED.description,
 	return srv, created, ev, nil
 }
 
-// quotaLockClass is the first key of the transaction-scoped advisory lock
-// that serializes a tenant's registrations of new modules (the second is a
-// hash of the tenant id; two tenants that share it only wait for each other).
-// Transaction-scoped, so that it holds through a pooler in transaction mode.
-const quotaLockClass = 0x6d637164 // "mcqd"
-
-// quotaFull takes the tenant's quota lock and reports whether the tenant
-// already has quota servers that are not deregistered. The count runs after
-// the lock is held, in a statement of its own, so that it sees every
-// registration that held the lock before. One round trip.
+// quotaFull locks the tenant's count of live servers (mcp_tenant_servers,
+// kept by a trigger on mcp_servers) and reports whether it is at quota.
+// The row stays locked until the transaction ends, so that the tenant's
+// registrations of new modules pass here one at a time and each sees the
+// count its predecessors committed; a row lock, so it holds through a
+// pooler in transaction mode. One statement, whatever the tenant's size.
 func quotaFull(ctx context.Context, tx pgx.Tx, tenant uuid.UUID, quota int) (bool, error) {
-	var b pgx.Batch
-	b.Queue(`SELECT pg_advisory_xact_lock($1, hashtext($2::text))`, quotaLockClass, tenant.String())
-	b.Queue(`SELECT count(*) >= $2 FROM (
-    SELECT 1 FROM mcp_servers WHERE tenant_id = $1 AND status <> 'deregistered' LIMIT $2
-) live`, tenant, quota)
-	br := tx.SendBatch(ctx, &b)
-	defer func() { _ = br.Close() }()
-	if _, err := br.Exec(); err != nil {
+	var full bool
+	err := tx.QueryRow(ctx, `
+INSERT INTO mcp_tenant_servers AS t (tenant_id, live) VALUES ($1, 0)
+ON CONFLICT (tenant_id) DO UPDATE SET live = t.live
+RETURNING live >= $2`, tenant, quota).Scan(&full)
+	if err != nil {
 		return false, fmt.Errorf("lock tenant quota: %w", err)
 	}
-	var full bool
-	if err := br.QueryRow().Scan(&full); err != nil {
-		return false, fmt.Errorf("count live servers: %w", err)
-	}
-	return full, br.Close()
+	return full, nil
 }
 
 // Heartbeat records a heartbeat now, recovering the server when it was
