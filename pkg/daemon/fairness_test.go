@@ -89,7 +89,9 @@ const (
 // p99 with the flood stays within twice its p99 alone. Short phases
 // alternate (alone, flood, alone, flood, ...) so that the machine's own
 // noise (other processes on a shared host) falls on both sides alike; the
-// ratio is retried up to five times, refusals never.
+// ratio is retried up to five times, refusals never. The ratio is asserted
+// without the race detector on a host that is not overloaded; otherwise it
+// is reported.
 func TestTenantFloodDoesNotHurtAnother(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-time load test")
@@ -150,8 +152,12 @@ func TestTenantFloodDoesNotHurtAnother(t *testing.T) {
 	flooder.set(t, false)
 	flooder.counts(t)
 	quiet.post(t.Context(), "/v1/mcp/servers/heartbeat", map[string]string{"server_id": quietServers[0].String()}) // warm
+	attempts := fairAttempts
+	if raceEnabled {
+		attempts = 1 // reported only (below): one attempt says it
+	}
 	var ratio float64
-	for attempt := 1; attempt <= fairAttempts; attempt++ {
+	for attempt := 1; attempt <= attempts; attempt++ {
 		var alone, flooded []time.Duration
 		var ms0 runtime.MemStats
 		runtime.ReadMemStats(&ms0)
@@ -183,6 +189,13 @@ func TestTenantFloodDoesNotHurtAnother(t *testing.T) {
 		if ratio <= 2 {
 			return
 		}
+	}
+	if raceEnabled {
+		// Every call costs several times its CPU under the race detector,
+		// the flood's refusals on both sides (the flooder is this binary
+		// too) included: on 2 cores that is a load of its own.
+		t.Logf("race detector on: the p99 ratio %.2f is reported, not asserted (run without -race to assert it)", ratio)
+		return
 	}
 	if load, ok := overloaded(); ok {
 		// On a host with more runnable threads than twice its CPUs, the
