@@ -9,9 +9,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/feed"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/limit"
 )
 
 // DefaultRequestTimeout bounds the work of one /v1 call or readiness probe.
@@ -56,6 +59,10 @@ type HandlerOptions struct {
 	// reads nothing for that long is disconnected; zero:
 	// DefaultStreamWriteTimeout.
 	StreamWriteTimeout time.Duration
+	// Limits are the per-tenant request rate and watch streams; nil: none.
+	// The request rate is checked for every /v1 call once its token is
+	// verified.
+	Limits *limit.Tenants
 }
 
 type handler struct {
@@ -74,6 +81,7 @@ type handler struct {
 	streamWriteTimeout time.Duration
 	// frames holds the encoded frames of recent events for watch streams.
 	frames frameCache
+	limits *limit.Tenants
 }
 
 // Route patterns, also the route label of mcpd_http_request_duration_seconds.
@@ -107,6 +115,8 @@ func NewHandler(opts HandlerOptions) http.Handler {
 		cursorKey: opts.CursorKey,
 		feed:      opts.Feed,
 		streams:   opts.Streams,
+
+		limits: opts.Limits,
 
 		streamWriteTimeout: opts.StreamWriteTimeout,
 	}
@@ -215,6 +225,11 @@ func (h *handler) authenticated(scope string, next authedFunc) http.Handler {
 				"the bearer token is not valid: "+err.Error()))
 			return
 		}
+		if ok, wait := h.limits.Allow(claims.TenantID); !ok {
+			h.metrics.refused(RefusedRate)
+			writeProblem(w, r, rateLimitedProblem(wait))
+			return
+		}
 		allowed := claims.CanRead()
 		if scope == auth.ScopeWrite {
 			allowed = claims.CanWrite()
@@ -227,6 +242,18 @@ func (h *handler) authenticated(scope string, next authedFunc) http.Handler {
 		}
 		next(w, r, claims)
 	})
+}
+
+// acquireWatch counts one more watch stream of tenant against its limit.
+// Past the limit it answers 429 and returns ok false; otherwise the caller
+// must call release when the stream ends.
+func (h *handler) acquireWatch(w http.ResponseWriter, r *http.Request, tenant uuid.UUID) (release func(), ok bool) {
+	release, ok = h.limits.AcquireWatch(tenant)
+	if !ok {
+		h.metrics.refused(RefusedWatches)
+		writeProblem(w, r, tooManyWatchesProblem())
+	}
+	return release, ok
 }
 
 // writeJSON sends v as application/json with status.

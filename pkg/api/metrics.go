@@ -21,6 +21,14 @@ const (
 	HeartbeatError        = "error"
 )
 
+// Reasons a call is refused by a tenant limit, the values of
+// mcpd_limit_refusals_total's label.
+const (
+	RefusedQuota   = "quota"
+	RefusedRate    = "rate"
+	RefusedWatches = "watches"
+)
+
 // countTimeout bounds the status count a scrape asks the store for.
 const countTimeout = 2 * time.Second
 
@@ -40,6 +48,7 @@ type Metrics struct {
 	watchCutoffs prometheus.Counter
 	feedReads    *prometheus.CounterVec
 	feedEvents   prometheus.Counter
+	refusals     *prometheus.CounterVec
 }
 
 // MetricsOptions configures NewMetrics.
@@ -102,13 +111,20 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 			Name: "mcpd_feed_events_total",
 			Help: "Events the change feed read from the store.",
 		}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpd_limit_refusals_total",
+			Help: "Calls refused by a tenant limit, by reason (quota, rate, watches).",
+		}, []string{"reason"}),
+	}
+	for _, r := range []string{RefusedQuota, RefusedRate, RefusedWatches} {
+		m.refusals.WithLabelValues(r)
 	}
 	for _, r := range []string{HeartbeatOK, HeartbeatNotFound, HeartbeatDeregistered, HeartbeatError} {
 		m.heartbeats.WithLabelValues(r)
 	}
 	m.feedReads.WithLabelValues("ok")
 	m.feedReads.WithLabelValues("error")
-	reg.MustRegister(m.heartbeats, m.transitions, m.sweeps, m.requests, m.storeErrors,
+	reg.MustRegister(m.heartbeats, m.transitions, m.sweeps, m.requests, m.storeErrors, m.refusals,
 		m.watchers, m.watchCutoffs, m.feedReads, m.feedEvents,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -150,6 +166,10 @@ func (m *Metrics) ObserveSweep(d time.Duration, _ []heartbeat.Event, err error) 
 	if err != nil {
 		m.storeErrors.Inc()
 	}
+}
+
+func (m *Metrics) refused(reason string) {
+	m.refusals.WithLabelValues(reason).Inc()
 }
 
 func (m *Metrics) observeHeartbeat(result string) {

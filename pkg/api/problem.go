@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -39,6 +40,13 @@ const (
 	ProblemTooLarge = ProblemTypeBase + "payload-too-large"
 	// ProblemUnsupportedMediaType (415): the body is not application/json.
 	ProblemUnsupportedMediaType = ProblemTypeBase + "unsupported-media-type"
+	// ProblemQuotaExceeded (403): registering a new module would take the
+	// tenant past its quota of servers (--tenant-max-servers).
+	ProblemQuotaExceeded = ProblemTypeBase + "quota-exceeded"
+	// ProblemRateLimited (429): the tenant is past its request rate
+	// (--tenant-rate-limit, --tenant-rate-burst) or its concurrent watch
+	// streams (--tenant-max-watches); retry after the Retry-After header.
+	ProblemRateLimited = ProblemTypeBase + "rate-limited"
 	// ProblemInternal (500): a fault of mcpd; the cause is in its log.
 	ProblemInternal = ProblemTypeBase + "internal"
 	// ProblemUnavailable (503): the store cannot answer now; retry after
@@ -79,7 +87,10 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
 	h.Set("Content-Type", ContentTypeProblem)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Del("Content-Length")
-	if p.Status == http.StatusServiceUnavailable {
+	switch {
+	case p.RetryAfter > 0:
+		h.Set("Retry-After", strconv.Itoa(retryAfterWhole(p.RetryAfter)))
+	case p.Status == http.StatusServiceUnavailable:
 		h.Set("Retry-After", strconv.Itoa(retryAfterSeconds))
 	}
 	b, err := json.Marshal(p)
@@ -114,6 +125,11 @@ func (h *handler) errorProblem(r *http.Request, err error) *Problem {
 	case errors.Is(err, heartbeat.ErrDeregistered):
 		return newProblem(http.StatusConflict, ProblemDeregistered, "Server deregistered",
 			"the server is deregistered; register it again")
+	case errors.Is(err, heartbeat.ErrQuotaExceeded):
+		h.metrics.refused(RefusedQuota)
+		return newProblem(http.StatusForbidden, ProblemQuotaExceeded, "Server quota exceeded",
+			"the tenant has as many servers that are not deregistered as it may; deregister one "+
+				"or re-register an existing module")
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
 		// The client went away: nobody reads the answer.
 		h.logger.DebugContext(r.Context(), "request canceled", "method", r.Method, "path", r.URL.Path)
@@ -127,6 +143,30 @@ func (h *handler) errorProblem(r *http.Request, err error) *Problem {
 		h.logger.ErrorContext(r.Context(), "internal error", "method", r.Method, "path", r.URL.Path, "err", err)
 		return internalProblem()
 	}
+}
+
+// retryAfterWhole is d in whole seconds for Retry-After: rounded up, at
+// least 1.
+func retryAfterWhole(d time.Duration) int {
+	return max(int((d+time.Second-1)/time.Second), 1)
+}
+
+// rateLimitedProblem is the 429 of a tenant past its request rate, to be
+// retried after wait.
+func rateLimitedProblem(wait time.Duration) *Problem {
+	p := newProblem(http.StatusTooManyRequests, ProblemRateLimited, "Too many requests",
+		"the tenant is past its request rate limit; retry after the Retry-After header")
+	p.RetryAfter = wait
+	return p
+}
+
+// tooManyWatchesProblem is the 429 of a tenant that has its most watch
+// streams open.
+func tooManyWatchesProblem() *Problem {
+	p := newProblem(http.StatusTooManyRequests, ProblemRateLimited, "Too many watches",
+		"the tenant has as many watch streams open as it may; close one or retry later")
+	p.RetryAfter = time.Second
+	return p
 }
 
 func internalProblem() *Problem {

@@ -216,7 +216,7 @@ func (h *handler) listServers(w http.ResponseWriter, r *http.Request, claims aut
 	if servers == nil {
 		servers = []heartbeat.Server{}
 	}
-	h.writeJSON(w, r, http.StatusOK, ServerList{
+	h.writeServerList(w, r, ServerList{
 		Servers:     servers,
 		NextCursor:  cc.encodeServerCursor(claims.TenantID, page.Next),
 		WatchCursor: cc.encodePosition(claims.TenantID, page.Horizon),

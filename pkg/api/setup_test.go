@@ -20,6 +20,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/limit"
 	"github.com/cyberos/mcpd/pkg/memstore"
 )
 
@@ -45,6 +46,8 @@ type setupOptions struct {
 	store          func(clock clockwork.Clock) heartbeat.Store // nil: memstore
 	pinger         api.Pinger
 	requestTimeout time.Duration
+	limits         *limit.Tenants
+	maxServers     int
 }
 
 func setup(t *testing.T, opts ...setupOptions) *bundle {
@@ -72,7 +75,7 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 	metrics := api.NewMetrics(api.MetricsOptions{Counter: counter, Logger: logger})
 	sink := metrics.Sink(heartbeat.LogSink{Logger: logger})
 	reg := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{Store: store, Sink: sink, Logger: logger,
-		HeartbeatInterval: testInterval.Seconds()})
+		HeartbeatInterval: testInterval.Seconds(), MaxServersPerTenant: o.maxServers})
 	mon := heartbeat.NewMonitor(heartbeat.MonitorOptions{Store: store, Sink: sink, Logger: logger, Clock: clock,
 		HeartbeatInterval: testInterval, Period: testInterval / 2, Observe: metrics.ObserveSweep})
 	pinger := o.pinger
@@ -80,7 +83,7 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 		pinger = store
 	}
 	h := api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: verifier, Logger: logger, Metrics: metrics,
-		Pinger: pinger, RequestTimeout: o.requestTimeout})
+		Pinger: pinger, RequestTimeout: o.requestTimeout, Limits: o.limits})
 	b := &bundle{handler: h, store: store, clock: clock, monitor: mon, metrics: metrics, secret: secret,
 		tenant: uuid.New(), logs: logs, registry: reg}
 	b.token = b.issue(t, b.tenant, "mcp:read mcp:write")

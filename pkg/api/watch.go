@@ -51,6 +51,11 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request, claims auth.Clai
 		writeProblem(w, r, h.errorProblem(r, err))
 		return
 	}
+	release, ok := h.acquireWatch(w, r, claims.TenantID)
+	if !ok {
+		return // 429, written
+	}
+	defer release()
 
 	hdr := w.Header()
 	hdr.Set("Content-Type", ContentTypeEventStream)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/url"
 	"slices"
@@ -41,6 +42,10 @@ const (
 	KeyTLSKeyFile             = "tls-key-file"
 	KeyTLSClientCAFile        = "tls-client-ca-file"
 	KeyMaxConnections         = "max-connections"
+	KeyTenantMaxServers       = "tenant-max-servers"
+	KeyTenantRateLimit        = "tenant-rate-limit"
+	KeyTenantRateBurst        = "tenant-rate-burst"
+	KeyTenantMaxWatches       = "tenant-max-watches"
 )
 
 // EnvPrefix starts the name of every environment variable of mcpd.
@@ -62,6 +67,13 @@ const (
 	// room left for the database pool, log and key files and alert
 	// deliveries.
 	DefaultMaxConnections = 60000
+	// The per-tenant limits (of one mcpd process). The rate keeps room
+	// for a fleet that keeps the contract: 10,000 servers of a tenant
+	// heartbeating every 10 s make 1,000 calls per second.
+	DefaultTenantMaxServers = 10000
+	DefaultTenantRateLimit  = 2000
+	DefaultTenantRateBurst  = 4000
+	DefaultTenantMaxWatches = 100
 )
 
 // Log formats and levels.
@@ -120,6 +132,16 @@ type Config struct {
 	// MaxConnections caps the API's open connections; more wait in the
 	// kernel's backlog.
 	MaxConnections int
+	// TenantMaxServers is the most servers that are not deregistered a
+	// tenant may have; a new module past it is refused. 0: no quota.
+	TenantMaxServers int
+	// TenantRateLimit is the API requests per second of one tenant, and
+	// TenantRateBurst how many it may make at once; 0 rate: no limit.
+	TenantRateLimit float64
+	TenantRateBurst int
+	// TenantMaxWatches is the most concurrent watch streams of a tenant;
+	// 0: no limit.
+	TenantMaxWatches int
 }
 
 // DefaultMonitorPeriodFor is the monitor period when none is given: the
@@ -145,6 +167,10 @@ func Default() Config {
 		MassLossShare:     heartbeat.DefaultMassLossShare,
 		MassLossMin:       heartbeat.DefaultMassLossMin,
 		MaxConnections:    DefaultMaxConnections,
+		TenantMaxServers:  DefaultTenantMaxServers,
+		TenantRateLimit:   DefaultTenantRateLimit,
+		TenantRateBurst:   DefaultTenantRateBurst,
+		TenantMaxWatches:  DefaultTenantMaxWatches,
 	}
 }
 
@@ -164,6 +190,18 @@ func (c Config) Validate() error {
 	}
 	if c.MassLossMin < 1 {
 		bad(KeyMassLossMin, "%d is not a positive number of servers", c.MassLossMin)
+	}
+	if c.TenantMaxServers < 0 {
+		bad(KeyTenantMaxServers, "%d is negative (0 for no quota)", c.TenantMaxServers)
+	}
+	if c.TenantRateLimit < 0 || math.IsNaN(c.TenantRateLimit) || math.IsInf(c.TenantRateLimit, 0) {
+		bad(KeyTenantRateLimit, "%v is not a rate in requests per second (0 for no limit)", c.TenantRateLimit)
+	}
+	if c.TenantRateBurst < 0 || (c.TenantRateLimit > 0 && c.TenantRateBurst < 1) {
+		bad(KeyTenantRateBurst, "%d: want at least 1 request with --%s set", c.TenantRateBurst, KeyTenantRateLimit)
+	}
+	if c.TenantMaxWatches < 0 {
+		bad(KeyTenantMaxWatches, "%d is negative (0 for no limit)", c.TenantMaxWatches)
 	}
 	switch {
 	case c.Dev && c.DatabaseURL != "":

@@ -22,6 +22,9 @@ func TestDefaults(t *testing.T) {
 		d.RequestTimeout != 5*time.Second || d.LogFormat != "json" || d.LogLevel != "info" {
 		t.Fatalf("defaults %+v", d)
 	}
+	if d.TenantMaxServers != 10000 || d.TenantRateLimit != 2000 || d.TenantRateBurst != 4000 || d.TenantMaxWatches != 100 {
+		t.Fatalf("tenant limits %+v, want the contract's 10000, 2000/s, 4000, 100", d)
+	}
 	if err := valid().Validate(); err != nil {
 		t.Fatalf("valid config: %v", err)
 	}
@@ -61,6 +64,10 @@ func TestValidate(t *testing.T) {
 		{"tls key alone", func(c *config.Config) { c.TLSKeyFile = "/k" }, "--tls-cert-file and --tls-key-file"},
 		{"client ca without tls", func(c *config.Config) { c.TLSClientCAFile = "/ca" }, "--tls-client-ca-file: needs"},
 		{"no connections", func(c *config.Config) { c.MaxConnections = 0 }, "--max-connections: 0 is not"},
+		{"negative quota", func(c *config.Config) { c.TenantMaxServers = -1 }, "--tenant-max-servers: -1 is negative"},
+		{"negative rate", func(c *config.Config) { c.TenantRateLimit = -5 }, "--tenant-rate-limit: -5"},
+		{"rate without burst", func(c *config.Config) { c.TenantRateBurst = 0 }, "--tenant-rate-burst: 0"},
+		{"negative watches", func(c *config.Config) { c.TenantMaxWatches = -1 }, "--tenant-max-watches"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -145,6 +145,10 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.String(config.KeyTLSKeyFile, "", "PEM private key of --tls-cert-file")
 	fs.String(config.KeyTLSClientCAFile, "", "PEM CA certificates: every connection must present a client certificate they sign (mTLS)")
 	fs.Int(config.KeyMaxConnections, d.MaxConnections, "most open connections to the API; more wait in the kernel's backlog (must fit the open-file limit)")
+	fs.Int(config.KeyTenantMaxServers, d.TenantMaxServers, "most servers that are not deregistered a tenant may have; a new module past it is 403 (0: no quota)")
+	fs.Float64(config.KeyTenantRateLimit, d.TenantRateLimit, "API requests per second of one tenant, per mcpd process; past it 429 (0: no limit)")
+	fs.Int(config.KeyTenantRateBurst, d.TenantRateBurst, "requests a tenant may make at once above --tenant-rate-limit")
+	fs.Int(config.KeyTenantMaxWatches, d.TenantMaxWatches, "concurrent watch streams of one tenant, per mcpd process; past it 429 (0: no limit)")
 }
 
 // settingKeys are the keys of config.Config, the ones a file may hold.
@@ -155,6 +159,7 @@ var settingKeys = []string{
 	config.KeyAlertWebhookURL, config.KeyAlertWebhookSecretFile, config.KeyLogFormat, config.KeyLogLevel,
 	config.KeyBlindAfter, config.KeyMassLossShare, config.KeyMassLossMin,
 	config.KeyTLSCertFile, config.KeyTLSKeyFile, config.KeyTLSClientCAFile, config.KeyMaxConnections,
+	config.KeyTenantMaxServers, config.KeyTenantRateLimit, config.KeyTenantRateBurst, config.KeyTenantMaxWatches,
 }
 
 // LoadConfig reads the configuration from fs (parsed flags, defined by
@@ -211,6 +216,10 @@ func LoadConfig(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (confi
 		TLSKeyFile:             r.string(config.KeyTLSKeyFile),
 		TLSClientCAFile:        r.string(config.KeyTLSClientCAFile),
 		MaxConnections:         r.int(config.KeyMaxConnections),
+		TenantMaxServers:       r.int(config.KeyTenantMaxServers),
+		TenantRateLimit:        r.float(config.KeyTenantRateLimit),
+		TenantRateBurst:        r.int(config.KeyTenantRateBurst),
+		TenantMaxWatches:       r.int(config.KeyTenantMaxWatches),
 	}
 	if !r.set(config.KeyMonitorPeriod) {
 		cfg.MonitorPeriod = config.DefaultMonitorPeriodFor(cfg.HeartbeatInterval)

@@ -146,7 +146,9 @@ func TestEveryFlagHasAnEnvVariable(t *testing.T) {
 		"MCPD_ALERT_WEBHOOK_SECRET_FILE": "/w", "MCPD_LOG_FORMAT": "text", "MCPD_LOG_LEVEL": "debug",
 		"MCPD_BLIND_AFTER": "7s", "MCPD_MASS_LOSS_SHARE": "0.25", "MCPD_MASS_LOSS_MIN": "3",
 		"MCPD_TLS_CERT_FILE": "/c", "MCPD_TLS_KEY_FILE": "/k", "MCPD_TLS_CLIENT_CA_FILE": "/ca",
-		"MCPD_MAX_CONNECTIONS": "500",
+		"MCPD_MAX_CONNECTIONS":    "500",
+		"MCPD_TENANT_MAX_SERVERS": "0", "MCPD_TENANT_RATE_LIMIT": "2.5", "MCPD_TENANT_RATE_BURST": "9",
+		"MCPD_TENANT_MAX_WATCHES": "7",
 	}
 	cfg, err := load(t, nil, env)
 	if err != nil {
@@ -157,9 +159,35 @@ func TestEveryFlagHasAnEnvVariable(t *testing.T) {
 		ShutdownTimeout: 4 * time.Second, AuthJWTSecretFile: "/s", AuthJWKSFile: "/j",
 		AlertmanagerURLs: []string{"http://am"}, AlertWebhookURL: "http://hook", AlertWebhookSecretFile: "/w",
 		LogFormat: "text", LogLevel: "debug", BlindAfter: 7 * time.Second, MassLossShare: 0.25, MassLossMin: 3,
-		TLSCertFile: "/c", TLSKeyFile: "/k", TLSClientCAFile: "/ca", MaxConnections: 500}
+		TLSCertFile: "/c", TLSKeyFile: "/k", TLSClientCAFile: "/ca", MaxConnections: 500,
+		TenantMaxServers: 0, TenantRateLimit: 2.5, TenantRateBurst: 9, TenantMaxWatches: 7}
 	if !equalConfig(cfg, want) {
 		t.Fatalf("got %+v\nwant %+v", cfg, want)
+	}
+}
+
+// The tenant limits come from flags, the environment and the file, with
+// the contract's defaults.
+func TestTenantLimitSettings(t *testing.T) {
+	t.Parallel()
+	cfg, err := load(t, []string{"--dev"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.TenantMaxServers != 10000 || cfg.TenantRateLimit != 2000 || cfg.TenantRateBurst != 4000 || cfg.TenantMaxWatches != 100 {
+		t.Fatalf("defaults: %+v", cfg)
+	}
+	file := writeFile(t, "c.yaml", "tenant-max-servers: 50\ntenant-rate-limit: 10\ntenant-rate-burst: 20\ntenant-max-watches: 3\n")
+	cfg, err = load(t, []string{"--dev", "--config", file, "--tenant-rate-burst", "30"}, map[string]string{"MCPD_TENANT_MAX_WATCHES": "4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.TenantMaxServers != 50 || cfg.TenantRateLimit != 10 || cfg.TenantRateBurst != 30 || cfg.TenantMaxWatches != 4 {
+		t.Fatalf("file, flag and env: %+v", cfg)
+	}
+	if _, err := load(t, []string{"--dev"}, map[string]string{"MCPD_TENANT_RATE_LIMIT": "fast"}); err == nil ||
+		!strings.Contains(err.Error(), "MCPD_TENANT_RATE_LIMIT") {
+		t.Fatalf("MCPD_TENANT_RATE_LIMIT=fast: %v", err)
 	}
 }
 

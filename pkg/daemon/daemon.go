@@ -23,6 +23,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/config"
 	"github.com/cyberos/mcpd/pkg/feed"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/limit"
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/pgstore"
 	"github.com/cyberos/mcpd/pkg/version"
@@ -167,6 +168,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	}
 	registrar := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{
 		Store: store, Sink: sink, Logger: d.logger, HeartbeatInterval: d.cfg.HeartbeatInterval.Seconds(),
+		MaxServersPerTenant: d.cfg.TenantMaxServers,
 	})
 	guard := newGuardMetrics(metrics.Registry())
 	if dispatcher != nil {
@@ -186,6 +188,9 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		Registrar: registrar, Verifier: verifier, Logger: d.logger, Metrics: metrics,
 		Pinger: store, RequestTimeout: d.cfg.RequestTimeout,
 		Feed: hub, CursorKey: store.CursorKey, Streams: streams,
+		Limits: limit.New(limit.Options{
+			Rate: d.cfg.TenantRateLimit, Burst: d.cfg.TenantRateBurst, MaxWatches: d.cfg.TenantMaxWatches,
+		}),
 	})
 
 	maxConns, err := d.connectionCap()

@@ -11,4 +11,7 @@ var (
 	ErrDeregistered = errors.New("server is deregistered")
 	// ErrUnavailable: the store cannot answer now; the call may be retried.
 	ErrUnavailable = errors.New("store unavailable")
+	// ErrQuotaExceeded: registering a new module would take the tenant past
+	// its quota of servers that are not deregistered.
+	ErrQuotaExceeded = errors.New("tenant server quota exceeded")
 )

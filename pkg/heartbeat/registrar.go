@@ -16,6 +16,7 @@ type Registrar struct {
 	sink     AlertSink
 	logger   *slog.Logger
 	interval float64
+	quota    int
 }
 
 // RegistrarOptions configures a Registrar.
@@ -24,6 +25,10 @@ type RegistrarOptions struct {
 	Sink              AlertSink // nil: transitions are only logged
 	Logger            *slog.Logger
 	HeartbeatInterval float64 // seconds, reported in every server object
+	// MaxServersPerTenant is the most servers that are not deregistered a
+	// tenant may have; registering a new module past it fails with
+	// ErrQuotaExceeded. 0: no quota.
+	MaxServersPerTenant int
 }
 
 // NewRegistrar returns a Registrar over opts.Store.
@@ -40,7 +45,8 @@ func NewRegistrar(opts RegistrarOptions) *Registrar {
 	if interval == 0 {
 		interval = DefaultHeartbeatInterval.Seconds()
 	}
-	return &Registrar{store: opts.Store, sink: sink, logger: logger, interval: interval}
+	return &Registrar{store: opts.Store, sink: sink, logger: logger, interval: interval,
+		quota: max(opts.MaxServersPerTenant, 0)}
 }
 
 // Register validates info and registers it for tenant; created reports a new
@@ -52,6 +58,7 @@ func (r *Registrar) Register(ctx context.Context, tenant uuid.UUID, info ServerI
 	if info.TraceID == "" {
 		info.TraceID = NewTraceID()
 	}
+	info.MaxServers = r.quota
 	srv, created, ev, err := r.store.Register(ctx, tenant, info)
 	if err != nil {
 		return Server{}, false, fmt.Errorf("register %q: %w", info.ModuleName, err)

@@ -21,6 +21,11 @@ type ServerInfo struct {
 	CapabilityAdvertisement json.RawMessage // a JSON object, or nil
 	Skills                  []SkillInfo     // the complete set; skills not named are removed
 	TraceID                 string          // 32 lowercase hex; empty: the store makes one
+	// MaxServers is the tenant's quota, set by the Registrar, not the
+	// server: when positive, a new (tenant, module) is refused with
+	// ErrQuotaExceeded while the tenant has this many servers that are not
+	// deregistered. Re-registering an existing module is always allowed.
+	MaxServers int
 }
 
 // Server is a registered MCP server, as the API returns it.
@@ -118,6 +123,10 @@ type ServerFilter struct {
 	ModuleName string // empty: any
 	Limit      int
 	After      *ServerCursor
+	// MaxBytes bounds the capability advertisements of the page: it ends
+	// after the server whose advertisement reaches it, with a cursor to the
+	// rest, however many servers Limit allows. 0: MaxPageBytes.
+	MaxBytes int
 }
 
 // ServerCursor is the position after which a page of servers starts.
@@ -203,4 +212,17 @@ type EventPage struct {
 const (
 	DefaultPageLimit = 100
 	MaxPageLimit     = 1000
+	// MaxPageBytes bounds the capability advertisements of one page of
+	// servers (ServerFilter.MaxBytes), so that a page of large servers
+	// stays a few MiB: with advertisements of up to 256 KiB (the body
+	// limit), a page holds at most MaxPageBytes + 256 KiB of them.
+	MaxPageBytes = 4 << 20
 )
+
+// PageBytes is f's byte bound: MaxBytes, or MaxPageBytes when unset.
+func (f ServerFilter) PageBytes() int {
+	if f.MaxBytes <= 0 {
+		return MaxPageBytes
+	}
+	return f.MaxBytes
+}

@@ -100,6 +100,7 @@ type tenant struct {
 	byModule map[string]*server
 	sorted   []*server // by module name (unique per tenant)
 	events   []event   // oldest first
+	live     int       // servers that are not deregistered, for the quota
 }
 
 // server is one row. Its slices are never changed in place, only replaced,
@@ -189,6 +190,12 @@ func (s *Store) Register(ctx context.Context, tenantID uuid.UUID, info heartbeat
 	}
 	srv := t.byModule[info.ModuleName]
 	created := srv == nil
+	if created && info.MaxServers > 0 && t.live >= info.MaxServers {
+		return heartbeat.Server{}, false, heartbeat.Event{}, heartbeat.ErrQuotaExceeded
+	}
+	if created || srv.status == heartbeat.StatusDeregistered {
+		t.live++
+	}
 	var from heartbeat.Status
 	if created {
 		traceID := info.TraceID
@@ -291,6 +298,7 @@ func (s *Store) Deregister(ctx context.Context, tenantID, serverID uuid.UUID) (h
 	from := srv.status
 	s.setStatus(srv, heartbeat.StatusDeregistered)
 	srv.deregisteredAt = now
+	s.tenants[tenantID].live--
 	ev := s.appendEvent(s.tenants[tenantID], srv, heartbeat.KindDeregistered, from, now, affected)
 	return srv.public(), &ev, nil
 }
@@ -335,16 +343,18 @@ func (s *Store) Servers(ctx context.Context, tenantID uuid.UUID, f heartbeat.Ser
 		// Module names are unique per tenant: the name alone orders the page.
 		start = sort.Search(len(candidates), func(i int) bool { return candidates[i].module > f.After.ModuleName })
 	}
+	budget, bytes := f.PageBytes(), 0
 	for _, srv := range candidates[start:] {
 		if f.Status != "" && srv.status != f.Status {
 			continue
 		}
-		if len(page.Servers) == limit {
-			last := page.Servers[limit-1]
+		if n := len(page.Servers); n == limit || bytes >= budget {
+			last := page.Servers[n-1]
 			page.Next = &heartbeat.ServerCursor{ModuleName: last.ModuleName, ServerID: last.ServerID}
 			break
 		}
 		page.Servers = append(page.Servers, srv.public())
+		bytes += len(srv.caps)
 	}
 	return page, nil
 }

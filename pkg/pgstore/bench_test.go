@@ -186,3 +186,84 @@ func benchHeartbeat(b *testing.B, db *pgtest.DB, mode string, byTenant, spread [
 		})
 	}
 }
+
+// BenchmarkRegisterAtQuota registers new modules in a tenant of 10,000 live
+// servers, with the quota (the tenant's count locked and read) and
+// without it.
+func BenchmarkRegisterAtQuota(b *testing.B) {
+	for _, quota := range []int{0, 20_000} {
+		b.Run(fmt.Sprintf("quota=%d", quota), func(b *testing.B) {
+			db := pgtest.NewDB(b)
+			seed(b, db, 1, 10_000)
+			// As heartbeats leave them: rows updated since the last vacuum.
+			if _, err := db.Admin.Exec(context.Background(), `UPDATE mcp_servers SET last_heartbeat_at = now()`); err != nil {
+				b.Fatal(err)
+			}
+			st := pgstore.New(db.App, pgstore.Options{})
+			b.Cleanup(st.Close)
+			tenant := uuid.MustParse(pgtestTenant(b, db))
+			ctx := context.Background()
+			b.ResetTimer()
+			for i := range b.N {
+				_, _, _, err := st.Register(ctx, tenant, heartbeat.ServerInfo{
+					ModuleName: fmt.Sprintf("new-%d", i), Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"},
+					MaxServers: quota,
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// pgtestTenant is the tenant seed gave its servers.
+func pgtestTenant(b *testing.B, db *pgtest.DB) string {
+	b.Helper()
+	var id string
+	if err := db.Admin.QueryRow(context.Background(), `SELECT md5('tenant' || 1)::uuid::text`).Scan(&id); err != nil {
+		b.Fatal(err)
+	}
+	return id
+}
+
+// BenchmarkServersPageOfLargeServers lists the first page (limit 1000) of
+// a tenant of 1,000 servers whose advertisements are 244 KB of
+// incompressible text each: the page stops at heartbeat.MaxPageBytes and
+// reads no other payload.
+func BenchmarkServersPageOfLargeServers(b *testing.B) {
+	db := pgtest.NewDB(b)
+	ctx := context.Background()
+	tenant := uuid.New()
+	if _, err := db.Admin.Exec(ctx, `
+INSERT INTO mcp_servers (server_id, tenant_id, module_name, version, supported_protocols, status,
+                         capability_advertisement, last_heartbeat_at, registered_at, trace_id)
+SELECT gen_random_uuid(), $1, 'module-' || lpad(m::text, 4, '0'), '1.0.0', ARRAY['2025-06-18'], 'healthy',
+       jsonb_build_object('blob', (SELECT string_agg(md5(random()::text || k || m.m), '') FROM generate_series(1, 7600) k)),
+       now(), now(), md5(m::text)
+FROM generate_series(1, 1000) m(m)`, tenant); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := db.Admin.Exec(ctx, `VACUUM ANALYZE mcp_servers`); err != nil {
+		b.Fatal(err)
+	}
+	st := pgstore.New(db.App, pgstore.Options{})
+	b.Cleanup(st.Close)
+	// limit=18 is the same page bounded by count alone: what reading
+	// the page's own payloads costs.
+	for _, limit := range []int{heartbeat.MaxPageLimit, 18} {
+		b.Run(fmt.Sprintf("limit=%d", limit), func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				page, err := st.Servers(ctx, tenant, heartbeat.ServerFilter{Limit: limit})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if page.Next == nil || len(page.Servers) > 20 {
+					b.Fatalf("%d servers, next %v: want a page bounded by bytes", len(page.Servers), page.Next)
+				}
+				b.ReportMetric(float64(len(page.Servers)), "servers/page")
+			}
+		})
+	}
+}

@@ -46,7 +46,10 @@ func (s *Store) Register(ctx context.Context, tenant uuid.UUID, info heartbeat.S
 		protocols = []string{}
 	}
 	err := s.inTenant(ctx, tenant, func(tx pgx.Tx) error {
-		var from *string
+		var (
+			from          *string
+			checked, full bool // the quota: counted under the tenant's lock, and at it
+		)
 		for attempt := 0; ; attempt++ {
 			var id uuid.UUID
 			var status string
@@ -66,13 +69,28 @@ RETURNING `+serverColumns, id, info.Version, protocols, caps, s.now()))
 					return fmt.Errorf("update server: %w", err)
 				}
 			case errors.Is(err, pgx.ErrNoRows):
+				if info.MaxServers > 0 && !checked {
+					checked = true
+					if full, err = quotaFull(ctx, tx, tenant, info.MaxServers); err != nil {
+						return err
+					}
+					if full {
+						// Look again under the lock: a registration of this
+						// module that committed meanwhile makes this one a
+						// re-registration, which is always allowed.
+						continue
+					}
+				}
+				if full {
+					return heartbeat.ErrQuotaExceeded
+				}
 				srv, err = scanServer(tx.QueryRow(ctx, `
 INSERT INTO mcp_servers (server_id, tenant_id, module_name, version, supported_protocols,
                          capability_advertisement, status, last_heartbeat_at, registered_at, trace_id)
 VALUES ($1, $2, $3, $4, $5, $6, 'healthy', COALESCE($7::timestamptz, now()), COALESCE($7::timestamptz, now()), $8)
 ON CONFLICT (tenant_id, module_name) DO NOTHING
 RETURNING `+serverColumns, uuid.New(), tenant, info.ModuleName, info.Version, protocols, caps, s.now(), info.TraceID))
-				if errors.Is(err, pgx.ErrNoRows) && attempt == 0 {
+				if errors.Is(err, pgx.ErrNoRows) && attempt < 3 {
 					continue // a concurrent registration inserted it first: update that row
 				}
 				if err != nil {
@@ -119,6 +137,24 @@ SET description = EXCLUDED.description,
 		return heartbeat.Server{}, false, heartbeat.Event{}, err
 	}
 	return srv, created, ev, nil
+}
+
+// quotaFull locks the tenant's count of live servers (mcp_tenant_servers,
+// kept by a trigger on mcp_servers) and reports whether it is at quota.
+// The row stays locked until the transaction ends, so that the tenant's
+// registrations of new modules pass here one at a time and each sees the
+// count its predecessors committed; a row lock, so it holds through a
+// pooler in transaction mode. One statement, whatever the tenant's size.
+func quotaFull(ctx context.Context, tx pgx.Tx, tenant uuid.UUID, quota int) (bool, error) {
+	var full bool
+	err := tx.QueryRow(ctx, `
+INSERT INTO mcp_tenant_servers AS t (tenant_id, live) VALUES ($1, 0)
+ON CONFLICT (tenant_id) DO UPDATE SET live = t.live
+RETURNING live >= $2`, tenant, quota).Scan(&full)
+	if err != nil {
+		return false, fmt.Errorf("lock tenant quota: %w", err)
+	}
+	return full, nil
 }
 
 // Heartbeat records a heartbeat now, recovering the server when it was

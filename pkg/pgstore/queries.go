@@ -44,30 +44,68 @@ func (s *Store) Servers(ctx context.Context, tenant uuid.UUID, f heartbeat.Serve
 	if f.After != nil {
 		afterModule = f.After.ModuleName
 	}
-	var (
-		page heartbeat.ServerPage
-		err  error
-	)
-	page.Servers, page.Horizon, err = queryInTenantAt(ctx, s, tenant, collectServer, `
-SELECT `+serverColumns+` FROM mcp_servers
-WHERE tenant_id = $1
-  AND ($2::text IS NULL OR status = $2)
-  AND ($3::text IS NULL OR module_name = $3)
-  AND module_name > $4
-ORDER BY module_name
-LIMIT $5`, tenant, status, module, afterModule, limit+1)
+	// The page is bounded by bytes too: a running sum of the stored sizes
+	// of the advertisements (capability_bytes, migration 0012) keeps a
+	// server while the servers before it hold less than the budget; the
+	// first server past the page (by count or bytes) comes back without
+	// its payload and only says that there is more.
+	rows, horizon, err := queryInTenantAt(ctx, s, tenant, collectPageServer, serversPageSQL,
+		tenant, status, module, afterModule, limit+1, f.PageBytes())
 	if err != nil {
 		return heartbeat.ServerPage{}, err
 	}
-	if len(page.Servers) > limit {
-		page.Servers = page.Servers[:limit]
-		last := page.Servers[limit-1]
-		page.Next = &heartbeat.ServerCursor{ModuleName: last.ModuleName, ServerID: last.ServerID}
+	page := heartbeat.ServerPage{Horizon: horizon}
+	page.Servers = make([]heartbeat.Server, 0, len(rows))
+	for _, r := range rows {
+		if r.n > int64(limit) || r.before >= int64(f.PageBytes()) {
+			last := page.Servers[len(page.Servers)-1]
+			page.Next = &heartbeat.ServerCursor{ModuleName: last.ModuleName, ServerID: last.ServerID}
+			break
+		}
+		page.Servers = append(page.Servers, r.srv)
 	}
 	if page.Servers == nil {
 		page.Servers = []heartbeat.Server{}
 	}
 	return page, nil
+}
+
+// serversPageSQL selects a page of servers ($5 is the page's limit + 1, $6
+// its byte budget) with, for each, its position and the advertisement
+// bytes before it. The window and the limit stream over the index range of
+// (tenant_id, module_name); payloads are read only for the rows sent.
+var serversPageSQL = `
+SELECT server_id, tenant_id, module_name, version, supported_protocols,
+       CASE WHEN n < $5 AND before < $6 THEN capability_advertisement END,
+       status, last_heartbeat_at, registered_at, deregistered_at, trace_id, n, before
+FROM (
+    SELECT ` + serverColumns + `,
+           row_number() OVER w AS n,
+           COALESCE(sum(capability_bytes) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before,
+           COALESCE(sum(capability_bytes) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 2 PRECEDING), 0) AS before_prev
+    FROM mcp_servers
+    WHERE tenant_id = $1
+      AND ($2::text IS NULL OR status = $2)
+      AND ($3::text IS NULL OR module_name = $3)
+      AND module_name > $4
+    WINDOW w AS (ORDER BY module_name)
+    ORDER BY module_name
+    LIMIT $5
+) p
+WHERE before_prev < $6
+ORDER BY module_name`
+
+// pageServer is one row of serversPageSQL.
+type pageServer struct {
+	srv       heartbeat.Server
+	n, before int64
+}
+
+func collectPageServer(row pgx.CollectableRow) (pageServer, error) {
+	var r pageServer
+	var err error
+	r.srv, err = scanServer(row, &r.n, &r.before)
+	return r, err
 }
 
 // Skills returns the skills of one of tenant's servers, by name.

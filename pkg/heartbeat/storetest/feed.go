@@ -23,12 +23,16 @@ var feedCases = []testCase{
 	{"find_skills", findSkills},
 }
 
-// readAllFeed reads the whole feed after from in pages of limit.
-func (e *env) readAllFeed(from heartbeat.Position, limit int) ([]heartbeat.Event, heartbeat.Position) {
+// readAllFeed reads the feed after from in pages of limit until it has
+// want events (or, with want 0, until a read comes back short). Events
+// committed but not yet below the horizon (another transaction of the
+// cluster still runs) come in a later read, never out of order.
+func (e *env) readAllFeed(from heartbeat.Position, limit, want int) ([]heartbeat.Event, heartbeat.Position) {
 	e.t.Helper()
 	var out []heartbeat.Event
 	pos := from
-	for range 10_000 {
+	deadline := time.Now().Add(10 * time.Second)
+	for range 100_000 {
 		b, err := e.store.ReadFeed(e.ctx, pos, limit)
 		if err != nil {
 			e.t.Fatalf("read feed after %+v: %v", pos, err)
@@ -47,10 +51,17 @@ func (e *env) readAllFeed(from heartbeat.Position, limit int) ([]heartbeat.Event
 			if b.Horizon.Compare(pos) < 0 {
 				e.t.Fatalf("read feed: horizon %+v before the last event %+v", b.Horizon, pos)
 			}
-			return out, b.Horizon
+			pos = b.Horizon
+			if len(out) >= want {
+				return out, pos
+			}
+			if time.Now().After(deadline) {
+				e.t.Fatalf("read feed: %d events in 10s, want %d", len(out), want)
+			}
+			time.Sleep(time.Millisecond)
 		}
 	}
-	e.t.Fatalf("read feed: no end after 10000 reads")
+	e.t.Fatalf("read feed: no end after 100000 reads")
 	return nil, heartbeat.Position{}
 }
 
@@ -70,7 +81,7 @@ func feedReadsEveryTenant(e *env) {
 	e.deregister(a.ServerID)
 
 	for _, limit := range []int{1, 2, 100} {
-		got, horizon := e.readAllFeed(start, limit)
+		got, horizon := e.readAllFeed(start, limit, 6)
 		var mine, theirs int
 		for _, ev := range got {
 			switch ev.TenantID {
@@ -86,13 +97,13 @@ func feedReadsEveryTenant(e *env) {
 		if mine != 4 || theirs != 2 || len(got) != 6 {
 			e.t.Fatalf("limit %d: %d events (%d of the tenant, %d of the other), want 6 (4, 2)", limit, len(got), mine, theirs)
 		}
-		if rest, _ := e.readAllFeed(horizon, limit); len(rest) != 0 {
+		if rest, _ := e.readAllFeed(horizon, limit, 0); len(rest) != 0 {
 			e.t.Fatalf("limit %d: %d events after the horizon", limit, len(rest))
 		}
 	}
 	// The trail of the tenant is the feed's events of the tenant, in order.
 	trail := e.allEvents(e.tenant, heartbeat.EventFilter{})
-	feed, _ := e.readAllFeed(start, 100)
+	feed, _ := e.readAllFeed(start, 100, 6)
 	var j int
 	for _, ev := range feed {
 		if ev.TenantID != e.tenant {

@@ -49,6 +49,8 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	all = append(all, concurrencyCases...)
 	all = append(all, blindCases...)
 	all = append(all, feedCases...)
+	all = append(all, quotaCases...)
+	all = append(all, pageBytesCases...)
 	for _, c := range all {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
