@@ -141,7 +141,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		counter = c
 	}
 	metrics := api.NewMetrics(api.MetricsOptions{Registry: prometheus.NewRegistry(), Counter: counter, Logger: d.logger})
-	var sink heartbeat.AlertSink = metrics.Sink(heartbeat.LogSink{Logger: d.logger})
+	sink := metrics.Sink(heartbeat.LogSink{Logger: d.logger})
 	dispatcher, err := d.newDispatcher(store, metrics.Registry())
 	if err != nil {
 		return err

@@ -66,8 +66,8 @@ const (
 )
 
 // massLosses is, of one sweep's events, the tenants whose unhealthy share
-// is above share with at least min servers.
-func massLosses(ctx context.Context, counter LiveCounter, events []Event, share float64, min int) ([]MassLoss, error) {
+// is above share with at least `least` servers.
+func massLosses(ctx context.Context, counter LiveCounter, events []Event, share float64, least int) ([]MassLoss, error) {
 	byTenant := make(map[uuid.UUID]int)
 	for _, ev := range events {
 		if ev.Kind == KindUnhealthy {
@@ -76,7 +76,7 @@ func massLosses(ctx context.Context, counter LiveCounter, events []Event, share 
 	}
 	var tenants []uuid.UUID
 	for t, n := range byTenant {
-		if n >= min {
+		if n >= least {
 			tenants = append(tenants, t)
 		}
 	}
