@@ -50,11 +50,11 @@ clean:
 # Generated from mcpctl's command tree and committed; pkg/cli's tests fail
 # when they are stale.
 completions:
-	$(GO) run ./pkg/cli/gen -completions completions
+	$(GO) run ./cmd/mcpctl-docs -completions completions
 
 docs:
 	rm -f docs/cli/*.md docs/man/*.1
-	$(GO) run ./pkg/cli/gen -markdown docs/cli -man docs/man
+	$(GO) run ./cmd/mcpctl-docs -markdown docs/cli -man docs/man
 
 # Local release build (no publishing) into dist/; needs goreleaser v2:
 #   go install github.com/goreleaser/goreleaser/v2@v2.17.0
@@ -71,7 +71,7 @@ BENCH_PROFILES ?= /tmp/mcpd-bench-profiles
 BENCH_FLAGS    ?=
 bench:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/mcpd ./cmd/mcpd
-	$(GO) run ./pkg/bench/cmd/mcpd-bench -mcpd bin/mcpd -out $(BENCH_OUT) -profile-dir $(BENCH_PROFILES) $(BENCH_FLAGS)
+	$(GO) run ./cmd/mcpd-bench -mcpd bin/mcpd -out $(BENCH_OUT) -profile-dir $(BENCH_PROFILES) $(BENCH_FLAGS)
 
 # Fuzz every target for FUZZTIME each (make fuzz FUZZTIME=1m); make test runs
 # their seed corpora only.
