@@ -11,6 +11,9 @@
 // Each database comes with two pools: Admin, the superuser that owns it, and
 // App, a login role that holds only cyberos_app, as mcpd's own role does in
 // production. Tests that stop and start the server get a private Cluster.
+// StartCluster starts one outside a test, with options (durable settings,
+// a directory on disk, extra server settings): the benchmark harness runs
+// its PostgreSQL so.
 //
 // A watchdog process stops every cluster and removes its directory when the
 // test binary dies without cleaning up (a panic, a timeout, a kill).

@@ -71,7 +71,7 @@ func stopShared() error {
 	if c == nil {
 		return nil
 	}
-	return c.destroy()
+	return c.Destroy()
 }
 
 // Shared returns the test binary's shared cluster, starting it on first use:
@@ -90,7 +90,7 @@ func Shared(t testing.TB) *Cluster {
 		if conn := os.Getenv(EnvDatabaseURL); conn != "" {
 			shared, sharedErr = externalCluster(conn)
 		} else {
-			shared, sharedErr = startCluster()
+			shared, sharedErr = startCluster(ClusterOptions{})
 		}
 		if sharedErr == nil {
 			shared.shared = true
