@@ -9,41 +9,25 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/cyberos/mcpd/pkg/apiwire"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 )
 
-// Problem types: the stable set of "type" URIs that mcpd answers with. A
-// client branches on the type, never on the title or detail.
+// Problem types: the stable set of "type" URIs that mcpd answers with
+// (pkg/apiwire documents each).
 const (
-	ProblemTypeBase = "https://mcpd.dev/problems/"
-
-	// ProblemValidation (400): an input breaks a rule of the contract; the
-	// problem's field names it.
-	ProblemValidation = ProblemTypeBase + "validation"
-	// ProblemMalformed (400): the body is not one JSON object (empty, not
-	// JSON, trailing data).
-	ProblemMalformed = ProblemTypeBase + "malformed-body"
-	// ProblemUnauthorized (401): no bearer token, or a bad or expired one.
-	ProblemUnauthorized = ProblemTypeBase + "unauthorized"
-	// ProblemForbidden (403): the token lacks the scope the call needs.
-	ProblemForbidden = ProblemTypeBase + "forbidden"
-	// ProblemNotFound (404): no such server for the token's tenant, or no
-	// such route.
-	ProblemNotFound = ProblemTypeBase + "not-found"
-	// ProblemMethodNotAllowed (405): the route exists for other methods.
-	ProblemMethodNotAllowed = ProblemTypeBase + "method-not-allowed"
-	// ProblemDeregistered (409): the server is deregistered and must
-	// register again.
-	ProblemDeregistered = ProblemTypeBase + "deregistered"
-	// ProblemTooLarge (413): the body is larger than MaxBodyBytes.
-	ProblemTooLarge = ProblemTypeBase + "payload-too-large"
-	// ProblemUnsupportedMediaType (415): the body is not application/json.
-	ProblemUnsupportedMediaType = ProblemTypeBase + "unsupported-media-type"
-	// ProblemInternal (500): a fault of mcpd; the cause is in its log.
-	ProblemInternal = ProblemTypeBase + "internal"
-	// ProblemUnavailable (503): the store cannot answer now; retry after
-	// the Retry-After header.
-	ProblemUnavailable = ProblemTypeBase + "unavailable"
+	ProblemTypeBase             = apiwire.ProblemTypeBase
+	ProblemValidation           = apiwire.ProblemValidation
+	ProblemMalformed            = apiwire.ProblemMalformed
+	ProblemUnauthorized         = apiwire.ProblemUnauthorized
+	ProblemForbidden            = apiwire.ProblemForbidden
+	ProblemNotFound             = apiwire.ProblemNotFound
+	ProblemMethodNotAllowed     = apiwire.ProblemMethodNotAllowed
+	ProblemDeregistered         = apiwire.ProblemDeregistered
+	ProblemTooLarge             = apiwire.ProblemTooLarge
+	ProblemUnsupportedMediaType = apiwire.ProblemUnsupportedMediaType
+	ProblemInternal             = apiwire.ProblemInternal
+	ProblemUnavailable          = apiwire.ProblemUnavailable
 )
 
 // retryAfterSeconds is the Retry-After of every 503.
