@@ -3,7 +3,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/cyberos/mcpd/pkg/version.Version=$(VERSION)
 
-.PHONY: all build test unit vet fmt-check lint tidy-check darwin completions docs bench fuzz clean
+.PHONY: all build test unit vet fmt-check lint tidy-check darwin completions docs schema bench fuzz clean
 
 # golangci-lint, pinned; installed on first use into bin/tools (the Go build
 # cache makes a reinstall after make clean quick). Settings: .golangci.yml.
@@ -55,6 +55,12 @@ completions:
 docs:
 	rm -f docs/cli/*.md docs/man/*.1
 	$(GO) run ./cmd/mcpctl-docs -markdown docs/cli -man docs/man
+
+# migrations/schema.sql: the schema after every migration, dumped with
+# pg_dump --schema-only from a migrated test database and normalised; the
+# migrations package's tests fail when it is stale.
+schema:
+	$(GO) test -count=1 -run '^TestSchemaSQLUpToDate$$' ./migrations -args -write-schema
 
 # Local release build (no publishing) into dist/; needs goreleaser v2:
 #   go install github.com/goreleaser/goreleaser/v2@v2.17.0
