@@ -21,6 +21,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/mcpinspect"
 	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/testwait"
 )
 
 // The registry's lifecycle in the tests: an interval of 200ms, so that a
@@ -156,23 +157,11 @@ func (r *registry) skills(t *testing.T, id uuid.UUID) []heartbeat.Skill {
 	return sk
 }
 
-// waitFor polls cond every 20ms for up to d.
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // waitStatus waits until module's server has status s.
 func (r *registry) waitStatus(t *testing.T, module string, s heartbeat.Status, d time.Duration) heartbeat.Server {
 	t.Helper()
 	var srv heartbeat.Server
-	waitFor(t, module+" "+string(s), d, func() bool {
+	testwait.Until(t, module+" "+string(s), d, func() bool {
 		var ok bool
 		srv, ok = r.server(t, module)
 		return ok && srv.Status == s

@@ -14,6 +14,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/daemon"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/testwait"
 )
 
 // A daemon configured with a webhook delivers the unhealthy alert of a
@@ -57,14 +58,14 @@ func TestDaemonDeliversAlertsToWebhook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "unhealthy alert delivered", func() bool {
+	testwait.Eventually(t, "unhealthy alert delivered", func() bool {
 		k := got()
 		return len(k) > 0 && k[len(k)-1] == string(heartbeat.KindUnhealthy)
 	})
 	if _, err := c.Heartbeat(ctx, srv.ServerID); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "resolution delivered", func() bool {
+	testwait.Eventually(t, "resolution delivered", func() bool {
 		k := got()
 		return k[len(k)-1] == string(heartbeat.KindRecovered)
 	})

@@ -25,26 +25,15 @@ import (
 	"github.com/cyberos/mcpd/pkg/config"
 	"github.com/cyberos/mcpd/pkg/daemon"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/testwait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // Bounds of every wait on the daemon: short steps, a hard cap.
 const (
-	pollStep = 20 * time.Millisecond
-	pollCap  = 10 * time.Second
+	pollCap = 10 * time.Second
 )
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(pollCap)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, pollCap)
-		}
-		time.Sleep(pollStep)
-	}
-}
 
 func devConfig() config.Config {
 	cfg := config.Default()
@@ -150,9 +139,9 @@ func TestDevLifecycleWithFakeClock(t *testing.T) {
 		return s.Status
 	}
 	clock.Advance(20 * time.Second)
-	eventually(t, "degraded after 2I", func() bool { return status() == heartbeat.StatusDegraded })
+	testwait.Eventually(t, "degraded after 2I", func() bool { return status() == heartbeat.StatusDegraded })
 	clock.Advance(10 * time.Second)
-	eventually(t, "unhealthy after 3I", func() bool { return status() == heartbeat.StatusUnhealthy })
+	testwait.Eventually(t, "unhealthy after 3I", func() bool { return status() == heartbeat.StatusUnhealthy })
 	skills, err := c.Skills(ctx, srv.ServerID)
 	if err != nil || skills[0].Available {
 		t.Fatalf("skills while unhealthy: %+v %v", skills, err)
@@ -325,7 +314,7 @@ func TestRunStopsOnContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	eventually(t, "listening", func() bool { return d.Addr() != "" })
+	testwait.Eventually(t, "listening", func() bool { return d.Addr() != "" })
 	if got := httpGet(t, "http://"+d.Addr()+"/healthz"); !strings.Contains(got, "ok") {
 		t.Fatalf("healthz %q", got)
 	}
