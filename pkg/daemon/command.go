@@ -47,9 +47,16 @@ type RunFunc func(ctx context.Context, cfg config.Config) error
 
 // Main runs the mcpd command line with args (without the program name) and
 // returns its exit code. ctx ending (SIGTERM, SIGINT in main) stops the
-// daemon cleanly: exit 0.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cmd := NewCommand(stdout, stderr, nil)
+// daemon cleanly: exit 0. prepare, when not nil, gets the validated
+// configuration before the daemon starts, for the settings of the whole
+// process that belong to cmd/mcpd (the garbage collector's).
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer, prepare func(config.Config)) int {
+	cmd := NewCommand(stdout, stderr, func(ctx context.Context, cfg config.Config) error {
+		if prepare != nil {
+			prepare(cfg)
+		}
+		return runDaemon(ctx, cfg, stdout, stderr)
+	})
 	cmd.SetArgs(args)
 	err := cmd.ExecuteContext(ctx)
 	if err == nil {

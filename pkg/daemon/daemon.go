@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -237,10 +236,6 @@ func (d *Daemon) openVerifier() (*auth.Verifier, *devBanner, error) {
 	return v, demo, nil
 }
 
-// postgresGCPercent is the GC percent of mcpd on PostgreSQL when GOGC is
-// not set.
-const postgresGCPercent = 400
-
 // openStore opens the in-memory store (--dev) or a PostgreSQL pool. A
 // database that does not answer yet is not fatal: /readyz says so until it
 // does, and the pool connects when it can.
@@ -253,14 +248,6 @@ func (d *Daemon) openStore(ctx context.Context) (heartbeat.Store, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	d.pool = pool
-	if os.Getenv("GOGC") == "" {
-		// With PostgreSQL mcpd keeps no state per server: its heap is what
-		// requests in flight hold (under 30 MiB at full heartbeat load).
-		// Collecting at 5x that instead of 2x costs some 10 MiB and saves
-		// 10-20 % of mcpd's CPU per heartbeat (docs/performance.md).
-		debug.SetGCPercent(postgresGCPercent)
-		d.logger.Debug("garbage collection percent set; GOGC in the environment overrides it", "percent", postgresGCPercent)
-	}
 	store := pgstore.New(pool, pgstore.Options{Clock: d.storeClock, Logger: d.logger})
 	d.pgStore = store
 	pctx, cancel := context.WithTimeout(ctx, startPingTimeout)

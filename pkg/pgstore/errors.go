@@ -8,6 +8,7 @@ import (
 	"net"
 	"syscall"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -31,10 +32,11 @@ func translate(err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch {
-		case pgErr.Code[:2] == "08", // connection exception
-			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03", // shutdown, cannot connect now
-			pgErr.Code == "53300", // too many connections
-			pgErr.Code == "57014": // query canceled (statement timeout)
+		case pgerrcode.IsConnectionException(pgErr.Code),
+			pgErr.Code == pgerrcode.AdminShutdown, pgErr.Code == pgerrcode.CrashShutdown,
+			pgErr.Code == pgerrcode.CannotConnectNow,
+			pgErr.Code == pgerrcode.TooManyConnections,
+			pgErr.Code == pgerrcode.QueryCanceled: // statement timeout
 			return fmt.Errorf("%w: %w", heartbeat.ErrUnavailable, err)
 		}
 		return err

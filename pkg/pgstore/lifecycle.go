@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -262,19 +261,11 @@ func (r *heartbeatRow) server() (heartbeat.Server, error) {
 		Version:            *r.version,
 		SupportedProtocols: r.protocols,
 		Status:             heartbeat.Status(*r.status),
-		LastHeartbeatAt:    r.lastHeartbeat.UTC(),
-		RegisteredAt:       r.registered.UTC(),
+		LastHeartbeatAt:    *r.lastHeartbeat,
+		RegisteredAt:       *r.registered,
+		DeregisteredAt:     r.deregistered,
 	}
-	if r.caps != nil {
-		srv.CapabilityAdvertisement = r.caps
-	}
-	if r.deregistered != nil {
-		t := r.deregistered.UTC()
-		srv.DeregisteredAt = &t
-	}
-	if r.traceID != nil {
-		srv.TraceID = strings.TrimSpace(*r.traceID)
-	}
+	finishServer(&srv, r.caps, r.traceID)
 	return srv, nil
 }
 

@@ -174,19 +174,25 @@ func prefixed(prefix string) string {
 
 type rowScanner interface{ Scan(dest ...any) error }
 
-func scanServer(row rowScanner, extra ...any) (heartbeat.Server, error) {
+func scanServer(row rowScanner) (heartbeat.Server, error) {
 	var (
 		srv     heartbeat.Server
 		caps    []byte
 		status  string
 		traceID *string
 	)
-	dest := append([]any{&srv.ServerID, &srv.TenantID, &srv.ModuleName, &srv.Version, &srv.SupportedProtocols,
-		&caps, &status, &srv.LastHeartbeatAt, &srv.RegisteredAt, &srv.DeregisteredAt, &traceID}, extra...)
-	if err := row.Scan(dest...); err != nil {
+	if err := row.Scan(&srv.ServerID, &srv.TenantID, &srv.ModuleName, &srv.Version, &srv.SupportedProtocols,
+		&caps, &status, &srv.LastHeartbeatAt, &srv.RegisteredAt, &srv.DeregisteredAt, &traceID); err != nil {
 		return heartbeat.Server{}, err
 	}
 	srv.Status = heartbeat.Status(status)
+	finishServer(&srv, caps, traceID)
+	return srv, nil
+}
+
+// finishServer fills in what every read of a server row decodes the same
+// way: the nullable capabilities and trace id, and UTC times.
+func finishServer(srv *heartbeat.Server, caps []byte, traceID *string) {
 	if caps != nil {
 		srv.CapabilityAdvertisement = json.RawMessage(caps)
 	}
@@ -199,7 +205,6 @@ func scanServer(row rowScanner, extra ...any) (heartbeat.Server, error) {
 		t := srv.DeregisteredAt.UTC()
 		srv.DeregisteredAt = &t
 	}
-	return srv, nil
 }
 
 // eventColumns is the column list every event read scans with scanEvent.

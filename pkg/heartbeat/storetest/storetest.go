@@ -279,7 +279,7 @@ func (e *env) eventsOf(id uuid.UUID) []heartbeat.Event {
 }
 
 // wantKinds checks the kinds of id's events, oldest first.
-func (e *env) wantKinds(id uuid.UUID, want ...heartbeat.EventKind) []heartbeat.Event {
+func (e *env) wantKinds(id uuid.UUID, want ...heartbeat.EventKind) {
 	e.t.Helper()
 	evs := e.eventsOf(id)
 	got := make([]heartbeat.EventKind, len(evs))
@@ -289,7 +289,6 @@ func (e *env) wantKinds(id uuid.UUID, want ...heartbeat.EventKind) []heartbeat.E
 	if !slices.Equal(got, want) {
 		e.t.Fatalf("events of %s:\n got  %v\n want %v", id, got, want)
 	}
-	return evs
 }
 
 // wantLogged checks that ev, as a call returned it, is in the audit trail.
