@@ -76,9 +76,7 @@ type Daemon struct {
 	secretFile string // the --dev secret this daemon wrote, removed on stop
 	serveErr   chan error
 
-	monitorStop chan struct{}
-	monitorDone chan struct{}
-	sweepCancel context.CancelFunc
+	monitor     *heartbeat.Monitor
 	watchStop   chan struct{}
 	watchDone   chan struct{}
 	alertCancel context.CancelFunc
@@ -161,6 +159,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		HeartbeatInterval: d.cfg.HeartbeatInterval, Period: d.cfg.MonitorPeriod, Observe: metrics.ObserveSweep,
 		BlindAfter: d.cfg.BlindAfter, OnBlind: guard.blind,
 		MassLossShare: d.cfg.MassLossShare, MassLossMin: d.cfg.MassLossMin, OnMassLoss: guard.massLoss,
+		SweepTimeout: d.cfg.HeartbeatInterval,
 	})
 	handler := api.NewHandler(api.HandlerOptions{
 		Registrar: registrar, Verifier: verifier, Logger: d.logger, Metrics: metrics,
@@ -190,7 +189,10 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		close(d.serveErr)
 	}()
 
-	d.startMonitor(monitor)
+	if err := monitor.Start(); err != nil {
+		return err
+	}
+	d.monitor = monitor
 
 	storeKind := "postgres"
 	if d.cfg.Dev {
@@ -256,32 +258,6 @@ func (d *Daemon) openStore(ctx context.Context) (heartbeat.Store, error) {
 		d.logger.Warn("store not ready at start; serving 503 until it is", "err", err)
 	}
 	return store, nil
-}
-
-// startMonitor runs the monitor's sweep at once and then every period, until
-// Stop; a sweep in progress when Stop comes is let finish.
-func (d *Daemon) startMonitor(m *heartbeat.Monitor) {
-	d.monitorStop = make(chan struct{})
-	d.monitorDone = make(chan struct{})
-	sweepCtx, cancel := context.WithCancel(context.Background())
-	d.sweepCancel = cancel
-	go func() {
-		defer close(d.monitorDone)
-		ticker := d.clock.NewTicker(d.cfg.MonitorPeriod)
-		defer ticker.Stop()
-		for {
-			ctx, cancel := context.WithTimeout(sweepCtx, d.cfg.HeartbeatInterval)
-			if _, err := m.Sweep(ctx, time.Time{}); err != nil && !errors.Is(err, context.Canceled) {
-				d.logger.Error("sweep failed", "err", err)
-			}
-			cancel()
-			select {
-			case <-d.monitorStop:
-				return
-			case <-ticker.Chan():
-			}
-		}
-	}()
 }
 
 // Addr returns the address the API listens on, once started.
@@ -351,16 +327,10 @@ func (d *Daemon) Stop(ctx context.Context) error {
 			_ = d.srv.Close()
 		}
 	}
-	if d.monitorStop != nil {
-		close(d.monitorStop)
-		select {
-		case <-d.monitorDone:
-		case <-ctx.Done():
-			d.sweepCancel()
-			<-d.monitorDone
-			errs = append(errs, fmt.Errorf("stop monitor: %w", ctx.Err()))
+	if d.monitor != nil {
+		if err := d.monitor.Stop(ctx); err != nil {
+			errs = append(errs, err)
 		}
-		d.sweepCancel()
 	}
 	if d.alertCancel != nil {
 		d.alertCancel()

@@ -342,3 +342,32 @@ func httpGet(t *testing.T, url string) string {
 	_, _ = b.ReadFrom(resp.Body)
 	return b.String()
 }
+
+// The daemon's monitor sweeps through the store's guarded sweep: after a
+// gap longer than blind-after (the registry could not see), a silent server
+// is not moved, and the blind window is counted. Were the guard bypassed,
+// the server would turn unhealthy at once.
+func TestDaemonSweepIsGuarded(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	var stdout syncBuffer
+	cfg := devConfig() // blind-after: its default, two periods or one interval
+	d := start(t, cfg, daemon.Options{Clock: clock, Stdout: &stdout})
+	c := client.New("http://"+d.Addr(), tokenRE.FindStringSubmatch(stdout.String())[1])
+	defer c.CloseIdleConnections()
+	ctx := context.Background()
+	srv, _, err := c.Register(ctx, api.RegisterRequest{ModuleName: "calendar", Version: "1.3.2",
+		SupportedProtocols: []string{"2025-06-18"}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := clock.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(10 * cfg.HeartbeatInterval) // one jump: a blind registry
+	testwait.Eventually(t, "the blind window counted", func() bool {
+		return strings.Contains(httpGet(t, "http://"+d.Addr()+"/metrics"), "mcpd_blind_windows_total 1")
+	})
+	if s, err := c.Server(ctx, srv.ServerID); err != nil || s.Status != heartbeat.StatusHealthy {
+		t.Fatalf("after a blind gap: %+v, %v; want still healthy", s.Status, err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -34,6 +35,13 @@ type Monitor struct {
 	massLossShare float64
 	massLossMin   int
 	onMassLoss    func(MassLoss)
+	sweepTimeout  time.Duration
+
+	mu       sync.Mutex
+	stop     chan struct{} // closed by Stop
+	done     chan struct{} // closed when the loop has returned
+	cancel   context.CancelFunc
+	sweepErr error // the last sweep's error, for Healthy
 }
 
 // MonitorOptions configures a Monitor.
@@ -63,6 +71,9 @@ type MonitorOptions struct {
 	// OnMassLoss is called for each tenant with a mass heartbeat loss, when
 	// the store can count live servers (LiveCounter).
 	OnMassLoss func(MassLoss)
+	// SweepTimeout bounds each sweep of the loop (Start, Run); zero: the
+	// heartbeat interval.
+	SweepTimeout time.Duration
 }
 
 // DefaultBlindAfter is the gap between successful sweeps that counts as a
@@ -93,6 +104,10 @@ func NewMonitor(opts MonitorOptions) *Monitor {
 	if m.batch <= 0 {
 		m.batch = DefaultSweepBatch
 	}
+	m.sweepTimeout = opts.SweepTimeout
+	if m.sweepTimeout <= 0 {
+		m.sweepTimeout = m.interval
+	}
 	m.blindAfter, m.onBlind = opts.BlindAfter, opts.OnBlind
 	switch {
 	case m.blindAfter == 0:
@@ -110,21 +125,99 @@ func NewMonitor(opts MonitorOptions) *Monitor {
 	return m
 }
 
-// Run sweeps at once and then every period until ctx ends. A failed sweep
-// is logged and the loop goes on. The sweep's now is the store's own clock.
-func (m *Monitor) Run(ctx context.Context) error {
-	ticker := m.clock.NewTicker(m.period)
-	defer ticker.Stop()
-	for {
-		if _, err := m.Sweep(ctx, time.Time{}); err != nil && !errors.Is(err, context.Canceled) {
-			m.logger.ErrorContext(ctx, "sweep failed", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ticker.Chan():
-		}
+// errMonitorStarted: Start was called twice.
+var errMonitorStarted = errors.New("monitor: already started")
+
+// Start runs the monitor's loop in the background: a sweep at once and then
+// every period, each bounded by the sweep timeout, until Stop. A failed
+// sweep is logged, Healthy reports it until a sweep succeeds, and the loop
+// goes on. Sweeps use the store's own clock. A monitor starts once.
+func (m *Monitor) Start() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.done != nil {
+		return errMonitorStarted
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m.stop, m.done, m.cancel = make(chan struct{}), make(chan struct{}), cancel
+	ticker := m.clock.NewTicker(m.period)
+	go func() {
+		defer close(m.done)
+		defer ticker.Stop()
+		for {
+			m.sweepOnce(ctx)
+			select {
+			case <-m.stop:
+				return
+			case <-ticker.Chan():
+			}
+		}
+	}()
+	return nil
+}
+
+// sweepOnce is one sweep of the loop, bounded by the sweep timeout.
+func (m *Monitor) sweepOnce(ctx context.Context) {
+	sctx, cancel := context.WithTimeout(ctx, m.sweepTimeout)
+	defer cancel()
+	_, err := m.Sweep(sctx, time.Time{})
+	if errors.Is(err, context.Canceled) {
+		return // stopped while sweeping: not a failure worth logging
+	}
+	m.mu.Lock()
+	m.sweepErr = err
+	m.mu.Unlock()
+	if err != nil {
+		m.logger.ErrorContext(ctx, "sweep failed", "err", err)
+	}
+}
+
+// Stop ends the loop and waits for the sweep in flight to finish; when ctx
+// ends first, that sweep is cancelled, and Stop waits for it to return and
+// reports ctx's error. Stop is idempotent; a monitor never started stops at
+// once.
+func (m *Monitor) Stop(ctx context.Context) error {
+	m.mu.Lock()
+	if m.done == nil {
+		m.mu.Unlock()
+		return nil
+	}
+	select {
+	case <-m.stop:
+	default:
+		close(m.stop)
+	}
+	done, cancel := m.done, m.cancel
+	m.mu.Unlock()
+	defer cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		cancel()
+		<-done
+		return fmt.Errorf("stop monitor: %w", ctx.Err())
+	}
+}
+
+// Healthy is nil while the loop's last sweep succeeded (or none has ended
+// yet), and that sweep's error otherwise.
+func (m *Monitor) Healthy() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sweepErr != nil {
+		return fmt.Errorf("monitor: last sweep failed: %w", m.sweepErr)
+	}
+	return nil
+}
+
+// Run is Start, then Stop when ctx ends; it returns nil.
+func (m *Monitor) Run(ctx context.Context) error {
+	if err := m.Start(); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return m.Stop(context.Background())
 }
 
 // Sweep is one pass over every tenant at now (zero: the store's clock). It
