@@ -50,7 +50,8 @@ func newMemFixture(t *testing.T) *memFixture {
 func (f *memFixture) unhealthy(t *testing.T) heartbeat.Event {
 	t.Helper()
 	f.clock.Advance(35 * time.Second)
-	evs, err := f.store.Sweep(f.ctx, time.Time{}, interval, 1000)
+	result, err := f.store.Sweep(f.ctx, heartbeat.SweepRequest{Now: time.Time{}, Interval: interval, Limit: 1000})
+	evs := result.Events
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,7 +460,7 @@ func TestAlertmanagerSkipsOverIncidents(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.clock.Advance(25 * time.Second)
-	if _, err := f.store.Sweep(f.ctx, time.Time{}, interval, 1000); err != nil { // degraded
+	if _, err := f.store.Sweep(f.ctx, heartbeat.SweepRequest{Now: time.Time{}, Interval: interval, Limit: 1000}); err != nil { // degraded
 		t.Fatal(err)
 	}
 	f.heartbeat(t) // recovered from degraded
@@ -467,7 +468,7 @@ func TestAlertmanagerSkipsOverIncidents(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.clock.Advance(35 * time.Second)
-	if _, err := f.store.Sweep(f.ctx, time.Time{}, interval, 1000); err != nil { // mail (and calendar) unhealthy
+	if _, err := f.store.Sweep(f.ctx, heartbeat.SweepRequest{Now: time.Time{}, Interval: interval, Limit: 1000}); err != nil { // mail (and calendar) unhealthy
 		t.Fatal(err)
 	}
 

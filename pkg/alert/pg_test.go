@@ -66,7 +66,8 @@ func (f *pgFixture) unhealthyServers(t *testing.T, n int) (uuid.UUID, []heartbea
 		}
 		servers = append(servers, srv)
 	}
-	evs, err := f.store.Sweep(f.ctx, f.clock.Now().Add(35*time.Second), interval, 1000)
+	result, err := f.store.Sweep(f.ctx, heartbeat.SweepRequest{Now: f.clock.Now().Add(35 * time.Second), Interval: interval, Limit: 1000})
+	evs := result.Events
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +210,7 @@ func TestOutboxConformance(t *testing.T) {
 				servers = append(servers, srv)
 			}
 			sweptAt := clock.Now().Add(35 * time.Second).UTC()
-			if _, err := store.Sweep(ctx, sweptAt, interval, 1000); err != nil {
+			if _, err := store.Sweep(ctx, heartbeat.SweepRequest{Now: sweptAt, Interval: interval, Limit: 1000}); err != nil {
 				t.Fatal(err)
 			}
 			clock.Advance(40 * time.Second)

@@ -17,6 +17,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/cyberos/mcpd/pkg/alert"
+	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/memstore"
 )
 
@@ -198,7 +199,8 @@ func TestRealAlertmanager(t *testing.T) {
 	d, _ := start(t, fast(alert.DispatcherOptions{Outbox: store, Destinations: dests}))
 
 	clock.Advance(35 * time.Second)
-	evs, err := store.Sweep(ctx, time.Time{}, interval, 1000)
+	result, err := store.Sweep(ctx, heartbeat.SweepRequest{Now: time.Time{}, Interval: interval, Limit: 1000})
+	evs := result.Events
 	if err != nil || len(evs) != 1 {
 		t.Fatalf("sweep: %v, %v", evs, err)
 	}

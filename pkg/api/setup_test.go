@@ -41,8 +41,16 @@ type bundle struct {
 	registry *heartbeat.Registrar
 }
 
+// testStore is what the tests' stores offer: the API's store, with the
+// monitor's live counts and the metrics' status counts.
+type testStore interface {
+	heartbeat.Store
+	heartbeat.LiveCounter
+	heartbeat.StatusCounter
+}
+
 type setupOptions struct {
-	store          func(clock clockwork.Clock) heartbeat.Store // nil: memstore
+	store          func(clock clockwork.Clock) testStore // nil: memstore
 	pinger         api.Pinger
 	requestTimeout time.Duration
 }
@@ -54,7 +62,7 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 		o = opts[0]
 	}
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 5, 17, 10, 0, 0, 0, time.UTC))
-	var store heartbeat.Store = memstore.New(clock)
+	var store testStore = memstore.New(clock)
 	if o.store != nil {
 		store = o.store(clock)
 	}
@@ -65,11 +73,7 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 	}
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	var counter heartbeat.StatusCounter
-	if c, ok := store.(heartbeat.StatusCounter); ok {
-		counter = c
-	}
-	metrics := api.NewMetrics(api.MetricsOptions{Counter: counter, Logger: logger})
+	metrics := api.NewMetrics(api.MetricsOptions{Counter: store, Logger: logger})
 	sink := metrics.Sink(heartbeat.LogSink{Logger: logger})
 	reg := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{Store: store, Sink: sink, Logger: logger,
 		HeartbeatInterval: testInterval.Seconds()})

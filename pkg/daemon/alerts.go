@@ -12,13 +12,9 @@ import (
 
 // newDispatcher returns the alert dispatcher for the configured
 // destinations, or nil when none is configured.
-func (d *Daemon) newDispatcher(store heartbeat.Store, reg prometheus.Registerer) (*alert.Dispatcher, error) {
+func (d *Daemon) newDispatcher(outbox heartbeat.AlertOutbox, reg prometheus.Registerer) (*alert.Dispatcher, error) {
 	if len(d.cfg.AlertmanagerURLs) == 0 && d.cfg.AlertWebhookURL == "" {
 		return nil, nil
-	}
-	outbox, ok := store.(heartbeat.AlertOutbox)
-	if !ok {
-		return nil, fmt.Errorf("alerts: store %T keeps no alert outbox", store)
 	}
 	dests, err := alert.NewDestinations(d.cfg.AlertmanagerURLs, d.cfg.AlertWebhookURL, d.cfg.AlertWebhookSecretFile, nil)
 	if err != nil {

@@ -133,11 +133,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		return err
 	}
 
-	var counter heartbeat.StatusCounter
-	if c, ok := store.(heartbeat.StatusCounter); ok {
-		counter = c
-	}
-	metrics := api.NewMetrics(api.MetricsOptions{Registry: prometheus.NewRegistry(), Counter: counter, Logger: d.logger})
+	metrics := api.NewMetrics(api.MetricsOptions{Registry: prometheus.NewRegistry(), Counter: store, Logger: d.logger})
 	sink := metrics.Sink(heartbeat.LogSink{Logger: d.logger})
 	dispatcher, err := d.newDispatcher(store, metrics.Registry())
 	if err != nil {
@@ -238,10 +234,25 @@ func (d *Daemon) openVerifier() (*auth.Verifier, *devBanner, error) {
 	return v, demo, nil
 }
 
+// registryStore is what the daemon needs of a store: the API's, the
+// monitor's, the metrics' status counts and the alert outbox. Both stores
+// have it all, checked at compile time.
+type registryStore interface {
+	heartbeat.Store
+	heartbeat.MonitorStore
+	heartbeat.StatusCounter
+	heartbeat.AlertOutbox
+}
+
+var (
+	_ registryStore = (*pgstore.Store)(nil)
+	_ registryStore = (*memstore.Store)(nil)
+)
+
 // openStore opens the in-memory store (--dev) or a PostgreSQL pool. A
 // database that does not answer yet is not fatal: /readyz says so until it
 // does, and the pool connects when it can.
-func (d *Daemon) openStore(ctx context.Context) (heartbeat.Store, error) {
+func (d *Daemon) openStore(ctx context.Context) (registryStore, error) {
 	if d.cfg.Dev {
 		return memstore.New(d.clock), nil
 	}

@@ -18,10 +18,17 @@ const DefaultSweepBatch = 1000
 
 const maxSweepBatches = 100
 
+// MonitorStore is what the monitor needs of a store: the sweep, and the
+// live counts of the mass-heartbeat-loss check.
+type MonitorStore interface {
+	Sweep(ctx context.Context, req SweepRequest) (SweepResult, error)
+	LiveCounter
+}
+
 // Monitor is the health monitor: every period it sweeps all tenants and
 // moves servers that stopped heartbeating to degraded and unhealthy.
 type Monitor struct {
-	store    Store
+	store    MonitorStore
 	sink     AlertSink
 	logger   *slog.Logger
 	clock    clockwork.Clock
@@ -46,7 +53,7 @@ type Monitor struct {
 
 // MonitorOptions configures a Monitor.
 type MonitorOptions struct {
-	Store             Store
+	Store             MonitorStore
 	Sink              AlertSink
 	Logger            *slog.Logger
 	Clock             clockwork.Clock // nil: the real clock
@@ -56,9 +63,9 @@ type MonitorOptions struct {
 	// Observe, when set, is called after every sweep (for metrics).
 	Observe func(d time.Duration, transitions []Event, err error)
 
-	// BlindAfter turns on blind-window protection when the store supports
-	// it (GuardedSweeper): a gap longer than this between successful sweeps
-	// means the registry was blind. Zero: DefaultBlindAfter; negative: off.
+	// BlindAfter turns on blind-window protection (SweepRequest): a gap
+	// longer than this between successful sweeps means the registry was
+	// blind. Zero: DefaultBlindAfter; negative: off.
 	BlindAfter time.Duration
 	// OnBlind is called once per blind window, when sight returns.
 	OnBlind func(BlindWindow)
@@ -68,8 +75,7 @@ type MonitorOptions struct {
 	// are still applied.
 	MassLossShare float64
 	MassLossMin   int
-	// OnMassLoss is called for each tenant with a mass heartbeat loss, when
-	// the store can count live servers (LiveCounter).
+	// OnMassLoss is called for each tenant with a mass heartbeat loss.
 	OnMassLoss func(MassLoss)
 	// SweepTimeout bounds each sweep of the loop (Start, Run); zero: the
 	// heartbeat interval.
@@ -227,21 +233,12 @@ func (m *Monitor) Sweep(ctx context.Context, now time.Time) ([]Event, error) {
 	start := m.clock.Now()
 	var all []Event
 	var err error
-	guarded, _ := m.store.(GuardedSweeper)
-	if m.blindAfter <= 0 {
-		guarded = nil
-	}
 	for range maxSweepBatches {
-		var evs []Event
-		if guarded != nil {
-			var res SweepResult
-			res, err = guarded.SweepGuarded(ctx, SweepRequest{Now: now, Interval: m.interval, Limit: m.batch, BlindAfter: m.blindAfter})
-			evs = res.Events
-			if err == nil && res.Opened != nil {
-				m.reportBlind(ctx, *res.Opened)
-			}
-		} else {
-			evs, err = m.store.Sweep(ctx, now, m.interval, m.batch)
+		var res SweepResult
+		res, err = m.store.Sweep(ctx, SweepRequest{Now: now, Interval: m.interval, Limit: m.batch, BlindAfter: m.blindAfter})
+		evs := res.Events
+		if err == nil && res.Opened != nil {
+			m.reportBlind(ctx, *res.Opened)
 		}
 		if err != nil {
 			err = fmt.Errorf("sweep: %w", err)
@@ -273,11 +270,10 @@ func (m *Monitor) reportBlind(ctx context.Context, w BlindWindow) {
 }
 
 func (m *Monitor) checkMassLoss(ctx context.Context, events []Event) {
-	counter, ok := m.store.(LiveCounter)
-	if !ok || len(events) < m.massLossMin {
+	if len(events) < m.massLossMin {
 		return
 	}
-	losses, err := massLosses(ctx, counter, events, m.massLossShare, m.massLossMin)
+	losses, err := massLosses(ctx, m.store, events, m.massLossShare, m.massLossMin)
 	if err != nil {
 		m.logger.ErrorContext(ctx, "mass heartbeat loss check failed", "err", err)
 		return

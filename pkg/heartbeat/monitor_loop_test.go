@@ -18,21 +18,21 @@ import (
 // blocking is a Store whose sweeps wait for release (or their context),
 // saying when one is in flight and when it finished.
 type blocking struct {
-	heartbeat.Store
+	*memstore.Store
 	entered  chan context.Context
 	release  chan struct{}
 	finished atomic.Int32
 }
 
-func (b *blocking) Sweep(ctx context.Context, now time.Time, interval time.Duration, limit int) ([]heartbeat.Event, error) {
+func (b *blocking) Sweep(ctx context.Context, req heartbeat.SweepRequest) (heartbeat.SweepResult, error) {
 	b.entered <- ctx
 	defer b.finished.Add(1)
 	select {
 	case <-b.release:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return heartbeat.SweepResult{}, ctx.Err()
 	}
-	return b.Store.Sweep(ctx, now, interval, limit)
+	return b.Store.Sweep(ctx, req)
 }
 
 func newBlocking(t *testing.T) (*blocking, *heartbeat.Monitor, *clockwork.FakeClock) {

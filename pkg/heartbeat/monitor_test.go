@@ -52,23 +52,23 @@ func (r *recorder) kinds() []heartbeat.EventKind {
 
 // flaky is a Store whose Sweep fails while fail says so.
 type flaky struct {
-	heartbeat.Store
+	*memstore.Store
 	mu    sync.Mutex
 	calls int
 	fail  func(call int) error
 }
 
-func (f *flaky) Sweep(ctx context.Context, now time.Time, interval time.Duration, limit int) ([]heartbeat.Event, error) {
+func (f *flaky) Sweep(ctx context.Context, req heartbeat.SweepRequest) (heartbeat.SweepResult, error) {
 	f.mu.Lock()
 	f.calls++
 	call := f.calls
 	f.mu.Unlock()
 	if f.fail != nil {
 		if err := f.fail(call); err != nil {
-			return nil, err
+			return heartbeat.SweepResult{}, err
 		}
 	}
-	return f.Store.Sweep(ctx, now, interval, limit)
+	return f.Store.Sweep(ctx, req)
 }
 
 // syncBuffer is a log destination safe to write from the monitor's goroutine.

@@ -197,16 +197,10 @@ func (s *Store) Deregister(ctx context.Context, tenant, serverID uuid.UUID) (hea
 	return srv, ev, nil
 }
 
-// Sweep applies at most limit of the transitions due at now across every
-// tenant, through mcp_sweep.
-func (s *Store) Sweep(ctx context.Context, now time.Time, interval time.Duration, limit int) ([]heartbeat.Event, error) {
-	var at *time.Time
-	if !now.IsZero() {
-		t := now.UTC().Truncate(time.Microsecond)
-		at = &t
-	} else {
-		at = s.now()
-	}
+// sweepUnguarded applies at most limit of the transitions due at at
+// across every tenant, through mcp_sweep: Sweep without the blind-window
+// rule.
+func (s *Store) sweepUnguarded(ctx context.Context, at *time.Time, interval time.Duration, limit int) ([]heartbeat.Event, error) {
 	rows, err := s.pool.Query(ctx, `
 SELECT 0::bigint, event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body
 FROM mcp_sweep($1::timestamptz, $2::bigint * interval '1 microsecond', $3::bigint * interval '1 microsecond', $4)`,
