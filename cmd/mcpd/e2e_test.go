@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,6 +24,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/pgtest"
+	"github.com/cyberos/mcpd/pkg/testlog"
 	"github.com/cyberos/mcpd/pkg/testwait"
 )
 
@@ -59,26 +59,9 @@ type proc struct {
 	cmd    *exec.Cmd
 	addr   string
 	secret []byte
-	stderr *lockedBuffer
+	stderr *testlog.Buffer
 	done   chan struct{} // closed when the process has exited
 	err    error         // of Wait, once done
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // startMcpd runs the binary against databaseURL on a free loopback port,
@@ -105,7 +88,7 @@ func startMcpd(t *testing.T, databaseURL string, extra ...string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, secret: secret, stderr: &lockedBuffer{}, done: make(chan struct{})}
+	p := &proc{cmd: cmd, secret: secret, stderr: &testlog.Buffer{}, done: make(chan struct{})}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/pgstore"
 	"github.com/cyberos/mcpd/pkg/pgtest"
+	"github.com/cyberos/mcpd/pkg/testlog"
 	"github.com/cyberos/mcpd/pkg/testwait"
 )
 
@@ -41,7 +42,7 @@ func (c offsetClock) Until(t time.Time) time.Duration { return t.Sub(c.Now()) }
 // time into the rows, as a skewed database would.) Stopped in t.Cleanup.
 func startSkewedReplica(t *testing.T, databaseURL string, secret []byte, clock clockwork.Clock) *proc {
 	t.Helper()
-	logs := &lockedBuffer{}
+	logs := &testlog.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	pool, err := pgstore.Connect(ctx, databaseURL)

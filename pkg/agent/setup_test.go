@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
@@ -21,6 +20,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/mcpinspect"
 	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/testlog"
 	"github.com/cyberos/mcpd/pkg/testwait"
 )
 
@@ -169,27 +169,9 @@ func (r *registry) waitStatus(t *testing.T, module string, s heartbeat.Status, d
 	return srv
 }
 
-// syncBuffer is a concurrency-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // running is an agent running in the background.
 type running struct {
-	logs   *syncBuffer
+	logs   *testlog.Buffer
 	cancel context.CancelFunc
 	errc   chan error
 	once   sync.Once
@@ -225,7 +207,7 @@ func fastOptions(reg *registry, module string, target mcpinspect.Target) Options
 // start runs an agent with opts until the test ends.
 func start(t *testing.T, opts Options) *running {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	a, err := New(opts)
 	if err != nil {

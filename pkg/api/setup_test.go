@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/testlog"
 )
 
 const testInterval = 10 * time.Second
@@ -37,7 +37,7 @@ type bundle struct {
 	tenant   uuid.UUID
 	token    string // mcp:read mcp:write
 	readTok  string // mcp:read
-	logs     *syncBuffer
+	logs     *testlog.Buffer
 	registry *heartbeat.Registrar
 }
 
@@ -71,7 +71,7 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	metrics := api.NewMetrics(api.MetricsOptions{Counter: store, Logger: logger})
 	sink := metrics.Sink(heartbeat.LogSink{Logger: logger})
@@ -233,24 +233,6 @@ func noneToken(tenant uuid.UUID) string {
 func jsonNumber(n int64) string {
 	b, _ := json.Marshal(n)
 	return string(b)
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // faultStore is a memstore whose Heartbeat and Server answer with err, or

@@ -14,6 +14,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/daemon"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/testlog"
 	"github.com/cyberos/mcpd/pkg/testwait"
 )
 
@@ -48,7 +49,7 @@ func TestDaemonDeliversAlertsToWebhook(t *testing.T) {
 	cfg.HeartbeatInterval = 200 * time.Millisecond
 	cfg.MonitorPeriod = 50 * time.Millisecond
 	cfg.AlertWebhookURL = hook.URL
-	var stdout syncBuffer
+	var stdout testlog.Buffer
 	d := start(t, cfg, daemon.Options{Stdout: &stdout})
 	c := client.New("http://"+d.Addr(), tokenRE.FindStringSubmatch(stdout.String())[1])
 	defer c.CloseIdleConnections()

@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +24,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/config"
 	"github.com/cyberos/mcpd/pkg/daemon"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/testlog"
 	"github.com/cyberos/mcpd/pkg/testwait"
 )
 
@@ -40,23 +40,6 @@ func devConfig() config.Config {
 	cfg.Dev = true
 	cfg.Listen = "127.0.0.1:0"
 	return cfg
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // start runs a daemon for cfg and stops it at the end of the test.
@@ -82,7 +65,7 @@ var secretRE = regexp.MustCompile(`secret file\s+(\S+)`)
 
 func TestDevLifecycleWithFakeClock(t *testing.T) {
 	clock := clockwork.NewFakeClock()
-	var stdout, logs syncBuffer
+	var stdout, logs testlog.Buffer
 	cfg := devConfig()
 	// The clock jumps whole intervals at once below, which the blind-window
 	// rule would rightly take for a registry that could not see; that rule
@@ -349,7 +332,7 @@ func httpGet(t *testing.T, url string) string {
 // the server would turn unhealthy at once.
 func TestDaemonSweepIsGuarded(t *testing.T) {
 	clock := clockwork.NewFakeClock()
-	var stdout syncBuffer
+	var stdout testlog.Buffer
 	cfg := devConfig() // blind-after: its default, two periods or one interval
 	d := start(t, cfg, daemon.Options{Clock: clock, Stdout: &stdout})
 	c := client.New("http://"+d.Addr(), tokenRE.FindStringSubmatch(stdout.String())[1])

@@ -1,7 +1,6 @@
 package heartbeat_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/testlog"
 )
 
 var start = time.Date(2026, 5, 17, 10, 0, 0, 0, time.UTC)
@@ -71,30 +71,12 @@ func (f *flaky) Sweep(ctx context.Context, req heartbeat.SweepRequest) (heartbea
 	return f.Store.Sweep(ctx, req)
 }
 
-// syncBuffer is a log destination safe to write from the monitor's goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type monitorBundle struct {
 	clock  *clockwork.FakeClock
 	store  *memstore.Store
 	flaky  *flaky
 	sink   *recorder
-	logs   *syncBuffer
+	logs   *testlog.Buffer
 	sweeps chan sweep
 	tenant uuid.UUID
 }
@@ -105,7 +87,7 @@ func setupMonitor(t *testing.T, fail func(call int) error) (*monitorBundle, *hea
 	store := memstore.New(clock)
 	b := &monitorBundle{
 		clock: clock, store: store, flaky: &flaky{Store: store, fail: fail}, sink: &recorder{},
-		logs: &syncBuffer{}, sweeps: make(chan sweep, 100), tenant: uuid.New(),
+		logs: &testlog.Buffer{}, sweeps: make(chan sweep, 100), tenant: uuid.New(),
 	}
 	m := heartbeat.NewMonitor(heartbeat.MonitorOptions{
 		Store: b.flaky, Sink: b.sink, Clock: clock,
