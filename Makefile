@@ -3,7 +3,12 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/cyberos/mcpd/pkg/version.Version=$(VERSION)
 
-.PHONY: all build test vet fmt-check completions docs bench fuzz clean
+.PHONY: all build test unit vet fmt-check lint tidy-check darwin completions docs schema bench fuzz clean
+
+# golangci-lint, pinned; installed on first use into bin/tools (the Go build
+# cache makes a reinstall after make clean quick). Settings: .golangci.yml.
+GOLANGCI_LINT_VERSION := v2.15.0
+GOLANGCI_LINT         := bin/tools/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
 all: build
 
@@ -17,7 +22,26 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 
-test: fmt-check vet
+$(GOLANGCI_LINT):
+	@mkdir -p bin/tools
+	GOBIN=$(CURDIR)/bin/tools/install $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	mv bin/tools/install/golangci-lint $@ && rmdir bin/tools/install
+
+lint: $(GOLANGCI_LINT)
+	$(GOLANGCI_LINT) run ./...
+
+# go.mod and go.sum are what go mod tidy makes of them.
+tidy-check:
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
+
+# goreleaser ships darwin builds; the code behind build tags must compile.
+darwin:
+	GOOS=darwin GOARCH=arm64 $(GO) build ./...
+
+# The gates first (cheap, and they fail fast), then every test.
+test: fmt-check tidy-check vet lint darwin unit
+
+unit:
 	$(GO) test -race -count=1 -timeout 15m ./...
 
 clean:
@@ -26,11 +50,17 @@ clean:
 # Generated from mcpctl's command tree and committed; pkg/cli's tests fail
 # when they are stale.
 completions:
-	$(GO) run ./pkg/cli/gen -completions completions
+	$(GO) run ./cmd/mcpctl-docs -completions completions
 
 docs:
 	rm -f docs/cli/*.md docs/man/*.1
-	$(GO) run ./pkg/cli/gen -markdown docs/cli -man docs/man
+	$(GO) run ./cmd/mcpctl-docs -markdown docs/cli -man docs/man
+
+# migrations/schema.sql: the schema after every migration, dumped with
+# pg_dump --schema-only from a migrated test database and normalised; the
+# migrations package's tests fail when it is stale.
+schema:
+	$(GO) test -count=1 -run '^TestSchemaSQLUpToDate$$' ./migrations -args -write-schema
 
 # Local release build (no publishing) into dist/; needs goreleaser v2:
 #   go install github.com/goreleaser/goreleaser/v2@v2.17.0
@@ -47,7 +77,7 @@ BENCH_PROFILES ?= /tmp/mcpd-bench-profiles
 BENCH_FLAGS    ?=
 bench:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/mcpd ./cmd/mcpd
-	$(GO) run ./pkg/bench/cmd/mcpd-bench -mcpd bin/mcpd -out $(BENCH_OUT) -profile-dir $(BENCH_PROFILES) $(BENCH_FLAGS)
+	$(GO) run ./cmd/mcpd-bench -mcpd bin/mcpd -out $(BENCH_OUT) -profile-dir $(BENCH_PROFILES) $(BENCH_FLAGS)
 
 # Fuzz every target for FUZZTIME each (make fuzz FUZZTIME=1m); make test runs
 # their seed corpora only.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -61,9 +62,9 @@ func wantState(t *testing.T, what string, err error, code string) {
 }
 
 const (
-	insufficientPrivilege = "42501" // also: a row that violates an RLS policy
-	uniqueViolation       = "23505"
-	checkViolation        = "23514"
+	insufficientPrivilege = pgerrcode.InsufficientPrivilege // also: a row that violates an RLS policy
+	uniqueViolation       = pgerrcode.UniqueViolation
+	checkViolation        = pgerrcode.CheckViolation
 )
 
 func insertServer(tx pgx.Tx, tenant uuid.UUID, module string) (uuid.UUID, error) {
@@ -414,7 +415,7 @@ func TestAppRoleIsUnprivileged(t *testing.T) {
 		`SET ROLE postgres`,
 	} {
 		_, err := db.App.Exec(ctx, stmt)
-		if sqlState(err) != insufficientPrivilege && sqlState(err) != "42704" { // or: no such role
+		if sqlState(err) != insufficientPrivilege && sqlState(err) != pgerrcode.UndefinedObject { // or: no such role
 			t.Fatalf("%s: %v, want permission denied", stmt, err)
 		}
 	}

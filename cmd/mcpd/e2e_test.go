@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,6 +24,8 @@ import (
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/pgtest"
+	"github.com/cyberos/mcpd/pkg/testlog"
+	"github.com/cyberos/mcpd/pkg/testwait"
 )
 
 // binPath is the mcpd binary that TestMain builds once.
@@ -53,42 +54,14 @@ const (
 	pollCap  = 10 * time.Second
 )
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(pollCap)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, pollCap)
-		}
-		time.Sleep(pollStep)
-	}
-}
-
 // proc is a running mcpd binary.
 type proc struct {
 	cmd    *exec.Cmd
 	addr   string
 	secret []byte
-	stderr *lockedBuffer
+	stderr *testlog.Buffer
 	done   chan struct{} // closed when the process has exited
 	err    error         // of Wait, once done
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // startMcpd runs the binary against databaseURL on a free loopback port,
@@ -115,7 +88,7 @@ func startMcpd(t *testing.T, databaseURL string, extra ...string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, secret: secret, stderr: &lockedBuffer{}, done: make(chan struct{})}
+	p := &proc{cmd: cmd, secret: secret, stderr: &testlog.Buffer{}, done: make(chan struct{})}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +161,7 @@ func TestLifecycleOverHTTP(t *testing.T) {
 	c := p.client(t, uuid.New())
 	ctx := context.Background()
 
-	eventually(t, "ready", func() bool { return c.Readyz(ctx) == nil })
+	testwait.Eventually(t, "ready", func() bool { return c.Readyz(ctx) == nil })
 	tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	srv, created, err := c.Register(ctx, api.RegisterRequest{
 		ModuleName: "calendar", Version: "1.3.2", SupportedProtocols: []string{"2025-06-18"},
@@ -218,8 +191,8 @@ func TestLifecycleOverHTTP(t *testing.T) {
 		return s.Status
 	}
 	// Silence: degraded at 2I, unhealthy at 3I.
-	eventually(t, "away from healthy", func() bool { return status() != heartbeat.StatusHealthy })
-	eventually(t, "unhealthy", func() bool { return status() == heartbeat.StatusUnhealthy })
+	testwait.Eventually(t, "away from healthy", func() bool { return status() != heartbeat.StatusHealthy })
+	testwait.Eventually(t, "unhealthy", func() bool { return status() == heartbeat.StatusUnhealthy })
 	skills, err := c.Skills(ctx, srv.ServerID)
 	if err != nil || len(skills) != 2 {
 		t.Fatalf("skills: %+v %v", skills, err)
@@ -378,7 +351,7 @@ func TestDatabaseRestartSurvived(t *testing.T) {
 		return errors.As(err, &prob) && prob.Status == http.StatusServiceUnavailable && prob.RetryAfter == time.Second &&
 			prob.Type == api.ProblemUnavailable
 	}
-	eventually(t, "heartbeat 503 with Retry-After while the database is down", func() bool {
+	testwait.Eventually(t, "heartbeat 503 with Retry-After while the database is down", func() bool {
 		_, err := c.Heartbeat(ctx, srv.ServerID)
 		return unavailable(err)
 	})
@@ -396,8 +369,8 @@ func TestDatabaseRestartSurvived(t *testing.T) {
 	}
 
 	cluster.Start(t)
-	eventually(t, "ready again", func() bool { return c.Readyz(ctx) == nil })
-	eventually(t, "heartbeat again", func() bool {
+	testwait.Eventually(t, "ready again", func() bool { return c.Readyz(ctx) == nil })
+	testwait.Eventually(t, "heartbeat again", func() bool {
 		hb, err := c.Heartbeat(ctx, srv.ServerID)
 		return err == nil && hb.Status == heartbeat.StatusHealthy
 	})

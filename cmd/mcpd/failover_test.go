@@ -20,6 +20,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/pgtest"
+	"github.com/cyberos/mcpd/pkg/testwait"
 )
 
 // eventReceiver is a webhook that counts the alert events it receives.
@@ -76,7 +77,7 @@ func TestFailover(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("standby alone is not ready", func(t *testing.T) {
-		p := startMcpd(t, standby.URL(db.Name, true))
+		p := startMcpd(t, standby.DBURL(db.Name, true))
 		c := p.client(t, uuid.New())
 		if err := c.Readyz(ctx); !isUnavailable(err) {
 			t.Fatalf("readyz on a standby: %v; want 503 with Retry-After", err)
@@ -96,7 +97,7 @@ func TestFailover(t *testing.T) {
 	p := startMcpd(t, twoHostURL(t, db.AppURL, primary, standby), "--alert-webhook-url", hook.srv.URL)
 	tenant := uuid.New()
 	c := p.client(t, tenant)
-	waitUntil(t, "ready on the primary", pollCap, func() bool { return c.Readyz(ctx) == nil })
+	testwait.Until(t, "ready on the primary", pollCap, func() bool { return c.Readyz(ctx) == nil })
 	ids := registerN(t, []*client.Client{c}, "failover", servers, 1)
 	// A watcher of the tenant follows the feed through the failover: it
 	// resumes from its last id by itself; that is either honoured with no
@@ -128,13 +129,13 @@ func TestFailover(t *testing.T) {
 	}()
 	defer stopWatch()
 	b := startBeater(t, c, ids, e2eInterval)
-	waitUntil(t, "every server heartbeated", pollCap, func() bool { return b.allOKSince(ids, time.Time{}) })
+	testwait.Until(t, "every server heartbeated", pollCap, func() bool { return b.allOKSince(ids, time.Time{}) })
 	// A server that goes silent before the failover: its alert is raised
 	// and delivered on the primary.
 	silentBefore := registerN(t, []*client.Client{c}, "silent-before", 1, 1)[0]
 	var before uuid.UUID
 	admin := db.Admin
-	waitUntil(t, "the silent server's alert delivered", pollCap, func() bool {
+	testwait.Until(t, "the silent server's alert delivered", pollCap, func() bool {
 		_ = admin.QueryRow(ctx, `SELECT event_id FROM mcp_audit_events WHERE server_id = $1 AND kind = 'mcp.server.unhealthy'`,
 			silentBefore).Scan(&before)
 		return before != uuid.Nil && hook.count(before) > 0
@@ -207,11 +208,11 @@ func TestFailover(t *testing.T) {
 	promoted = time.Now()
 	regMu.Unlock()
 	b.phase.Store(2)
-	waitUntil(t, "ready on the new primary", pollCap, func() bool { return c.Readyz(ctx) == nil })
+	testwait.Until(t, "ready on the new primary", pollCap, func() bool { return c.Readyz(ctx) == nil })
 	ready := time.Since(promoted)
-	waitUntil(t, "every server heartbeated on the new primary", pollCap, func() bool { return b.allOKSince(ids, promoted) })
+	testwait.Until(t, "every server heartbeated on the new primary", pollCap, func() bool { return b.allOKSince(ids, promoted) })
 	heartbeated := time.Since(promoted)
-	waitUntil(t, "a registration on the new primary", pollCap, func() bool {
+	testwait.Until(t, "a registration on the new primary", pollCap, func() bool {
 		regMu.Lock()
 		defer regMu.Unlock()
 		return !firstReg.IsZero()
@@ -219,13 +220,13 @@ func TestFailover(t *testing.T) {
 
 	// A server that goes silent after the failover: the outbox carries on.
 	silentAfter := registerN(t, []*client.Client{c}, "silent-after", 1, 1)[0]
-	newAdmin, err := pgxpool.New(ctx, standby.URL(db.Name, false))
+	newAdmin, err := pgxpool.New(ctx, standby.DBURL(db.Name, false))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer newAdmin.Close()
 	var after uuid.UUID
-	waitUntil(t, "the alert raised after the failover delivered", pollCap, func() bool {
+	testwait.Until(t, "the alert raised after the failover delivered", pollCap, func() bool {
 		_ = newAdmin.QueryRow(ctx, `SELECT event_id FROM mcp_audit_events WHERE server_id = $1 AND kind = 'mcp.server.unhealthy'`,
 			silentAfter).Scan(&after)
 		return after != uuid.Nil && hook.count(after) > 0
@@ -242,7 +243,7 @@ func TestFailover(t *testing.T) {
 	// The watcher: every event of the tenant after its first, in order,
 	// once (or a prefix of them, then 410).
 	trail := trailIn(t, newAdmin, tenant)
-	waitUntil(t, "the watcher caught up", pollCap, func() bool {
+	testwait.Until(t, "the watcher caught up", pollCap, func() bool {
 		watchMu.Lock()
 		defer watchMu.Unlock()
 		return expired || len(watched) > 0 && len(watched) >= len(trail)-slices.Index(trail, watched[0])

@@ -18,6 +18,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/pgtest"
+	"github.com/cyberos/mcpd/pkg/testwait"
 )
 
 // Fault injection against the real binary on PostgreSQL: the database goes
@@ -184,7 +185,7 @@ func databaseOutage(t *testing.T, protected bool, args ...string) {
 	ctx := context.Background()
 	ids := registerN(t, []*client.Client{c}, "outage", servers, 1)
 	b := startBeater(t, c, ids, e2eInterval)
-	waitUntil(t, "every server heartbeated", pollCap, func() bool { return b.allOKSince(ids, time.Time{}) })
+	testwait.Until(t, "every server heartbeated", pollCap, func() bool { return b.allOKSince(ids, time.Time{}) })
 
 	// What the outage does is what comes after this.
 	var baseline int64
@@ -195,7 +196,7 @@ func databaseOutage(t *testing.T, protected bool, args ...string) {
 	stopAt := time.Now()
 	cluster.Stop(t)
 	stopped := time.Now()
-	waitUntil(t, "heartbeats answered 503 with Retry-After", pollCap, func() bool {
+	testwait.Until(t, "heartbeats answered 503 with Retry-After", pollCap, func() bool {
 		out, _ := b.report()
 		return out[1]["503"] > 0
 	})
@@ -220,14 +221,14 @@ func databaseOutage(t *testing.T, protected bool, args ...string) {
 	started := time.Now()
 	down := started.Sub(stopAt)
 	b.phase.Store(2)
-	waitUntil(t, "ready again", pollCap, func() bool { return c.Readyz(ctx) == nil })
+	testwait.Until(t, "ready again", pollCap, func() bool { return c.Readyz(ctx) == nil })
 	ready := time.Since(started)
-	waitUntil(t, "every server heartbeated again", pollCap, func() bool { return b.allOKSince(ids, started) })
+	testwait.Until(t, "every server heartbeated again", pollCap, func() bool { return b.allOKSince(ids, started) })
 	recovered := time.Since(started)
 	// Five more intervals of heartbeats: time for the monitor to mark
 	// anyone it would mark.
 	settle := time.Now()
-	waitUntil(t, "five intervals after recovery", pollCap, func() bool {
+	testwait.Until(t, "five intervals after recovery", pollCap, func() bool {
 		return time.Since(settle) > 5*e2eInterval || !p.running()
 	})
 	b.halt()
@@ -354,7 +355,7 @@ func TestSIGKILLUnderLoad(t *testing.T) {
 			}
 		})
 	}
-	waitUntil(t, fmt.Sprintf("%d registrations acknowledged", killAfter), time.Minute, func() bool {
+	testwait.Until(t, fmt.Sprintf("%d registrations acknowledged", killAfter), time.Minute, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(acked) >= killAfter
@@ -373,7 +374,7 @@ func TestSIGKILLUnderLoad(t *testing.T) {
 	restart := time.Now()
 	b := startMcpd(t, db.AppURL)
 	cb := b.client(t, tenant)
-	waitUntil(t, "second process ready", pollCap, func() bool { return cb.Readyz(ctx) == nil })
+	testwait.Until(t, "second process ready", pollCap, func() bool { return cb.Readyz(ctx) == nil })
 
 	st := readState(t, db.Admin)
 	assertConsistent(t, st, func(string) int { return skillsPer })
@@ -389,12 +390,12 @@ func TestSIGKILLUnderLoad(t *testing.T) {
 		t.Fatalf("canary right after the restart: %+v %v", srv, err)
 	}
 	rows := len(st.servers) - 1 // the canary
-	waitUntil(t, "the canary unhealthy under the second process", pollCap, func() bool {
+	testwait.Until(t, "the canary unhealthy under the second process", pollCap, func() bool {
 		srv, err := cb.Server(ctx, canary)
 		return err == nil && srv.Status == heartbeat.StatusUnhealthy
 	})
 	toUnhealthy := time.Since(restart)
-	waitUntil(t, "every silent server unhealthy", pollCap, func() bool {
+	testwait.Until(t, "every silent server unhealthy", pollCap, func() bool {
 		var n int
 		err := db.Admin.QueryRow(ctx, `SELECT count(*) FROM mcp_servers WHERE status <> 'unhealthy'`).Scan(&n)
 		return err == nil && n == 0
@@ -469,12 +470,12 @@ func TestReplicaKilledMidSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	var transitions int
-	waitUntil(t, "the first transition of the silence", pollCap, func() bool {
+	testwait.Until(t, "the first transition of the silence", pollCap, func() bool {
 		err := db.Admin.QueryRow(ctx, `SELECT count(*) FROM mcp_audit_events WHERE seq > $1`, baseline).Scan(&transitions)
 		return err == nil && transitions > 0
 	})
 	reps[1].kill(t)
-	waitUntil(t, "every server unhealthy", pollCap, func() bool {
+	testwait.Until(t, "every server unhealthy", pollCap, func() bool {
 		var left int
 		err := db.Admin.QueryRow(ctx, `SELECT count(*) FROM mcp_servers WHERE status <> 'unhealthy'`).Scan(&left)
 		return err == nil && left == 0
@@ -660,7 +661,7 @@ func TestSlowDatabaseBoundedByDeadline(t *testing.T) {
 	}
 
 	// Afterwards every call succeeds.
-	waitUntil(t, "heartbeat after the locks", pollCap, func() bool { _, err := c.Heartbeat(ctx, ids[0]); return err == nil })
+	testwait.Until(t, "heartbeat after the locks", pollCap, func() bool { _, err := c.Heartbeat(ctx, ids[0]); return err == nil })
 	for _, name := range names {
 		if err := calls[name](); err != nil {
 			t.Fatalf("%s after the locks: %v", name, err)

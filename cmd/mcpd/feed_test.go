@@ -18,6 +18,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/pgtest"
+	"github.com/cyberos/mcpd/pkg/testwait"
 )
 
 // collector keeps what a watch or a pager received.
@@ -81,7 +82,7 @@ func TestWatchExactlyOnceAcrossReplicas(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for _, c := range clients {
-		eventually(t, "ready", func() bool { return c.Readyz(ctx) == nil })
+		testwait.Eventually(t, "ready", func() bool { return c.Readyz(ctx) == nil })
 	}
 
 	// The watcher starts at the present, on replica 0.
@@ -176,7 +177,7 @@ func TestWatchExactlyOnceAcrossReplicas(t *testing.T) {
 		})
 		if w == writers/2 {
 			// Halfway: the watcher drops and resumes on the other replica.
-			eventually(t, "some events watched", func() bool { return len(watched.snapshot()) > 20 })
+			testwait.Eventually(t, "some events watched", func() bool { return len(watched.snapshot()) > 20 })
 			stopWatch()
 			if err := <-watchDone; err != nil {
 				t.Fatalf("watch on replica 0: %v", err)
@@ -206,7 +207,7 @@ func TestWatchExactlyOnceAcrossReplicas(t *testing.T) {
 	if len(want) < 2*writers*each {
 		t.Fatalf("trail: %d events, want at least %d", len(want), 2*writers*each)
 	}
-	eventually(t, "the watcher has every event", func() bool { return len(watched.snapshot()) >= len(want) })
+	testwait.Eventually(t, "the watcher has every event", func() bool { return len(watched.snapshot()) >= len(want) })
 	close(pagerStop)
 	if err := <-pagerDone; err != nil {
 		t.Fatalf("pager: %v", err)
@@ -243,7 +244,7 @@ func TestWatchCursorsAndSIGTERM(t *testing.T) {
 	c, oc := p.client(t, tenant), p.client(t, uuid.New())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	eventually(t, "ready", func() bool { return c.Readyz(ctx) == nil })
+	testwait.Eventually(t, "ready", func() bool { return c.Readyz(ctx) == nil })
 	if _, _, err := c.Register(ctx, api.RegisterRequest{ModuleName: "alpha", Version: "1.0.0",
 		SupportedProtocols: []string{"2025-06-18"}}, ""); err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/pgtest"
+	"github.com/cyberos/mcpd/pkg/testwait"
 )
 
 // Hostile input against the real binary on PostgreSQL. The contract's
@@ -397,7 +398,7 @@ func TestHostileInput(t *testing.T) {
 		}
 		conns = nil
 		var after float64
-		waitUntil(t, "goroutines back after the idle connections closed", pollCap, func() bool {
+		testwait.Until(t, "goroutines back after the idle connections closed", pollCap, func() bool {
 			after = metricValue(get(t, metricsURL), "go_goroutines", nil)
 			return after <= base+10
 		})

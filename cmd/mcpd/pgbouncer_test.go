@@ -11,6 +11,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/pgtest"
+	"github.com/cyberos/mcpd/pkg/testwait"
 )
 
 // TestThroughPgBouncer runs two mcpd replicas whose --database-url is a
@@ -106,7 +107,7 @@ func TestThroughPgBouncer(t *testing.T) {
 		}
 	}
 	var alertID uuid.UUID
-	waitUntil(t, "the silent server's alert delivered", pollCap, func() bool {
+	testwait.Until(t, "the silent server's alert delivered", pollCap, func() bool {
 		_ = db.Admin.QueryRow(ctx, `SELECT event_id FROM mcp_audit_events WHERE server_id = $1 AND kind = 'mcp.server.unhealthy'`,
 			silent).Scan(&alertID)
 		return alertID != uuid.Nil && hook.count(alertID) > 0

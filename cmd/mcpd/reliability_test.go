@@ -38,19 +38,6 @@ const (
 
 func longRun() bool { return os.Getenv(envLong) == "1" }
 
-// waitUntil polls cond every pollStep until it holds, failing t after
-// limit.
-func waitUntil(t *testing.T, what string, limit time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, limit)
-		}
-		time.Sleep(pollStep)
-	}
-}
-
 // kill ends p with SIGKILL, as a crash or the OOM killer would, and waits
 // for it to be gone.
 func (p *proc) kill(t *testing.T) {

@@ -19,6 +19,8 @@ import (
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/pgstore"
 	"github.com/cyberos/mcpd/pkg/pgtest"
+	"github.com/cyberos/mcpd/pkg/testlog"
+	"github.com/cyberos/mcpd/pkg/testwait"
 )
 
 // offsetClock is the real clock read as a host whose wall clock is off by
@@ -40,7 +42,7 @@ func (c offsetClock) Until(t time.Time) time.Duration { return t.Sub(c.Now()) }
 // time into the rows, as a skewed database would.) Stopped in t.Cleanup.
 func startSkewedReplica(t *testing.T, databaseURL string, secret []byte, clock clockwork.Clock) *proc {
 	t.Helper()
-	logs := &lockedBuffer{}
+	logs := &testlog.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	pool, err := pgstore.Connect(ctx, databaseURL)
@@ -109,7 +111,7 @@ func TestClockSkewedReplica(t *testing.T) {
 			tenant := uuid.New()
 			cn, cs := normal.client(t, tenant), skewed.client(t, tenant)
 			ctx := context.Background()
-			waitUntil(t, "skewed replica ready", pollCap, func() bool { return cs.Readyz(ctx) == nil })
+			testwait.Until(t, "skewed replica ready", pollCap, func() bool { return cs.Readyz(ctx) == nil })
 
 			// silent-000 through the skewed replica, silent-001 through
 			// the normal one; alive-000 heartbeats through both.
@@ -117,7 +119,7 @@ func TestClockSkewedReplica(t *testing.T) {
 			alive := registerN(t, []*client.Client{cs}, "alive", 1, 1)
 			bs := startBeater(t, cs, alive, e2eInterval/4)
 			bn := startBeater(t, cn, alive, e2eInterval/4)
-			waitUntil(t, "the silent servers unhealthy", pollCap, func() bool {
+			testwait.Until(t, "the silent servers unhealthy", pollCap, func() bool {
 				var n int
 				err := db.Admin.QueryRow(ctx, `SELECT count(*) FROM mcp_servers WHERE server_id = ANY($1) AND status = 'unhealthy'`,
 					silent).Scan(&n)
@@ -125,7 +127,7 @@ func TestClockSkewedReplica(t *testing.T) {
 			})
 			// Two more intervals of heartbeats for alive-000.
 			more := time.Now()
-			waitUntil(t, "two more intervals", pollCap, func() bool { return time.Since(more) > 2*e2eInterval })
+			testwait.Until(t, "two more intervals", pollCap, func() bool { return time.Since(more) > 2*e2eInterval })
 			bs.halt()
 			bn.halt()
 			for _, b := range []*beater{bs, bn} {

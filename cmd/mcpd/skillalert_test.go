@@ -17,6 +17,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/pgtest"
+	"github.com/cyberos/mcpd/pkg/testwait"
 )
 
 // skillHook is a webhook receiver that keeps the skill outage bodies.
@@ -66,7 +67,7 @@ func TestSkillOutageAcrossReplicas(t *testing.T) {
 	ctx := context.Background()
 	c0, c1 := reps[0].client(t, tenant), reps[1].client(t, tenant)
 	for _, c := range []interface{ Readyz(context.Context) error }{c0, c1} {
-		eventually(t, "ready", func() bool { return c.Readyz(ctx) == nil })
+		testwait.Eventually(t, "ready", func() bool { return c.Readyz(ctx) == nil })
 	}
 	var alpha uuid.UUID
 	for _, m := range []string{"alpha", "beta"} {
@@ -83,10 +84,10 @@ func TestSkillOutageAcrossReplicas(t *testing.T) {
 	const outages = 3
 	for i := range outages {
 		// Neither heartbeats: within three intervals both are unhealthy.
-		eventually(t, "raise", func() bool { return len(hook.payloads()) >= 2*i+1 })
+		testwait.Eventually(t, "raise", func() bool { return len(hook.payloads()) >= 2*i+1 })
 		if i == 0 {
 			// Once the raise is recorded, the replica that sent it may die.
-			eventually(t, "the raise recorded", func() bool {
+			testwait.Eventually(t, "the raise recorded", func() bool {
 				var n int
 				err := db.Admin.QueryRow(ctx, `SELECT count(*) FROM mcp_skill_alerts`).Scan(&n)
 				return err == nil && n == 1
@@ -99,7 +100,7 @@ func TestSkillOutageAcrossReplicas(t *testing.T) {
 		if _, err := c1.Heartbeat(ctx, alpha); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "resolution", func() bool { return len(hook.payloads()) >= 2*i+2 })
+		testwait.Eventually(t, "resolution", func() bool { return len(hook.payloads()) >= 2*i+2 })
 	}
 	time.Sleep(500 * time.Millisecond) // a duplicate would show meanwhile
 	got := hook.payloads()

@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cyberos/mcpd/pkg/pgtest"
+	"github.com/cyberos/mcpd/pkg/testwait"
 	"github.com/cyberos/mcpd/pkg/tlstest"
 )
 
@@ -81,7 +82,7 @@ func TestTLSAndMTLSEndToEnd(t *testing.T) {
 	second := serverCA.Issue(t, tlstest.Options{CommonName: "mcpd"})
 	rename(t, certFile, second.CertPEM)
 	rename(t, keyFile, second.KeyPEM)
-	eventually(t, "the rewritten certificate served", func() bool {
+	testwait.Eventually(t, "the rewritten certificate served", func() bool {
 		return servedSerial(t, p.addr, clientPair) == second.Cert.SerialNumber.String()
 	})
 	// Rotation by SIGHUP: at once.
@@ -103,7 +104,7 @@ func TestTLSAndMTLSEndToEnd(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the broken key logged", func() bool { return strings.Contains(p.stderr.String(), "TLS files not reloaded") })
+	testwait.Eventually(t, "the broken key logged", func() bool { return strings.Contains(p.stderr.String(), "TLS files not reloaded") })
 	if !p.running() || servedSerial(t, p.addr, clientPair) != third.Cert.SerialNumber.String() {
 		t.Fatal("a broken key on SIGHUP changed the certificate or stopped mcpd")
 	}

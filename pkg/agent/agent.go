@@ -125,6 +125,11 @@ type Agent struct {
 	mcpTr     *mcpTransport // over HTTP: the MCP server's transport
 	closeIdle func()        // closes its idle connections at the end
 	refused   bool          // the server refuses the credentials (401/403) at the moment
+
+	// waiting, set by tests before Run, gets the length of each wait on
+	// the clock as the wait begins: a test on a fake clock advances it
+	// then, and never sleeps.
+	waiting chan<- time.Duration
 }
 
 // New returns an agent, checking the options.
@@ -199,17 +204,20 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	timer := a.clock.NewTimer(a.heartbeatDelay())
+	next := a.heartbeatDelay()
+	timer := a.clock.NewTimer(next)
 	defer timer.Stop()
 	reset := func(d time.Duration) {
 		timer.Stop()
 		timer.Reset(d)
+		next = d
 	}
 	for {
 		var done <-chan struct{}
 		if a.sess != nil {
 			done = a.sess.Done()
 		}
+		a.signalWait(next)
 		select {
 		case <-ctx.Done():
 			a.shutdown(ctx)
@@ -602,11 +610,23 @@ func backoff(lo, hi time.Duration, attempt int) time.Duration {
 func (a *Agent) sleep(ctx context.Context, d time.Duration) error {
 	t := a.clock.NewTimer(d)
 	defer t.Stop()
+	a.signalWait(d)
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-t.Chan():
 		return nil
+	}
+}
+
+// signalWait tells a test that the agent waits d on its clock.
+func (a *Agent) signalWait(d time.Duration) {
+	if a.waiting == nil {
+		return
+	}
+	select {
+	case a.waiting <- d:
+	default: // a test that stopped listening
 	}
 }
 

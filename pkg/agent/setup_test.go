@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
@@ -21,6 +20,8 @@ import (
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/mcpinspect"
 	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/testlog"
+	"github.com/cyberos/mcpd/pkg/testwait"
 )
 
 // The registry's lifecycle in the tests: an interval of 200ms, so that a
@@ -156,23 +157,11 @@ func (r *registry) skills(t *testing.T, id uuid.UUID) []heartbeat.Skill {
 	return sk
 }
 
-// waitFor polls cond every 20ms for up to d.
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // waitStatus waits until module's server has status s.
 func (r *registry) waitStatus(t *testing.T, module string, s heartbeat.Status, d time.Duration) heartbeat.Server {
 	t.Helper()
 	var srv heartbeat.Server
-	waitFor(t, module+" "+string(s), d, func() bool {
+	testwait.Until(t, module+" "+string(s), d, func() bool {
 		var ok bool
 		srv, ok = r.server(t, module)
 		return ok && srv.Status == s
@@ -180,27 +169,9 @@ func (r *registry) waitStatus(t *testing.T, module string, s heartbeat.Status, d
 	return srv
 }
 
-// syncBuffer is a concurrency-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // running is an agent running in the background.
 type running struct {
-	logs   *syncBuffer
+	logs   *testlog.Buffer
 	cancel context.CancelFunc
 	errc   chan error
 	once   sync.Once
@@ -236,7 +207,7 @@ func fastOptions(reg *registry, module string, target mcpinspect.Target) Options
 // start runs an agent with opts until the test ends.
 func start(t *testing.T, opts Options) *running {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	a, err := New(opts)
 	if err != nil {

@@ -82,6 +82,10 @@ type Dispatcher struct {
 	backoffMax time.Duration
 	dests      []*destination
 	running    atomic.Bool
+	// waiting, set by tests before Run, gets a destination's name each
+	// time its loop has finished a round and waits on the clock: a test
+	// on a fake clock advances it then, and never sleeps.
+	waiting chan<- string
 }
 
 // destination is one Destination and the state of its loop; all but wake
@@ -296,6 +300,12 @@ func (d *Dispatcher) loop(ctx context.Context, ds *destination) {
 			continue
 		}
 		timer := d.clock.NewTimer(wait)
+		if d.waiting != nil {
+			select {
+			case d.waiting <- ds.name:
+			default: // a test that stopped listening
+			}
+		}
 		select {
 		case <-ctx.Done():
 			timer.Stop()

@@ -21,6 +21,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/alert"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/testwait"
 )
 
 var epoch = time.Date(2026, 5, 17, 10, 0, 0, 0, time.UTC)
@@ -49,7 +50,8 @@ func newMemFixture(t *testing.T) *memFixture {
 func (f *memFixture) unhealthy(t *testing.T) heartbeat.Event {
 	t.Helper()
 	f.clock.Advance(35 * time.Second)
-	evs, err := f.store.Sweep(f.ctx, time.Time{}, interval, 1000)
+	result, err := f.store.Sweep(f.ctx, heartbeat.SweepRequest{Now: time.Time{}, Interval: interval, Limit: 1000})
+	evs := result.Events
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,17 +153,10 @@ func waitMetricAtLeast(t *testing.T, reg *prometheus.Registry, name, dest string
 
 func waitMetricCond(t *testing.T, reg *prometheus.Registry, name, dest string, want float64, ok func(float64) bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
+	testwait.Until(t, fmt.Sprintf("%s{destination=%q} = %v", name, dest, want), waitTimeout, func() bool {
 		v, _ := metric(t, reg, name, dest)
-		if ok(v) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s{destination=%q} = %v, want %v", name, dest, v, want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return ok(v)
+	})
 }
 
 // Firing then resolved, exactly as Alertmanager's v2 API takes them.
@@ -288,7 +283,8 @@ func TestReRegistrationResolves(t *testing.T) {
 
 // Firing alerts are re-sent every resend interval while the server stays
 // unhealthy, each time held for three more intervals, and no longer once
-// it recovers; the webhook gets no re-sends.
+// it recovers; the webhook gets no re-sends. The fake clock moves the
+// dispatcher from one round to the next.
 func TestResendFiring(t *testing.T) {
 	f := newMemFixture(t)
 	f.unhealthy(t)
@@ -299,49 +295,49 @@ func TestResendFiring(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := fast(alert.DispatcherOptions{Outbox: f.store, Destinations: dests})
-	opts.ResendInterval = 100 * time.Millisecond
-	d, stop := start(t, opts)
+	const resend = time.Minute
+	opts := alert.DispatcherOptions{Outbox: f.store, Destinations: dests, Clock: f.clock,
+		PollInterval: resend, ResendInterval: resend}
+	d, rounds := startOnClock(t, opts)
+	both := []string{dests[0].Name(), dests[1].Name()}
 
-	reqs := am.waitFor(t, "two re-sends", atLeast(3))
-	ends := make([]time.Time, 0, len(reqs))
+	// The first round fires the alert; each resend interval sends it again.
+	rounds.settle(both...)
+	sentAt := []time.Time{f.clock.Now()}
+	for range 2 {
+		f.clock.Advance(resend)
+		rounds.settle(both...)
+		sentAt = append(sentAt, f.clock.Now())
+	}
+	reqs := am.requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d requests to Alertmanager after two resend intervals, want 3", len(reqs))
+	}
 	for i, r := range reqs {
 		got := amAlerts(t, r)
 		if len(got) != 1 || got[0]["startsAt"] != "2026-05-17T10:00:35Z" {
 			t.Fatalf("request %d: %v", i, got)
 		}
-		at, err := time.Parse(time.RFC3339Nano, got[0]["endsAt"].(string))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ends = append(ends, at)
-	}
-	if !ends[2].After(ends[0]) {
-		t.Fatalf("re-sent endsAt %v not after the first %v", ends[2], ends[0])
-	}
-	for i, r := range reqs {
-		// Sent at most 3 resend intervals before it ends, received after.
-		if hold := ends[i].Sub(r.at); hold <= 0 || hold > 3*opts.ResendInterval+time.Millisecond {
-			t.Fatalf("request %d: endsAt %v after it arrived, want up to 3 x %v", i, hold, opts.ResendInterval)
+		// Held for three resend intervals from when it was sent.
+		if want := sentAt[i].Add(3 * resend).Format(time.RFC3339); got[0]["endsAt"] != want {
+			t.Fatalf("request %d: endsAt %v, want %s", i, got[0]["endsAt"], want)
 		}
 	}
 
 	ev := f.heartbeat(t)
 	d.Transition(f.ctx, ev)
-	resolvedAt := func(reqs []recorded) int {
-		for i, r := range reqs {
-			if a := amAlerts(t, r); len(a) == 1 && a[0]["startsAt"] == nil {
-				return i
-			}
-		}
-		return -1
-	}
-	am.waitFor(t, "the resolved alert", func(reqs []recorded) bool { return resolvedAt(reqs) >= 0 })
-	time.Sleep(4 * opts.ResendInterval) // a few resend intervals: nothing more may come
-	stop()
+	rounds.settle(both...)
 	reqs = am.requests()
-	if i := resolvedAt(reqs); i != len(reqs)-1 {
-		t.Fatalf("request %d of %d resolved the alert: re-sends went on after it", i, len(reqs))
+	if a := amAlerts(t, reqs[len(reqs)-1]); len(reqs) != 4 || len(a) != 1 || a[0]["startsAt"] != nil {
+		t.Fatalf("after the recovery: %d requests, the last %v; want a fourth that resolves", len(reqs), a)
+	}
+	// A few resend intervals: nothing more may come.
+	for range 4 {
+		f.clock.Advance(resend)
+		rounds.settle(both...)
+	}
+	if n := len(am.requests()); n != 4 {
+		t.Fatalf("Alertmanager got %d requests, want 4: re-sends went on after the resolution", n)
 	}
 	if n := len(hook.requests()); n != 2 {
 		t.Fatalf("webhook got %d requests, want 2 (firing and resolved, no re-sends)", n)
@@ -378,12 +374,7 @@ func TestDestinationIsolation(t *testing.T) {
 		t.Fatalf("event %s, want %s", id, ev.EventID)
 	}
 	waitMetric(t, reg, "mcpd_alerts_failed_total", dests[1].Name(), 1)
-	for hanging.attempts() == 0 {
-		if time.Since(begin) > waitTimeout {
-			t.Fatal("the hanging destination was never tried")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Eventually(t, "the hanging destination tried", func() bool { return hanging.attempts() > 0 })
 
 	f.clock.Advance(90 * time.Second)
 	if n := hanging.attempts(); n != 1 {
@@ -469,7 +460,7 @@ func TestAlertmanagerSkipsOverIncidents(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.clock.Advance(25 * time.Second)
-	if _, err := f.store.Sweep(f.ctx, time.Time{}, interval, 1000); err != nil { // degraded
+	if _, err := f.store.Sweep(f.ctx, heartbeat.SweepRequest{Now: time.Time{}, Interval: interval, Limit: 1000}); err != nil { // degraded
 		t.Fatal(err)
 	}
 	f.heartbeat(t) // recovered from degraded
@@ -477,7 +468,7 @@ func TestAlertmanagerSkipsOverIncidents(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.clock.Advance(35 * time.Second)
-	if _, err := f.store.Sweep(f.ctx, time.Time{}, interval, 1000); err != nil { // mail (and calendar) unhealthy
+	if _, err := f.store.Sweep(f.ctx, heartbeat.SweepRequest{Now: time.Time{}, Interval: interval, Limit: 1000}); err != nil { // mail (and calendar) unhealthy
 		t.Fatal(err)
 	}
 
@@ -589,13 +580,7 @@ func TestRunTwice(t *testing.T) {
 	// (the first Run had not started yet), an error once the first runs.
 	probe, stopProbe := context.WithCancel(t.Context())
 	stopProbe()
-	deadline := time.Now().Add(waitTimeout)
-	for d.Run(probe) == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("second Run never refused")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(t, "second Run refused", waitTimeout, func() bool { return d.Run(probe) != nil })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -650,18 +635,19 @@ func TestMassLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := fast(alert.DispatcherOptions{Outbox: memstore.New(clock), Destinations: dests, Clock: clock})
-	d, _ := start(t, opts)
+	d, rounds := startOnClock(t, opts)
+	rounds.settle(dests[0].Name(), dests[1].Name())
 	tenant := uuid.New()
 	d.MassLoss(heartbeat.MassLoss{TenantID: tenant, Unhealthy: 12, Live: 20})
-	// The failed attempt backs off on the fake clock: move it on until the
-	// retry comes.
-	deadline := time.Now().Add(waitTimeout)
-	for len(am.requests()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no mass-loss alert after %d attempts", am.attempts())
-		}
-		clock.Advance(opts.BackoffMax)
-		time.Sleep(5 * time.Millisecond)
+	// The failed attempt backs off on the fake clock: move it on to the retry.
+	rounds.settle(dests[0].Name())
+	if n := am.attempts(); n != 1 || len(am.requests()) != 0 {
+		t.Fatalf("%d attempts, %d accepted; want the first refused", n, len(am.requests()))
+	}
+	clock.Advance(opts.BackoffMax)
+	rounds.settle(dests[0].Name(), dests[1].Name())
+	if len(am.requests()) != 1 {
+		t.Fatalf("no mass-loss alert after %d attempts", am.attempts())
 	}
 	got := amAlerts(t, am.requests()[0])
 	want := []map[string]any{{

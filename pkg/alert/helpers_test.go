@@ -18,6 +18,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/alert"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/pgtest"
+	"github.com/cyberos/mcpd/pkg/testwait"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
@@ -91,17 +92,12 @@ func (r *receiver) attempts() int {
 // waitFor polls until cond holds of the accepted requests, or fails.
 func (r *receiver) waitFor(t *testing.T, what string, cond func([]recorded) bool) []recorded {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		reqs := r.requests()
-		if cond(reqs) {
-			return reqs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s: %d requests accepted, %d attempts", waitTimeout, what, len(reqs), r.attempts())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var reqs []recorded
+	testwait.Until(t, what, waitTimeout, func() bool {
+		reqs = r.requests()
+		return cond(reqs)
+	})
+	return reqs
 }
 
 func atLeast(n int) func([]recorded) bool {
@@ -155,6 +151,55 @@ func start(t *testing.T, opts alert.DispatcherOptions) (*alert.Dispatcher, func(
 	}
 	t.Cleanup(stop)
 	return d, stop
+}
+
+// startOnClock runs a dispatcher on a fake clock (opts.Clock) until the
+// test ends; its rounds tell when the destinations wait on the clock.
+func startOnClock(t *testing.T, opts alert.DispatcherOptions) (*alert.Dispatcher, rounds) {
+	t.Helper()
+	opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	d, err := alert.NewDispatcher(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rounds{t: t, ch: d.Waiting()}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	return d, r
+}
+
+// rounds are the dispatcher's signals: a destination finished a round and
+// waits on the clock.
+type rounds struct {
+	t  *testing.T
+	ch <-chan string
+}
+
+// settle waits until each named destination has finished one round more.
+func (r rounds) settle(names ...string) {
+	r.t.Helper()
+	want := make(map[string]int)
+	for _, n := range names {
+		want[n]++
+	}
+	deadline := time.After(waitTimeout)
+	for len(want) > 0 {
+		select {
+		case n := <-r.ch:
+			if want[n]--; want[n] <= 0 {
+				delete(want, n)
+			}
+		case <-deadline:
+			r.t.Fatalf("destinations %v did not finish a round within %v", want, waitTimeout)
+		}
+	}
 }
 
 // testWriter sends log lines to t.Log while the test runs.

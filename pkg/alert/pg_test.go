@@ -17,6 +17,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/pgstore"
 	"github.com/cyberos/mcpd/pkg/pgtest"
+	"github.com/cyberos/mcpd/pkg/testwait"
 )
 
 // pgFixture is a database of its own with a store on the app role.
@@ -65,7 +66,8 @@ func (f *pgFixture) unhealthyServers(t *testing.T, n int) (uuid.UUID, []heartbea
 		}
 		servers = append(servers, srv)
 	}
-	evs, err := f.store.Sweep(f.ctx, f.clock.Now().Add(35*time.Second), interval, 1000)
+	result, err := f.store.Sweep(f.ctx, heartbeat.SweepRequest{Now: f.clock.Now().Add(35 * time.Second), Interval: interval, Limit: 1000})
+	evs := result.Events
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,20 +123,13 @@ func TestRestartDurability(t *testing.T) {
 		t.Fatalf("alertmanager got %v", got)
 	}
 	for _, d := range dests {
-		deadline := time.Now().Add(waitTimeout)
-		for {
+		testwait.Until(t, d.Name()+": nothing pending", waitTimeout, func() bool {
 			n, _, err := restarted.PendingAlerts(f.ctx, d.Name())
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %d still pending", d.Name(), n)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return n == 0
+		})
 	}
 }
 
@@ -215,7 +210,7 @@ func TestOutboxConformance(t *testing.T) {
 				servers = append(servers, srv)
 			}
 			sweptAt := clock.Now().Add(35 * time.Second).UTC()
-			if _, err := store.Sweep(ctx, sweptAt, interval, 1000); err != nil {
+			if _, err := store.Sweep(ctx, heartbeat.SweepRequest{Now: sweptAt, Interval: interval, Limit: 1000}); err != nil {
 				t.Fatal(err)
 			}
 			clock.Advance(40 * time.Second)
@@ -336,12 +331,7 @@ func TestDestinationIsolationPG(t *testing.T) {
 	f.unhealthyServers(t, 1)
 	start(t, fast(alert.DispatcherOptions{Outbox: f.store, Destinations: dests}))
 	working.waitFor(t, "the first event", atLeast(1))
-	for hanging.attempts() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the hanging destination was never tried")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, "the hanging destination tried", time.Until(deadline), func() bool { return hanging.attempts() > 0 })
 
 	begin := time.Now()
 	f.unhealthyServers(t, 1) // written while the other destination hangs
@@ -351,18 +341,9 @@ func TestDestinationIsolationPG(t *testing.T) {
 	}
 	// And again, just as a retry of the hanging one starts: had the retry
 	// held the claim, the event would wait for its timeout.
-	for hanging.attempts() < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the hanging destination was not retried")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	for n := hanging.attempts(); hanging.attempts() == n; {
-		if time.Now().After(deadline) {
-			t.Fatal("the hanging destination was not retried")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(t, "the hanging destination retried", time.Until(deadline), func() bool { return hanging.attempts() >= 2 })
+	n := hanging.attempts()
+	testwait.Until(t, "the hanging destination retried again", time.Until(deadline), func() bool { return hanging.attempts() != n })
 	begin = time.Now()
 	f.unhealthyServers(t, 1)
 	working.waitFor(t, "the third event", atLeast(3))

@@ -19,6 +19,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/alert"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/testwait"
 )
 
 const installAlertmanager = "apt-get install prometheus-alertmanager"
@@ -199,7 +200,8 @@ func TestRealAlertmanager(t *testing.T) {
 	d, _ := start(t, fast(alert.DispatcherOptions{Outbox: store, Destinations: dests}))
 
 	clock.Advance(35 * time.Second)
-	evs, err := store.Sweep(ctx, time.Time{}, interval, 1000)
+	result, err := store.Sweep(ctx, heartbeat.SweepRequest{Now: time.Time{}, Interval: interval, Limit: 1000})
+	evs := result.Events
 	if err != nil || len(evs) != 1 {
 		t.Fatalf("sweep: %v, %v", evs, err)
 	}
@@ -217,14 +219,8 @@ func TestRealAlertmanager(t *testing.T) {
 		}
 		return nil
 	}
-	deadline := time.Now().Add(waitTimeout)
 	var got *gettableAlert
-	for got = find(); got == nil; got = find() {
-		if time.Now().After(deadline) {
-			t.Fatalf("alert %v never active; active: %+v", want, activeAlerts(t, client, base))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Until(t, fmt.Sprintf("alert %v active", want), waitTimeout, func() bool { got = find(); return got != nil })
 	if !got.StartsAt.Equal(evs[0].OccurredAt.Truncate(time.Millisecond)) || // Alertmanager keeps milliseconds
 		got.Annotations["trace_id"] != srv.TraceID ||
 		got.Annotations["summary"] != fmt.Sprintf("MCP server calendar of tenant %s is unhealthy", tenant) {
@@ -237,13 +233,7 @@ func TestRealAlertmanager(t *testing.T) {
 		t.Fatalf("heartbeat: %v, %v", ev, err)
 	}
 	d.Transition(ctx, *ev)
-	deadline = time.Now().Add(waitTimeout)
-	for find() != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("alert still active after the recovery: %+v", find())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Until(t, "the alert resolved after the recovery", waitTimeout, func() bool { return find() == nil })
 }
 
 // A real Alertmanager shows MCPSkillUnavailable active once the last
@@ -269,7 +259,8 @@ func TestRealAlertmanagerSkill(t *testing.T) {
 	d, _ := start(t, fast(alert.DispatcherOptions{Outbox: store, SkillAlerts: store, Destinations: dests}))
 
 	clock.Advance(35 * time.Second)
-	evs, err := store.Sweep(ctx, time.Time{}, interval, 1000)
+	res, err := store.Sweep(ctx, heartbeat.SweepRequest{Interval: interval, Limit: 1000})
+	evs := res.Events
 	if err != nil || len(evs) != 1 {
 		t.Fatalf("sweep: %v, %v", evs, err)
 	}

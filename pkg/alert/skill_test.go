@@ -60,7 +60,8 @@ func (f *skillFixture) silence(t *testing.T, alive ...heartbeat.Server) []heartb
 			t.Fatal(err)
 		}
 	}
-	evs, err := f.store.Sweep(f.ctx, f.clock.Now(), interval, 1000)
+	res, err := f.store.Sweep(f.ctx, heartbeat.SweepRequest{Now: f.clock.Now(), Interval: interval, Limit: 1000})
+	evs := res.Events
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -599,7 +599,7 @@ func TestStoreFaults(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			b := setup(t, setupOptions{store: func(clock clockwork.Clock) heartbeat.Store {
+			b := setup(t, setupOptions{store: func(clock clockwork.Clock) testStore {
 				return &faultStore{Store: memstore.New(clock), err: c.err}
 			}})
 			for _, resp := range []response{
@@ -628,7 +628,7 @@ func TestStoreFaults(t *testing.T) {
 
 func TestRequestTimeout(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOptions{requestTimeout: 50 * time.Millisecond, store: func(clock clockwork.Clock) heartbeat.Store {
+	b := setup(t, setupOptions{requestTimeout: 50 * time.Millisecond, store: func(clock clockwork.Clock) testStore {
 		return &faultStore{Store: memstore.New(clock), fn: func(ctx context.Context) error {
 			<-ctx.Done()
 			return ctx.Err()
@@ -647,7 +647,7 @@ func TestRequestTimeout(t *testing.T) {
 
 func TestPanicIsRecovered(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOptions{store: func(clock clockwork.Clock) heartbeat.Store {
+	b := setup(t, setupOptions{store: func(clock clockwork.Clock) testStore {
 		return &faultStore{Store: memstore.New(clock), fn: func(context.Context) error { panic("boom xyzzy") }}
 	}})
 	resp := b.get(t, "/v1/mcp/servers/"+uuid.NewString())

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"runtime/debug"
@@ -17,7 +18,7 @@ func (h *handler) instrument(mux *http.ServeMux) http.Handler {
 		sw := &statusWriter{ResponseWriter: w, req: r}
 		defer func() {
 			if v := recover(); v != nil {
-				if v == http.ErrAbortHandler {
+				if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 					panic(v)
 				}
 				h.logger.ErrorContext(r.Context(), "panic serving request", "method", r.Method, "path", r.URL.Path,

@@ -10,51 +10,28 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/cyberos/mcpd/pkg/apiwire"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 )
 
-// Problem types: the stable set of "type" URIs that mcpd answers with. A
-// client branches on the type, never on the title or detail.
+// Problem types: the stable set of "type" URIs that mcpd answers with
+// (pkg/apiwire documents each).
 const (
-	ProblemTypeBase = "https://mcpd.dev/problems/"
-
-	// ProblemValidation (400): an input breaks a rule of the contract; the
-	// problem's field names it.
-	ProblemValidation = ProblemTypeBase + "validation"
-	// ProblemMalformed (400): the body is not one JSON object (empty, not
-	// JSON, trailing data).
-	ProblemMalformed = ProblemTypeBase + "malformed-body"
-	// ProblemUnauthorized (401): no bearer token, or a bad or expired one.
-	ProblemUnauthorized = ProblemTypeBase + "unauthorized"
-	// ProblemForbidden (403): the token lacks the scope the call needs.
-	ProblemForbidden = ProblemTypeBase + "forbidden"
-	// ProblemNotFound (404): no such server for the token's tenant, or no
-	// such route.
-	ProblemNotFound = ProblemTypeBase + "not-found"
-	// ProblemMethodNotAllowed (405): the route exists for other methods.
-	ProblemMethodNotAllowed = ProblemTypeBase + "method-not-allowed"
-	// ProblemDeregistered (409): the server is deregistered and must
-	// register again.
-	ProblemDeregistered = ProblemTypeBase + "deregistered"
-	// ProblemTooLarge (413): the body is larger than MaxBodyBytes.
-	ProblemTooLarge = ProblemTypeBase + "payload-too-large"
-	// ProblemUnsupportedMediaType (415): the body is not application/json.
-	ProblemUnsupportedMediaType = ProblemTypeBase + "unsupported-media-type"
-	// ProblemQuotaExceeded (403): registering a new module would take the
-	// tenant past its quota of servers (--tenant-max-servers).
-	ProblemQuotaExceeded = ProblemTypeBase + "quota-exceeded"
-	// ProblemRateLimited (429): the tenant is past its request rate
-	// (--tenant-rate-limit, --tenant-rate-burst) or its concurrent watch
-	// streams (--tenant-max-watches); retry after the Retry-After header.
-	ProblemRateLimited = ProblemTypeBase + "rate-limited"
-	// ProblemInternal (500): a fault of mcpd; the cause is in its log.
-	ProblemInternal = ProblemTypeBase + "internal"
-	// ProblemUnavailable (503): the store cannot answer now; retry after
-	// the Retry-After header.
-	ProblemUnavailable = ProblemTypeBase + "unavailable"
-	// ProblemCursorExpired (410): the position can no longer be resumed
-	// from; list again and watch from the list's watch_cursor.
-	ProblemCursorExpired = ProblemTypeBase + "cursor-expired"
+	ProblemTypeBase             = apiwire.ProblemTypeBase
+	ProblemValidation           = apiwire.ProblemValidation
+	ProblemMalformed            = apiwire.ProblemMalformed
+	ProblemUnauthorized         = apiwire.ProblemUnauthorized
+	ProblemForbidden            = apiwire.ProblemForbidden
+	ProblemNotFound             = apiwire.ProblemNotFound
+	ProblemMethodNotAllowed     = apiwire.ProblemMethodNotAllowed
+	ProblemDeregistered         = apiwire.ProblemDeregistered
+	ProblemTooLarge             = apiwire.ProblemTooLarge
+	ProblemUnsupportedMediaType = apiwire.ProblemUnsupportedMediaType
+	ProblemInternal             = apiwire.ProblemInternal
+	ProblemUnavailable          = apiwire.ProblemUnavailable
+	ProblemQuotaExceeded        = apiwire.ProblemQuotaExceeded
+	ProblemRateLimited          = apiwire.ProblemRateLimited
+	ProblemCursorExpired        = apiwire.ProblemCursorExpired
 )
 
 // retryAfterSeconds is the Retry-After of every 503.

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/limit"
 	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/testlog"
 )
 
 const testInterval = 10 * time.Second
@@ -38,12 +38,20 @@ type bundle struct {
 	tenant   uuid.UUID
 	token    string // mcp:read mcp:write
 	readTok  string // mcp:read
-	logs     *syncBuffer
+	logs     *testlog.Buffer
 	registry *heartbeat.Registrar
 }
 
+// testStore is what the tests' stores offer: the API's store, with the
+// monitor's live counts and the metrics' status counts.
+type testStore interface {
+	heartbeat.Store
+	heartbeat.LiveCounter
+	heartbeat.StatusCounter
+}
+
 type setupOptions struct {
-	store          func(clock clockwork.Clock) heartbeat.Store // nil: memstore
+	store          func(clock clockwork.Clock) testStore // nil: memstore
 	pinger         api.Pinger
 	requestTimeout time.Duration
 	limits         *limit.Tenants
@@ -57,7 +65,7 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 		o = opts[0]
 	}
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 5, 17, 10, 0, 0, 0, time.UTC))
-	var store heartbeat.Store = memstore.New(clock)
+	var store testStore = memstore.New(clock)
 	if o.store != nil {
 		store = o.store(clock)
 	}
@@ -66,13 +74,9 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	var counter heartbeat.StatusCounter
-	if c, ok := store.(heartbeat.StatusCounter); ok {
-		counter = c
-	}
-	metrics := api.NewMetrics(api.MetricsOptions{Counter: counter, Logger: logger})
+	metrics := api.NewMetrics(api.MetricsOptions{Counter: store, Logger: logger})
 	sink := metrics.Sink(heartbeat.LogSink{Logger: logger})
 	reg := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{Store: store, Sink: sink, Logger: logger,
 		HeartbeatInterval: testInterval.Seconds(), MaxServersPerTenant: o.maxServers})
@@ -232,24 +236,6 @@ func noneToken(tenant uuid.UUID) string {
 func jsonNumber(n int64) string {
 	b, _ := json.Marshal(n)
 	return string(b)
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // faultStore is a memstore whose Heartbeat and Server answer with err, or

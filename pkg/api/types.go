@@ -1,88 +1,35 @@
 package api
 
-import (
-	"encoding/json"
-	"fmt"
-	"time"
+import "github.com/cyberos/mcpd/pkg/apiwire"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+// The API's wire types live in pkg/apiwire, which the client imports
+// without the server's dependencies; these aliases keep their names here.
+type (
+	// RegisterRequest is the body of POST /v1/mcp/servers/register.
+	RegisterRequest = apiwire.RegisterRequest
+	// ServerIDRequest is the body of the heartbeat and deregister calls.
+	ServerIDRequest = apiwire.ServerIDRequest
+	// ServerList is the answer of GET /v1/mcp/servers.
+	ServerList = apiwire.ServerList
+	// SkillList is the answer of GET /v1/mcp/servers/{server_id}/skills.
+	SkillList = apiwire.SkillList
+	// EventList is the answer of GET /v1/mcp/audit.
+	EventList = apiwire.EventList
+	// SkillDirectory is the answer of GET /v1/mcp/skills.
+	SkillDirectory = apiwire.SkillDirectory
+	// Problem is an RFC 9457 problem details object, the body of every error.
+	Problem = apiwire.Problem
 )
-
-// RegisterRequest is the body of POST /v1/mcp/servers/register.
-type RegisterRequest struct {
-	ModuleName              string                `json:"module_name"`
-	Version                 string                `json:"version"`
-	SupportedProtocols      []string              `json:"supported_protocols"`
-	CapabilityAdvertisement json.RawMessage       `json:"capability_advertisement,omitempty"`
-	Skills                  []heartbeat.SkillInfo `json:"skills,omitempty"`
-}
-
-// ServerIDRequest is the body of the heartbeat and deregister calls.
-type ServerIDRequest struct {
-	ServerID string `json:"server_id"`
-}
-
-// ServerList is the answer of GET /v1/mcp/servers.
-type ServerList struct {
-	Servers    []heartbeat.Server `json:"servers"`
-	NextCursor *string            `json:"next_cursor"`
-	// WatchCursor is where a watch misses nothing the list did not reflect.
-	WatchCursor string `json:"watch_cursor"`
-}
-
-// SkillDirectory is the answer of GET /v1/mcp/skills.
-type SkillDirectory struct {
-	Skills      []heartbeat.SkillEntry `json:"skills"`
-	NextCursor  *string                `json:"next_cursor"`
-	WatchCursor string                 `json:"watch_cursor"`
-}
-
-// SkillList is the answer of GET /v1/mcp/servers/{server_id}/skills.
-type SkillList struct {
-	Skills []heartbeat.Skill `json:"skills"`
-}
-
-// EventList is the answer of GET /v1/mcp/audit.
-type EventList struct {
-	Events      []heartbeat.Event `json:"events"`
-	NextCursor  *string           `json:"next_cursor"`
-	WatchCursor string            `json:"watch_cursor"`
-}
-
-// Server-Sent Events of GET /v1/mcp/watch: each audit event is sent with
-// its kind as the event name; EventBookmark carries a position alone.
-const (
-	ContentTypeEventStream = "text/event-stream"
-	EventBookmark          = "mcp.watch.bookmark"
-	HeaderLastEventID      = "Last-Event-ID"
-)
-
-// Problem is an RFC 9457 problem details object, the body of every error.
-type Problem struct {
-	Type     string `json:"type"`
-	Title    string `json:"title"`
-	Status   int    `json:"status"`
-	Detail   string `json:"detail"`
-	Instance string `json:"instance,omitempty"`
-	// Field names the input that broke a rule, for validation problems.
-	Field string `json:"field,omitempty"`
-	// RetryAfter is the server's Retry-After, when it sent one (not in JSON).
-	RetryAfter time.Duration `json:"-"`
-}
-
-// Error returns the title and detail, as mcpctl prints them.
-func (p *Problem) Error() string {
-	if p.Detail == "" {
-		return fmt.Sprintf("%s (%d)", p.Title, p.Status)
-	}
-	return fmt.Sprintf("%s: %s", p.Title, p.Detail)
-}
 
 // Header and content types of the API.
 const (
-	ContentTypeJSON    = "application/json"
-	ContentTypeProblem = "application/problem+json"
-	HeaderTraceparent  = "traceparent"
+	ContentTypeJSON    = apiwire.ContentTypeJSON
+	ContentTypeProblem = apiwire.ContentTypeProblem
+	HeaderTraceparent  = apiwire.HeaderTraceparent
+
+	ContentTypeEventStream = apiwire.ContentTypeEventStream
+	EventBookmark          = apiwire.EventBookmark
+	HeaderLastEventID      = apiwire.HeaderLastEventID
 )
 
 // MaxBodyBytes caps every request body (256 KiB).

@@ -381,8 +381,8 @@ type cachedClaims struct {
 	until  time.Time
 }
 
-func newTokenCache(max int) *tokenCache {
-	return &tokenCache{max: max, entries: make(map[[sha256.Size]byte]cachedClaims)}
+func newTokenCache(size int) *tokenCache {
+	return &tokenCache{max: size, entries: make(map[[sha256.Size]byte]cachedClaims)}
 }
 
 func (c *tokenCache) get(digest [sha256.Size]byte, now time.Time) (Claims, bool) {

@@ -6,6 +6,6 @@
 // are judged by (pgbench's one-row update, etcd's lease keep-alive). Every
 // load is closed or open loop on loopback, bounded in count and time.
 //
-// The driver program is pkg/bench/cmd/mcpd-bench; docs/performance.md
+// The driver program is cmd/mcpd-bench; docs/performance.md
 // describes the method and the latest results.
 package bench

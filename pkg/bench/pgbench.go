@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cyberos/mcpd/pkg/pgtest"
 )
 
 // PgbenchResult is one pgbench run of the heartbeat baseline.
@@ -46,8 +48,8 @@ var (
 // Pgbench runs pgbench's one-row-per-transaction heartbeat update of the
 // servers 1..servers with clients for d, prepared statements, as the
 // superuser, and reads the share of HOT updates from the statistics.
-func Pgbench(ctx context.Context, pg *Postgres, admin *pgxpool.Pool, dir string, servers, clients int, d time.Duration) (PgbenchResult, error) {
-	bin, err := pg.FindPgbench()
+func Pgbench(ctx context.Context, pg *pgtest.Cluster, admin *pgxpool.Pool, dir string, servers, clients int, d time.Duration) (PgbenchResult, error) {
+	bin, err := findPgbench(pg)
 	if err != nil {
 		return PgbenchResult{}, fmt.Errorf("pgbench not found (it ships with the PostgreSQL server package): %w", err)
 	}

@@ -28,20 +28,20 @@ func TestHarnessOnPostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pg, err := StartPostgres(ctx, PostgresOptions{BaseDir: work})
+	pg, err := StartPostgres(work)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := pg.Stop(); err != nil {
+		if err := pg.Destroy(); err != nil {
 			t.Error(err)
 		}
 	})
 	if pid := pg.PID(); pid <= 0 || parentOf(pid) == 0 {
 		t.Fatalf("postmaster pid %d", pid)
 	}
-	if pg.FSType == "" || pg.Version == "" {
-		t.Fatalf("file system %q, version %q", pg.FSType, pg.Version)
+	if pg.FSType() == "" || pg.ServerVersion() == "" {
+		t.Fatalf("file system %q, version %q", pg.FSType(), pg.ServerVersion())
 	}
 	if err := SetUp(ctx, pg); err != nil {
 		t.Fatal(err)

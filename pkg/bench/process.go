@@ -16,7 +16,7 @@ import (
 )
 
 // Process is a program the harness started (mcpd, etcd), with its output in
-// a log file. It is killed when the harness dies (Pdeathsig).
+// a log file. On Linux it is killed when the harness dies (Pdeathsig).
 type Process struct {
 	Name string
 	Log  string
@@ -34,7 +34,7 @@ func StartProcess(name, path, logFile string, args []string, env []string) (*Pro
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.Env = append(processEnv(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		_ = out.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cyberos/mcpd/pkg/pgtest"
 )
 
 // Config is what one run measures, and how long each measure may take.
@@ -180,7 +182,7 @@ type runner struct {
 	rep  *Report
 	work string
 
-	pg         *Postgres
+	pg         *pgtest.Cluster
 	admin, app *pgxpool.Pool
 	appURL     string
 	secretFile string
@@ -198,7 +200,7 @@ func (r *runner) close() {
 	}
 	if r.pg != nil {
 		r.keepPostgresLog()
-		if err := r.pg.Stop(); err != nil {
+		if err := r.pg.Destroy(); err != nil {
 			r.log.Warn("stop PostgreSQL", "err", err)
 		}
 	}
@@ -248,14 +250,14 @@ func (r *runner) run(ctx context.Context) error {
 
 func (r *runner) startDatabase(ctx context.Context) error {
 	r.log.Info("starting PostgreSQL (durable defaults: fsync, synchronous_commit and full_page_writes on)")
-	pg, err := StartPostgres(ctx, PostgresOptions{BaseDir: r.work})
+	pg, err := StartPostgres(r.work)
 	if err != nil {
 		return err
 	}
 	r.pg = pg
-	r.rep.Machine.PostgreSQL = pg.Version
-	r.rep.Machine.DataFS = pg.FSType
-	if pg.FSType == "tmpfs" {
+	r.rep.Machine.PostgreSQL = pg.ServerVersion()
+	r.rep.Machine.DataFS = pg.FSType()
+	if r.rep.Machine.DataFS == "tmpfs" {
 		r.log.Warn("the cluster's data directory is on tmpfs: fsync costs nothing there and the figures are not durable ones; give -work-dir on a disk")
 	}
 	if err := SetUp(ctx, pg); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cyberos/mcpd/pkg/pgtest"
 	"github.com/cyberos/mcpd/pkg/schema"
 )
 
@@ -39,7 +40,7 @@ const Database = "mcpd_bench"
 
 // SetUp creates the harness's database on the cluster, migrates it to the
 // latest schema version and creates AppRole.
-func SetUp(ctx context.Context, pg *Postgres) error {
+func SetUp(ctx context.Context, pg *pgtest.Cluster) error {
 	admin, err := pgxpool.New(ctx, pg.URL("postgres", "postgres"))
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)

@@ -141,7 +141,7 @@ func TestServerIDCommandsParse(t *testing.T) {
 func TestListParse(t *testing.T) {
 	t.Parallel()
 	var got *listOptions
-	cmd := newCmdServersList(testFactory(newTestIO(), nil), "list", func(o *listOptions) error { got = o; return nil })
+	cmd := newCmdServersList(testFactory(newTestIO(), nil), func(o *listOptions) error { got = o; return nil })
 	if err := execute(t, cmd, "--status", "degraded", "--module", "calendar", "--limit", "5"); err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestListParse(t *testing.T) {
 		t.Fatalf("options %+v", got)
 	}
 	for _, args := range [][]string{{"--status", "sick"}, {"--limit", "-1"}, {"extra"}} {
-		cmd := newCmdServersList(testFactory(newTestIO(), nil), "list", func(*listOptions) error { t.Fatal("runF reached"); return nil })
+		cmd := newCmdServersList(testFactory(newTestIO(), nil), func(*listOptions) error { t.Fatal("runF reached"); return nil })
 		if err := execute(t, cmd, args...); !isUsage(err) {
 			t.Errorf("list %q: error %v, want a usage error", args, err)
 		}

@@ -18,7 +18,7 @@ const maxListPages = 10_000
 func newCmdServers(f *Factory) *cobra.Command {
 	cmd := newGroupCmd("servers", "List and inspect registered servers")
 	cmd.AddCommand(
-		newCmdServersList(f, "list", nil),
+		newCmdServersList(f, nil),
 		newCmdServersGet(f, nil),
 		newCmdServersSkills(f, nil),
 	)
@@ -27,7 +27,7 @@ func newCmdServers(f *Factory) *cobra.Command {
 
 // newCmdList is `mcpctl list`, the same command as `mcpctl servers list`.
 func newCmdList(f *Factory, runF func(*listOptions) error) *cobra.Command {
-	cmd := newCmdServersList(f, "list", runF)
+	cmd := newCmdServersList(f, runF)
 	cmd.Short = "List servers (same as servers list)"
 	return cmd
 }
@@ -44,10 +44,10 @@ type listOptions struct {
 	Status heartbeat.Status
 }
 
-func newCmdServersList(f *Factory, use string, runF func(*listOptions) error) *cobra.Command {
+func newCmdServersList(f *Factory, runF func(*listOptions) error) *cobra.Command {
 	opts := &listOptions{IO: f.IOStreams, Client: f.Client}
 	cmd := &cobra.Command{
-		Use:     use,
+		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List servers",
 		Long: `List the servers of the token's tenant, ordered by module name, following

@@ -17,7 +17,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/api"
+	"github.com/cyberos/mcpd/pkg/apiwire"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/version"
 )
@@ -98,11 +98,11 @@ func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
 // Register registers a server (or re-registers it) and returns it; created
 // is true for a new server (201). A non-empty traceparent is sent as the W3C
 // traceparent header and becomes the server's trace id.
-func (c *Client) Register(ctx context.Context, req api.RegisterRequest, traceparent string) (heartbeat.Server, bool, error) {
+func (c *Client) Register(ctx context.Context, req apiwire.RegisterRequest, traceparent string) (heartbeat.Server, bool, error) {
 	var srv heartbeat.Server
 	var hdr http.Header
 	if traceparent != "" {
-		hdr = http.Header{api.HeaderTraceparent: []string{traceparent}}
+		hdr = http.Header{apiwire.HeaderTraceparent: []string{traceparent}}
 	}
 	status, err := c.do(ctx, "register", http.MethodPost, "/v1/mcp/servers/register", nil, req, &srv, hdr)
 	if err != nil {
@@ -115,7 +115,7 @@ func (c *Client) Register(ctx context.Context, req api.RegisterRequest, tracepar
 func (c *Client) Heartbeat(ctx context.Context, serverID uuid.UUID) (heartbeat.Server, error) {
 	var srv heartbeat.Server
 	_, err := c.do(ctx, "heartbeat", http.MethodPost, "/v1/mcp/servers/heartbeat", nil,
-		api.ServerIDRequest{ServerID: serverID.String()}, &srv, nil)
+		apiwire.ServerIDRequest{ServerID: serverID.String()}, &srv, nil)
 	return srv, err
 }
 
@@ -123,7 +123,7 @@ func (c *Client) Heartbeat(ctx context.Context, serverID uuid.UUID) (heartbeat.S
 func (c *Client) Deregister(ctx context.Context, serverID uuid.UUID) (heartbeat.Server, error) {
 	var srv heartbeat.Server
 	_, err := c.do(ctx, "deregister", http.MethodPost, "/v1/mcp/servers/deregister", nil,
-		api.ServerIDRequest{ServerID: serverID.String()}, &srv, nil)
+		apiwire.ServerIDRequest{ServerID: serverID.String()}, &srv, nil)
 	return srv, err
 }
 
@@ -155,8 +155,8 @@ func (p ListServersParams) query() url.Values {
 }
 
 // Servers returns one page of servers, ordered by module name.
-func (c *Client) Servers(ctx context.Context, p ListServersParams) (api.ServerList, error) {
-	var list api.ServerList
+func (c *Client) Servers(ctx context.Context, p ListServersParams) (apiwire.ServerList, error) {
+	var list apiwire.ServerList
 	_, err := c.do(ctx, "list servers", http.MethodGet, "/v1/mcp/servers", p.query(), nil, &list, nil)
 	return list, err
 }
@@ -185,7 +185,7 @@ func (c *Client) AllServers(ctx context.Context, p ListServersParams) ([]heartbe
 
 // Skills returns the skills of one server.
 func (c *Client) Skills(ctx context.Context, serverID uuid.UUID) ([]heartbeat.Skill, error) {
-	var list api.SkillList
+	var list apiwire.SkillList
 	_, err := c.do(ctx, "list skills", http.MethodGet, "/v1/mcp/servers/"+serverID.String()+"/skills", nil, nil, &list, nil)
 	return list.Skills, err
 }
@@ -213,8 +213,8 @@ func (p ListEventsParams) query() url.Values {
 }
 
 // Events returns one page of the audit trail in commit order.
-func (c *Client) Events(ctx context.Context, p ListEventsParams) (api.EventList, error) {
-	var list api.EventList
+func (c *Client) Events(ctx context.Context, p ListEventsParams) (apiwire.EventList, error) {
+	var list apiwire.EventList
 	_, err := c.do(ctx, "list audit events", http.MethodGet, "/v1/mcp/audit", p.query(), nil, &list, nil)
 	return list, err
 }
@@ -239,7 +239,7 @@ func setNonZero(q url.Values, key, value string) {
 }
 
 // do sends one request and decodes a 2xx answer into out (when not nil). A
-// non-2xx answer is an *api.Problem; a failure to send or read is wrapped
+// non-2xx answer is an *apiwire.Problem; a failure to send or read is wrapped
 // with op.
 func (c *Client) do(ctx context.Context, op, method, path string, query url.Values, in, out any, hdr http.Header) (int, error) {
 	u := c.base + path
@@ -264,9 +264,9 @@ func (c *Client) do(ctx context.Context, op, method, path string, query url.Valu
 		}
 	}
 	if in != nil {
-		req.Header.Set("Content-Type", api.ContentTypeJSON)
+		req.Header.Set("Content-Type", apiwire.ContentTypeJSON)
 	}
-	req.Header.Set("Accept", api.ContentTypeJSON+", "+api.ContentTypeProblem)
+	req.Header.Set("Accept", apiwire.ContentTypeJSON+", "+apiwire.ContentTypeProblem)
 	token := c.token
 	if c.tokens != nil {
 		if token, err = c.tokens.Token(); err != nil {
@@ -304,16 +304,16 @@ func (c *Client) do(ctx context.Context, op, method, path string, query url.Valu
 
 // problemFrom returns the problem a non-2xx answer carries, or one made up
 // from its status and body when it carries none.
-func problemFrom(resp *http.Response, body []byte) *api.Problem {
-	p := &api.Problem{}
+func problemFrom(resp *http.Response, body []byte) *apiwire.Problem {
+	p := &apiwire.Problem{}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	isJSON := mt == api.ContentTypeProblem || mt == api.ContentTypeJSON
+	isJSON := mt == apiwire.ContentTypeProblem || mt == apiwire.ContentTypeJSON
 	if !isJSON || json.Unmarshal(body, p) != nil || (p.Title == "" && p.Type == "") {
 		detail := strings.TrimSpace(string(body))
 		if len(detail) > maxDetailBytes {
 			detail = detail[:maxDetailBytes] + "…"
 		}
-		p = &api.Problem{Type: "about:blank", Title: http.StatusText(resp.StatusCode), Detail: detail}
+		p = &apiwire.Problem{Type: "about:blank", Title: http.StatusText(resp.StatusCode), Detail: detail}
 	}
 	if p.Title == "" {
 		p.Title = http.StatusText(resp.StatusCode)

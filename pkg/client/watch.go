@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cyberos/mcpd/pkg/api"
+	"github.com/cyberos/mcpd/pkg/apiwire"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 )
 
@@ -55,7 +55,7 @@ const (
 // in commit order. A dropped connection or a 5xx/429 answer is resumed by
 // itself, after a backoff, from the last ID received, so fn sees every
 // event once and in order. It returns nil when ctx ends, fn's error, or the
-// *api.Problem of a 4xx answer (400 a bad cursor, 401/403, 410 a cursor
+// *apiwire.Problem of a 4xx answer (400 a bad cursor, 401/403, 410 a cursor
 // that expired: list again and watch from the list's watch_cursor).
 func (c *Client) Watch(ctx context.Context, p WatchParams, fn func(WatchEvent) error) error {
 	backoff := watchMinBackoff
@@ -69,7 +69,7 @@ func (c *Client) Watch(ctx context.Context, p WatchParams, fn func(WatchEvent) e
 		if errors.As(err, &stop) {
 			return stop.err
 		}
-		var prob *api.Problem
+		var prob *apiwire.Problem
 		wait := backoff
 		if errors.As(err, &prob) {
 			if prob.Status != http.StatusTooManyRequests && prob.Status < 500 {
@@ -122,12 +122,18 @@ func (c *Client) watchOnce(ctx context.Context, p WatchParams, cursor *string, f
 	if err != nil {
 		return false, &stopError{fmt.Errorf("watch: %w", err)}
 	}
-	req.Header.Set("Accept", api.ContentTypeEventStream+", "+api.ContentTypeProblem)
+	req.Header.Set("Accept", apiwire.ContentTypeEventStream+", "+apiwire.ContentTypeProblem)
 	if *cursor != "" {
-		req.Header.Set(api.HeaderLastEventID, *cursor)
+		req.Header.Set(apiwire.HeaderLastEventID, *cursor)
 	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+	token := c.token
+	if c.tokens != nil {
+		if token, err = c.tokens.Token(); err != nil {
+			return false, &stopError{fmt.Errorf("watch: %w", err)}
+		}
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	if c.userAgent != "" {
 		req.Header.Set("User-Agent", c.userAgent)
@@ -180,7 +186,7 @@ func (c *Client) watchOnce(ctx context.Context, p WatchParams, cursor *string, f
 		if event == "" && data.Len() == 0 {
 			continue
 		}
-		msg := WatchEvent{ID: id, Bookmark: event == api.EventBookmark}
+		msg := WatchEvent{ID: id, Bookmark: event == apiwire.EventBookmark}
 		if !msg.Bookmark {
 			if err := json.Unmarshal(data.Bytes(), &msg.Event); err != nil {
 				return progressed, &stopError{fmt.Errorf("watch: decode event %q: %w", event, err)}
@@ -247,8 +253,8 @@ func (p ListSkillsParams) query() url.Values {
 
 // FindSkills returns one page of skills across the tenant's servers, by
 // name and then module name.
-func (c *Client) FindSkills(ctx context.Context, p ListSkillsParams) (api.SkillDirectory, error) {
-	var list api.SkillDirectory
+func (c *Client) FindSkills(ctx context.Context, p ListSkillsParams) (apiwire.SkillDirectory, error) {
+	var list apiwire.SkillDirectory
 	_, err := c.do(ctx, "list skills", http.MethodGet, "/v1/mcp/skills", p.query(), nil, &list, nil)
 	return list, err
 }

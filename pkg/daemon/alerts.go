@@ -8,8 +8,6 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/alert"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
-	"github.com/cyberos/mcpd/pkg/memstore"
-	"github.com/cyberos/mcpd/pkg/pgstore"
 )
 
 // alertStore is what the dispatcher needs of a store: both stores keep
@@ -19,20 +17,11 @@ type alertStore interface {
 	alert.SkillAlerts
 }
 
-var (
-	_ alertStore = (*memstore.Store)(nil)
-	_ alertStore = (*pgstore.Store)(nil)
-)
-
 // newDispatcher returns the alert dispatcher for the configured
 // destinations, or nil when none is configured.
-func (d *Daemon) newDispatcher(store heartbeat.Store, reg prometheus.Registerer) (*alert.Dispatcher, error) {
+func (d *Daemon) newDispatcher(outbox alertStore, reg prometheus.Registerer) (*alert.Dispatcher, error) {
 	if len(d.cfg.AlertmanagerURLs) == 0 && d.cfg.AlertWebhookURL == "" {
 		return nil, nil
-	}
-	outbox, ok := store.(alertStore)
-	if !ok {
-		return nil, fmt.Errorf("alerts: store %T keeps no alert outbox", store)
 	}
 	dests, err := alert.NewDestinations(d.cfg.AlertmanagerURLs, d.cfg.AlertWebhookURL, d.cfg.AlertWebhookSecretFile, nil)
 	if err != nil {

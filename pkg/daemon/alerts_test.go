@@ -14,6 +14,8 @@ import (
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/daemon"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/testlog"
+	"github.com/cyberos/mcpd/pkg/testwait"
 )
 
 // A daemon configured with a webhook delivers the unhealthy alert of a
@@ -47,7 +49,7 @@ func TestDaemonDeliversAlertsToWebhook(t *testing.T) {
 	cfg.HeartbeatInterval = 200 * time.Millisecond
 	cfg.MonitorPeriod = 50 * time.Millisecond
 	cfg.AlertWebhookURL = hook.URL
-	var stdout syncBuffer
+	var stdout testlog.Buffer
 	d := start(t, cfg, daemon.Options{Stdout: &stdout})
 	c := client.New("http://"+d.Addr(), tokenRE.FindStringSubmatch(stdout.String())[1])
 	defer c.CloseIdleConnections()
@@ -57,14 +59,14 @@ func TestDaemonDeliversAlertsToWebhook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "unhealthy alert delivered", func() bool {
+	testwait.Eventually(t, "unhealthy alert delivered", func() bool {
 		k := got()
 		return len(k) > 0 && k[len(k)-1] == string(heartbeat.KindUnhealthy)
 	})
 	if _, err := c.Heartbeat(ctx, srv.ServerID); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "resolution delivered", func() bool {
+	testwait.Eventually(t, "resolution delivered", func() bool {
 		k := got()
 		return k[len(k)-1] == string(heartbeat.KindRecovered)
 	})

@@ -47,15 +47,22 @@ type RunFunc func(ctx context.Context, cfg config.Config) error
 
 // Main runs the mcpd command line with args (without the program name) and
 // returns its exit code. ctx ending (SIGTERM, SIGINT in main) stops the
-// daemon cleanly: exit 0.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return MainReload(ctx, args, stdout, stderr, nil)
+// daemon cleanly: exit 0. prepare, when not nil, gets the validated
+// configuration before the daemon starts, for the settings of the whole
+// process that belong to cmd/mcpd (the garbage collector's).
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer, prepare func(config.Config)) int {
+	return MainReload(ctx, args, stdout, stderr, nil, prepare)
 }
 
 // MainReload is Main whose daemon reloads its TLS files at each value
 // received on reload (SIGHUP in main).
-func MainReload(ctx context.Context, args []string, stdout, stderr io.Writer, reload <-chan os.Signal) int {
-	cmd := newCommand(stdout, stderr, nil, reload)
+func MainReload(ctx context.Context, args []string, stdout, stderr io.Writer, reload <-chan os.Signal, prepare func(config.Config)) int {
+	cmd := newCommand(stdout, stderr, func(ctx context.Context, cfg config.Config) error {
+		if prepare != nil {
+			prepare(cfg)
+		}
+		return runDaemon(ctx, cfg, stdout, stderr, reload)
+	}, reload)
 	cmd.SetArgs(args)
 	err := cmd.ExecuteContext(ctx)
 	if err == nil {

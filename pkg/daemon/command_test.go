@@ -276,7 +276,7 @@ func TestExitCodes(t *testing.T) {
 				t.Setenv(k, v)
 			}
 			var out, errOut bytes.Buffer
-			code := daemon.Main(context.Background(), c.args, &out, &errOut)
+			code := daemon.Main(context.Background(), c.args, &out, &errOut, nil)
 			if code != c.code {
 				t.Fatalf("exit %d, want %d; stdout %q stderr %q", code, c.code, out.String(), errOut.String())
 			}

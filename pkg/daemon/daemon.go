@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -89,9 +88,7 @@ type Daemon struct {
 	secretFile string // the --dev secret this daemon wrote, removed on stop
 	serveErr   chan error
 
-	monitorStop chan struct{}
-	monitorDone chan struct{}
-	sweepCancel context.CancelFunc
+	monitor     *heartbeat.Monitor
 	watchStop   chan struct{}
 	watchDone   chan struct{}
 	alertCancel context.CancelFunc
@@ -152,12 +149,8 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		return err
 	}
 
-	var counter heartbeat.StatusCounter
-	if c, ok := store.(heartbeat.StatusCounter); ok {
-		counter = c
-	}
-	metrics := api.NewMetrics(api.MetricsOptions{Registry: prometheus.NewRegistry(), Counter: counter, Logger: d.logger})
-	var sink heartbeat.AlertSink = metrics.Sink(heartbeat.LogSink{Logger: d.logger})
+	metrics := api.NewMetrics(api.MetricsOptions{Registry: prometheus.NewRegistry(), Counter: store, Logger: d.logger})
+	sink := metrics.Sink(heartbeat.LogSink{Logger: d.logger})
 	dispatcher, err := d.newDispatcher(store, metrics.Registry())
 	if err != nil {
 		return err
@@ -179,6 +172,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		HeartbeatInterval: d.cfg.HeartbeatInterval, Period: d.cfg.MonitorPeriod, Observe: metrics.ObserveSweep,
 		BlindAfter: d.cfg.BlindAfter, OnBlind: guard.blind,
 		MassLossShare: d.cfg.MassLossShare, MassLossMin: d.cfg.MassLossMin, OnMassLoss: guard.massLoss,
+		SweepTimeout: d.cfg.HeartbeatInterval,
 	})
 	hub := feed.NewHub(feed.Options{Source: store, Logger: d.logger, OnPoll: metrics.ObserveFeedRead})
 	// Watch streams end when the server shuts down (RegisterOnShutdown).
@@ -235,7 +229,10 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		close(d.serveErr)
 	}()
 
-	d.startMonitor(monitor)
+	if err := monitor.Start(); err != nil {
+		return err
+	}
+	d.monitor = monitor
 	fctx, fcancel := context.WithCancel(context.WithoutCancel(ctx))
 	d.feedCancel, d.feedDone = fcancel, make(chan struct{})
 	go func() {
@@ -288,14 +285,25 @@ func (d *Daemon) openVerifier() (*auth.Verifier, *devBanner, error) {
 	return v, demo, nil
 }
 
-// postgresGCPercent is the GC percent of mcpd on PostgreSQL when GOGC is
-// not set.
-const postgresGCPercent = 400
+// registryStore is what the daemon needs of a store: the API's, the
+// monitor's, the metrics' status counts and the alert outbox. Both stores
+// have it all, checked at compile time.
+type registryStore interface {
+	heartbeat.Store
+	heartbeat.MonitorStore
+	heartbeat.StatusCounter
+	alertStore
+}
+
+var (
+	_ registryStore = (*pgstore.Store)(nil)
+	_ registryStore = (*memstore.Store)(nil)
+)
 
 // openStore opens the in-memory store (--dev) or a PostgreSQL pool. A
 // database that does not answer yet is not fatal: /readyz says so until it
 // does, and the pool connects when it can.
-func (d *Daemon) openStore(ctx context.Context) (heartbeat.Store, error) {
+func (d *Daemon) openStore(ctx context.Context) (registryStore, error) {
 	if d.cfg.Dev {
 		return memstore.New(d.clock), nil
 	}
@@ -304,14 +312,6 @@ func (d *Daemon) openStore(ctx context.Context) (heartbeat.Store, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	d.pool = pool
-	if os.Getenv("GOGC") == "" {
-		// With PostgreSQL mcpd keeps no state per server: its heap is what
-		// requests in flight hold (under 30 MiB at full heartbeat load).
-		// Collecting at 5x that instead of 2x costs some 10 MiB and saves
-		// 10-20 % of mcpd's CPU per heartbeat (docs/performance.md).
-		debug.SetGCPercent(postgresGCPercent)
-		d.logger.Debug("garbage collection percent set; GOGC in the environment overrides it", "percent", postgresGCPercent)
-	}
 	store := pgstore.New(pool, pgstore.Options{Clock: d.storeClock, Logger: d.logger})
 	d.pgStore = store
 	pctx, cancel := context.WithTimeout(ctx, startPingTimeout)
@@ -320,32 +320,6 @@ func (d *Daemon) openStore(ctx context.Context) (heartbeat.Store, error) {
 		d.logger.Warn("store not ready at start; serving 503 until it is", "err", err)
 	}
 	return store, nil
-}
-
-// startMonitor runs the monitor's sweep at once and then every period, until
-// Stop; a sweep in progress when Stop comes is let finish.
-func (d *Daemon) startMonitor(m *heartbeat.Monitor) {
-	d.monitorStop = make(chan struct{})
-	d.monitorDone = make(chan struct{})
-	sweepCtx, cancel := context.WithCancel(context.Background())
-	d.sweepCancel = cancel
-	go func() {
-		defer close(d.monitorDone)
-		ticker := d.clock.NewTicker(d.cfg.MonitorPeriod)
-		defer ticker.Stop()
-		for {
-			ctx, cancel := context.WithTimeout(sweepCtx, d.cfg.HeartbeatInterval)
-			if _, err := m.Sweep(ctx, time.Time{}); err != nil && !errors.Is(err, context.Canceled) {
-				d.logger.Error("sweep failed", "err", err)
-			}
-			cancel()
-			select {
-			case <-d.monitorStop:
-				return
-			case <-ticker.Chan():
-			}
-		}
-	}()
 }
 
 // Addr returns the address the API listens on, once started.
@@ -469,16 +443,10 @@ func (d *Daemon) Stop(ctx context.Context) error {
 		d.feedCancel()
 		<-d.feedDone
 	}
-	if d.monitorStop != nil {
-		close(d.monitorStop)
-		select {
-		case <-d.monitorDone:
-		case <-ctx.Done():
-			d.sweepCancel()
-			<-d.monitorDone
-			errs = append(errs, fmt.Errorf("stop monitor: %w", ctx.Err()))
+	if d.monitor != nil {
+		if err := d.monitor.Stop(ctx); err != nil {
+			errs = append(errs, err)
 		}
-		d.sweepCancel()
 	}
 	if d.alertCancel != nil {
 		d.alertCancel()

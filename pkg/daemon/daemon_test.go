@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,49 +24,22 @@ import (
 	"github.com/cyberos/mcpd/pkg/config"
 	"github.com/cyberos/mcpd/pkg/daemon"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/testlog"
+	"github.com/cyberos/mcpd/pkg/testwait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // Bounds of every wait on the daemon: short steps, a hard cap.
 const (
-	pollStep = 20 * time.Millisecond
-	pollCap  = 10 * time.Second
+	pollCap = 10 * time.Second
 )
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(pollCap)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, pollCap)
-		}
-		time.Sleep(pollStep)
-	}
-}
 
 func devConfig() config.Config {
 	cfg := config.Default()
 	cfg.Dev = true
 	cfg.Listen = "127.0.0.1:0"
 	return cfg
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // start runs a daemon for cfg and stops it at the end of the test.
@@ -93,7 +65,7 @@ var secretRE = regexp.MustCompile(`secret file\s+(\S+)`)
 
 func TestDevLifecycleWithFakeClock(t *testing.T) {
 	clock := clockwork.NewFakeClock()
-	var stdout, logs syncBuffer
+	var stdout, logs testlog.Buffer
 	cfg := devConfig()
 	// The clock jumps whole intervals at once below, which the blind-window
 	// rule would rightly take for a registry that could not see; that rule
@@ -150,9 +122,9 @@ func TestDevLifecycleWithFakeClock(t *testing.T) {
 		return s.Status
 	}
 	clock.Advance(20 * time.Second)
-	eventually(t, "degraded after 2I", func() bool { return status() == heartbeat.StatusDegraded })
+	testwait.Eventually(t, "degraded after 2I", func() bool { return status() == heartbeat.StatusDegraded })
 	clock.Advance(10 * time.Second)
-	eventually(t, "unhealthy after 3I", func() bool { return status() == heartbeat.StatusUnhealthy })
+	testwait.Eventually(t, "unhealthy after 3I", func() bool { return status() == heartbeat.StatusUnhealthy })
 	skills, err := c.Skills(ctx, srv.ServerID)
 	if err != nil || skills[0].Available {
 		t.Fatalf("skills while unhealthy: %+v %v", skills, err)
@@ -325,7 +297,7 @@ func TestRunStopsOnContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	eventually(t, "listening", func() bool { return d.Addr() != "" })
+	testwait.Eventually(t, "listening", func() bool { return d.Addr() != "" })
 	if got := httpGet(t, "http://"+d.Addr()+"/healthz"); !strings.Contains(got, "ok") {
 		t.Fatalf("healthz %q", got)
 	}
@@ -352,4 +324,33 @@ func httpGet(t *testing.T, url string) string {
 	var b bytes.Buffer
 	_, _ = b.ReadFrom(resp.Body)
 	return b.String()
+}
+
+// The daemon's monitor sweeps through the store's guarded sweep: after a
+// gap longer than blind-after (the registry could not see), a silent server
+// is not moved, and the blind window is counted. Were the guard bypassed,
+// the server would turn unhealthy at once.
+func TestDaemonSweepIsGuarded(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	var stdout testlog.Buffer
+	cfg := devConfig() // blind-after: its default, two periods or one interval
+	d := start(t, cfg, daemon.Options{Clock: clock, Stdout: &stdout})
+	c := client.New("http://"+d.Addr(), tokenRE.FindStringSubmatch(stdout.String())[1])
+	defer c.CloseIdleConnections()
+	ctx := context.Background()
+	srv, _, err := c.Register(ctx, api.RegisterRequest{ModuleName: "calendar", Version: "1.3.2",
+		SupportedProtocols: []string{"2025-06-18"}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := clock.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(10 * cfg.HeartbeatInterval) // one jump: a blind registry
+	testwait.Eventually(t, "the blind window counted", func() bool {
+		return strings.Contains(httpGet(t, "http://"+d.Addr()+"/metrics"), "mcpd_blind_windows_total 1")
+	})
+	if s, err := c.Server(ctx, srv.ServerID); err != nil || s.Status != heartbeat.StatusHealthy {
+		t.Fatalf("after a blind gap: %+v, %v; want still healthy", s.Status, err)
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/daemon"
 	"github.com/cyberos/mcpd/pkg/pgstore"
 	"github.com/cyberos/mcpd/pkg/pgtest"
+	"github.com/cyberos/mcpd/pkg/testlog"
 	"github.com/cyberos/mcpd/pkg/tlstest"
 )
 
@@ -86,7 +87,7 @@ func TestPostgresOverTLS(t *testing.T) {
 	}{{good, http.StatusOK}, {bad, http.StatusServiceUnavailable}} {
 		cfg := config.Default()
 		cfg.Listen, cfg.DatabaseURL, cfg.AuthJWTSecretFile = "127.0.0.1:0", c.url, secretFile
-		logs := &syncBuffer{}
+		logs := &testlog.Buffer{}
 		d, err := daemon.New(cfg, daemon.Options{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 		if err != nil {
 			t.Fatal(err)

@@ -14,6 +14,8 @@ import (
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/daemon"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/testlog"
+	"github.com/cyberos/mcpd/pkg/testwait"
 )
 
 // A daemon configured with a webhook raises MCPSkillUnavailable when both
@@ -51,7 +53,7 @@ func TestDaemonSkillOutage(t *testing.T) {
 	cfg.HeartbeatInterval = 200 * time.Millisecond
 	cfg.MonitorPeriod = 50 * time.Millisecond
 	cfg.AlertWebhookURL = hook.URL
-	var stdout syncBuffer
+	var stdout testlog.Buffer
 	d := start(t, cfg, daemon.Options{Stdout: &stdout})
 	c := client.New("http://"+d.Addr(), tokenRE.FindStringSubmatch(stdout.String())[1])
 	defer c.CloseIdleConnections()
@@ -65,12 +67,12 @@ func TestDaemonSkillOutage(t *testing.T) {
 	}
 	register("alpha")
 	register("beta")
-	eventually(t, "skill outage raised", func() bool {
+	testwait.Eventually(t, "skill outage raised", func() bool {
 		k := got()
 		return len(k) >= 1 && k[0] == "search firing"
 	})
 	register("gamma")
-	eventually(t, "skill outage resolved", func() bool {
+	testwait.Eventually(t, "skill outage resolved", func() bool {
 		k := got()
 		return len(k) >= 2 && k[1] == "search resolved"
 	})

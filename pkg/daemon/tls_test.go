@@ -19,6 +19,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/daemon"
+	"github.com/cyberos/mcpd/pkg/testlog"
 	"github.com/cyberos/mcpd/pkg/tlstest"
 )
 
@@ -30,7 +31,7 @@ type tlsBundle struct {
 	certFile string
 	keyFile  string
 	token    string
-	logs     *syncBuffer
+	logs     *testlog.Buffer
 	clock    *clockwork.FakeClock
 }
 
@@ -38,7 +39,7 @@ type tlsBundle struct {
 // clientCA, when not nil, requires client certificates it signs.
 func startTLS(t *testing.T, clientCA *tlstest.CA) *tlsBundle {
 	t.Helper()
-	b := &tlsBundle{ca: tlstest.NewCA(t, "test CA"), dir: t.TempDir(), logs: &syncBuffer{},
+	b := &tlsBundle{ca: tlstest.NewCA(t, "test CA"), dir: t.TempDir(), logs: &testlog.Buffer{},
 		clock: clockwork.NewFakeClock()}
 	b.certFile, b.keyFile = b.ca.Issue(t, tlstest.Options{CommonName: "mcpd"}).Write(t, b.dir, "server")
 	cfg := devConfig()
@@ -47,7 +48,7 @@ func startTLS(t *testing.T, clientCA *tlstest.CA) *tlsBundle {
 	if clientCA != nil {
 		cfg.TLSClientCAFile = tlstest.WriteFile(t, b.dir, "client-ca.pem", clientCA.PEM)
 	}
-	var stdout syncBuffer
+	var stdout testlog.Buffer
 	b.d = start(t, cfg, daemon.Options{Clock: b.clock, Stdout: &stdout, TLSCheckInterval: 5 * time.Second,
 		Logger: slog.New(slog.NewJSONHandler(b.logs, nil))})
 	m := tokenRE.FindStringSubmatch(stdout.String())

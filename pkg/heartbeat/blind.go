@@ -7,14 +7,22 @@ import (
 	"github.com/google/uuid"
 )
 
-// SweepRequest is one guarded sweep: Sweep's arguments and the blind-window
-// rule.
+// SweepRequest is one sweep of a Store.
+//
+// With BlindAfter set, the sweep protects servers from a blind registry:
+// after a blind window (a gap longer than BlindAfter since the last
+// successful guarded sweep), lag counts from the later of a server's last
+// heartbeat and the window's end, so each server gets its full intervals to
+// heartbeat again. The last successful sweep is kept in the store, so the
+// rule holds across replicas and restarts. A server that really died is
+// still marked, later by at most the window's length.
 type SweepRequest struct {
 	Now      time.Time // zero: the store's clock
 	Interval time.Duration
 	Limit    int
 	// BlindAfter is the gap since the last successful sweep beyond which the
-	// registry counts as having been blind; zero disables the rule.
+	// registry counts as having been blind; zero (or less) turns the rule
+	// off.
 	BlindAfter time.Duration
 }
 
@@ -27,22 +35,12 @@ type BlindWindow struct {
 // Duration is how long the registry was blind.
 func (w BlindWindow) Duration() time.Duration { return w.Until.Sub(w.From) }
 
-// SweepResult is what a guarded sweep did.
+// SweepResult is what a sweep did.
 type SweepResult struct {
 	Events []Event
 	// Opened is the blind window this sweep found and closed, if any: it is
 	// reported once per window.
 	Opened *BlindWindow
-}
-
-// GuardedSweeper is a store whose sweep protects servers from a blind
-// registry: after a blind window, lag counts from the later of a server's
-// last heartbeat and the window's end, so each server gets its full
-// intervals to heartbeat again. The last successful sweep is kept in the
-// store, so the rule holds across replicas and restarts. A server that
-// really died is still marked, later by at most the window's length.
-type GuardedSweeper interface {
-	SweepGuarded(ctx context.Context, req SweepRequest) (SweepResult, error)
 }
 
 // LiveCounter is a store that counts the servers of some tenants that are
@@ -66,8 +64,8 @@ const (
 )
 
 // massLosses is, of one sweep's events, the tenants whose unhealthy share
-// is above share with at least min servers.
-func massLosses(ctx context.Context, counter LiveCounter, events []Event, share float64, min int) ([]MassLoss, error) {
+// is above share with at least `least` servers.
+func massLosses(ctx context.Context, counter LiveCounter, events []Event, share float64, least int) ([]MassLoss, error) {
 	byTenant := make(map[uuid.UUID]int)
 	for _, ev := range events {
 		if ev.Kind == KindUnhealthy {
@@ -76,7 +74,7 @@ func massLosses(ctx context.Context, counter LiveCounter, events []Event, share 
 	}
 	var tenants []uuid.UUID
 	for t, n := range byTenant {
-		if n >= min {
+		if n >= least {
 			tenants = append(tenants, t)
 		}
 	}

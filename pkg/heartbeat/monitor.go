@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -17,10 +18,17 @@ const DefaultSweepBatch = 1000
 
 const maxSweepBatches = 100
 
+// MonitorStore is what the monitor needs of a store: the sweep, and the
+// live counts of the mass-heartbeat-loss check.
+type MonitorStore interface {
+	Sweep(ctx context.Context, req SweepRequest) (SweepResult, error)
+	LiveCounter
+}
+
 // Monitor is the health monitor: every period it sweeps all tenants and
 // moves servers that stopped heartbeating to degraded and unhealthy.
 type Monitor struct {
-	store    Store
+	store    MonitorStore
 	sink     AlertSink
 	logger   *slog.Logger
 	clock    clockwork.Clock
@@ -34,11 +42,18 @@ type Monitor struct {
 	massLossShare float64
 	massLossMin   int
 	onMassLoss    func(MassLoss)
+	sweepTimeout  time.Duration
+
+	mu       sync.Mutex
+	stop     chan struct{} // closed by Stop
+	done     chan struct{} // closed when the loop has returned
+	cancel   context.CancelFunc
+	sweepErr error // the last sweep's error, for Healthy
 }
 
 // MonitorOptions configures a Monitor.
 type MonitorOptions struct {
-	Store             Store
+	Store             MonitorStore
 	Sink              AlertSink
 	Logger            *slog.Logger
 	Clock             clockwork.Clock // nil: the real clock
@@ -48,9 +63,9 @@ type MonitorOptions struct {
 	// Observe, when set, is called after every sweep (for metrics).
 	Observe func(d time.Duration, transitions []Event, err error)
 
-	// BlindAfter turns on blind-window protection when the store supports
-	// it (GuardedSweeper): a gap longer than this between successful sweeps
-	// means the registry was blind. Zero: DefaultBlindAfter; negative: off.
+	// BlindAfter turns on blind-window protection (SweepRequest): a gap
+	// longer than this between successful sweeps means the registry was
+	// blind. Zero: DefaultBlindAfter; negative: off.
 	BlindAfter time.Duration
 	// OnBlind is called once per blind window, when sight returns.
 	OnBlind func(BlindWindow)
@@ -60,9 +75,11 @@ type MonitorOptions struct {
 	// are still applied.
 	MassLossShare float64
 	MassLossMin   int
-	// OnMassLoss is called for each tenant with a mass heartbeat loss, when
-	// the store can count live servers (LiveCounter).
+	// OnMassLoss is called for each tenant with a mass heartbeat loss.
 	OnMassLoss func(MassLoss)
+	// SweepTimeout bounds each sweep of the loop (Start, Run); zero: the
+	// heartbeat interval.
+	SweepTimeout time.Duration
 }
 
 // DefaultBlindAfter is the gap between successful sweeps that counts as a
@@ -93,6 +110,10 @@ func NewMonitor(opts MonitorOptions) *Monitor {
 	if m.batch <= 0 {
 		m.batch = DefaultSweepBatch
 	}
+	m.sweepTimeout = opts.SweepTimeout
+	if m.sweepTimeout <= 0 {
+		m.sweepTimeout = m.interval
+	}
 	m.blindAfter, m.onBlind = opts.BlindAfter, opts.OnBlind
 	switch {
 	case m.blindAfter == 0:
@@ -110,21 +131,99 @@ func NewMonitor(opts MonitorOptions) *Monitor {
 	return m
 }
 
-// Run sweeps at once and then every period until ctx ends. A failed sweep
-// is logged and the loop goes on. The sweep's now is the store's own clock.
-func (m *Monitor) Run(ctx context.Context) error {
-	ticker := m.clock.NewTicker(m.period)
-	defer ticker.Stop()
-	for {
-		if _, err := m.Sweep(ctx, time.Time{}); err != nil && !errors.Is(err, context.Canceled) {
-			m.logger.ErrorContext(ctx, "sweep failed", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ticker.Chan():
-		}
+// errMonitorStarted: Start was called twice.
+var errMonitorStarted = errors.New("monitor: already started")
+
+// Start runs the monitor's loop in the background: a sweep at once and then
+// every period, each bounded by the sweep timeout, until Stop. A failed
+// sweep is logged, Healthy reports it until a sweep succeeds, and the loop
+// goes on. Sweeps use the store's own clock. A monitor starts once.
+func (m *Monitor) Start() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.done != nil {
+		return errMonitorStarted
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m.stop, m.done, m.cancel = make(chan struct{}), make(chan struct{}), cancel
+	ticker := m.clock.NewTicker(m.period)
+	go func() {
+		defer close(m.done)
+		defer ticker.Stop()
+		for {
+			m.sweepOnce(ctx)
+			select {
+			case <-m.stop:
+				return
+			case <-ticker.Chan():
+			}
+		}
+	}()
+	return nil
+}
+
+// sweepOnce is one sweep of the loop, bounded by the sweep timeout.
+func (m *Monitor) sweepOnce(ctx context.Context) {
+	sctx, cancel := context.WithTimeout(ctx, m.sweepTimeout)
+	defer cancel()
+	_, err := m.Sweep(sctx, time.Time{})
+	if errors.Is(err, context.Canceled) {
+		return // stopped while sweeping: not a failure worth logging
+	}
+	m.mu.Lock()
+	m.sweepErr = err
+	m.mu.Unlock()
+	if err != nil {
+		m.logger.ErrorContext(ctx, "sweep failed", "err", err)
+	}
+}
+
+// Stop ends the loop and waits for the sweep in flight to finish; when ctx
+// ends first, that sweep is cancelled, and Stop waits for it to return and
+// reports ctx's error. Stop is idempotent; a monitor never started stops at
+// once.
+func (m *Monitor) Stop(ctx context.Context) error {
+	m.mu.Lock()
+	if m.done == nil {
+		m.mu.Unlock()
+		return nil
+	}
+	select {
+	case <-m.stop:
+	default:
+		close(m.stop)
+	}
+	done, cancel := m.done, m.cancel
+	m.mu.Unlock()
+	defer cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		cancel()
+		<-done
+		return fmt.Errorf("stop monitor: %w", ctx.Err())
+	}
+}
+
+// Healthy is nil while the loop's last sweep succeeded (or none has ended
+// yet), and that sweep's error otherwise.
+func (m *Monitor) Healthy() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sweepErr != nil {
+		return fmt.Errorf("monitor: last sweep failed: %w", m.sweepErr)
+	}
+	return nil
+}
+
+// Run is Start, then Stop when ctx ends; it returns nil.
+func (m *Monitor) Run(ctx context.Context) error {
+	if err := m.Start(); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return m.Stop(context.Background())
 }
 
 // Sweep is one pass over every tenant at now (zero: the store's clock). It
@@ -134,21 +233,12 @@ func (m *Monitor) Sweep(ctx context.Context, now time.Time) ([]Event, error) {
 	start := m.clock.Now()
 	var all []Event
 	var err error
-	guarded, _ := m.store.(GuardedSweeper)
-	if m.blindAfter <= 0 {
-		guarded = nil
-	}
 	for range maxSweepBatches {
-		var evs []Event
-		if guarded != nil {
-			var res SweepResult
-			res, err = guarded.SweepGuarded(ctx, SweepRequest{Now: now, Interval: m.interval, Limit: m.batch, BlindAfter: m.blindAfter})
-			evs = res.Events
-			if err == nil && res.Opened != nil {
-				m.reportBlind(ctx, *res.Opened)
-			}
-		} else {
-			evs, err = m.store.Sweep(ctx, now, m.interval, m.batch)
+		var res SweepResult
+		res, err = m.store.Sweep(ctx, SweepRequest{Now: now, Interval: m.interval, Limit: m.batch, BlindAfter: m.blindAfter})
+		evs := res.Events
+		if err == nil && res.Opened != nil {
+			m.reportBlind(ctx, *res.Opened)
 		}
 		if err != nil {
 			err = fmt.Errorf("sweep: %w", err)
@@ -180,11 +270,10 @@ func (m *Monitor) reportBlind(ctx context.Context, w BlindWindow) {
 }
 
 func (m *Monitor) checkMassLoss(ctx context.Context, events []Event) {
-	counter, ok := m.store.(LiveCounter)
-	if !ok || len(events) < m.massLossMin {
+	if len(events) < m.massLossMin {
 		return
 	}
-	losses, err := massLosses(ctx, counter, events, m.massLossShare, m.massLossMin)
+	losses, err := massLosses(ctx, m.store, events, m.massLossShare, m.massLossMin)
 	if err != nil {
 		m.logger.ErrorContext(ctx, "mass heartbeat loss check failed", "err", err)
 		return

@@ -1,7 +1,6 @@
 package heartbeat_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/testlog"
 )
 
 var start = time.Date(2026, 5, 17, 10, 0, 0, 0, time.UTC)
@@ -52,41 +52,23 @@ func (r *recorder) kinds() []heartbeat.EventKind {
 
 // flaky is a Store whose Sweep fails while fail says so.
 type flaky struct {
-	heartbeat.Store
+	*memstore.Store
 	mu    sync.Mutex
 	calls int
 	fail  func(call int) error
 }
 
-func (f *flaky) Sweep(ctx context.Context, now time.Time, interval time.Duration, limit int) ([]heartbeat.Event, error) {
+func (f *flaky) Sweep(ctx context.Context, req heartbeat.SweepRequest) (heartbeat.SweepResult, error) {
 	f.mu.Lock()
 	f.calls++
 	call := f.calls
 	f.mu.Unlock()
 	if f.fail != nil {
 		if err := f.fail(call); err != nil {
-			return nil, err
+			return heartbeat.SweepResult{}, err
 		}
 	}
-	return f.Store.Sweep(ctx, now, interval, limit)
-}
-
-// syncBuffer is a log destination safe to write from the monitor's goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	return f.Store.Sweep(ctx, req)
 }
 
 type monitorBundle struct {
@@ -94,7 +76,7 @@ type monitorBundle struct {
 	store  *memstore.Store
 	flaky  *flaky
 	sink   *recorder
-	logs   *syncBuffer
+	logs   *testlog.Buffer
 	sweeps chan sweep
 	tenant uuid.UUID
 }
@@ -105,7 +87,7 @@ func setupMonitor(t *testing.T, fail func(call int) error) (*monitorBundle, *hea
 	store := memstore.New(clock)
 	b := &monitorBundle{
 		clock: clock, store: store, flaky: &flaky{Store: store, fail: fail}, sink: &recorder{},
-		logs: &syncBuffer{}, sweeps: make(chan sweep, 100), tenant: uuid.New(),
+		logs: &testlog.Buffer{}, sweeps: make(chan sweep, 100), tenant: uuid.New(),
 	}
 	m := heartbeat.NewMonitor(heartbeat.MonitorOptions{
 		Store: b.flaky, Sink: b.sink, Clock: clock,

@@ -2,7 +2,6 @@ package heartbeat
 
 import (
 	"context"
-	"time"
 
 	"github.com/google/uuid"
 )
@@ -52,9 +51,10 @@ type Store interface {
 	// replica of the store and across restarts.
 	CursorKey(ctx context.Context) ([]byte, error)
 	// Sweep moves every tenant's silent live servers as Classify says, at
-	// most limit of them, cascading unhealthy to skills, and returns the
-	// events written. A zero now means the store's own clock.
-	Sweep(ctx context.Context, now time.Time, interval time.Duration, limit int) ([]Event, error)
+	// most req.Limit of them, cascading unhealthy to skills, and returns the
+	// events written; with req.BlindAfter set, behind the blind-window rule
+	// (SweepRequest).
+	Sweep(ctx context.Context, req SweepRequest) (SweepResult, error)
 	// Ping reports whether the store answers and its schema is the one this
 	// build expects.
 	Ping(ctx context.Context) error

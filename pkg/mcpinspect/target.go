@@ -93,14 +93,14 @@ func ParseCommand(s string) ([]string, error) {
 	rs := []rune(s)
 	for i := 0; i < len(rs); i++ {
 		r := rs[i]
-		switch {
-		case r == ' ' || r == '\t' || r == '\n' || r == '\r':
+		switch r {
+		case ' ', '\t', '\n', '\r':
 			if inWord {
 				words = append(words, cur.String())
 				cur.Reset()
 				inWord = false
 			}
-		case r == '\\':
+		case '\\':
 			inWord = true
 			if i+1 >= len(rs) {
 				cur.WriteRune(r) // a trailing backslash stays
@@ -110,7 +110,7 @@ func ParseCommand(s string) ([]string, error) {
 			if rs[i] != '\n' { // backslash-newline joins lines
 				cur.WriteRune(rs[i])
 			}
-		case r == '\'':
+		case '\'':
 			inWord = true
 			j := i + 1
 			for j < len(rs) && rs[j] != '\'' {
@@ -121,7 +121,7 @@ func ParseCommand(s string) ([]string, error) {
 			}
 			cur.WriteString(string(rs[i+1 : j]))
 			i = j
-		case r == '"':
+		case '"':
 			inWord = true
 			j := i + 1
 			for ; j < len(rs) && rs[j] != '"'; j++ {

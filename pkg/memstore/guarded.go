@@ -2,7 +2,6 @@ package memstore
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -10,10 +9,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 )
 
-var (
-	_ heartbeat.GuardedSweeper = (*Store)(nil)
-	_ heartbeat.LiveCounter    = (*Store)(nil)
-)
+var _ heartbeat.MonitorStore = (*Store)(nil)
 
 // monitorState is the last successful sweep and the latest blind window,
 // in microseconds (0: none).
@@ -21,20 +17,9 @@ type monitorState struct {
 	lastSweep, blindFrom, blindUntil int64
 }
 
-// SweepGuarded is Sweep behind the blind-window rule.
-func (s *Store) SweepGuarded(ctx context.Context, req heartbeat.SweepRequest) (heartbeat.SweepResult, error) {
-	if err := ctx.Err(); err != nil {
-		return heartbeat.SweepResult{}, err
-	}
-	if req.Interval <= 0 || req.Limit <= 0 {
-		return heartbeat.SweepResult{}, fmt.Errorf("sweep: interval %s and limit %d must be positive", req.Interval, req.Limit)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	at := s.now()
-	if !req.Now.IsZero() {
-		at = req.Now.UnixMicro()
-	}
+// sweepGuardedLocked is Sweep at at behind the blind-window rule; s.mu
+// must be held.
+func (s *Store) sweepGuardedLocked(at int64, req heartbeat.SweepRequest) heartbeat.SweepResult {
 	st := &s.monitor
 	var res heartbeat.SweepResult
 	if st.lastSweep != 0 && req.BlindAfter > 0 && at-st.lastSweep > req.BlindAfter.Microseconds() {
@@ -43,7 +28,7 @@ func (s *Store) SweepGuarded(ctx context.Context, req heartbeat.SweepRequest) (h
 	}
 	st.lastSweep = max(st.lastSweep, at)
 	res.Events = s.sweepLocked(at, req.Interval, req.Limit, st.blindUntil)
-	return res, nil
+	return res
 }
 
 // LiveCounts counts the given tenants' servers that are not deregistered.

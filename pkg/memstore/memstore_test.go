@@ -53,10 +53,10 @@ func TestDisableSkillUnknown(t *testing.T) {
 
 func TestSweepRejectsBadArguments(t *testing.T) {
 	s := memstore.New(clockwork.NewFakeClockAt(storetest.Start))
-	if _, err := s.Sweep(t.Context(), time.Time{}, 0, 10); err == nil {
+	if _, err := s.Sweep(t.Context(), heartbeat.SweepRequest{Now: time.Time{}, Interval: 0, Limit: 10}); err == nil {
 		t.Fatal("sweep with interval 0: no error")
 	}
-	if _, err := s.Sweep(t.Context(), time.Time{}, time.Second, 0); err == nil {
+	if _, err := s.Sweep(t.Context(), heartbeat.SweepRequest{Now: time.Time{}, Interval: time.Second, Limit: 0}); err == nil {
 		t.Fatal("sweep with limit 0: no error")
 	}
 }
@@ -68,7 +68,7 @@ func TestCanceledContext(t *testing.T) {
 	if _, _, _, err := s.Register(ctx, uuid.New(), info("calendar", 0)); err == nil {
 		t.Fatal("register with a canceled context: no error")
 	}
-	if _, err := s.Sweep(ctx, time.Time{}, time.Second, 1); err == nil {
+	if _, err := s.Sweep(ctx, heartbeat.SweepRequest{Now: time.Time{}, Interval: time.Second, Limit: 1}); err == nil {
 		t.Fatal("sweep with a canceled context: no error")
 	}
 }
@@ -183,7 +183,8 @@ func BenchmarkSweep100k(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		evs, err := s.Sweep(ctx, time.Time{}, heartbeat.DefaultHeartbeatInterval, heartbeat.DefaultSweepBatch)
+		result, err := s.Sweep(ctx, heartbeat.SweepRequest{Now: time.Time{}, Interval: heartbeat.DefaultHeartbeatInterval, Limit: heartbeat.DefaultSweepBatch})
+		evs := result.Events
 		if err != nil || len(evs) != 0 {
 			b.Fatalf("sweep: %d transitions, %v", len(evs), err)
 		}

@@ -43,7 +43,8 @@ func (f *outboxFixture) register(tenant uuid.UUID, module string) heartbeat.Serv
 func (f *outboxFixture) sweep(d time.Duration) []heartbeat.Event {
 	f.t.Helper()
 	f.clock.Advance(d)
-	evs, err := f.s.Sweep(f.ctx, time.Time{}, interval, 1000)
+	result, err := f.s.Sweep(f.ctx, heartbeat.SweepRequest{Now: time.Time{}, Interval: interval, Limit: 1000})
+	evs := result.Events
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -77,7 +77,8 @@ func BenchmarkSweep(b *testing.B) {
 		ctx := context.Background()
 		b.Run(fmt.Sprintf("servers=%d/due=none", n), func(b *testing.B) {
 			for b.Loop() {
-				evs, err := st.Sweep(ctx, epoch, 10*time.Second, heartbeat.DefaultSweepBatch)
+				result, err := st.Sweep(ctx, heartbeat.SweepRequest{Now: epoch, Interval: 10 * time.Second, Limit: heartbeat.DefaultSweepBatch})
+				evs := result.Events
 				if err != nil || len(evs) != 0 {
 					b.Fatalf("sweep: %d events, %v", len(evs), err)
 				}
@@ -90,7 +91,8 @@ func BenchmarkSweep(b *testing.B) {
 				b.StopTimer()
 				makeDue(b, db, 100)
 				b.StartTimer()
-				evs, err := st.Sweep(ctx, epoch, 10*time.Second, 2*n/100)
+				result, err := st.Sweep(ctx, heartbeat.SweepRequest{Now: epoch, Interval: 10 * time.Second, Limit: 2 * n / 100})
+				evs := result.Events
 				if err != nil || len(evs) != n/100 {
 					b.Fatalf("sweep: %d events, want %d, %v", len(evs), n/100, err)
 				}

@@ -10,19 +10,22 @@ import (
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 )
 
-var (
-	_ heartbeat.GuardedSweeper = (*Store)(nil)
-	_ heartbeat.LiveCounter    = (*Store)(nil)
-)
+var _ heartbeat.MonitorStore = (*Store)(nil)
 
-// SweepGuarded is Sweep behind the blind-window rule, through
-// mcp_sweep_guarded: one round trip. Of several replicas sweeping at once,
-// one sweeps and the others get an empty result.
-func (s *Store) SweepGuarded(ctx context.Context, req heartbeat.SweepRequest) (heartbeat.SweepResult, error) {
+// Sweep applies at most req.Limit of the transitions due at req.Now across
+// every tenant: through mcp_sweep, or with req.BlindAfter set through
+// mcp_sweep_guarded, behind the blind-window rule; one round trip. Of
+// several replicas sweeping guarded at once, one sweeps and the others get
+// an empty result.
+func (s *Store) Sweep(ctx context.Context, req heartbeat.SweepRequest) (heartbeat.SweepResult, error) {
 	at := s.now()
 	if !req.Now.IsZero() {
 		t := req.Now.UTC().Truncate(time.Microsecond)
 		at = &t
+	}
+	if req.BlindAfter <= 0 {
+		evs, err := s.sweepUnguarded(ctx, at, req.Interval, req.Limit)
+		return heartbeat.SweepResult{Events: evs}, err
 	}
 	rows, err := s.pool.Query(ctx, `
 SELECT event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body,

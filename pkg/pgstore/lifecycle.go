@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -234,16 +233,10 @@ func (s *Store) Deregister(ctx context.Context, tenant, serverID uuid.UUID) (hea
 	return srv, ev, nil
 }
 
-// Sweep applies at most limit of the transitions due at now across every
-// tenant, through mcp_sweep.
-func (s *Store) Sweep(ctx context.Context, now time.Time, interval time.Duration, limit int) ([]heartbeat.Event, error) {
-	var at *time.Time
-	if !now.IsZero() {
-		t := now.UTC().Truncate(time.Microsecond)
-		at = &t
-	} else {
-		at = s.now()
-	}
+// sweepUnguarded applies at most limit of the transitions due at at
+// across every tenant, through mcp_sweep: Sweep without the blind-window
+// rule.
+func (s *Store) sweepUnguarded(ctx context.Context, at *time.Time, interval time.Duration, limit int) ([]heartbeat.Event, error) {
 	rows, err := s.pool.Query(ctx, `
 SELECT 0::bigint, event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body
 FROM mcp_sweep($1::timestamptz, $2::bigint * interval '1 microsecond', $3::bigint * interval '1 microsecond', $4)`,
@@ -298,19 +291,11 @@ func (r *heartbeatRow) server() (heartbeat.Server, error) {
 		Version:            *r.version,
 		SupportedProtocols: r.protocols,
 		Status:             heartbeat.Status(*r.status),
-		LastHeartbeatAt:    r.lastHeartbeat.UTC(),
-		RegisteredAt:       r.registered.UTC(),
+		LastHeartbeatAt:    *r.lastHeartbeat,
+		RegisteredAt:       *r.registered,
+		DeregisteredAt:     r.deregistered,
 	}
-	if r.caps != nil {
-		srv.CapabilityAdvertisement = r.caps
-	}
-	if r.deregistered != nil {
-		t := r.deregistered.UTC()
-		srv.DeregisteredAt = &t
-	}
-	if r.traceID != nil {
-		srv.TraceID = strings.TrimSpace(*r.traceID)
-	}
+	finishServer(&srv, r.caps, r.traceID)
 	return srv, nil
 }
 

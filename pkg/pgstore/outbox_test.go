@@ -31,8 +31,8 @@ func TestAlertLease(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if evs, err := st.Sweep(ctx, epoch.Add(35*time.Second), 10*time.Second, 100); err != nil || len(evs) != 3 {
-		t.Fatalf("sweep: %d events, %v", len(evs), err)
+	if res, err := st.Sweep(ctx, heartbeat.SweepRequest{Now: epoch.Add(35 * time.Second), Interval: 10 * time.Second, Limit: 100}); err != nil || len(res.Events) != 3 {
+		t.Fatalf("sweep: %d events, %v", len(res.Events), err)
 	}
 
 	dead, err := st.ClaimAlerts(ctx, "d", 2)

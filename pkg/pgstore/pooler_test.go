@@ -143,7 +143,8 @@ func TestTenantIsolationThroughPgBouncer(t *testing.T) {
 		}
 	}
 	// The sweep (every tenant) works through the pooler too.
-	evs, err := st.Sweep(ctx, time.Now().Add(time.Hour), 10*time.Second, 1000)
+	res, err := st.Sweep(ctx, heartbeat.SweepRequest{Now: time.Now().Add(time.Hour), Interval: 10 * time.Second, Limit: 1000})
+	evs := res.Events
 	if err != nil {
 		t.Fatalf("sweep through pgbouncer: %v", err)
 	}

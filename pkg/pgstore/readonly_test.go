@@ -61,7 +61,7 @@ func TestReadOnlyDatabase(t *testing.T) {
 	unavailable("Heartbeat", err)
 	_, _, err = st.Deregister(ctx, tenant, srv.ServerID)
 	unavailable("Deregister", err)
-	_, err = st.Sweep(ctx, epoch.Add(time.Hour), 10*time.Second, 100)
+	_, err = st.Sweep(ctx, heartbeat.SweepRequest{Now: epoch.Add(time.Hour), Interval: 10 * time.Second, Limit: 100})
 	unavailable("Sweep", err)
 	_, err = st.ClaimAlerts(ctx, "d", 10)
 	unavailable("ClaimAlerts", err)

@@ -10,21 +10,12 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jonboulle/clockwork"
 
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/schema"
 )
-
-// executor is what both a pool and a transaction offer, so that a store
-// statement runs inside the caller's transaction.
-type executor interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
 
 // Options configures a Store.
 type Options struct {
@@ -238,6 +229,7 @@ func prefixed(prefix string) string {
 
 type rowScanner interface{ Scan(dest ...any) error }
 
+// scanServer scans a row of serverColumns and then into extra.
 func scanServer(row rowScanner, extra ...any) (heartbeat.Server, error) {
 	var (
 		srv     heartbeat.Server
@@ -251,6 +243,13 @@ func scanServer(row rowScanner, extra ...any) (heartbeat.Server, error) {
 		return heartbeat.Server{}, err
 	}
 	srv.Status = heartbeat.Status(status)
+	finishServer(&srv, caps, traceID)
+	return srv, nil
+}
+
+// finishServer fills in what every read of a server row decodes the same
+// way: the nullable capabilities and trace id, and UTC times.
+func finishServer(srv *heartbeat.Server, caps []byte, traceID *string) {
 	if caps != nil {
 		srv.CapabilityAdvertisement = json.RawMessage(caps)
 	}
@@ -263,7 +262,6 @@ func scanServer(row rowScanner, extra ...any) (heartbeat.Server, error) {
 		t := srv.DeregisteredAt.UTC()
 		srv.DeregisteredAt = &t
 	}
-	return srv, nil
 }
 
 // eventColumns is the column list every event read scans with scanEvent.

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,9 +21,11 @@ import (
 
 // Cluster is a PostgreSQL server that tests make databases on: the shared
 // one of the test binary (Shared), or a private one (NewCluster) for tests
-// that stop and start the server.
+// that stop and start the server. StartCluster starts one outside a test
+// (the benchmark harness).
 type Cluster struct {
 	// Fixed after start.
+	opts       ClusterOptions
 	external   bool
 	shared     bool
 	port       int
@@ -52,16 +55,16 @@ type Cluster struct {
 // startTimeout bounds initdb and pg_ctl start and stop.
 const startTimeout = 2 * time.Minute
 
-// NewCluster starts a private PostgreSQL cluster (its own initdb, port and
-// data directory), stopped and removed in t.Cleanup. It starts one even
-// when MCPD_TEST_DATABASE_URL is set.
-func NewCluster(t testing.TB) *Cluster {
-	t.Helper()
-	return NewClusterWith(t, ClusterOptions{})
-}
-
-// ClusterOptions configure a private cluster beyond pgtest's defaults.
+// ClusterOptions configures a cluster that pgtest starts.
 type ClusterOptions struct {
+	// Durable keeps the server's default durability (fsync,
+	// synchronous_commit and full_page_writes on), for figures. Tests run
+	// with all three off: faster, and a crash loses nothing they need.
+	Durable bool
+	// BaseDir is where the cluster's directory is made; it must be on a
+	// real disk for durable figures. Empty: /dev/shm when it is writable
+	// (the temporary directory for a durable cluster).
+	BaseDir string
 	// Files are written into the cluster's directory before the server
 	// starts, readable by the server's account only (mode 0600): keys and
 	// certificates for ssl, say.
@@ -70,6 +73,21 @@ type ClusterOptions struct {
 	// to the server as -c flags; "{dir}" in a value is the directory the
 	// Files are in.
 	Settings map[string]string
+}
+
+// StartCluster makes and starts a cluster as opts say, outside a test.
+// Destroy stops it and removes its directory; a watchdog process does that
+// too when the calling process dies first.
+func StartCluster(opts ClusterOptions) (*Cluster, error) {
+	return startCluster(opts)
+}
+
+// NewCluster starts a private PostgreSQL cluster (its own initdb, port and
+// data directory), stopped and removed in t.Cleanup. It starts one even
+// when MCPD_TEST_DATABASE_URL is set.
+func NewCluster(t testing.TB) *Cluster {
+	t.Helper()
+	return NewClusterWith(t, ClusterOptions{})
 }
 
 // NewClusterWith is NewCluster with options: files in its directory and
@@ -83,7 +101,7 @@ func NewClusterWith(t testing.TB, o ClusterOptions) *Cluster {
 		t.Fatalf("pgtest: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := c.destroy(); err != nil {
+		if err := c.Destroy(); err != nil {
 			t.Errorf("pgtest: %v", err)
 		}
 	})
@@ -94,6 +112,65 @@ func NewClusterWith(t testing.TB, o ClusterOptions) *Cluster {
 // Port is the TCP port the cluster listens on (on 127.0.0.1 for a cluster
 // that pgtest started).
 func (c *Cluster) Port() int { return c.port }
+
+// URL is a connection URL for database as user (trust authentication on a
+// cluster pgtest started; the superuser when user is empty).
+func (c *Cluster) URL(user, database string) string { return c.connString(user, "", database) }
+
+// Dir is the directory of a cluster pgtest started: the data directory
+// (data), the socket directory and the server's log (postgres.log).
+func (c *Cluster) Dir() string { return c.root }
+
+// BinDir is the directory of the server programs of a cluster pgtest
+// started (initdb, pg_ctl, and pgbench when it is installed).
+func (c *Cluster) BinDir() string { return filepath.Dir(c.bins.pgctl) }
+
+// PID is the postmaster's process id (0 when it cannot be read).
+func (c *Cluster) PID() int {
+	b, err := os.ReadFile(filepath.Join(c.dataDir, "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, _ := strconv.Atoi(strings.TrimSpace(line))
+	return pid
+}
+
+// ServerVersion is what the server program says of its version
+// (postgres --version), or "" when it cannot be run.
+func (c *Cluster) ServerVersion() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := c.run(ctx, filepath.Join(c.BinDir(), "postgres"), "--version")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(out)
+}
+
+// FSType names the file system of the cluster's directory (ext4, xfs,
+// tmpfs...), from statfs's magic number.
+func (c *Cluster) FSType() string {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(c.root, &st); err != nil {
+		return "unknown"
+	}
+	switch uint64(st.Type) {
+	case 0xEF53:
+		return "ext4"
+	case 0x58465342:
+		return "xfs"
+	case 0x9123683E:
+		return "btrfs"
+	case 0x01021994:
+		return "tmpfs"
+	case 0x794C7630:
+		return "overlayfs"
+	case 0x2FC12FC1:
+		return "zfs"
+	}
+	return fmt.Sprintf("0x%x", uint64(st.Type))
+}
 
 // Stop stops the server (pg_ctl stop -m fast: sessions are ended, what was
 // committed is kept), keeping its data directory and port for Start. Only a
@@ -139,7 +216,7 @@ func (c *Cluster) Start(t testing.TB) {
 }
 
 // startCluster makes and starts a cluster in a new temporary directory.
-func startCluster(o ClusterOptions) (c *Cluster, err error) {
+func startCluster(opts ClusterOptions) (c *Cluster, err error) {
 	bins, err := defaultFinder().find()
 	if err != nil {
 		return nil, err
@@ -148,11 +225,16 @@ func startCluster(o ClusterOptions) (c *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	root, err := os.MkdirTemp(tempBase(), "pgtest-")
+	base := opts.BaseDir
+	if base == "" {
+		base = tempBase(opts.Durable)
+	}
+	root, err := os.MkdirTemp(base, "pgtest-")
 	if err != nil {
 		return nil, fmt.Errorf("temporary directory: %w", err)
 	}
 	c = &Cluster{
+		opts:      opts,
 		root:      root,
 		dataDir:   filepath.Join(root, "data"),
 		sockDir:   filepath.Join(root, "sock"),
@@ -164,7 +246,7 @@ func startCluster(o ClusterOptions) (c *Cluster, err error) {
 	}
 	defer func() {
 		if err != nil {
-			err = errors.Join(err, c.destroy())
+			err = errors.Join(err, c.Destroy())
 			c = nil
 		}
 	}()
@@ -179,7 +261,7 @@ func startCluster(o ClusterOptions) (c *Cluster, err error) {
 	if err := c.startWatchdog(); err != nil {
 		return c, err
 	}
-	if err := c.applyOptions(o); err != nil {
+	if err := c.applyOptions(opts); err != nil {
 		return c, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
@@ -191,7 +273,7 @@ func startCluster(o ClusterOptions) (c *Cluster, err error) {
 	// A free port can be taken by another process before the server binds
 	// it: try a few.
 	for attempt := 0; ; attempt++ {
-		if c.port, err = freePort(); err != nil {
+		if c.port, err = FreePort(); err != nil {
 			return c, err
 		}
 		err = c.pgctlStart()
@@ -238,9 +320,9 @@ func externalCluster(conn string) (*Cluster, error) {
 	return c, nil
 }
 
-// destroy stops the server and removes its directory (a cluster pgtest
-// started), or removes what this binary made on an external server.
-func (c *Cluster) destroy() error {
+// Destroy stops the server at once and removes its directory (a cluster
+// pgtest started), or removes what this binary made on an external server.
+func (c *Cluster) Destroy() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var errs []error
@@ -356,9 +438,11 @@ func (c *Cluster) pgctlStart() error {
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	logFile := filepath.Join(c.root, "postgres.log")
-	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -c port=%d -c unix_socket_directories='%s'"+
-		" -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300",
+	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -c port=%d -c unix_socket_directories='%s' -c max_connections=300",
 		c.port, c.sockDir)
+	if !c.opts.Durable {
+		opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+	}
 	for _, kv := range c.settings {
 		opts += " -c " + kv
 	}
@@ -492,9 +576,13 @@ func (c *Cluster) connString(user, password, database string) string {
 
 // tempBase is where clusters live: /dev/shm when it is there, since cloning
 // a template copies a few hundred files and that is several times faster in
-// memory than on a disk; else the temporary directory.
-func tempBase() string {
+// memory than on a disk; else, and for a durable cluster, the temporary
+// directory.
+func tempBase(durable bool) string {
 	const shm = "/dev/shm"
+	if durable {
+		return os.TempDir()
+	}
 	if fi, err := os.Stat(shm); err == nil && fi.IsDir() && fi.Mode()&0o002 != 0 {
 		if f, err := os.CreateTemp(shm, ".pgtest-probe-*"); err == nil {
 			_ = f.Close()
@@ -505,7 +593,8 @@ func tempBase() string {
 	return os.TempDir()
 }
 
-func freePort() (int, error) {
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("free port: %w", err)

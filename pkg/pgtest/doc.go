@@ -13,7 +13,10 @@
 // production. Tests that stop and start the server get a private Cluster;
 // a private cluster can have a streaming standby (StartStandby, Promote,
 // Crash) for failover tests, and any cluster a pgbouncer in transaction
-// mode in front of it (StartPgBouncer) for pooler tests.
+// mode in front of it (StartPgBouncer) for pooler tests. StartCluster
+// starts one outside a test, with options (durable settings, a directory on
+// disk, extra server settings): the benchmark harness runs its PostgreSQL
+// so.
 //
 // A watchdog process stops every cluster and removes its directory when the
 // test binary dies without cleaning up (a panic, a timeout, a kill).

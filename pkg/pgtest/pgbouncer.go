@@ -130,7 +130,7 @@ func (c *Cluster) startPgBouncer(bin string, opts PgBouncerOptions) (b *PgBounce
 	if err != nil {
 		return nil, err
 	}
-	root, err := os.MkdirTemp(tempBase(), "pgbouncer-")
+	root, err := os.MkdirTemp(tempBase(false), "pgbouncer-")
 	if err != nil {
 		return nil, fmt.Errorf("temporary directory: %w", err)
 	}
@@ -155,7 +155,7 @@ func (c *Cluster) startPgBouncer(bin string, opts PgBouncerOptions) (b *PgBounce
 	}
 	// A free port can be taken before pgbouncer binds it: try a few.
 	for attempt := 0; ; attempt++ {
-		port, err := freePort()
+		port, err := FreePort()
 		if err != nil {
 			return nil, err
 		}

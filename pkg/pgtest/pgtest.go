@@ -71,7 +71,7 @@ func stopShared() error {
 	if c == nil {
 		return nil
 	}
-	return c.destroy()
+	return c.Destroy()
 }
 
 // Shared returns the test binary's shared cluster, starting it on first use:

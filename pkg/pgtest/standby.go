@@ -34,7 +34,7 @@ func (c *Cluster) StartStandby(t testing.TB, sync bool) *Cluster {
 		t.Fatalf("pgtest: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := s.destroy(); err != nil {
+		if err := s.Destroy(); err != nil {
 			t.Errorf("pgtest: %v", err)
 		}
 	})
@@ -49,7 +49,7 @@ func (c *Cluster) StartStandby(t testing.TB, sync bool) *Cluster {
 }
 
 func (c *Cluster) startStandby() (s *Cluster, err error) {
-	root, err := os.MkdirTemp(tempBase(), "pgtest-standby-")
+	root, err := os.MkdirTemp(tempBase(false), "pgtest-standby-")
 	if err != nil {
 		return nil, fmt.Errorf("temporary directory: %w", err)
 	}
@@ -68,7 +68,7 @@ func (c *Cluster) startStandby() (s *Cluster, err error) {
 	s.tmplOnce.Do(func() {}) // the template and the app role came with the copy
 	defer func() {
 		if err != nil {
-			err = errors.Join(err, s.destroy())
+			err = errors.Join(err, s.Destroy())
 			s = nil
 		}
 	}()
@@ -94,7 +94,7 @@ func (c *Cluster) startStandby() (s *Cluster, err error) {
 		return s, fmt.Errorf("pg_basebackup: %w\n%s", err, out)
 	}
 	for attempt := 0; ; attempt++ {
-		if s.port, err = freePort(); err != nil {
+		if s.port, err = FreePort(); err != nil {
 			return s, err
 		}
 		err = s.pgctlStart()
@@ -188,9 +188,9 @@ func (c *Cluster) Crash(t testing.TB) {
 	c.running = false
 }
 
-// URL is a URL of database on c as the superuser (admin) or, with app, as
+// DBURL is a URL of database on c as the superuser (admin) or, with app, as
 // the app login role that DB.AppURL names.
-func (c *Cluster) URL(database string, app bool) string {
+func (c *Cluster) DBURL(database string, app bool) string {
 	if app {
 		return c.connString(c.appRole, c.appPass, database)
 	}

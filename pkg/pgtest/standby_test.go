@@ -24,7 +24,7 @@ func TestStandbyFailover(t *testing.T) {
 	if _, err := db.Admin.Exec(ctx, `INSERT INTO acked SELECT generate_series(1, 100)`); err != nil {
 		t.Fatal(err)
 	}
-	onStandby, err := pgxpool.New(ctx, standby.URL(db.Name, false))
+	onStandby, err := pgxpool.New(ctx, standby.DBURL(db.Name, false))
 	if err != nil {
 		t.Fatal(err)
 	}

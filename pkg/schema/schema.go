@@ -17,6 +17,7 @@ import (
 	pgxv5 "github.com/golang-migrate/migrate/v4/database/pgx/v5"
 	"github.com/golang-migrate/migrate/v4/source"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -127,7 +128,7 @@ func Check(ctx context.Context, q interface {
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("%w: no migration applied, want version %d", ErrSchemaMismatch, migrations.Latest)
-	case errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table
+	case errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UndefinedTable:
 		return fmt.Errorf("%w: no schema_migrations table, want version %d", ErrSchemaMismatch, migrations.Latest)
 	case err != nil:
 		return fmt.Errorf("read schema version: %w", err)

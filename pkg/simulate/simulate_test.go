@@ -61,7 +61,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	}
 	b := &bundle{store: memstore.New(clockwork.NewRealClock()), tenant: uuid.New()}
 	reg := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{Store: b.store, HeartbeatInterval: testInterval.Seconds()})
-	var h http.Handler = api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: verifier})
+	h := api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: verifier})
 	inner := h
 	h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/mcp/servers/heartbeat" {

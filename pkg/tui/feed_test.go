@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/testlog"
 )
 
 func TestListThenWatchFromItsCursor(t *testing.T) {
@@ -196,7 +197,7 @@ func TestRunFollowsTheFeed(t *testing.T) {
 	src.watching = make(chan struct{})
 	in, w := io.Pipe()
 	defer w.Close()
-	var out lockedBuffer
+	var out testlog.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)

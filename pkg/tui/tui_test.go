@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/testlog"
 )
 
 var t0 = time.Date(2026, 5, 17, 10, 0, 30, 0, time.UTC)
@@ -547,7 +548,7 @@ func TestRunQuitsOnQ(t *testing.T) {
 	src.called = make(chan struct{})
 	in, w := io.Pipe()
 	defer w.Close()
-	var out lockedBuffer
+	var out testlog.Buffer
 	done := make(chan error, 1)
 	go func() { done <- Run(context.Background(), src, Options{In: in, Out: &out, NoColor: true}) }()
 	select {
@@ -591,23 +592,6 @@ func TestRunEndsWithContext(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not end with its context")
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func TestKeysTypedTogether(t *testing.T) {

@@ -21,19 +21,10 @@ var blindCases = []testCase{
 
 const blindAfter = 2 * Interval // as a monitor with a 5 s period and I = 10 s would use
 
-func (e *env) guarded() heartbeat.GuardedSweeper {
-	e.t.Helper()
-	g, ok := e.store.(heartbeat.GuardedSweeper)
-	if !ok {
-		e.t.Fatalf("store %T is not a heartbeat.GuardedSweeper", e.store)
-	}
-	return g
-}
-
 // sweepGuarded sweeps at the clock's now with the blind-window rule.
 func (e *env) sweepGuarded(after time.Duration) heartbeat.SweepResult {
 	e.t.Helper()
-	res, err := e.guarded().SweepGuarded(e.ctx, heartbeat.SweepRequest{Now: e.now(), Interval: Interval, Limit: 1000, BlindAfter: after})
+	res, err := e.store.Sweep(e.ctx, heartbeat.SweepRequest{Now: e.now(), Interval: Interval, Limit: 1000, BlindAfter: after})
 	if err != nil {
 		e.t.Fatalf("guarded sweep at %s: %v", e.now().Format(time.RFC3339Nano), err)
 	}
@@ -156,10 +147,7 @@ func deadServerMarkedAfterBlindness(e *env) {
 }
 
 func liveCounts(e *env) {
-	lc, ok := e.store.(heartbeat.LiveCounter)
-	if !ok {
-		e.t.Fatalf("store %T is not a heartbeat.LiveCounter", e.store)
-	}
+	lc := e.store
 	a := e.registerNew(e.info("a"))
 	e.registerNew(e.info("b"))
 	e.deregister(a.ServerID)

@@ -129,7 +129,9 @@ func (e *env) raceRound(servers []heartbeat.Server, unhealthy, sweepAt int) int 
 	run(n+1, func(i int) {
 		switch {
 		case i == sweepAt:
-			swept, sweepErr = e.store.Sweep(e.ctx, now, Interval, 1000)
+			var result heartbeat.SweepResult
+			result, sweepErr = e.store.Sweep(e.ctx, heartbeat.SweepRequest{Now: now, Interval: Interval, Limit: 1000})
+			swept = result.Events
 		case i > sweepAt:
 			i--
 			fallthrough
@@ -203,7 +205,8 @@ func concurrentSweepers(e *env) {
 	errs := make([]error, sweepers)
 	run(sweepers, func(i int) {
 		for range 100 {
-			evs, err := e.store.Sweep(e.ctx, now, Interval, batch)
+			result, err := e.store.Sweep(e.ctx, heartbeat.SweepRequest{Now: now, Interval: Interval, Limit: batch})
+			evs := result.Events
 			if err != nil {
 				errs[i] = err
 				return

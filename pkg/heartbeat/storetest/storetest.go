@@ -24,10 +24,18 @@ var Start = time.Date(2026, 5, 17, 10, 0, 0, 0, time.UTC)
 // Interval is the heartbeat interval I the suite sweeps with.
 const Interval = 10 * time.Second
 
+// Store is what the suite tests: a heartbeat.Store with the live counts of
+// the mass-loss check and the status counts of the metrics.
+type Store interface {
+	heartbeat.Store
+	heartbeat.LiveCounter
+	heartbeat.StatusCounter
+}
+
 // Harness is one isolated store under test. Sweep spans every tenant, so no
 // two cases may share a store (for PostgreSQL: a database per harness).
 type Harness struct {
-	Store heartbeat.Store
+	Store Store
 	Clock *clockwork.FakeClock // the store's clock, at Start; the suite advances it
 	// DisableSkill makes a skill unavailable for a reason of its own (not the
 	// cascade), as the upstream skill registry would.
@@ -64,7 +72,7 @@ type env struct {
 	t      *testing.T
 	ctx    context.Context
 	h      Harness
-	store  heartbeat.Store
+	store  Store
 	tenant uuid.UUID
 }
 
@@ -157,7 +165,8 @@ func (e *env) sweep() []heartbeat.Event {
 
 func (e *env) sweepAt(now time.Time, limit int) []heartbeat.Event {
 	e.t.Helper()
-	evs, err := e.store.Sweep(e.ctx, now, Interval, limit)
+	result, err := e.store.Sweep(e.ctx, heartbeat.SweepRequest{Now: now, Interval: Interval, Limit: limit})
+	evs := result.Events
 	if err != nil {
 		e.t.Fatalf("sweep: %v", err)
 	}
@@ -282,7 +291,7 @@ func (e *env) eventsOf(id uuid.UUID) []heartbeat.Event {
 }
 
 // wantKinds checks the kinds of id's events, oldest first.
-func (e *env) wantKinds(id uuid.UUID, want ...heartbeat.EventKind) []heartbeat.Event {
+func (e *env) wantKinds(id uuid.UUID, want ...heartbeat.EventKind) {
 	e.t.Helper()
 	evs := e.eventsOf(id)
 	got := make([]heartbeat.EventKind, len(evs))
@@ -292,7 +301,6 @@ func (e *env) wantKinds(id uuid.UUID, want ...heartbeat.EventKind) []heartbeat.E
 	if !slices.Equal(got, want) {
 		e.t.Fatalf("events of %s:\n got  %v\n want %v", id, got, want)
 	}
-	return evs
 }
 
 // wantLogged checks that ev, as a call returned it, is in the audit trail.

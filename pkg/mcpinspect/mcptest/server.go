@@ -77,7 +77,7 @@ func NewServer(cfg Config) *Server {
 	s.MCP = mcp.NewServer(&mcp.Implementation{Name: cfg.Name, Version: cfg.Version}, &mcp.ServerOptions{
 		SupportedProtocolVersions: cfg.Protocols,
 		PageSize:                  cfg.PageSize,
-		HasTools:                  true,
+		Capabilities:              &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 		Instructions:              "A test server of mcpd.",
 	})
 	s.MCP.AddReceivingMiddleware(s.liveness)

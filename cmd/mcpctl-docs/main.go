@@ -1,4 +1,4 @@
-// Command gen writes mcpctl's generated files from its command tree: the
+// Command mcpctl-docs writes mcpctl's generated files from its command tree: the
 // shell completions, the markdown reference and the man pages. `make
 // completions` and `make docs` run it; the tests of pkg/cli fail when the
 // committed files differ from what it writes.
@@ -18,7 +18,7 @@ func main() {
 	man := flag.String("man", "", "write the man pages into this directory")
 	flag.Parse()
 	if *completions == "" && *markdown == "" && *man == "" {
-		fmt.Fprintln(os.Stderr, "gen: nothing to do: give -completions, -markdown and/or -man")
+		fmt.Fprintln(os.Stderr, "mcpctl-docs: nothing to do: give -completions, -markdown and/or -man")
 		os.Exit(2)
 	}
 	steps := []struct {
@@ -34,7 +34,7 @@ func main() {
 			continue
 		}
 		if err := s.gen(s.dir); err != nil {
-			fmt.Fprintln(os.Stderr, "gen:", err)
+			fmt.Fprintln(os.Stderr, "mcpctl-docs:", err)
 			os.Exit(1)
 		}
 	}

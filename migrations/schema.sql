@@ -1,0 +1,747 @@
+-- mcpd's schema after migration 8 (make schema), dumped by pg_dump 15
+--
+-- PostgreSQL database dump
+--
+
+SET statement_timeout = 0;
+SET lock_timeout = 0;
+SET idle_in_transaction_session_timeout = 0;
+SET client_encoding = 'UTF8';
+SET standard_conforming_strings = on;
+SELECT pg_catalog.set_config('search_path', '', false);
+SET check_function_bodies = false;
+SET xmloption = content;
+SET client_min_messages = warning;
+SET row_security = off;
+
+--
+-- Name: mcp_alert_ack(text, text, bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_alert_ack(p_destination text, p_txid text, p_seq bigint) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+    UPDATE mcp_alert_cursors
+    SET last_txid = p_txid::xid8, last_seq = p_seq, updated_at = now()
+    WHERE destination = p_destination AND (last_txid, last_seq) < (p_txid::xid8, p_seq);
+$$;
+
+--
+-- Name: mcp_alert_claim(text, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_alert_claim(p_destination text, p_limit integer) RETURNS TABLE(txid text, seq bigint, event_id uuid, tenant_id uuid, kind text, server_id uuid, module_name text, from_status text, to_status text, trace_id text, occurred_at timestamp with time zone, body jsonb)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_txid xid8 := '0';
+    v_seq  bigint := 0;
+BEGIN
+    SELECT c.last_txid, c.last_seq INTO v_txid, v_seq FROM mcp_alert_cursors c WHERE c.destination = p_destination;
+    IF NOT FOUND THEN
+        INSERT INTO mcp_alert_cursors (destination) VALUES (p_destination) ON CONFLICT DO NOTHING;
+        v_txid := '0';
+        v_seq := 0;
+    END IF;
+    RETURN QUERY
+    SELECT e.txid::text, e.seq, e.event_id, e.tenant_id, e.kind, e.server_id, e.module_name,
+           e.from_status, e.to_status, e.trace_id::text, e.occurred_at, e.body
+    FROM mcp_audit_events e
+    WHERE (e.kind IN ('mcp.server.unhealthy', 'mcp.server.recovered', 'mcp.server.deregistered')
+           OR (e.kind = 'mcp.server.registered' AND e.from_status = 'unhealthy'))
+      AND (e.txid, e.seq) > (v_txid, v_seq)
+      AND e.txid < pg_snapshot_xmin(pg_current_snapshot())
+    ORDER BY e.txid, e.seq
+    LIMIT p_limit;
+END
+$$;
+
+--
+-- Name: mcp_alert_pending(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_alert_pending(p_destination text) RETURNS TABLE(pending bigint, oldest timestamp with time zone)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+    SELECT count(*), min(e.occurred_at)
+    FROM mcp_audit_events e
+    LEFT JOIN mcp_alert_cursors c ON c.destination = p_destination
+    WHERE (e.kind IN ('mcp.server.unhealthy', 'mcp.server.recovered', 'mcp.server.deregistered')
+           OR (e.kind = 'mcp.server.registered' AND e.from_status = 'unhealthy'))
+      AND (e.txid, e.seq) > (COALESCE(c.last_txid, '0'::xid8), COALESCE(c.last_seq, 0));
+$$;
+
+--
+-- Name: mcp_heartbeat(uuid[], uuid[], timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_heartbeat(p_tenants uuid[], p_servers uuid[], p_now timestamp with time zone) RETURNS TABLE(o_tenant_id uuid, o_server_id uuid, o_prev_status text, s_server_id uuid, s_tenant_id uuid, s_module_name text, s_version text, s_protocols text[], s_capabilities jsonb, s_status text, s_last_heartbeat timestamp with time zone, s_registered_at timestamp with time zone, s_deregistered_at timestamp with time zone, s_trace_id text, e_seq bigint, e_event_id uuid, e_tenant_id uuid, e_kind text, e_server_id uuid, e_module_name text, e_from_status text, e_to_status text, e_trace_id text, e_occurred_at timestamp with time zone, e_body jsonb)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_now timestamptz := COALESCE(p_now, now());
+BEGIN
+-- Lock first, in server_id order (so that concurrent batches cannot
+-- deadlock), in a statement of its own: the next statement then takes its
+-- snapshot after any sweep that held these rows has committed, and sees the
+-- skills that sweep took away.
+PERFORM 1
+FROM mcp_servers s
+JOIN unnest(p_tenants, p_servers) AS r(tenant_id, server_id)
+  ON s.server_id = r.server_id AND s.tenant_id = r.tenant_id
+ORDER BY s.server_id
+FOR UPDATE OF s;
+
+RETURN QUERY
+WITH prev AS (
+    SELECT DISTINCT s.server_id, s.tenant_id, s.status
+    FROM mcp_servers s
+    JOIN unnest(p_tenants, p_servers) AS r(tenant_id, server_id)
+      ON s.server_id = r.server_id AND s.tenant_id = r.tenant_id
+), upd AS (
+    UPDATE mcp_servers s
+    SET last_heartbeat_at = v_now, status = 'healthy'
+    FROM prev p
+    WHERE s.server_id = p.server_id AND p.status <> 'deregistered'
+    RETURNING s.server_id, s.tenant_id, s.module_name, s.version, s.supported_protocols,
+              s.capability_advertisement, s.status, s.last_heartbeat_at, s.registered_at,
+              s.deregistered_at, s.trace_id, p.status AS from_status
+), restored AS (
+    UPDATE mcp_skills k
+    SET available = true, unavailable_reason = NULL
+    FROM upd u
+    WHERE k.server_id = u.server_id AND u.from_status = 'unhealthy'
+      AND k.unavailable_reason = 'server_unhealthy'
+    RETURNING k.server_id, k.name
+), ev AS (
+    INSERT INTO mcp_audit_events
+        (event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
+         trace_id, occurred_at, body)
+    SELECT gen_random_uuid(), u.tenant_id, 'mcp.server.recovered', u.server_id, u.module_name,
+           u.from_status, u.status, u.trace_id, u.last_heartbeat_at,
+           jsonb_build_object(
+               'server_id', u.server_id,
+               'module_name', u.module_name,
+               'status', u.status,
+               'version', u.version,
+               'supported_protocols', to_jsonb(u.supported_protocols),
+               'skills_affected', COALESCE((SELECT jsonb_agg(x.name ORDER BY x.name)
+                                            FROM restored x WHERE x.server_id = u.server_id),
+                                           '[]'::jsonb))
+    FROM upd u
+    WHERE u.from_status IN ('degraded', 'unhealthy')
+    RETURNING mcp_audit_events.seq, mcp_audit_events.event_id, mcp_audit_events.tenant_id,
+              mcp_audit_events.kind, mcp_audit_events.server_id, mcp_audit_events.module_name,
+              mcp_audit_events.from_status, mcp_audit_events.to_status,
+              mcp_audit_events.trace_id, mcp_audit_events.occurred_at, mcp_audit_events.body
+)
+SELECT p.tenant_id, p.server_id, p.status,
+       u.server_id, u.tenant_id, u.module_name, u.version, u.supported_protocols,
+       u.capability_advertisement, u.status, u.last_heartbeat_at, u.registered_at,
+       u.deregistered_at, u.trace_id::text,
+       e.seq, e.event_id, e.tenant_id, e.kind, e.server_id, e.module_name, e.from_status,
+       e.to_status, e.trace_id::text, e.occurred_at, e.body
+FROM prev p
+LEFT JOIN upd u ON u.server_id = p.server_id
+LEFT JOIN ev e ON e.server_id = p.server_id;
+END
+$$;
+
+--
+-- Name: mcp_heartbeat_healthy(uuid[], uuid[], timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_heartbeat_healthy(p_tenants uuid[], p_servers uuid[], p_now timestamp with time zone) RETURNS TABLE(s_server_id uuid, s_tenant_id uuid, s_module_name text, s_version text, s_protocols text[], s_capabilities jsonb, s_status text, s_last_heartbeat timestamp with time zone, s_registered_at timestamp with time zone, s_deregistered_at timestamp with time zone, s_trace_id text)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+#variable_conflict use_column
+BEGIN
+RETURN QUERY
+WITH upd AS (
+    UPDATE mcp_servers s
+    SET last_heartbeat_at = COALESCE(p_now, now())
+    FROM unnest(p_tenants, p_servers) AS r(tenant_id, server_id)
+    WHERE s.server_id = r.server_id AND s.tenant_id = r.tenant_id AND s.status = 'healthy'
+    RETURNING s.server_id, s.tenant_id, s.module_name, s.version, s.supported_protocols,
+              s.capability_advertisement, s.status, s.last_heartbeat_at, s.registered_at,
+              s.deregistered_at, s.trace_id::text AS trace_id
+)
+SELECT u.server_id, u.tenant_id, u.module_name, u.version, u.supported_protocols,
+       u.capability_advertisement, u.status, u.last_heartbeat_at, u.registered_at,
+       u.deregistered_at, u.trace_id
+FROM upd u;
+END
+$$;
+
+--
+-- Name: mcp_live_counts(uuid[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_live_counts(p_tenants uuid[]) RETURNS TABLE(tenant_id uuid, live bigint)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+    SELECT s.tenant_id, count(*) FROM mcp_servers s
+    WHERE s.tenant_id = ANY (p_tenants) AND s.status <> 'deregistered'
+    GROUP BY s.tenant_id;
+$$;
+
+--
+-- Name: mcp_status_counts(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_status_counts() RETURNS TABLE(status text, servers bigint)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+    SELECT s.status, count(*) FROM mcp_servers s GROUP BY s.status;
+$$;
+
+--
+-- Name: mcp_sweep(timestamp with time zone, interval, interval, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_sweep(p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval, p_limit integer) RETURNS TABLE(event_id uuid, tenant_id uuid, kind text, server_id uuid, module_name text, from_status text, to_status text, trace_id text, occurred_at timestamp with time zone, body jsonb)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_now             timestamptz := COALESCE(p_now, now());
+    v_degraded_before timestamptz := v_now - p_degraded_after;
+    v_unhealthy_before timestamptz := v_now - p_unhealthy_after;
+    v_rows            tid[];
+    v_ids             uuid[];
+    v_from            text[];
+BEGIN
+-- First lock what is due and keep it in arrays: the statement below is then
+-- planned knowing how many rows it moves (a mass outage moves thousands,
+-- and joins planned for one row would cost seconds).
+SELECT array_agg(d.row_id), array_agg(d.server_id), array_agg(d.status)
+INTO v_rows, v_ids, v_from
+FROM (
+    SELECT s.ctid AS row_id, s.server_id, s.status
+    FROM mcp_servers s
+    WHERE (s.status = 'healthy' AND s.last_heartbeat_at <= v_degraded_before)
+       OR (s.status = 'degraded' AND s.last_heartbeat_at <= v_unhealthy_before)
+    LIMIT p_limit
+    FOR UPDATE OF s SKIP LOCKED
+) d;
+IF v_ids IS NULL THEN
+    RETURN;
+END IF;
+RETURN QUERY
+WITH due AS (
+    SELECT d.server_id, d.status FROM unnest(v_ids, v_from) AS d(server_id, status)
+),
+-- The rows are locked and unchanged since they were read: updated by their
+-- row ids (a TID scan, no index probes), their previous status from due.
+moved AS (
+    UPDATE mcp_servers s
+    SET status = CASE WHEN s.last_heartbeat_at <= v_unhealthy_before
+                      THEN 'unhealthy' ELSE 'degraded' END
+    WHERE s.ctid = ANY (v_rows)
+    RETURNING s.server_id, s.tenant_id, s.module_name, s.status AS to_status, s.trace_id, s.version,
+              s.supported_protocols, v_now AS now
+),
+cascaded AS (
+    UPDATE mcp_skills k
+    SET available = false, unavailable_reason = 'server_unhealthy'
+    FROM moved m
+    WHERE k.server_id = m.server_id AND m.to_status = 'unhealthy' AND k.available
+    RETURNING k.server_id, k.name
+),
+affected AS (
+    SELECT a.server_id, array_agg(a.name ORDER BY a.name) AS names
+    FROM cascaded a
+    GROUP BY a.server_id
+),
+events AS (
+    INSERT INTO mcp_audit_events
+        (event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
+         trace_id, occurred_at, body)
+    SELECT gen_random_uuid(), m.tenant_id, 'mcp.server.' || m.to_status, m.server_id,
+           m.module_name, d.status, m.to_status, m.trace_id, m.now,
+           jsonb_build_object(
+               'server_id', m.server_id,
+               'module_name', m.module_name,
+               'status', m.to_status,
+               'version', m.version,
+               'supported_protocols', to_jsonb(m.supported_protocols),
+               'skills_affected', COALESCE(to_jsonb(a.names), '[]'::jsonb))
+    FROM moved m
+    JOIN due d ON d.server_id = m.server_id
+    LEFT JOIN affected a ON a.server_id = m.server_id
+    RETURNING mcp_audit_events.seq, mcp_audit_events.event_id, mcp_audit_events.tenant_id,
+              mcp_audit_events.kind, mcp_audit_events.server_id, mcp_audit_events.module_name,
+              mcp_audit_events.from_status, mcp_audit_events.to_status,
+              mcp_audit_events.trace_id, mcp_audit_events.occurred_at, mcp_audit_events.body
+)
+SELECT e.event_id, e.tenant_id, e.kind, e.server_id, e.module_name, e.from_status,
+       e.to_status, e.trace_id::text, e.occurred_at, e.body
+FROM events e
+ORDER BY e.seq;
+END
+$$;
+
+--
+-- Name: mcp_sweep_guarded(timestamp with time zone, interval, interval, integer, interval); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_sweep_guarded(p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval, p_limit integer, p_blind_after interval) RETURNS TABLE(event_id uuid, tenant_id uuid, kind text, server_id uuid, module_name text, from_status text, to_status text, trace_id text, occurred_at timestamp with time zone, body jsonb, blind_from timestamp with time zone, blind_until timestamp with time zone, blind_new boolean)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_now     timestamptz := COALESCE(p_now, now());
+    v_last    timestamptz;
+    v_from    timestamptz;
+    v_until   timestamptz;
+    v_new     boolean := false;
+    v_never   constant interval := interval '1000 years';
+    v_deg     interval := p_degraded_after;
+    v_unh     interval := p_unhealthy_after;
+BEGIN
+    SELECT st.last_sweep_at, st.blind_from, st.blind_until INTO v_last, v_from, v_until
+    FROM mcp_monitor_state st WHERE st.id
+    FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        RETURN; -- another replica is sweeping now
+    END IF;
+    IF v_last IS NOT NULL AND p_blind_after IS NOT NULL AND p_blind_after > interval '0'
+       AND v_now - v_last > p_blind_after THEN
+        v_new := true;
+        v_from := v_last;
+        v_until := v_now;
+    END IF;
+    UPDATE mcp_monitor_state st
+    SET last_sweep_at = GREATEST(v_now, COALESCE(st.last_sweep_at, v_now)),
+        blind_from = v_from, blind_until = v_until,
+        blind_windows = st.blind_windows + CASE WHEN v_new THEN 1 ELSE 0 END
+    WHERE st.id;
+    -- GREATEST(last_heartbeat_at, blind_until) <= now - lag holds only when
+    -- blind_until does too: until then nothing of that kind is due.
+    IF v_until IS NOT NULL AND v_until > v_now - p_degraded_after THEN
+        v_deg := v_never;
+    END IF;
+    IF v_until IS NOT NULL AND v_until > v_now - p_unhealthy_after THEN
+        v_unh := v_never;
+    END IF;
+    RETURN QUERY
+    SELECT sw.event_id, sw.tenant_id, sw.kind, sw.server_id, sw.module_name, sw.from_status, sw.to_status,
+           sw.trace_id, sw.occurred_at, sw.body, v_from, v_until, v_new
+    FROM mcp_sweep(v_now, v_deg, v_unh, p_limit) sw;
+    IF v_new AND NOT FOUND THEN
+        RETURN QUERY SELECT NULL::uuid, NULL::uuid, NULL::text, NULL::uuid, NULL::text, NULL::text, NULL::text,
+            NULL::text, NULL::timestamptz, NULL::jsonb, v_from, v_until, v_new;
+    END IF;
+END
+$$;
+
+--
+-- Name: mcp_unhealthy_servers(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_unhealthy_servers() RETURNS TABLE(server_id uuid, tenant_id uuid, module_name text, version text, last_heartbeat_at timestamp with time zone, trace_id text, unhealthy_since timestamp with time zone)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+    SELECT s.server_id, s.tenant_id, s.module_name, s.version, s.last_heartbeat_at, s.trace_id::text,
+           (SELECT max(e.occurred_at) FROM mcp_audit_events e
+             WHERE e.server_id = s.server_id AND e.kind = 'mcp.server.unhealthy')
+    FROM mcp_servers s
+    WHERE s.status = 'unhealthy';
+$$;
+
+SET default_table_access_method = heap;
+
+--
+-- Name: mcp_alert_cursors; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.mcp_alert_cursors (
+    destination text NOT NULL,
+    last_txid xid8 DEFAULT '0'::xid8 NOT NULL,
+    last_seq bigint DEFAULT 0 NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: mcp_audit_events; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.mcp_audit_events (
+    seq bigint NOT NULL,
+    event_id uuid NOT NULL,
+    tenant_id uuid NOT NULL,
+    kind text NOT NULL,
+    server_id uuid NOT NULL,
+    module_name text NOT NULL,
+    from_status text,
+    to_status text NOT NULL,
+    trace_id character(32),
+    occurred_at timestamp with time zone NOT NULL,
+    body jsonb NOT NULL,
+    txid xid8 DEFAULT pg_current_xact_id() NOT NULL,
+    CONSTRAINT mcp_audit_events_from_status_check CHECK ((from_status = ANY (ARRAY['healthy'::text, 'degraded'::text, 'unhealthy'::text, 'deregistered'::text]))),
+    CONSTRAINT mcp_audit_events_kind_check CHECK ((kind = ANY (ARRAY['mcp.server.registered'::text, 'mcp.server.degraded'::text, 'mcp.server.unhealthy'::text, 'mcp.server.recovered'::text, 'mcp.server.deregistered'::text]))),
+    CONSTRAINT mcp_audit_events_to_status_check CHECK ((to_status = ANY (ARRAY['healthy'::text, 'degraded'::text, 'unhealthy'::text, 'deregistered'::text])))
+);
+
+--
+-- Name: mcp_audit_events_seq_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.mcp_audit_events ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.mcp_audit_events_seq_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: mcp_monitor_state; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.mcp_monitor_state (
+    id boolean DEFAULT true NOT NULL,
+    last_sweep_at timestamp with time zone,
+    blind_from timestamp with time zone,
+    blind_until timestamp with time zone,
+    blind_windows bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT mcp_monitor_state_id_check CHECK (id)
+);
+
+--
+-- Name: mcp_servers; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.mcp_servers (
+    server_id uuid NOT NULL,
+    tenant_id uuid NOT NULL,
+    module_name text NOT NULL,
+    version text NOT NULL,
+    supported_protocols text[] NOT NULL,
+    capability_advertisement jsonb,
+    status text DEFAULT 'healthy'::text NOT NULL,
+    last_heartbeat_at timestamp with time zone DEFAULT now() NOT NULL,
+    registered_at timestamp with time zone DEFAULT now() NOT NULL,
+    deregistered_at timestamp with time zone,
+    trace_id character(32),
+    CONSTRAINT mcp_servers_status_check CHECK ((status = ANY (ARRAY['healthy'::text, 'degraded'::text, 'unhealthy'::text, 'deregistered'::text])))
+)
+WITH (fillfactor='80');
+
+--
+-- Name: mcp_skills; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.mcp_skills (
+    skill_id uuid NOT NULL,
+    tenant_id uuid NOT NULL,
+    server_id uuid NOT NULL,
+    name text NOT NULL,
+    description text DEFAULT ''::text NOT NULL,
+    available boolean DEFAULT true NOT NULL,
+    unavailable_reason text,
+    CONSTRAINT mcp_skills_check CHECK ((available = (unavailable_reason IS NULL))),
+    CONSTRAINT mcp_skills_name_check CHECK (((char_length(name) >= 1) AND (char_length(name) <= 128)))
+)
+WITH (fillfactor='80');
+
+--
+-- Name: schema_migrations; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.schema_migrations (
+    version bigint NOT NULL,
+    dirty boolean NOT NULL
+);
+
+--
+-- Name: mcp_alert_cursors mcp_alert_cursors_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.mcp_alert_cursors
+    ADD CONSTRAINT mcp_alert_cursors_pkey PRIMARY KEY (destination);
+
+--
+-- Name: mcp_audit_events mcp_audit_events_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.mcp_audit_events
+    ADD CONSTRAINT mcp_audit_events_pkey PRIMARY KEY (seq);
+
+--
+-- Name: mcp_monitor_state mcp_monitor_state_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.mcp_monitor_state
+    ADD CONSTRAINT mcp_monitor_state_pkey PRIMARY KEY (id);
+
+--
+-- Name: mcp_servers mcp_servers_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.mcp_servers
+    ADD CONSTRAINT mcp_servers_pkey PRIMARY KEY (server_id);
+
+--
+-- Name: mcp_servers mcp_servers_tenant_id_module_name_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.mcp_servers
+    ADD CONSTRAINT mcp_servers_tenant_id_module_name_key UNIQUE (tenant_id, module_name);
+
+--
+-- Name: mcp_skills mcp_skills_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.mcp_skills
+    ADD CONSTRAINT mcp_skills_pkey PRIMARY KEY (skill_id);
+
+--
+-- Name: mcp_skills mcp_skills_tenant_id_server_id_name_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.mcp_skills
+    ADD CONSTRAINT mcp_skills_tenant_id_server_id_name_key UNIQUE (tenant_id, server_id, name);
+
+--
+-- Name: schema_migrations schema_migrations_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.schema_migrations
+    ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
+
+--
+-- Name: mcp_audit_events_alert_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX mcp_audit_events_alert_idx ON public.mcp_audit_events USING btree (txid, seq) WHERE ((kind = ANY (ARRAY['mcp.server.unhealthy'::text, 'mcp.server.recovered'::text, 'mcp.server.deregistered'::text])) OR ((kind = 'mcp.server.registered'::text) AND (from_status = 'unhealthy'::text)));
+
+--
+-- Name: mcp_audit_events_tenant_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX mcp_audit_events_tenant_seq_idx ON public.mcp_audit_events USING btree (tenant_id, seq);
+
+--
+-- Name: mcp_servers_sweep_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX mcp_servers_sweep_idx ON public.mcp_servers USING btree (status, last_heartbeat_at) WHERE (status = ANY (ARRAY['healthy'::text, 'degraded'::text]));
+
+--
+-- Name: mcp_skills_server_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX mcp_skills_server_idx ON public.mcp_skills USING btree (server_id);
+
+--
+-- Name: mcp_skills mcp_skills_server_fk; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.mcp_skills
+    ADD CONSTRAINT mcp_skills_server_fk FOREIGN KEY (server_id) REFERENCES public.mcp_servers(server_id);
+
+--
+-- Name: mcp_audit_events audit_rls; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY audit_rls ON public.mcp_audit_events USING ((tenant_id = (NULLIF(current_setting('auth.tenant_id'::text, true), ''::text))::uuid)) WITH CHECK ((tenant_id = (NULLIF(current_setting('auth.tenant_id'::text, true), ''::text))::uuid));
+
+--
+-- Name: mcp_audit_events; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.mcp_audit_events ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: mcp_servers; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.mcp_servers ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: mcp_skills; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.mcp_skills ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: mcp_servers servers_rls; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY servers_rls ON public.mcp_servers USING ((tenant_id = (NULLIF(current_setting('auth.tenant_id'::text, true), ''::text))::uuid)) WITH CHECK ((tenant_id = (NULLIF(current_setting('auth.tenant_id'::text, true), ''::text))::uuid));
+
+--
+-- Name: mcp_skills skills_rls; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY skills_rls ON public.mcp_skills USING ((tenant_id = (NULLIF(current_setting('auth.tenant_id'::text, true), ''::text))::uuid)) WITH CHECK ((tenant_id = (NULLIF(current_setting('auth.tenant_id'::text, true), ''::text))::uuid));
+
+--
+-- Name: FUNCTION mcp_alert_ack(p_destination text, p_txid text, p_seq bigint); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_alert_ack(p_destination text, p_txid text, p_seq bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_alert_ack(p_destination text, p_txid text, p_seq bigint) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_alert_claim(p_destination text, p_limit integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_alert_claim(p_destination text, p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_alert_claim(p_destination text, p_limit integer) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_alert_pending(p_destination text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_alert_pending(p_destination text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_alert_pending(p_destination text) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_heartbeat(p_tenants uuid[], p_servers uuid[], p_now timestamp with time zone); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_heartbeat(p_tenants uuid[], p_servers uuid[], p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_heartbeat(p_tenants uuid[], p_servers uuid[], p_now timestamp with time zone) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_heartbeat_healthy(p_tenants uuid[], p_servers uuid[], p_now timestamp with time zone); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_heartbeat_healthy(p_tenants uuid[], p_servers uuid[], p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_heartbeat_healthy(p_tenants uuid[], p_servers uuid[], p_now timestamp with time zone) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_live_counts(p_tenants uuid[]); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_live_counts(p_tenants uuid[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_live_counts(p_tenants uuid[]) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_status_counts(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_status_counts() FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_status_counts() TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_sweep(p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval, p_limit integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_sweep(p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval, p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_sweep(p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval, p_limit integer) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_sweep_guarded(p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval, p_limit integer, p_blind_after interval); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_sweep_guarded(p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval, p_limit integer, p_blind_after interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_sweep_guarded(p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval, p_limit integer, p_blind_after interval) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_unhealthy_servers(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_unhealthy_servers() FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_unhealthy_servers() TO cyberos_app;
+
+--
+-- Name: TABLE mcp_audit_events; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.mcp_audit_events TO cyberos_app;
+
+--
+-- Name: TABLE mcp_servers; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.mcp_servers TO cyberos_app;
+
+--
+-- Name: COLUMN mcp_servers.version; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(version) ON TABLE public.mcp_servers TO cyberos_app;
+
+--
+-- Name: COLUMN mcp_servers.supported_protocols; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(supported_protocols) ON TABLE public.mcp_servers TO cyberos_app;
+
+--
+-- Name: COLUMN mcp_servers.capability_advertisement; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(capability_advertisement) ON TABLE public.mcp_servers TO cyberos_app;
+
+--
+-- Name: COLUMN mcp_servers.status; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(status) ON TABLE public.mcp_servers TO cyberos_app;
+
+--
+-- Name: COLUMN mcp_servers.last_heartbeat_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(last_heartbeat_at) ON TABLE public.mcp_servers TO cyberos_app;
+
+--
+-- Name: COLUMN mcp_servers.deregistered_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(deregistered_at) ON TABLE public.mcp_servers TO cyberos_app;
+
+--
+-- Name: TABLE mcp_skills; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE ON TABLE public.mcp_skills TO cyberos_app;
+
+--
+-- Name: COLUMN mcp_skills.description; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(description) ON TABLE public.mcp_skills TO cyberos_app;
+
+--
+-- Name: COLUMN mcp_skills.available; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(available) ON TABLE public.mcp_skills TO cyberos_app;
+
+--
+-- Name: COLUMN mcp_skills.unavailable_reason; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(unavailable_reason) ON TABLE public.mcp_skills TO cyberos_app;
+
+--
+-- Name: TABLE schema_migrations; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.schema_migrations TO cyberos_app;
+
+--
+-- PostgreSQL database dump complete
+--

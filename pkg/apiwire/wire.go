@@ -1,0 +1,63 @@
+package apiwire
+
+import (
+	"encoding/json"
+
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+)
+
+// RegisterRequest is the body of POST /v1/mcp/servers/register.
+type RegisterRequest struct {
+	ModuleName              string                `json:"module_name"`
+	Version                 string                `json:"version"`
+	SupportedProtocols      []string              `json:"supported_protocols"`
+	CapabilityAdvertisement json.RawMessage       `json:"capability_advertisement,omitempty"`
+	Skills                  []heartbeat.SkillInfo `json:"skills,omitempty"`
+}
+
+// ServerIDRequest is the body of the heartbeat and deregister calls.
+type ServerIDRequest struct {
+	ServerID string `json:"server_id"`
+}
+
+// ServerList is the answer of GET /v1/mcp/servers.
+type ServerList struct {
+	Servers    []heartbeat.Server `json:"servers"`
+	NextCursor *string            `json:"next_cursor"`
+	// WatchCursor is where a watch misses nothing the list did not reflect.
+	WatchCursor string `json:"watch_cursor"`
+}
+
+// SkillDirectory is the answer of GET /v1/mcp/skills.
+type SkillDirectory struct {
+	Skills      []heartbeat.SkillEntry `json:"skills"`
+	NextCursor  *string                `json:"next_cursor"`
+	WatchCursor string                 `json:"watch_cursor"`
+}
+
+// SkillList is the answer of GET /v1/mcp/servers/{server_id}/skills.
+type SkillList struct {
+	Skills []heartbeat.Skill `json:"skills"`
+}
+
+// EventList is the answer of GET /v1/mcp/audit.
+type EventList struct {
+	Events      []heartbeat.Event `json:"events"`
+	NextCursor  *string           `json:"next_cursor"`
+	WatchCursor string            `json:"watch_cursor"`
+}
+
+// Header and content types of the API.
+const (
+	ContentTypeJSON    = "application/json"
+	ContentTypeProblem = "application/problem+json"
+	HeaderTraceparent  = "traceparent"
+)
+
+// Server-Sent Events of GET /v1/mcp/watch: each audit event is sent with
+// its kind as the event name; EventBookmark carries a position alone.
+const (
+	ContentTypeEventStream = "text/event-stream"
+	EventBookmark          = "mcp.watch.bookmark"
+	HeaderLastEventID      = "Last-Event-ID"
+)

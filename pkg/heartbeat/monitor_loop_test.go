@@ -1,0 +1,137 @@
+package heartbeat_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"go.uber.org/goleak"
+
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/testwait"
+)
+
+// blocking is a Store whose sweeps wait for release (or their context),
+// saying when one is in flight and when it finished.
+type blocking struct {
+	*memstore.Store
+	entered  chan context.Context
+	release  chan struct{}
+	finished atomic.Int32
+}
+
+func (b *blocking) Sweep(ctx context.Context, req heartbeat.SweepRequest) (heartbeat.SweepResult, error) {
+	b.entered <- ctx
+	defer b.finished.Add(1)
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+		return heartbeat.SweepResult{}, ctx.Err()
+	}
+	return b.Store.Sweep(ctx, req)
+}
+
+func newBlocking(t *testing.T) (*blocking, *heartbeat.Monitor, *clockwork.FakeClock) {
+	t.Helper()
+	clock := clockwork.NewFakeClockAt(start)
+	b := &blocking{Store: memstore.New(clock), entered: make(chan context.Context, 10), release: make(chan struct{})}
+	m := heartbeat.NewMonitor(heartbeat.MonitorOptions{Store: b, Clock: clock,
+		HeartbeatInterval: 10 * time.Second, Period: 5 * time.Second, SweepTimeout: 7 * time.Second})
+	return b, m, clock
+}
+
+func (b *blocking) next(t *testing.T) context.Context {
+	t.Helper()
+	select {
+	case ctx := <-b.entered:
+		return ctx
+	case <-time.After(5 * time.Second):
+		t.Fatal("no sweep within 5 s of real time")
+		return nil
+	}
+}
+
+// Start sweeps at once, each sweep with its deadline, then every period;
+// Stop waits for the sweep in flight to finish.
+func TestMonitorStartStop(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	b, m, clock := newBlocking(t)
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(); err == nil {
+		t.Fatal("a second Start: no error")
+	}
+	ctx := b.next(t) // the initial sweep, before any tick
+	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > 7*time.Second {
+		t.Fatalf("sweep deadline %v (set %v), want within the sweep timeout", dl, ok)
+	}
+	b.release <- struct{}{}
+	if err := clock.BlockUntilContext(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(5 * time.Second)
+	b.next(t) // the tick's sweep, in flight
+	stopped := make(chan error, 1)
+	go func() { stopped <- m.Stop(context.Background()) }()
+	close(b.release)
+	if err := <-stopped; err != nil || b.finished.Load() != 2 {
+		t.Fatalf("Stop = %v with %d sweeps finished; want nil once the one in flight finished", err, b.finished.Load())
+	}
+	if err := m.Stop(context.Background()); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+	clock.Advance(time.Hour)
+	if n := len(b.entered); n != 0 {
+		t.Fatalf("%d sweeps after Stop", n)
+	}
+}
+
+// A Stop whose context ends cancels the sweep in flight and says so.
+func TestMonitorStopBounded(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	b, m, _ := newBlocking(t)
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sweepCtx := b.next(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := m.Stop(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Stop = %v, want the context's end", err)
+	}
+	if sweepCtx.Err() == nil {
+		t.Fatal("the sweep in flight was not cancelled")
+	}
+}
+
+// Healthy reports a failing sweep until one succeeds.
+func TestMonitorHealthy(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	boom := errors.New("connection refused")
+	b, m := setupMonitor(t, func(call int) error {
+		if call == 1 {
+			return boom
+		}
+		return nil
+	})
+	if err := m.Healthy(); err != nil {
+		t.Fatalf("Healthy before any sweep: %v", err)
+	}
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = m.Stop(context.Background()) }()
+	b.next(t)
+	testwait.Eventually(t, "the failed sweep reported", func() bool { return errors.Is(m.Healthy(), boom) })
+	if err := b.clock.BlockUntilContext(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(5 * time.Second)
+	b.next(t)
+	testwait.Eventually(t, "healthy again", func() bool { return m.Healthy() == nil })
+}
