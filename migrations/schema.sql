@@ -1,4 +1,4 @@
--- mcpd's schema after migration 8 (make schema), dumped by pg_dump 15
+-- mcpd's schema after migration 12 (make schema), dumped by pg_dump 15
 --
 -- PostgreSQL database dump
 --
@@ -15,36 +15,41 @@ SET client_min_messages = warning;
 SET row_security = off;
 
 --
--- Name: mcp_alert_ack(text, text, bigint); Type: FUNCTION; Schema: public; Owner: -
+-- Name: mcp_alert_ack(text, uuid, text, bigint); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.mcp_alert_ack(p_destination text, p_txid text, p_seq bigint) RETURNS void
+CREATE FUNCTION public.mcp_alert_ack(p_destination text, p_claimant uuid, p_txid text, p_seq bigint) RETURNS void
     LANGUAGE sql SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     AS $$
-    UPDATE mcp_alert_cursors
-    SET last_txid = p_txid::xid8, last_seq = p_seq, updated_at = now()
-    WHERE destination = p_destination AND (last_txid, last_seq) < (p_txid::xid8, p_seq);
+    UPDATE mcp_alert_cursors c
+    SET last_txid     = CASE WHEN (c.last_txid, c.last_seq) < (p_txid::xid8, p_seq) THEN p_txid::xid8 ELSE c.last_txid END,
+        last_seq      = CASE WHEN (c.last_txid, c.last_seq) < (p_txid::xid8, p_seq) THEN p_seq ELSE c.last_seq END,
+        updated_at    = CASE WHEN (c.last_txid, c.last_seq) < (p_txid::xid8, p_seq) THEN now() ELSE c.updated_at END,
+        claimed_by    = CASE WHEN c.claimed_by = p_claimant THEN NULL ELSE c.claimed_by END,
+        claimed_until = CASE WHEN c.claimed_by = p_claimant THEN NULL ELSE c.claimed_until END
+    WHERE c.destination = p_destination
+      AND ((c.last_txid, c.last_seq) < (p_txid::xid8, p_seq) OR c.claimed_by = p_claimant);
 $$;
 
 --
--- Name: mcp_alert_claim(text, integer); Type: FUNCTION; Schema: public; Owner: -
+-- Name: mcp_alert_claim(text, uuid, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.mcp_alert_claim(p_destination text, p_limit integer) RETURNS TABLE(txid text, seq bigint, event_id uuid, tenant_id uuid, kind text, server_id uuid, module_name text, from_status text, to_status text, trace_id text, occurred_at timestamp with time zone, body jsonb)
+CREATE FUNCTION public.mcp_alert_claim(p_destination text, p_claimant uuid, p_limit integer) RETURNS TABLE(txid text, seq bigint, event_id uuid, tenant_id uuid, kind text, server_id uuid, module_name text, from_status text, to_status text, trace_id text, occurred_at timestamp with time zone, body jsonb)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     AS $$
 #variable_conflict use_column
 DECLARE
-    v_txid xid8 := '0';
-    v_seq  bigint := 0;
+    v_txid xid8;
+    v_seq  bigint;
 BEGIN
-    SELECT c.last_txid, c.last_seq INTO v_txid, v_seq FROM mcp_alert_cursors c WHERE c.destination = p_destination;
+    SELECT c.last_txid, c.last_seq INTO v_txid, v_seq
+    FROM mcp_alert_cursors c
+    WHERE c.destination = p_destination AND c.claimed_by = p_claimant;
     IF NOT FOUND THEN
-        INSERT INTO mcp_alert_cursors (destination) VALUES (p_destination) ON CONFLICT DO NOTHING;
-        v_txid := '0';
-        v_seq := 0;
+        RETURN;
     END IF;
     RETURN QUERY
     SELECT e.txid::text, e.seq, e.event_id, e.tenant_id, e.kind, e.server_id, e.module_name,
@@ -56,6 +61,24 @@ BEGIN
       AND e.txid < pg_snapshot_xmin(pg_current_snapshot())
     ORDER BY e.txid, e.seq
     LIMIT p_limit;
+END
+$$;
+
+--
+-- Name: mcp_alert_lease(text, uuid, interval); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_alert_lease(p_destination text, p_claimant uuid, p_lease interval) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+BEGIN
+    INSERT INTO mcp_alert_cursors (destination) VALUES (p_destination) ON CONFLICT DO NOTHING;
+    UPDATE mcp_alert_cursors
+    SET claimed_by = p_claimant, claimed_until = clock_timestamp() + p_lease
+    WHERE destination = p_destination
+      AND (claimed_by IS NULL OR claimed_by = p_claimant OR claimed_until <= clock_timestamp());
+    RETURN FOUND;
 END
 $$;
 
@@ -73,6 +96,49 @@ CREATE FUNCTION public.mcp_alert_pending(p_destination text) RETURNS TABLE(pendi
     WHERE (e.kind IN ('mcp.server.unhealthy', 'mcp.server.recovered', 'mcp.server.deregistered')
            OR (e.kind = 'mcp.server.registered' AND e.from_status = 'unhealthy'))
       AND (e.txid, e.seq) > (COALESCE(c.last_txid, '0'::xid8), COALESCE(c.last_seq, 0));
+$$;
+
+--
+-- Name: mcp_cursor_key(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_cursor_key() RETURNS bytea
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+    SELECT key FROM mcp_cursor_keys WHERE id = 1;
+$$;
+
+--
+-- Name: mcp_feed_horizon(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_feed_horizon(OUT timeline bigint, OUT horizon xid8) RETURNS record
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+    SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint,
+           pg_snapshot_xmin(pg_current_snapshot());
+$$;
+
+--
+-- Name: mcp_feed_read(xid8, bigint, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_feed_read(p_txid xid8, p_seq bigint, p_limit integer) RETURNS TABLE(timeline bigint, horizon xid8, txid xid8, seq bigint, event_id uuid, tenant_id uuid, kind text, server_id uuid, module_name text, from_status text, to_status text, trace_id text, occurred_at timestamp with time zone, body jsonb)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+    SELECT h.timeline, h.horizon, e.txid, e.seq, e.event_id, e.tenant_id, e.kind, e.server_id,
+           e.module_name, e.from_status, e.to_status, e.trace_id::text, e.occurred_at, e.body
+    FROM mcp_feed_horizon() h
+    LEFT JOIN LATERAL (
+        SELECT * FROM mcp_audit_events a
+        WHERE (a.txid, a.seq) > (p_txid, p_seq) AND a.txid < h.horizon
+        ORDER BY a.txid, a.seq
+        LIMIT p_limit
+    ) e ON true
+    ORDER BY e.txid, e.seq;
 $$;
 
 --
@@ -193,6 +259,87 @@ CREATE FUNCTION public.mcp_live_counts(p_tenants uuid[]) RETURNS TABLE(tenant_id
     SELECT s.tenant_id, count(*) FROM mcp_servers s
     WHERE s.tenant_id = ANY (p_tenants) AND s.status <> 'deregistered'
     GROUP BY s.tenant_id;
+$$;
+
+--
+-- Name: mcp_servers_capability_bytes(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_servers_capability_bytes() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+BEGIN
+    NEW.capability_bytes := COALESCE(octet_length(NEW.capability_advertisement::text), 0);
+    RETURN NEW;
+END
+$$;
+
+--
+-- Name: mcp_servers_count_live(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_servers_count_live() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+DECLARE
+    v_delta integer := CASE WHEN NEW.status = 'deregistered' THEN -1 ELSE 1 END;
+BEGIN
+    INSERT INTO mcp_tenant_servers AS t (tenant_id, live) VALUES (NEW.tenant_id, GREATEST(v_delta, 0))
+    ON CONFLICT (tenant_id) DO UPDATE SET live = t.live + v_delta;
+    RETURN NULL;
+END
+$$;
+
+--
+-- Name: mcp_skill_alert_states(text, uuid[], text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_skill_alert_states(p_destination text, p_tenants uuid[], p_skills text[]) RETURNS TABLE(tenant_id uuid, skill text, available boolean, firing_since timestamp with time zone)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+    SELECT k.tenant_id, k.skill,
+           EXISTS (SELECT 1 FROM mcp_skills s WHERE s.tenant_id = k.tenant_id AND s.name = k.skill AND s.available),
+           a.since
+    FROM unnest(p_tenants, p_skills) WITH ORDINALITY AS k(tenant_id, skill, ord)
+    LEFT JOIN mcp_skill_alerts a
+           ON a.destination = p_destination AND a.tenant_id = k.tenant_id AND a.skill = k.skill
+    ORDER BY k.ord;
+$$;
+
+--
+-- Name: mcp_skill_alerts_firing(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_skill_alerts_firing(p_destination text) RETURNS TABLE(tenant_id uuid, skill text, available boolean, firing_since timestamp with time zone)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+    SELECT a.tenant_id, a.skill,
+           EXISTS (SELECT 1 FROM mcp_skills s WHERE s.tenant_id = a.tenant_id AND s.name = a.skill AND s.available),
+           a.since
+    FROM mcp_skill_alerts a
+    WHERE a.destination = p_destination
+    ORDER BY a.tenant_id, a.skill;
+$$;
+
+--
+-- Name: mcp_skill_alerts_record(text, uuid[], text[], timestamp with time zone[], uuid[], text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_skill_alerts_record(p_destination text, p_tenants uuid[], p_skills text[], p_since timestamp with time zone[], p_resolved_tenants uuid[], p_resolved_skills text[]) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+    INSERT INTO mcp_skill_alerts (destination, tenant_id, skill, since)
+    SELECT p_destination, r.tenant_id, r.skill, r.since
+    FROM unnest(p_tenants, p_skills, p_since) AS r(tenant_id, skill, since)
+    ON CONFLICT (destination, tenant_id, skill) DO NOTHING;
+    DELETE FROM mcp_skill_alerts a
+    USING unnest(p_resolved_tenants, p_resolved_skills) AS r(tenant_id, skill)
+    WHERE a.destination = p_destination AND a.tenant_id = r.tenant_id AND a.skill = r.skill;
 $$;
 
 --
@@ -374,7 +521,9 @@ CREATE TABLE public.mcp_alert_cursors (
     destination text NOT NULL,
     last_txid xid8 DEFAULT '0'::xid8 NOT NULL,
     last_seq bigint DEFAULT 0 NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    claimed_by uuid,
+    claimed_until timestamp with time zone
 );
 
 --
@@ -413,6 +562,17 @@ ALTER TABLE public.mcp_audit_events ALTER COLUMN seq ADD GENERATED ALWAYS AS IDE
 );
 
 --
+-- Name: mcp_cursor_keys; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.mcp_cursor_keys (
+    id integer NOT NULL,
+    key bytea NOT NULL,
+    CONSTRAINT mcp_cursor_keys_id_check CHECK ((id = 1)),
+    CONSTRAINT mcp_cursor_keys_key_check CHECK ((octet_length(key) = 32))
+);
+
+--
 -- Name: mcp_monitor_state; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -441,9 +601,21 @@ CREATE TABLE public.mcp_servers (
     registered_at timestamp with time zone DEFAULT now() NOT NULL,
     deregistered_at timestamp with time zone,
     trace_id character(32),
+    capability_bytes integer DEFAULT 0 NOT NULL,
     CONSTRAINT mcp_servers_status_check CHECK ((status = ANY (ARRAY['healthy'::text, 'degraded'::text, 'unhealthy'::text, 'deregistered'::text])))
 )
 WITH (fillfactor='80');
+
+--
+-- Name: mcp_skill_alerts; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.mcp_skill_alerts (
+    destination text NOT NULL,
+    tenant_id uuid NOT NULL,
+    skill text NOT NULL,
+    since timestamp with time zone NOT NULL
+);
 
 --
 -- Name: mcp_skills; Type: TABLE; Schema: public; Owner: -
@@ -461,6 +633,16 @@ CREATE TABLE public.mcp_skills (
     CONSTRAINT mcp_skills_name_check CHECK (((char_length(name) >= 1) AND (char_length(name) <= 128)))
 )
 WITH (fillfactor='80');
+
+--
+-- Name: mcp_tenant_servers; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.mcp_tenant_servers (
+    tenant_id uuid NOT NULL,
+    live integer NOT NULL,
+    CONSTRAINT mcp_tenant_servers_live_check CHECK ((live >= 0))
+);
 
 --
 -- Name: schema_migrations; Type: TABLE; Schema: public; Owner: -
@@ -486,6 +668,13 @@ ALTER TABLE ONLY public.mcp_audit_events
     ADD CONSTRAINT mcp_audit_events_pkey PRIMARY KEY (seq);
 
 --
+-- Name: mcp_cursor_keys mcp_cursor_keys_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.mcp_cursor_keys
+    ADD CONSTRAINT mcp_cursor_keys_pkey PRIMARY KEY (id);
+
+--
 -- Name: mcp_monitor_state mcp_monitor_state_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -507,6 +696,13 @@ ALTER TABLE ONLY public.mcp_servers
     ADD CONSTRAINT mcp_servers_tenant_id_module_name_key UNIQUE (tenant_id, module_name);
 
 --
+-- Name: mcp_skill_alerts mcp_skill_alerts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.mcp_skill_alerts
+    ADD CONSTRAINT mcp_skill_alerts_pkey PRIMARY KEY (destination, tenant_id, skill);
+
+--
 -- Name: mcp_skills mcp_skills_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -519,6 +715,13 @@ ALTER TABLE ONLY public.mcp_skills
 
 ALTER TABLE ONLY public.mcp_skills
     ADD CONSTRAINT mcp_skills_tenant_id_server_id_name_key UNIQUE (tenant_id, server_id, name);
+
+--
+-- Name: mcp_tenant_servers mcp_tenant_servers_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.mcp_tenant_servers
+    ADD CONSTRAINT mcp_tenant_servers_pkey PRIMARY KEY (tenant_id);
 
 --
 -- Name: schema_migrations schema_migrations_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -534,10 +737,16 @@ ALTER TABLE ONLY public.schema_migrations
 CREATE INDEX mcp_audit_events_alert_idx ON public.mcp_audit_events USING btree (txid, seq) WHERE ((kind = ANY (ARRAY['mcp.server.unhealthy'::text, 'mcp.server.recovered'::text, 'mcp.server.deregistered'::text])) OR ((kind = 'mcp.server.registered'::text) AND (from_status = 'unhealthy'::text)));
 
 --
--- Name: mcp_audit_events_tenant_seq_idx; Type: INDEX; Schema: public; Owner: -
+-- Name: mcp_audit_events_feed_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX mcp_audit_events_tenant_seq_idx ON public.mcp_audit_events USING btree (tenant_id, seq);
+CREATE INDEX mcp_audit_events_feed_idx ON public.mcp_audit_events USING btree (txid, seq);
+
+--
+-- Name: mcp_audit_events_tenant_txid_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX mcp_audit_events_tenant_txid_idx ON public.mcp_audit_events USING btree (tenant_id, txid, seq);
 
 --
 -- Name: mcp_servers_sweep_idx; Type: INDEX; Schema: public; Owner: -
@@ -550,6 +759,30 @@ CREATE INDEX mcp_servers_sweep_idx ON public.mcp_servers USING btree (status, la
 --
 
 CREATE INDEX mcp_skills_server_idx ON public.mcp_skills USING btree (server_id);
+
+--
+-- Name: mcp_skills_tenant_name_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX mcp_skills_tenant_name_idx ON public.mcp_skills USING btree (tenant_id, name);
+
+--
+-- Name: mcp_servers mcp_servers_capability_bytes; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER mcp_servers_capability_bytes BEFORE INSERT OR UPDATE OF capability_advertisement ON public.mcp_servers FOR EACH ROW EXECUTE FUNCTION public.mcp_servers_capability_bytes();
+
+--
+-- Name: mcp_servers mcp_servers_count_live_insert; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER mcp_servers_count_live_insert AFTER INSERT ON public.mcp_servers FOR EACH ROW WHEN ((new.status <> 'deregistered'::text)) EXECUTE FUNCTION public.mcp_servers_count_live();
+
+--
+-- Name: mcp_servers mcp_servers_count_live_update; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER mcp_servers_count_live_update AFTER UPDATE OF status ON public.mcp_servers FOR EACH ROW WHEN (((old.status = 'deregistered'::text) <> (new.status = 'deregistered'::text))) EXECUTE FUNCTION public.mcp_servers_count_live();
 
 --
 -- Name: mcp_skills mcp_skills_server_fk; Type: FK CONSTRAINT; Schema: public; Owner: -
@@ -577,10 +810,22 @@ ALTER TABLE public.mcp_audit_events ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.mcp_servers ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: mcp_skill_alerts; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.mcp_skill_alerts ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: mcp_skills; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
 ALTER TABLE public.mcp_skills ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: mcp_tenant_servers; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.mcp_tenant_servers ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: mcp_servers servers_rls; Type: POLICY; Schema: public; Owner: -
@@ -595,18 +840,31 @@ CREATE POLICY servers_rls ON public.mcp_servers USING ((tenant_id = (NULLIF(curr
 CREATE POLICY skills_rls ON public.mcp_skills USING ((tenant_id = (NULLIF(current_setting('auth.tenant_id'::text, true), ''::text))::uuid)) WITH CHECK ((tenant_id = (NULLIF(current_setting('auth.tenant_id'::text, true), ''::text))::uuid));
 
 --
--- Name: FUNCTION mcp_alert_ack(p_destination text, p_txid text, p_seq bigint); Type: ACL; Schema: public; Owner: -
+-- Name: mcp_tenant_servers tenant_servers_rls; Type: POLICY; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.mcp_alert_ack(p_destination text, p_txid text, p_seq bigint) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.mcp_alert_ack(p_destination text, p_txid text, p_seq bigint) TO cyberos_app;
+CREATE POLICY tenant_servers_rls ON public.mcp_tenant_servers USING ((tenant_id = (NULLIF(current_setting('auth.tenant_id'::text, true), ''::text))::uuid)) WITH CHECK ((tenant_id = (NULLIF(current_setting('auth.tenant_id'::text, true), ''::text))::uuid));
 
 --
--- Name: FUNCTION mcp_alert_claim(p_destination text, p_limit integer); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION mcp_alert_ack(p_destination text, p_claimant uuid, p_txid text, p_seq bigint); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.mcp_alert_claim(p_destination text, p_limit integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.mcp_alert_claim(p_destination text, p_limit integer) TO cyberos_app;
+REVOKE ALL ON FUNCTION public.mcp_alert_ack(p_destination text, p_claimant uuid, p_txid text, p_seq bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_alert_ack(p_destination text, p_claimant uuid, p_txid text, p_seq bigint) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_alert_claim(p_destination text, p_claimant uuid, p_limit integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_alert_claim(p_destination text, p_claimant uuid, p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_alert_claim(p_destination text, p_claimant uuid, p_limit integer) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_alert_lease(p_destination text, p_claimant uuid, p_lease interval); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_alert_lease(p_destination text, p_claimant uuid, p_lease interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_alert_lease(p_destination text, p_claimant uuid, p_lease interval) TO cyberos_app;
 
 --
 -- Name: FUNCTION mcp_alert_pending(p_destination text); Type: ACL; Schema: public; Owner: -
@@ -614,6 +872,27 @@ GRANT ALL ON FUNCTION public.mcp_alert_claim(p_destination text, p_limit integer
 
 REVOKE ALL ON FUNCTION public.mcp_alert_pending(p_destination text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.mcp_alert_pending(p_destination text) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_cursor_key(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_cursor_key() FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_cursor_key() TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_feed_horizon(OUT timeline bigint, OUT horizon xid8); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_feed_horizon(OUT timeline bigint, OUT horizon xid8) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_feed_horizon(OUT timeline bigint, OUT horizon xid8) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_feed_read(p_txid xid8, p_seq bigint, p_limit integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_feed_read(p_txid xid8, p_seq bigint, p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_feed_read(p_txid xid8, p_seq bigint, p_limit integer) TO cyberos_app;
 
 --
 -- Name: FUNCTION mcp_heartbeat(p_tenants uuid[], p_servers uuid[], p_now timestamp with time zone); Type: ACL; Schema: public; Owner: -
@@ -635,6 +914,39 @@ GRANT ALL ON FUNCTION public.mcp_heartbeat_healthy(p_tenants uuid[], p_servers u
 
 REVOKE ALL ON FUNCTION public.mcp_live_counts(p_tenants uuid[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.mcp_live_counts(p_tenants uuid[]) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_servers_capability_bytes(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_servers_capability_bytes() FROM PUBLIC;
+
+--
+-- Name: FUNCTION mcp_servers_count_live(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_servers_count_live() FROM PUBLIC;
+
+--
+-- Name: FUNCTION mcp_skill_alert_states(p_destination text, p_tenants uuid[], p_skills text[]); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_skill_alert_states(p_destination text, p_tenants uuid[], p_skills text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_skill_alert_states(p_destination text, p_tenants uuid[], p_skills text[]) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_skill_alerts_firing(p_destination text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_skill_alerts_firing(p_destination text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_skill_alerts_firing(p_destination text) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_skill_alerts_record(p_destination text, p_tenants uuid[], p_skills text[], p_since timestamp with time zone[], p_resolved_tenants uuid[], p_resolved_skills text[]); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_skill_alerts_record(p_destination text, p_tenants uuid[], p_skills text[], p_since timestamp with time zone[], p_resolved_tenants uuid[], p_resolved_skills text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_skill_alerts_record(p_destination text, p_tenants uuid[], p_skills text[], p_since timestamp with time zone[], p_resolved_tenants uuid[], p_resolved_skills text[]) TO cyberos_app;
 
 --
 -- Name: FUNCTION mcp_status_counts(); Type: ACL; Schema: public; Owner: -
@@ -735,6 +1047,18 @@ GRANT UPDATE(available) ON TABLE public.mcp_skills TO cyberos_app;
 --
 
 GRANT UPDATE(unavailable_reason) ON TABLE public.mcp_skills TO cyberos_app;
+
+--
+-- Name: TABLE mcp_tenant_servers; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.mcp_tenant_servers TO cyberos_app;
+
+--
+-- Name: COLUMN mcp_tenant_servers.live; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(live) ON TABLE public.mcp_tenant_servers TO cyberos_app;
 
 --
 -- Name: TABLE schema_migrations; Type: ACL; Schema: public; Owner: -

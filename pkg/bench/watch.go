@@ -116,6 +116,7 @@ func MeasureWatchers(ctx context.Context, baseURL string, secret []byte, pid int
 				fail(err)
 				return
 			}
+			defer func() { _ = resp.Body.Close() }()
 			if resp.StatusCode != http.StatusOK {
 				fail(fmt.Errorf("watch: status %d", resp.StatusCode))
 				return

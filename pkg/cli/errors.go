@@ -75,18 +75,18 @@ func exitCode(err error) int {
 // readFlagFile reads the file a flag names, at most max bytes. A file that
 // is missing, unreadable or too large is bad usage (exit 2), whichever
 // command reads it, with a message that names the flag.
-func readFlagFile(flag, path string, max int64) ([]byte, error) {
+func readFlagFile(flag, path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, usagef("--%s %s: %s", flag, path, fileReason(err))
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, usagef("--%s %s: %s", flag, path, fileReason(err))
 	}
-	if int64(len(b)) > max {
-		return nil, usagef("--%s %s: larger than %d bytes", flag, path, max)
+	if int64(len(b)) > limit {
+		return nil, usagef("--%s %s: larger than %d bytes", flag, path, limit)
 	}
 	return b, nil
 }

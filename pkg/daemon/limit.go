@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -112,9 +111,6 @@ type connectionLimitError struct{ err error }
 
 func (e *connectionLimitError) Error() string { return e.err.Error() }
 func (e *connectionLimitError) Unwrap() error { return e.err }
-
-// errNoLimit: the platform has no open-file limit to check.
-var errNoLimit = errors.New("no open-file limit")
 
 // fitConnections checks the connection cap want against the open-file
 // limit (soft, after raising it to the hard one) less reserve; the default

@@ -18,5 +18,5 @@ func openFileLimit() (uint64, error) {
 			lim = raised
 		}
 	}
-	return uint64(lim.Cur), nil
+	return lim.Cur, nil
 }

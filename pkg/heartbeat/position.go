@@ -38,7 +38,7 @@ func (p Position) Max(q Position) Position {
 	return p
 }
 
-// ErrPositionExpired: the store can no longer resume from a position (its
+// ErrPositionExpired means the store can no longer resume from a position (its
 // history was lost, for example in a database failover); the client lists
 // again and watches from the list's horizon.
 var ErrPositionExpired = errors.New("position can no longer be resumed from")

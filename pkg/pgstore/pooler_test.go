@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -127,7 +128,7 @@ func TestTenantIsolationThroughPgBouncer(t *testing.T) {
 					}
 					// Another tenant's server is not found.
 					other := ids[(ti+1)%tenants]
-					if _, err := st.Server(ctx, other, servers[0].ServerID); err != heartbeat.ErrNotFound {
+					if _, err := st.Server(ctx, other, servers[0].ServerID); !errors.Is(err, heartbeat.ErrNotFound) {
 						return fmt.Errorf("tenant %d: its server read as another tenant: %v, want ErrNotFound", ti, err)
 					}
 				}

@@ -200,8 +200,8 @@ func (c *Cluster) DBURL(database string, app bool) string {
 // sibling finds the server program name beside pg_ctl (following a
 // symbolic link such as /usr/local/bin/pg_ctl), else on PATH.
 func (b binaries) sibling(name string) (string, error) {
-	if real, err := filepath.EvalSymlinks(b.pgctl); err == nil {
-		if p := filepath.Join(filepath.Dir(real), name); isExecutable(p) {
+	if resolved, err := filepath.EvalSymlinks(b.pgctl); err == nil {
+		if p := filepath.Join(filepath.Dir(resolved), name); isExecutable(p) {
 			return p, nil
 		}
 	}
