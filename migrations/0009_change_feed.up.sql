@@ -2,7 +2,7 @@
 --
 -- A position is (txid, seq) of an audit event. Transactions commit in any
 -- order of their ids, so a reader hands out only events of transactions
--- older than the oldest one still running (pg_snapshot_xmin): every later
+-- older than the oldest one of this database still running: every later
 -- event then has a larger txid and sorts after every position handed out.
 -- The alert outbox (0005) reads the same way.
 
@@ -17,16 +17,27 @@ CREATE INDEX mcp_skills_tenant_name_idx ON mcp_skills (tenant_id, name);
 
 -- mcp_feed_horizon is the present position: the timeline (a failover starts
 -- a new one, and positions of an older one are checked before use) and the
--- oldest transaction still running (every event that commits from now on
--- has a txid at least this large).
+-- oldest transaction of this database still running (every event that
+-- commits from now on has a txid at least this large). Transactions of
+-- other databases of the cluster cannot write this trail and are left out
+-- (pg_locks and pg_stat_activity tell their database), so that a long one
+-- there does not hold the feed back; one whose database cannot be told
+-- (a prepared transaction) counts. Without any: the snapshot's xmax.
 CREATE FUNCTION mcp_feed_horizon(OUT timeline bigint, OUT horizon xid8)
 LANGUAGE sql
 STABLE
 SECURITY DEFINER
 SET search_path = public, pg_temp
 AS $fn$
+    WITH s AS (SELECT pg_current_snapshot() AS snap)
     SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint,
-           pg_snapshot_xmin(pg_current_snapshot());
+           COALESCE(
+               (SELECT min(x) FROM s, pg_snapshot_xip(s.snap) AS x
+                WHERE NOT EXISTS (
+                    SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+                    WHERE l.locktype = 'transactionid' AND l.transactionid = x::xid
+                      AND a.datid <> (SELECT oid FROM pg_database WHERE datname = current_database()))),
+               (SELECT pg_snapshot_xmax(s.snap) FROM s));
 $fn$;
 
 -- mcp_feed_read returns up to p_limit events of every tenant after

@@ -180,8 +180,14 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	streams, d.stopStreams = context.WithCancel(context.WithoutCancel(ctx))
 	handler := api.NewHandler(api.HandlerOptions{
 		Registrar: registrar, Verifier: verifier, Logger: d.logger, Metrics: metrics,
-		Pinger: store, RequestTimeout: d.cfg.RequestTimeout,
-		Feed: hub, CursorKey: store.CursorKey, Streams: streams,
+		// Ready: the store answers, writable, at this build's schema, and the
+		// monitor's last sweep succeeded.
+		Pinger: api.ReadyChecks{
+			{Name: "store", Check: store},
+			{Name: "monitor", Check: api.PingFunc(func(context.Context) error { return monitor.Healthy() })},
+		},
+		RequestTimeout: d.cfg.RequestTimeout,
+		Feed:           hub, CursorKey: store.CursorKey, Streams: streams,
 		Limits: limit.New(limit.Options{
 			Rate: d.cfg.TenantRateLimit, Burst: d.cfg.TenantRateBurst, MaxWatches: d.cfg.TenantMaxWatches,
 		}),
