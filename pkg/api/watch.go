@@ -180,11 +180,14 @@ func (s *sseSink) write() error {
 		s.writeErr = err
 		return err
 	}
-	if _, err := s.w.Write(s.buf); err != nil {
-		s.writeErr = err
-		return err
+	_, err := s.w.Write(s.buf)
+	if err == nil {
+		err = s.rc.Flush()
 	}
-	return s.flush()
+	if err != nil {
+		s.writeErr = err
+	}
+	return err
 }
 
 func (s *sseSink) flush() error {

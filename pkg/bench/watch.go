@@ -277,8 +277,11 @@ func (r *runner) watchers(ctx context.Context) {
 		r.rep.skip("watch", "g. change feed", "mcpd was not built")
 		return
 	}
+	// All the watchers are of one tenant: the per-tenant limits (100
+	// streams by default) are lifted for them.
 	m, err := StartMCPD(ctx, r.mcpdBin, r.work, "mcpd-watch", "--database-url", r.appURL,
-		"--auth-jwt-secret-file", r.secretFile, "--heartbeat-interval", mcpdHeartbeatInterval.String())
+		"--auth-jwt-secret-file", r.secretFile, "--heartbeat-interval", mcpdHeartbeatInterval.String(),
+		"--tenant-max-watches", "0", "--tenant-rate-limit", "0")
 	if err != nil {
 		r.rep.fail("watch", "g. change feed", err)
 		return
