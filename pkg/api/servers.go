@@ -178,31 +178,23 @@ func (h *handler) listServers(w http.ResponseWriter, r *http.Request, claims aut
 	}
 	q := r.URL.Query()
 	var f heartbeat.ServerFilter
-	if s := q.Get("status"); s != "" {
-		st, err := heartbeat.ParseStatus(s)
-		if err != nil {
-			writeProblem(w, r, validationProblem("status", "must be one of healthy, degraded, unhealthy, deregistered"))
-			return
-		}
-		f.Status = st
-	}
-	if m := q.Get("module_name"); m != "" {
-		if !heartbeat.ValidModuleName(m) {
-			writeProblem(w, r, validationProblem("module_name", "must be 1-63 characters of [a-z0-9-], starting with a letter"))
-			return
-		}
-		f.ModuleName = m
-	}
-	limit, p := parseLimit(q)
-	if p != nil {
+	var p *Problem
+	if f.Status, p = queryStatus(q, "status"); p != nil {
 		writeProblem(w, r, p)
 		return
 	}
-	f.Limit = limit
+	if f.ModuleName, p = queryModuleName(q); p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	if f.Limit, p = parseLimit(q); p != nil {
+		writeProblem(w, r, p)
+		return
+	}
 	if c := q.Get("cursor"); c != "" {
 		after, err := cc.decodeServerCursor(claims.TenantID, c)
 		if err != nil {
-			writeProblem(w, r, validationProblem("cursor", "is not a cursor that this listing returned"))
+			writeProblem(w, r, badCursorProblem())
 			return
 		}
 		f.After = after
@@ -234,11 +226,9 @@ func parseEventFilter(q url.Values) (heartbeat.EventFilter, *Problem) {
 		}
 		f.ServerID = &id
 	}
-	if m := q.Get("module_name"); m != "" {
-		if !heartbeat.ValidModuleName(m) {
-			return f, validationProblem("module_name", "must be 1-63 characters of [a-z0-9-], starting with a letter")
-		}
-		f.ModuleName = m
+	var p *Problem
+	if f.ModuleName, p = queryModuleName(q); p != nil {
+		return f, p
 	}
 	if k := q.Get("kind"); k != "" {
 		kind, err := heartbeat.ParseEventKind(k)
@@ -263,16 +253,14 @@ func (h *handler) listEvents(w http.ResponseWriter, r *http.Request, claims auth
 		writeProblem(w, r, p)
 		return
 	}
-	limit, p := parseLimit(q)
-	if p != nil {
+	if f.Limit, p = parseLimit(q); p != nil {
 		writeProblem(w, r, p)
 		return
 	}
-	f.Limit = limit
 	if c := q.Get("cursor"); c != "" {
 		pos, err := cc.decodePosition(claims.TenantID, c)
 		if err != nil {
-			writeProblem(w, r, validationProblem("cursor", "is not a cursor that this listing returned"))
+			writeProblem(w, r, badCursorProblem())
 			return
 		}
 		if f.After, err = h.reg.CheckPosition(r.Context(), claims.TenantID, pos); err != nil {
@@ -323,12 +311,10 @@ func (h *handler) findSkills(w http.ResponseWriter, r *http.Request, claims auth
 		}
 		f.Name = n
 	}
-	if m := q.Get("module_name"); m != "" {
-		if !heartbeat.ValidModuleName(m) {
-			writeProblem(w, r, validationProblem("module_name", "must be 1-63 characters of [a-z0-9-], starting with a letter"))
-			return
-		}
-		f.ModuleName = m
+	var p *Problem
+	if f.ModuleName, p = queryModuleName(q); p != nil {
+		writeProblem(w, r, p)
+		return
 	}
 	if a := q.Get("available"); a != "" {
 		v, err := strconv.ParseBool(a)
@@ -345,24 +331,18 @@ func (h *handler) findSkills(w http.ResponseWriter, r *http.Request, claims auth
 		}
 		f.Protocol = pr
 	}
-	if s := q.Get("server_status"); s != "" {
-		st, err := heartbeat.ParseStatus(s)
-		if err != nil {
-			writeProblem(w, r, validationProblem("server_status", "must be one of healthy, degraded, unhealthy, deregistered"))
-			return
-		}
-		f.ServerStatus = st
-	}
-	limit, p := parseLimit(q)
-	if p != nil {
+	if f.ServerStatus, p = queryStatus(q, "server_status"); p != nil {
 		writeProblem(w, r, p)
 		return
 	}
-	f.Limit = limit
+	if f.Limit, p = parseLimit(q); p != nil {
+		writeProblem(w, r, p)
+		return
+	}
 	if c := q.Get("cursor"); c != "" {
 		after, err := cc.decodeSkillCursor(claims.TenantID, c)
 		if err != nil {
-			writeProblem(w, r, validationProblem("cursor", "is not a cursor that this listing returned"))
+			writeProblem(w, r, badCursorProblem())
 			return
 		}
 		f.After = after
@@ -377,6 +357,33 @@ func (h *handler) findSkills(w http.ResponseWriter, r *http.Request, claims auth
 		NextCursor:  cc.encodeSkillCursor(claims.TenantID, page.Next),
 		WatchCursor: cc.encodePosition(claims.TenantID, page.Horizon),
 	})
+}
+
+// queryModuleName reads the module_name query parameter: empty, or a
+// valid module name.
+func queryModuleName(q url.Values) (string, *Problem) {
+	m := q.Get("module_name")
+	if m != "" && !heartbeat.ValidModuleName(m) {
+		return "", validationProblem("module_name", "must be 1-63 characters of [a-z0-9-], starting with a letter")
+	}
+	return m, nil
+}
+
+// queryStatus reads the query parameter name: empty, or a status.
+func queryStatus(q url.Values, name string) (heartbeat.Status, *Problem) {
+	s := q.Get(name)
+	if s == "" {
+		return "", nil
+	}
+	st, err := heartbeat.ParseStatus(s)
+	if err != nil {
+		return "", validationProblem(name, "must be one of healthy, degraded, unhealthy, deregistered")
+	}
+	return st, nil
+}
+
+func badCursorProblem() *Problem {
+	return validationProblem("cursor", "is not a cursor that this listing returned")
 }
 
 // parseLimit reads the limit query parameter: 1-MaxPageLimit, default
