@@ -208,6 +208,10 @@ func TestWatchExactlyOnceAcrossReplicas(t *testing.T) {
 		t.Fatalf("trail: %d events, want at least %d", len(want), 2*writers*each)
 	}
 	testwait.Eventually(t, "the watcher has every event", func() bool { return len(watched.snapshot()) >= len(want) })
+	// The pager, too, goes on from each answer's cursors until it has them:
+	// an event of a transaction that was still open when a page was read
+	// comes on a later page.
+	testwait.Eventually(t, "the pager has every event", func() bool { return len(paged.snapshot()) >= len(want) })
 	close(pagerStop)
 	if err := <-pagerDone; err != nil {
 		t.Fatalf("pager: %v", err)

@@ -79,9 +79,10 @@ FROM mcp_alert_claim($1, $2, $3)`, destination, claim.claimant, limit)
 		err = cerr
 	}
 	if err != nil {
-		if leased {
-			claim.Release(ctx)
-		}
+		// The lease may have been taken before the read failed (a canceled
+		// context): give it up, or it would keep the destination from the
+		// next mcpd for AlertLease. Releasing a lease not held is a no-op.
+		claim.Release(ctx)
 		return nil, translate(err)
 	}
 	if !leased {
