@@ -22,6 +22,10 @@ var _ heartbeat.AlertOutbox = (*Store)(nil)
 // alert.RequestTimeout (10 s) each.
 const AlertLease = 30 * time.Second
 
+// claimTimeout bounds the round trip that takes a lease and reads the
+// claimed events.
+const claimTimeout = 10 * time.Second
+
 // alertClaim is a lease on a destination's cursor row, taken and ended in
 // short transactions of their own (migration 0010): no session state and no
 // open transaction is held while the events are delivered, so it works
@@ -73,7 +77,14 @@ func (s *Store) ClaimAlerts(ctx context.Context, destination string, limit int) 
 SELECT txid, seq, event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
        trace_id, occurred_at, body
 FROM mcp_alert_claim($1, $2, $3)`, destination, claim.claimant, limit)
-	br := s.pool.SendBatch(ctx, &pb)
+	// Not cut by the caller's context: a claim cut in flight may take the
+	// lease on the server after the client gave up on it, and a release
+	// sent then may run first and find nothing to release, leaving the
+	// destination to no one for AlertLease. A stopping caller gets the
+	// claim and releases it.
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+	defer cancel()
+	br := s.pool.SendBatch(bctx, &pb)
 	leased, err := readClaim(br, claim)
 	if cerr := br.Close(); err == nil {
 		err = cerr
