@@ -48,9 +48,6 @@ type heartbeatResult struct {
 	srv heartbeat.Server
 	ev  *heartbeat.Event
 	err error
-	// lead, when set, is not an answer: the receiver is to apply this
-	// batch (itself first in it), then wait for its answer.
-	lead []*heartbeatRequest
 }
 
 type heartbeatRequest struct {
@@ -58,26 +55,15 @@ type heartbeatRequest struct {
 	done             chan heartbeatResult // buffered, 1
 }
 
-// batcher gathers heartbeats and applies them in batches, in the callers'
-// own goroutines: a heartbeat that finds fewer than flushers batches in
-// flight is a batch at once, sent by its caller; the others queue, and
-// when a batch has committed its caller hands what has queued meanwhile to
-// the first caller queued, which sends it. No goroutine stands between a
-// request and the database: under light load a heartbeat costs no
-// hand-off, under load a batch costs one wake-up of a caller that waits
-// anyway. The queue is bounded by the callers, which the server's
-// connection cap bounds.
+// batcher gathers heartbeats and applies them in batches.
 type batcher struct {
 	store    *Store
+	queue    chan *heartbeatRequest
 	maxBatch int
-	flushers int
 	wait     time.Duration
-
-	mu       sync.Mutex
-	queue    []*heartbeatRequest
-	inFlight int  // batches being applied (at most flushers)
-	stopped  bool // close has begun
-	leaders  sync.WaitGroup
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	once     sync.Once
 }
 
 func newBatcher(s *Store, flushers, maxBatch int, wait time.Duration) *batcher {
@@ -87,160 +73,89 @@ func newBatcher(s *Store, flushers, maxBatch int, wait time.Duration) *batcher {
 	if maxBatch <= 0 {
 		maxBatch = DefaultMaxBatch
 	}
-	return &batcher{store: s, maxBatch: maxBatch, flushers: flushers, wait: wait}
+	b := &batcher{store: s, queue: make(chan *heartbeatRequest, maxBatch*flushers), maxBatch: maxBatch,
+		wait: wait, stop: make(chan struct{})}
+	b.wg.Add(flushers)
+	for range flushers {
+		go b.flushLoop()
+	}
+	return b
 }
 
-// close answers the queued heartbeats with ErrUnavailable and waits for
-// the batches in flight; later heartbeats fail with ErrUnavailable.
 func (b *batcher) close() {
-	b.mu.Lock()
-	if b.stopped {
-		b.mu.Unlock()
-		b.leaders.Wait()
-		return
-	}
-	b.stopped = true
-	queued := b.queue
-	b.queue = nil
-	b.mu.Unlock()
-	for _, req := range queued {
-		req.done <- heartbeatResult{err: heartbeat.ErrUnavailable}
-	}
-	b.leaders.Wait()
+	b.once.Do(func() {
+		close(b.stop)
+		b.wg.Wait()
+	})
 }
 
-// submit applies one heartbeat, alone or in a batch, and returns once the
-// statement that applied it has committed.
+// submit queues one heartbeat and waits for its batch to commit.
 func (b *batcher) submit(ctx context.Context, tenant, serverID uuid.UUID) (heartbeat.Server, *heartbeat.Event, error) {
-	if err := ctx.Err(); err != nil {
-		return heartbeat.Server{}, nil, translate(err)
-	}
 	req := &heartbeatRequest{tenant: tenant, serverID: serverID, done: make(chan heartbeatResult, 1)}
-	b.mu.Lock()
-	if b.stopped {
-		b.mu.Unlock()
+	select {
+	case b.queue <- req:
+	case <-ctx.Done():
+		return heartbeat.Server{}, nil, translate(ctx.Err())
+	case <-b.stop:
 		return heartbeat.Server{}, nil, heartbeat.ErrUnavailable
 	}
-	if b.inFlight < b.flushers {
-		// Room for a batch: this heartbeat is one, sent from here.
-		b.inFlight++
-		b.leaders.Add(1)
-		b.mu.Unlock()
-		if b.wait > 0 {
-			b.gather(req)
-		} else {
-			b.lead([]*heartbeatRequest{req})
-		}
-		return b.await(req)
-	}
-	b.queue = append(b.queue, req)
-	b.mu.Unlock()
 	select {
 	case res := <-req.done:
-		if res.lead != nil {
-			b.lead(res.lead)
-			return b.await(req)
-		}
 		return res.srv, res.ev, res.err
 	case <-ctx.Done():
-		return b.abandon(req, ctx.Err())
+		// The batch may still commit; the heartbeat is then applied but
+		// not acknowledged, which a retry makes harmless.
+		return heartbeat.Server{}, nil, translate(ctx.Err())
 	}
 }
 
-// await returns req's answer, sending first any batch handed to it (a
-// gathering batch's caller may be handed another while it waits).
-func (b *batcher) await(req *heartbeatRequest) (heartbeat.Server, *heartbeat.Event, error) {
-	res := <-req.done
-	for res.lead != nil {
-		b.lead(res.lead)
-		res = <-req.done
-	}
-	return res.srv, res.ev, res.err
-}
-
-// abandon answers a caller whose context ended while its heartbeat was
-// queued: still queued, it leaves the queue; already in a batch, that batch
-// may still commit (the heartbeat is then applied but not acknowledged,
-// which a retry makes harmless), and if the caller was handed the batch to
-// send, it is sent in the background.
-func (b *batcher) abandon(req *heartbeatRequest, err error) (heartbeat.Server, *heartbeat.Event, error) {
-	b.mu.Lock()
-	if i := slices.Index(b.queue, req); i >= 0 {
-		b.queue = slices.Delete(b.queue, i, i+1)
-		b.mu.Unlock()
-		return heartbeat.Server{}, nil, translate(err)
-	}
-	b.mu.Unlock()
-	// Out of the queue: a batch handed to it was sent to its channel while
-	// the lock was held, so it is there now if it ever will be.
-	select {
-	case res := <-req.done:
-		if res.lead == nil {
-			return res.srv, res.ev, res.err
+func (b *batcher) flushLoop() {
+	defer b.wg.Done()
+	batch := make([]*heartbeatRequest, 0, b.maxBatch)
+	for {
+		select {
+		case <-b.stop:
+			b.drain()
+			return
+		case req := <-b.queue:
+			batch = append(batch[:0], req)
 		}
-		go b.lead(res.lead)
-	default:
+		if b.wait > 0 {
+			timer := time.NewTimer(b.wait)
+		gather:
+			for len(batch) < b.maxBatch {
+				select {
+				case req := <-b.queue:
+					batch = append(batch, req)
+				case <-timer.C:
+					break gather
+				}
+			}
+			timer.Stop()
+		}
+	more:
+		for len(batch) < b.maxBatch {
+			select {
+			case req := <-b.queue:
+				batch = append(batch, req)
+			default:
+				break more
+			}
+		}
+		b.store.applyBatch(batch)
 	}
-	return heartbeat.Server{}, nil, translate(err)
 }
 
-// gather is lead for a batch that waits b.wait for more heartbeats: req
-// queues, and after the wait what has queued is sent (if req was handed to
-// another batch meanwhile, this batch is what remains, or nothing).
-func (b *batcher) gather(req *heartbeatRequest) {
-	b.mu.Lock()
-	b.queue = append(b.queue, req)
-	b.mu.Unlock()
-	timer := time.NewTimer(b.wait)
-	<-timer.C
-	b.mu.Lock()
-	batch := b.takeLocked()
-	if len(batch) == 0 {
-		b.releaseLocked()
-		b.mu.Unlock()
-		return
+// drain answers whatever is still queued after stop.
+func (b *batcher) drain() {
+	for {
+		select {
+		case req := <-b.queue:
+			req.done <- heartbeatResult{err: heartbeat.ErrUnavailable}
+		default:
+			return
+		}
 	}
-	b.mu.Unlock()
-	b.lead(batch)
-}
-
-// lead applies batch, whose callers wait, then hands what has queued
-// meanwhile to the first of its callers, or gives its place back.
-func (b *batcher) lead(batch []*heartbeatRequest) {
-	b.store.applyBatch(batch)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.stopped {
-		b.releaseLocked()
-		return
-	}
-	next := b.takeLocked()
-	if len(next) == 0 {
-		b.releaseLocked()
-		return
-	}
-	next[0].done <- heartbeatResult{lead: next}
-}
-
-// takeLocked takes up to maxBatch heartbeats off the queue, oldest first.
-func (b *batcher) takeLocked() []*heartbeatRequest {
-	n := min(len(b.queue), b.maxBatch)
-	if n == 0 {
-		return nil
-	}
-	batch := slices.Clone(b.queue[:n])
-	clear(b.queue[:n])
-	b.queue = b.queue[n:]
-	if len(b.queue) == 0 {
-		b.queue = nil
-	}
-	return batch
-}
-
-// releaseLocked gives a batch's place back.
-func (b *batcher) releaseLocked() {
-	b.inFlight--
-	b.leaders.Done()
 }
 
 // applyBatch applies reqs and answers each: with its result once the
