@@ -73,6 +73,8 @@ type FleetConnResult struct {
 	MemConnected Memory `json:"mem_connected"`
 	MemLoaded    Memory `json:"mem_loaded"`
 	MemClosed    Memory `json:"mem_closed"`
+	// GoLoaded is mcpd's Go memory at MemLoaded (from its /metrics).
+	GoLoaded map[string]float64 `json:"go_memory_loaded"`
 	// RSSPerConn is (MemLoaded - MemBefore) / Connected, in bytes.
 	RSSPerConn float64 `json:"rss_per_conn_bytes"`
 }
@@ -214,6 +216,7 @@ func FleetConns(ctx context.Context, opts FleetConnOptions) (FleetConnResult, er
 	window := time.Since(begin)
 	wg.Wait()
 	res.MemLoaded, _ = ReadMemory(opts.PID)
+	res.GoLoaded = goMemory(ctx, opts.BaseURL)
 	res.Load = rec.result(res.Conns, window)
 	res.Load.OfferedRate = float64(res.Conns) / opts.Interval.Seconds()
 	res.CPU = cpu
@@ -441,8 +444,9 @@ func (r *runner) fleetLoad(ctx context.Context, n int) {
 		Target: millis(targetFleetP999), Direction: AtMost, Note: fmt.Sprintf("max %.2f ms", millis(l.Max))})
 	r.rep.add(Row{ID: id + "_rss", Measure: name + ": mcpd VmRSS, connections open", Value: mib(res.MemLoaded.RSS), Unit: unitMiB,
 		Target: targetRSSMiB, Direction: AtMost,
-		Note: fmt.Sprintf("%.1f KiB per connection; before %.1f MiB, connected %.1f MiB, closed %.1f MiB, VmHWM %.1f MiB",
-			res.RSSPerConn/1024, mib(res.MemBefore.RSS), mib(res.MemConnected.RSS), mib(res.MemClosed.RSS), mib(res.MemLoaded.HWM))})
+		Note: fmt.Sprintf("%.1f KiB per connection; before %.1f MiB, connected %.1f MiB, closed %.1f MiB, VmHWM %.1f MiB; Go heap in use %.1f MiB, stacks %.1f MiB",
+			res.RSSPerConn/1024, mib(res.MemBefore.RSS), mib(res.MemConnected.RSS), mib(res.MemClosed.RSS), mib(res.MemLoaded.HWM),
+			res.GoLoaded["heap_inuse_bytes"]/(1<<20), res.GoLoaded["stack_inuse_bytes"]/(1<<20))})
 	verdict := func(bad bool) string {
 		if bad {
 			return "FAIL"
@@ -461,4 +465,36 @@ func (r *runner) fleetLoad(ctx context.Context, n int) {
 	}
 	r.rep.add(Row{ID: id + "_false", Measure: name + ": false transitions (audit events to degraded or unhealthy)",
 		Value: float64(falseTr), Unit: unitCount, Verdict: verdict(falseTr > 0), Note: "must be 0"})
+}
+
+// goMemory reads the Go runtime's memory figures that mcpd's /metrics
+// exports (its heap, its goroutines' stacks, its goroutines), by name
+// without the go_memstats_ prefix; empty when /metrics does not answer.
+func goMemory(ctx context.Context, baseURL string) map[string]float64 {
+	out := map[string]float64{}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/metrics", nil)
+	if err != nil {
+		return out
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return out
+	}
+	defer func() { _ = resp.Body.Close() }()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		switch name {
+		case "go_memstats_heap_alloc_bytes", "go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes",
+			"go_memstats_next_gc_bytes", "go_memstats_sys_bytes", "go_goroutines":
+			if v, err := strconv.ParseFloat(value, 64); err == nil {
+				out[strings.TrimPrefix(name, "go_memstats_")] = v
+			}
+		}
+	}
+	return out
 }
