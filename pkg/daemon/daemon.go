@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -300,12 +299,11 @@ func (d *Daemon) openStore(ctx context.Context) (heartbeat.Store, error) {
 	}
 	d.pool = pool
 	if os.Getenv("GOGC") == "" {
-		// With PostgreSQL mcpd keeps no state per server: its heap is what
-		// requests in flight hold (under 30 MiB at full heartbeat load).
-		// Collecting at 5x that instead of 2x costs some 10 MiB and saves
-		// 10-20 % of mcpd's CPU per heartbeat (docs/performance.md).
-		debug.SetGCPercent(postgresGCPercent)
-		d.logger.Debug("garbage collection percent set; GOGC in the environment overrides it", "percent", postgresGCPercent)
+		// GC percent 400 while the live heap is small, less as open
+		// connections make it grow (gctune.go).
+		startGCTuner()
+		d.logger.Debug("garbage collection percent tuned to the live heap; GOGC in the environment overrides it",
+			"max_percent", gcMaxPercent)
 	}
 	store := pgstore.New(pool, pgstore.Options{Clock: d.storeClock, Logger: d.logger})
 	d.pgStore = store
