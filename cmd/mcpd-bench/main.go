@@ -50,6 +50,8 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.DurationVar(&cfg.ListDuration, "list-duration", cfg.ListDuration, "length of each list measure")
 	pgbenchClients := fs.String("pgbench-clients", joinInts(cfg.PgbenchClients), "comma-separated client counts of pgbench")
 	watchers := fs.String("watchers", joinInts(cfg.Watchers), "comma-separated watcher counts of the change feed loads (empty: skip)")
+	fleet := fs.String("fleet", joinInts(cfg.Fleet), "comma-separated sizes of the fleet loads, each server its own connection at 10 s (empty: skip)")
+	fs.DurationVar(&cfg.FleetDuration, "fleet-duration", cfg.FleetDuration, "length of each fleet load")
 	fs.IntVar(&cfg.SweepRuns, "sweep-runs", cfg.SweepRuns, "sweeps timed per case (median reported)")
 	fs.BoolVar(&cfg.DevServers, "dev", cfg.DevServers, "measure mcpd --dev holding the seeded fleet's size")
 	fs.StringVar(&cfg.MCPD, "mcpd", cfg.MCPD, "mcpd binary (default: built from this module)")
@@ -86,6 +88,10 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 	} else {
 		cfg.Watchers = nil
+	}
+	if cfg.Fleet, err = parseInts(*fleet); err != nil {
+		fmt.Fprintf(stderr, "mcpd-bench: -fleet: %v\n", err)
+		return 2
 	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "mcpd-bench: %v\n", err)

@@ -14,6 +14,8 @@ func TestBadUsageExits2(t *testing.T) {
 	}{
 		{[]string{"-clients", "0"}, "-clients must be at least 1"},
 		{[]string{"-pgbench-clients", "8,x"}, `"x" is not a positive number`},
+		{[]string{"-fleet", "1000,0"}, `-fleet: "0" is not a positive number`},
+		{[]string{"-fleet", "1000", "-fleet-duration", "5s"}, "-fleet-duration must be in [10s, 5m]"},
 		{[]string{"-nosuchflag"}, "flag provided but not defined"},
 		{[]string{"extra"}, "unexpected arguments"},
 	} {

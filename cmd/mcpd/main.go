@@ -34,11 +34,14 @@ const postgresGCPercent = 400
 // setGCPercent: with PostgreSQL mcpd keeps no state per server, its heap is
 // what requests in flight hold (under 30 MiB at full heartbeat load).
 // Collecting at 5x that instead of 2x costs some 10 MiB and saves 10-20 %
-// of mcpd's CPU per heartbeat (docs/performance.md). GOGC in the
-// environment, and --dev (whose heap is the registry), keep Go's default.
+// of mcpd's CPU per heartbeat (docs/performance.md); as open connections
+// make the live heap grow, the tuner (gctune.go) lowers the percent after
+// each collection. GOGC in the environment, and --dev (whose heap is the
+// registry), keep Go's default.
 func setGCPercent(cfg config.Config) {
 	if cfg.Dev || os.Getenv("GOGC") != "" {
 		return
 	}
 	debug.SetGCPercent(postgresGCPercent)
+	startGCTuner()
 }

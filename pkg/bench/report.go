@@ -171,6 +171,7 @@ const (
 	unitBytes     = "B"
 	unitRatio     = "x"
 	unitPercent   = "%"
+	unitCount     = ""
 )
 
 func formatValue(v float64, unit string) string {
@@ -195,6 +196,8 @@ func formatValue(v float64, unit string) string {
 		return fmt.Sprintf("%.2fx", v)
 	case unitPercent:
 		return fmt.Sprintf("%.1f %%", v)
+	case unitCount:
+		return groupThousands(v)
 	}
 	return fmt.Sprintf("%g %s", v, unit)
 }

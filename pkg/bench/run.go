@@ -68,6 +68,11 @@ type Config struct {
 	// Watchers are the sizes of the change feed's watcher loads; empty
 	// skips them.
 	Watchers []int `json:"watchers"`
+	// Fleet are the sizes of the fleet loads (each server its own
+	// connection, heartbeating every 10 s); empty skips them.
+	// FleetDuration bounds each.
+	Fleet         []int         `json:"fleet"`
+	FleetDuration time.Duration `json:"fleet_duration_ns"`
 }
 
 // DefaultConfig is the full run of make bench.
@@ -79,6 +84,7 @@ func DefaultConfig() Config {
 		PgbenchClients: []int{8, 32}, SweepRuns: 7, DevServers: true,
 		Go: "go", EtcdLeases: 1000, ProfileDuration: 10 * time.Second, MaxCalls: 5_000_000,
 		Watchers: []int{1000, 10000},
+		Fleet:    []int{1000, 10000, 30000}, FleetDuration: 30 * time.Second,
 	}
 }
 
@@ -104,6 +110,9 @@ func (c Config) Validate() error {
 		if d <= 0 || d > 5*time.Minute {
 			errs = append(errs, fmt.Errorf("durations must be in (0, 5m]: %v", d))
 		}
+	}
+	if len(c.Fleet) > 0 && (c.FleetDuration < fleetInterval || c.FleetDuration > 5*time.Minute) {
+		errs = append(errs, fmt.Errorf("-fleet-duration must be in [%v, 5m]: %v", fleetInterval, c.FleetDuration))
 	}
 	if c.PgbenchDuration < time.Second {
 		errs = append(errs, errors.New("-pgbench-duration must be at least 1s (pgbench counts whole seconds)"))
@@ -241,6 +250,7 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	r.mcpd(ctx)
 	r.etcd(ctx) // right after mcpd's loads, so that the machine is as alike as it can be
+	r.fleet(ctx)
 	r.profile(ctx)
 	r.watchers(ctx)
 	r.largeSweep(ctx)

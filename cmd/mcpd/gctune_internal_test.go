@@ -1,0 +1,50 @@
+package main
+
+import (
+	"runtime"
+	"runtime/debug"
+	"testing"
+	"time"
+)
+
+func TestGCPercentFor(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		live uint64
+		want int
+	}{
+		{0, 400},
+		{4 * mib, 400},   // a few connections: 5x a small heap
+		{8 * mib, 400},   // 32 MiB of headroom is 400 %
+		{16 * mib, 200},  // 32 MiB of headroom
+		{100 * mib, 32},  // 10,000 connections: 32 MiB, not 400 MiB
+		{200 * mib, 25},  // a quarter of the live heap
+		{1000 * mib, 25}, // never less
+	} {
+		if got := gcPercentFor(c.live); got != c.want {
+			t.Errorf("gcPercentFor(%d MiB) = %d, want %d", c.live/mib, got, c.want)
+		}
+	}
+}
+
+// The tuner runs after every collection.
+func TestGCTunerRunsAfterEachCollection(t *testing.T) {
+	startGCTuner()
+	debug.SetGCPercent(100) // not the tuner's: the next run sets it back
+	for i := range 3 {
+		before := gcTunings.Load()
+		runtime.GC()
+		deadline := time.Now().Add(5 * time.Second)
+		for gcTunings.Load() == before {
+			if time.Now().After(deadline) {
+				t.Fatalf("collection %d: the tuner did not run", i+1)
+			}
+			runtime.Gosched()
+			time.Sleep(time.Millisecond)
+		}
+	}
+	// The test's live heap is small: 400 %.
+	if p := debug.SetGCPercent(gcMaxPercent); p != gcMaxPercent {
+		t.Fatalf("GC percent %d after the tuner, want %d", p, gcMaxPercent)
+	}
+}
