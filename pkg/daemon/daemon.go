@@ -88,13 +88,10 @@ type Daemon struct {
 	secretFile string // the --dev secret this daemon wrote, removed on stop
 	serveErr   chan error
 
-	monitor     *heartbeat.Monitor
-	watchStop   chan struct{}
-	watchDone   chan struct{}
-	alertCancel context.CancelFunc
-	alertDone   chan error
-	feedCancel  context.CancelFunc
-	feedDone    chan struct{}
+	monitor *heartbeat.Monitor
+	// Goroutines until Stop: the change feed's hub, the alert dispatcher
+	// and the systemd watchdog (nil when not run).
+	feed, alerts, watchdog *background
 	// stopStreams ends every watch stream (at shutdown).
 	stopStreams context.CancelFunc
 }
@@ -239,12 +236,10 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		return err
 	}
 	d.monitor = monitor
-	fctx, fcancel := context.WithCancel(context.WithoutCancel(ctx))
-	d.feedCancel, d.feedDone = fcancel, make(chan struct{})
-	go func() {
-		defer close(d.feedDone)
-		hub.Run(fctx)
-	}()
+	d.feed = startBackground(ctx, func(ctx context.Context) error {
+		hub.Run(ctx)
+		return nil
+	})
 
 	storeKind := "postgres"
 	if d.cfg.Dev {
@@ -254,12 +249,12 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		"heartbeat_interval", d.cfg.HeartbeatInterval.String(), "monitor_period", d.cfg.MonitorPeriod.String(),
 		"tls", d.tls != nil, "mtls", d.cfg.TLSClientCAFile != "", "max_connections", maxConns)
 	if dispatcher != nil {
-		actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		d.alertCancel, d.alertDone = cancel, make(chan error, 1)
-		go func() { d.alertDone <- dispatcher.Run(actx) }()
+		d.alerts = startBackground(ctx, dispatcher.Run)
 	}
 	d.notifier.notify("READY=1\nSTATUS=serving on " + ln.Addr().String())
-	d.watchStop, d.watchDone = d.notifier.startWatchdog()
+	if d.notifier.watchdog > 0 {
+		d.watchdog = startBackground(ctx, d.notifier.runWatchdog)
+	}
 	if demo != nil {
 		demo.print(d.stdout, d.baseURL())
 	}
@@ -445,25 +440,16 @@ func (d *Daemon) Stop(ctx context.Context) error {
 			_ = d.srv.Close()
 		}
 	}
-	if d.feedCancel != nil {
-		d.feedCancel()
-		<-d.feedDone
-	}
+	_ = d.feed.stop()
 	if d.monitor != nil {
 		if err := d.monitor.Stop(ctx); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if d.alertCancel != nil {
-		d.alertCancel()
-		if err := <-d.alertDone; err != nil {
-			errs = append(errs, fmt.Errorf("stop alert delivery: %w", err))
-		}
+	if err := d.alerts.stop(); err != nil {
+		errs = append(errs, fmt.Errorf("stop alert delivery: %w", err))
 	}
-	if d.watchStop != nil {
-		close(d.watchStop)
-		<-d.watchDone
-	}
+	_ = d.watchdog.stop()
 	d.closeResources()
 	d.stopErr = errors.Join(errs...)
 	if d.stopErr != nil {

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"log/slog"
 	"net"
 	"os"
@@ -49,26 +50,17 @@ func (n *notifier) notify(state string) {
 	}
 }
 
-// startWatchdog sends WATCHDOG=1 every half watchdog period until stop is
-// closed; done is closed when it has returned. Without a watchdog both
-// channels are nil.
-func (n *notifier) startWatchdog() (stop, done chan struct{}) {
-	if n.watchdog <= 0 {
-		return nil, nil
-	}
-	stop, done = make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(n.watchdog / 2)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				n.notify("WATCHDOG=1")
-			}
+// runWatchdog sends WATCHDOG=1 every half watchdog period until ctx ends;
+// the daemon runs it only when systemd set a watchdog.
+func (n *notifier) runWatchdog(ctx context.Context) error {
+	t := time.NewTicker(n.watchdog / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			n.notify("WATCHDOG=1")
 		}
-	}()
-	return stop, done
+	}
 }
