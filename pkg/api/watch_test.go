@@ -279,3 +279,52 @@ func gathered(t *testing.T, m *api.Metrics, name string) float64 {
 	t.Fatalf("no metric %s", name)
 	return 0
 }
+
+// A stream outlives the server's ReadTimeout (mcpd's is 30 s): the read
+// deadline of the request is lifted once the stream starts, or the
+// connection's background read would time out and end the stream.
+func TestWatchOutlivesReadTimeout(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 5, 17, 10, 0, 0, 0, time.UTC))
+	store := memstore.New(clock)
+	secret := []byte(strings.Repeat("k", 32))
+	verifier, err := auth.NewVerifier(auth.VerifierOptions{HMACSecret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := feed.NewHub(feed.Options{Source: store})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		hub.Run(ctx)
+	}()
+	reg := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{Store: store})
+	srv := httptest.NewUnstartedServer(api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: verifier, Feed: hub, Streams: ctx}))
+	srv.Config.ReadTimeout = 200 * time.Millisecond
+	srv.Start()
+	t.Cleanup(func() {
+		cancel()
+		srv.CloseClientConnections()
+		srv.Close()
+		<-done
+	})
+	tenant := uuid.New()
+	tok, _ := auth.Issue(secret, tenant, "test", "mcp:read", time.Hour, time.Now())
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/mcp/watch", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("watch: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	// Past the read timeout, then an event: it must still arrive.
+	time.Sleep(600 * time.Millisecond)
+	if _, _, _, err := store.Register(context.Background(), tenant, heartbeat.ServerInfo{
+		ModuleName: "late", Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "id: ") {
+		t.Fatalf("after the read timeout: %q %v", line, err)
+	}
+}
