@@ -1,4 +1,4 @@
--- mcpd's schema after migration 12 (make schema), dumped by pg_dump 15
+-- mcpd's schema after migration 13 (make schema), dumped by pg_dump 15
 --
 -- PostgreSQL database dump
 --
@@ -96,6 +96,22 @@ CREATE FUNCTION public.mcp_alert_pending(p_destination text) RETURNS TABLE(pendi
     WHERE (e.kind IN ('mcp.server.unhealthy', 'mcp.server.recovered', 'mcp.server.deregistered')
            OR (e.kind = 'mcp.server.registered' AND e.from_status = 'unhealthy'))
       AND (e.txid, e.seq) > (COALESCE(c.last_txid, '0'::xid8), COALESCE(c.last_seq, 0));
+$$;
+
+--
+-- Name: mcp_audit_body(uuid, text, text, text, text[], jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_audit_body(p_server_id uuid, p_module_name text, p_status text, p_version text, p_protocols text[], p_skills_affected jsonb) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT jsonb_build_object(
+        'server_id', p_server_id,
+        'module_name', p_module_name,
+        'status', p_status,
+        'version', p_version,
+        'supported_protocols', to_jsonb(p_protocols),
+        'skills_affected', COALESCE(p_skills_affected, '[]'::jsonb));
 $$;
 
 --
@@ -199,15 +215,8 @@ WITH prev AS (
          trace_id, occurred_at, body)
     SELECT gen_random_uuid(), u.tenant_id, 'mcp.server.recovered', u.server_id, u.module_name,
            u.from_status, u.status, u.trace_id, u.last_heartbeat_at,
-           jsonb_build_object(
-               'server_id', u.server_id,
-               'module_name', u.module_name,
-               'status', u.status,
-               'version', u.version,
-               'supported_protocols', to_jsonb(u.supported_protocols),
-               'skills_affected', COALESCE((SELECT jsonb_agg(x.name ORDER BY x.name)
-                                            FROM restored x WHERE x.server_id = u.server_id),
-                                           '[]'::jsonb))
+           mcp_audit_body(u.server_id, u.module_name, u.status, u.version, u.supported_protocols,
+                          (SELECT jsonb_agg(x.name ORDER BY x.name) FROM restored x WHERE x.server_id = u.server_id))
     FROM upd u
     WHERE u.from_status IN ('degraded', 'unhealthy')
     RETURNING mcp_audit_events.seq, mcp_audit_events.event_id, mcp_audit_events.tenant_id,
@@ -426,13 +435,8 @@ events AS (
          trace_id, occurred_at, body)
     SELECT gen_random_uuid(), m.tenant_id, 'mcp.server.' || m.to_status, m.server_id,
            m.module_name, d.status, m.to_status, m.trace_id, m.now,
-           jsonb_build_object(
-               'server_id', m.server_id,
-               'module_name', m.module_name,
-               'status', m.to_status,
-               'version', m.version,
-               'supported_protocols', to_jsonb(m.supported_protocols),
-               'skills_affected', COALESCE(to_jsonb(a.names), '[]'::jsonb))
+           mcp_audit_body(m.server_id, m.module_name, m.to_status, m.version, m.supported_protocols,
+                          to_jsonb(a.names))
     FROM moved m
     JOIN due d ON d.server_id = m.server_id
     LEFT JOIN affected a ON a.server_id = m.server_id
@@ -879,6 +883,12 @@ GRANT ALL ON FUNCTION public.mcp_alert_lease(p_destination text, p_claimant uuid
 
 REVOKE ALL ON FUNCTION public.mcp_alert_pending(p_destination text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.mcp_alert_pending(p_destination text) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_audit_body(p_server_id uuid, p_module_name text, p_status text, p_version text, p_protocols text[], p_skills_affected jsonb); Type: ACL; Schema: public; Owner: -
+--
+
+GRANT ALL ON FUNCTION public.mcp_audit_body(p_server_id uuid, p_module_name text, p_status text, p_version text, p_protocols text[], p_skills_affected jsonb) TO cyberos_app;
 
 --
 -- Name: FUNCTION mcp_cursor_key(); Type: ACL; Schema: public; Owner: -

@@ -19,9 +19,8 @@ const insertEvent = `
 INSERT INTO mcp_audit_events
     (event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body)
 SELECT gen_random_uuid(), s.tenant_id, $2, s.server_id, s.module_name, $3, s.status, s.trace_id, $4,
-       jsonb_build_object('server_id', s.server_id, 'module_name', s.module_name, 'status', s.status,
-                          'version', s.version, 'supported_protocols', to_jsonb(s.supported_protocols),
-                          'skills_affected', to_jsonb($5::text[]))
+       mcp_audit_body(s.server_id, s.module_name, s.status, s.version, s.supported_protocols,
+                      to_jsonb($5::text[]))
 FROM mcp_servers s WHERE s.server_id = $1
 RETURNING ` + eventColumns
 
@@ -190,9 +189,8 @@ WITH prev AS (
         (event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body)
     SELECT gen_random_uuid(), u.tenant_id, 'mcp.server.deregistered', u.server_id, u.module_name, u.from_status,
            u.status, u.trace_id, u.deregistered_at,
-           jsonb_build_object('server_id', u.server_id, 'module_name', u.module_name, 'status', u.status,
-                              'version', u.version, 'supported_protocols', to_jsonb(u.supported_protocols),
-                              'skills_affected', COALESCE((SELECT jsonb_agg(t.name ORDER BY t.name) FROM taken t), '[]'::jsonb))
+           mcp_audit_body(u.server_id, u.module_name, u.status, u.version, u.supported_protocols,
+                          (SELECT jsonb_agg(t.name ORDER BY t.name) FROM taken t))
     FROM upd u
     RETURNING ` + eventColumns + `
 )
