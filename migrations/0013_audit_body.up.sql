@@ -9,7 +9,7 @@ CREATE FUNCTION mcp_audit_body(p_server_id uuid, p_module_name text, p_status te
                                p_protocols text[], p_skills_affected jsonb)
 RETURNS jsonb
 LANGUAGE sql
-IMMUTABLE
+STABLE
 PARALLEL SAFE
 AS $fn$
     SELECT jsonb_build_object(

@@ -103,7 +103,7 @@ $$;
 --
 
 CREATE FUNCTION public.mcp_audit_body(p_server_id uuid, p_module_name text, p_status text, p_version text, p_protocols text[], p_skills_affected jsonb) RETURNS jsonb
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    LANGUAGE sql STABLE PARALLEL SAFE
     AS $$
     SELECT jsonb_build_object(
         'server_id', p_server_id,
