@@ -16,6 +16,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/alert"
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/pgstore"
 	"github.com/cyberos/mcpd/pkg/pgtest"
 	"github.com/cyberos/mcpd/pkg/testwait"
 )
@@ -100,7 +101,14 @@ func TestSkillOutageAcrossReplicas(t *testing.T) {
 		if _, err := c1.Heartbeat(ctx, alpha); err != nil {
 			t.Fatal(err)
 		}
-		testwait.Eventually(t, "resolution", func() bool { return len(hook.payloads()) >= 2*i+2 })
+		// A replica killed while it held the destination's lease (a round
+		// in flight) keeps the destination from the other for up to
+		// pgstore.AlertLease: the resolution may wait that long.
+		limit := 10 * time.Second
+		if i == 0 {
+			limit += pgstore.AlertLease
+		}
+		testwait.Until(t, "resolution", limit, func() bool { return len(hook.payloads()) >= 2*i+2 })
 	}
 	time.Sleep(500 * time.Millisecond) // a duplicate would show meanwhile
 	got := hook.payloads()

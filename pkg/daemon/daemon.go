@@ -172,6 +172,10 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		SweepTimeout: d.cfg.HeartbeatInterval,
 	})
 	hub := feed.NewHub(feed.Options{Source: store, Logger: d.logger, OnPoll: metrics.ObserveFeedRead})
+	cursorKey := store.CursorKey
+	if d.cfg.Dev && d.cfg.AuthJWTSecretFile != "" {
+		cursorKey = devCursorKey(d.cfg.AuthJWTSecretFile)
+	}
 	// Watch streams end when the server shuts down (RegisterOnShutdown).
 	var streams context.Context
 	streams, d.stopStreams = context.WithCancel(context.WithoutCancel(ctx))
@@ -184,7 +188,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 			{Name: "monitor", Check: api.PingFunc(func(context.Context) error { return monitor.Healthy() })},
 		},
 		RequestTimeout: d.cfg.RequestTimeout,
-		Feed:           hub, CursorKey: store.CursorKey, Streams: streams,
+		Feed:           hub, CursorKey: cursorKey, Streams: streams,
 		Limits: limit.New(limit.Options{
 			Rate: d.cfg.TenantRateLimit, Burst: d.cfg.TenantRateBurst, MaxWatches: d.cfg.TenantMaxWatches,
 		}),

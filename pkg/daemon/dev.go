@@ -1,7 +1,10 @@
 package daemon
 
 import (
+	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -94,4 +97,20 @@ Try it:
   curl -s -H "Authorization: Bearer $MCPCTL_TOKEN" %[1]s/v1/mcp/servers
 
 `, baseURL, b.secretFile, b.tenant, b.token, devScope, b.expires.Format(time.RFC3339), note)
+}
+
+// devCursorKey derives the cursor key of mcpd --dev from its JWT secret
+// file when the operator gives one: tokens then outlive a restart, and so
+// must cursors, so that a cursor of the previous process, whose memory
+// trail is gone, opens and is answered 410 (list again) rather than 400.
+func devCursorKey(path string) func(context.Context) ([]byte, error) {
+	return func(context.Context) ([]byte, error) {
+		secret, err := auth.ReadSecretFile(path)
+		if err != nil {
+			return nil, err
+		}
+		mac := hmac.New(sha256.New, secret)
+		mac.Write([]byte("mcpd --dev cursor key"))
+		return mac.Sum(nil), nil
+	}
 }
