@@ -22,7 +22,11 @@ CREATE INDEX mcp_skills_tenant_name_idx ON mcp_skills (tenant_id, name);
 -- other databases of the cluster cannot write this trail and are left out
 -- (pg_locks and pg_stat_activity tell their database), so that a long one
 -- there does not hold the feed back; one whose database cannot be told
--- (a prepared transaction) counts. Without any: the snapshot's xmax.
+-- (a prepared transaction) counts, and so does one that ended between the
+-- snapshot and the read of pg_locks: a horizon may therefore stand before
+-- one an earlier call returned, never after a transaction of this database
+-- still running; readers keep the later of the two. Without any: the
+-- snapshot's xmax.
 CREATE FUNCTION mcp_feed_horizon(OUT timeline bigint, OUT horizon xid8)
 LANGUAGE sql
 STABLE

@@ -217,6 +217,9 @@ ORDER BY e.txid, e.seq`, tenant, xid8Text(f.After.TxID), f.After.Seq, f.ServerID
 		}
 		var page heartbeat.EventPage
 		page.Events, page.Horizon = feedEvents(feed)
+		// Never before the page's start: a horizon may stand before a
+		// position an earlier read handed out (see mcp_feed_horizon).
+		page.Horizon = page.Horizon.Max(f.After)
 		if full {
 			page.Events = page.Events[:limit]
 			next := page.Events[limit-1].Position
