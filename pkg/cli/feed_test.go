@@ -1,13 +1,11 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/output"
+	"github.com/cyberos/mcpd/pkg/testlog"
 )
 
 func TestSkillsListRun(t *testing.T) {
@@ -110,34 +109,16 @@ func TestSkillsListRun(t *testing.T) {
 	}
 }
 
-// syncBuffer is a buffer that a command writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // watching is an audit watch running in the background.
 type watching struct {
-	out, errOut *syncBuffer
+	out, errOut *testlog.Buffer
 	cancel      context.CancelFunc
 	done        chan error
 }
 
 func startAuditWatch(t *testing.T, b *bundle, f output.Format, tty bool, mod func(*auditWatchOptions)) *watching {
 	t.Helper()
-	w := &watching{out: &syncBuffer{}, errOut: &syncBuffer{}, done: make(chan error, 1)}
+	w := &watching{out: &testlog.Buffer{}, errOut: &testlog.Buffer{}, done: make(chan error, 1)}
 	streams := &IOStreams{In: strings.NewReader(""), Out: w.out, ErrOut: w.errOut}
 	p := &output.Printer{Out: w.out, ErrOut: w.errOut, Format: f, Terminal: tty, Now: b.clock.Now}
 	opts := &auditWatchOptions{IO: streams, Client: b.clientFunc(), Printer: p}

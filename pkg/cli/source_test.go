@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/testlog"
 	"github.com/cyberos/mcpd/pkg/tui"
 )
 
@@ -75,7 +76,7 @@ func TestWatchBoardFollowsTheAPI(t *testing.T) {
 	b.register(t, "calendar")
 	in, w := io.Pipe()
 	defer w.Close()
-	out := &syncBuffer{}
+	out := &testlog.Buffer{}
 	opts := &watchOptions{IO: &IOStreams{In: in, Out: out, ErrOut: io.Discard}, Client: b.clientFunc(),
 		Now: b.clock.Now, NoColor: true}
 	ctx, cancel := context.WithCancel(context.Background())

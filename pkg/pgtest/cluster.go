@@ -177,8 +177,15 @@ func (c *Cluster) FSType() string {
 // private cluster can be stopped.
 func (c *Cluster) Stop(t testing.TB) {
 	t.Helper()
+	c.stopServer(t, "fast", "stopped")
+}
+
+// stopServer stops a private cluster's server with pg_ctl stop -m mode;
+// verb says what is refused to a shared or external one.
+func (c *Cluster) stopServer(t testing.TB, mode, verb string) {
+	t.Helper()
 	if c.external || c.shared {
-		t.Fatalf("pgtest: only a private cluster (NewCluster) can be stopped")
+		t.Fatalf("pgtest: only a private cluster (NewCluster) can be %s", verb)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -189,7 +196,7 @@ func (c *Cluster) Stop(t testing.TB) {
 		c.maint.Close()
 		c.maint = nil
 	}
-	if err := c.pgctlStop("fast"); err != nil {
+	if err := c.pgctlStop(mode); err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
 	c.running = false

@@ -170,22 +170,7 @@ func (c *Cluster) Promote(t testing.TB) {
 // starts it again.
 func (c *Cluster) Crash(t testing.TB) {
 	t.Helper()
-	if c.external || c.shared {
-		t.Fatalf("pgtest: only a private cluster (NewCluster) can be crashed")
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.running {
-		return
-	}
-	if c.maint != nil {
-		c.maint.Close()
-		c.maint = nil
-	}
-	if err := c.pgctlStop("immediate"); err != nil {
-		t.Fatalf("pgtest: %v", err)
-	}
-	c.running = false
+	c.stopServer(t, "immediate", "crashed")
 }
 
 // DBURL is a URL of database on c as the superuser (admin) or, with app, as
