@@ -52,6 +52,7 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	watchers := fs.String("watchers", joinInts(cfg.Watchers), "comma-separated watcher counts of the change feed loads (empty: skip)")
 	fleet := fs.String("fleet", joinInts(cfg.Fleet), "comma-separated sizes of the fleet loads, each server its own connection at 10 s (empty: skip)")
 	fs.DurationVar(&cfg.FleetDuration, "fleet-duration", cfg.FleetDuration, "length of each fleet load")
+	fleetTLS := fs.String("fleet-tls", joinInts(cfg.FleetTLS), "comma-separated sizes of the fleet loads over TLS, then a reconnection round and an mcpd restart (empty: skip)")
 	fs.IntVar(&cfg.SweepRuns, "sweep-runs", cfg.SweepRuns, "sweeps timed per case (median reported)")
 	fs.BoolVar(&cfg.DevServers, "dev", cfg.DevServers, "measure mcpd --dev holding the seeded fleet's size")
 	fs.StringVar(&cfg.MCPD, "mcpd", cfg.MCPD, "mcpd binary (default: built from this module)")
@@ -91,6 +92,10 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	if cfg.Fleet, err = parseInts(*fleet); err != nil {
 		fmt.Fprintf(stderr, "mcpd-bench: -fleet: %v\n", err)
+		return 2
+	}
+	if cfg.FleetTLS, err = parseInts(*fleetTLS); err != nil {
+		fmt.Fprintf(stderr, "mcpd-bench: -fleet-tls: %v\n", err)
 		return 2
 	}
 	if err := cfg.Validate(); err != nil {

@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,13 +32,15 @@ import (
 
 // FleetConnOptions configures one fleet load.
 type FleetConnOptions struct {
-	// BaseURL is mcpd's (http://127.0.0.1:port); PID its process id, whose
-	// CPU and memory are read.
+	// BaseURL is mcpd's (http://127.0.0.1:port, https:// with TLS); PID
+	// its process id, whose CPU and memory are read.
 	BaseURL string
 	PID     int
 	// PostmasterPID is PostgreSQL's, whose CPU is read.
 	PostmasterPID int
 	Secret        []byte
+	// Client reaches BaseURL for its /metrics (nil: http.DefaultClient).
+	Client *http.Client
 	// Conns simulated servers: seeded servers 1..Conns of a fleet of
 	// Modules servers per tenant.
 	Conns   int
@@ -45,10 +49,53 @@ type FleetConnOptions struct {
 	// by which each heartbeat is early or late, at random (0.05: +-5 %).
 	Interval time.Duration
 	Jitter   float64
-	// Duration is how long the fleet heartbeats.
+	// Duration is how long the fleet heartbeats in the measured window.
 	Duration time.Duration
 	// MaxCalls bounds the heartbeats.
 	MaxCalls int64
+	// TLS, when set, makes every connection TLS with this configuration,
+	// each with a session cache of its own, as each server's process has.
+	TLS *tls.Config
+	// Rounds follow the measured window, one interval each.
+	Rounds []FleetRound
+}
+
+// FleetRound is one interval after the measured window, in which every
+// server heartbeats once more.
+type FleetRound struct {
+	Name string
+	// Reconnect closes each connection before its heartbeat of the round:
+	// it connects again (over TLS, resuming its session).
+	Reconnect bool
+	// Restart, when set, runs at the round's start: it restarts mcpd and
+	// returns the new process's id. Every server then finds its connection
+	// closed at its heartbeat of the round and connects again.
+	Restart func(ctx context.Context) (pid int, err error)
+}
+
+// FleetRoundResult is what the connect round or one FleetRound measured.
+type FleetRoundResult struct {
+	Name string `json:"name"`
+	// Load: latencies from each heartbeat's due time (wall clock).
+	Load LoadResult `json:"load"`
+	// CPU over the round; per heartbeat due in it. After a restart mcpd's
+	// is the new process's from its start (the old one's shutdown is not
+	// counted).
+	CPU            CPUUse  `json:"cpu"`
+	MCPDMicros     float64 `json:"mcpd_cpu_us_per_heartbeat"`
+	PostgresMicros float64 `json:"postgres_cpu_us_per_heartbeat"`
+	// Connects are the connections opened in the round; Resumed of them
+	// resumed a TLS session (no certificate, no key exchange signature).
+	Connects int64 `json:"connects"`
+	Resumed  int64 `json:"resumed"`
+	// Retries are heartbeats sent again after their connection failed (a
+	// closed keep-alive connection, a refused connection while mcpd was
+	// down).
+	Retries int64 `json:"retries"`
+	// RestartTime is how long the restart took, until /readyz (wall clock).
+	RestartTime time.Duration `json:"restart_ns,omitempty"`
+	// Mem is mcpd's memory at the round's end.
+	Mem Memory `json:"mem"`
 }
 
 // FleetConnResult is what one fleet load measured.
@@ -56,9 +103,13 @@ type FleetConnResult struct {
 	Conns     int           `json:"conns"`
 	Connected int           `json:"connected"`
 	Interval  time.Duration `json:"interval_ns"`
+	TLS       bool          `json:"tls"`
 	// ConnectTime is how long the first round took (each connection opened
 	// at its phase of the first interval; wall clock).
 	ConnectTime time.Duration `json:"connect_ns"`
+	// Connect is the first round, not part of the measured window: every
+	// server connecting (over TLS, a full handshake) and heartbeating.
+	Connect FleetRoundResult `json:"connect_round"`
 	// Load: latencies from each heartbeat's due time (wall clock), errors
 	// (failed calls and heartbeats never sent).
 	Load LoadResult `json:"load"`
@@ -67,8 +118,13 @@ type FleetConnResult struct {
 	CPU            CPUUse  `json:"cpu"`
 	MCPDMicros     float64 `json:"mcpd_cpu_us_per_heartbeat"`
 	PostgresMicros float64 `json:"postgres_cpu_us_per_heartbeat"`
+	// Connects and Retries in the measured window (0 when keep-alive
+	// holds).
+	Connects int64 `json:"connects"`
+	Retries  int64 `json:"retries"`
 	// mcpd's memory: before the connections, after the first round, at the
-	// end of the load (connections still open), and after they closed.
+	// end of the measured window (connections still open), and after they
+	// closed (at the end of the rounds).
 	MemBefore    Memory `json:"mem_before"`
 	MemConnected Memory `json:"mem_connected"`
 	MemLoaded    Memory `json:"mem_loaded"`
@@ -77,10 +133,18 @@ type FleetConnResult struct {
 	GoLoaded map[string]float64 `json:"go_memory_loaded"`
 	// RSSPerConn is (MemLoaded - MemBefore) / Connected, in bytes.
 	RSSPerConn float64 `json:"rss_per_conn_bytes"`
+	// Rounds are the results of opts.Rounds.
+	Rounds []FleetRoundResult `json:"rounds,omitempty"`
 }
 
 // fleetAnswerLimit bounds the answer read of one heartbeat.
 const fleetAnswerLimit = 64 << 10
+
+// fleetRetryWait is the pause before a heartbeat is sent again on a new
+// connection after a connection could not be opened; a keep-alive
+// connection found closed is replaced at once (as net/http's transport
+// does).
+const fleetRetryWait = 100 * time.Millisecond
 
 // FleetConnFits reports why n connections cannot be opened under this
 // process's open-file limit (the driver's side; mcpd's is the same limit
@@ -98,13 +162,30 @@ func FleetConnFits(n int) string {
 	return ""
 }
 
+// fleetSegment gathers one part of a fleet load: the connect round (0),
+// the measured window (1), each round after it (2, ...).
+type fleetSegment struct {
+	rec       recorder
+	scheduled atomic.Int64
+	connects  atomic.Int64
+	resumed   atomic.Int64
+	retries   atomic.Int64
+}
+
 // FleetConns runs the fleet load of opts.
 func FleetConns(ctx context.Context, opts FleetConnOptions) (FleetConnResult, error) {
-	res := FleetConnResult{Conns: opts.Conns, Interval: opts.Interval}
+	res := FleetConnResult{Conns: opts.Conns, Interval: opts.Interval, TLS: opts.TLS != nil}
 	if opts.Conns < 1 || opts.Interval <= 0 || opts.Duration <= 0 {
 		return res, errors.New("fleet load: no connections, interval or duration")
 	}
-	host := strings.TrimPrefix(opts.BaseURL, "http://")
+	u, err := url.Parse(opts.BaseURL)
+	if err != nil || u.Host == "" {
+		return res, fmt.Errorf("fleet load: base URL %q", opts.BaseURL)
+	}
+	host := u.Host
+	if opts.Client == nil {
+		opts.Client = http.DefaultClient
+	}
 	tenants := (opts.Conns + opts.Modules - 1) / opts.Modules
 	authz := make([]string, tenants)
 	now := time.Now()
@@ -115,17 +196,18 @@ func FleetConns(ctx context.Context, opts FleetConnOptions) (FleetConnResult, er
 		}
 		authz[t] = tok
 	}
-	var err error
-	if res.MemBefore, err = ReadMemory(opts.PID); err != nil {
+	pid := opts.PID
+	if res.MemBefore, err = ReadMemory(pid); err != nil {
 		return res, err
 	}
 
 	// Each server connects at its phase of a first interval and sends its
 	// first heartbeat at once (mcpd gives a new connection
 	// ReadHeaderTimeout for its first request); that round warms up and is
-	// not measured but for its errors. The measured window is the
-	// Duration after it.
-	ctx, cancel := context.WithTimeout(ctx, opts.Interval+opts.Duration+loadDrain)
+	// not part of the measured window, the Duration after it. Each round
+	// is one more interval.
+	rounds := len(opts.Rounds)
+	ctx, cancel := context.WithTimeout(ctx, opts.Interval*time.Duration(1+rounds)+opts.Duration+loadDrain)
 	defer cancel()
 	conns := make([]*fleetConn, opts.Conns)
 	dialer := &net.Dialer{Timeout: 10 * time.Second}
@@ -133,23 +215,34 @@ func FleetConns(ctx context.Context, opts FleetConnOptions) (FleetConnResult, er
 		n := i + 1 // the seeded server's number
 		conns[i] = &fleetConn{host: host, dialer: dialer,
 			request: heartbeatRequest(host, authz[(n-1)/opts.Modules], ServerID(n).String())}
+		if opts.TLS != nil {
+			conns[i].tls = opts.TLS.Clone()
+			conns[i].tls.ClientSessionCache = tls.NewLRUClientSessionCache(1)
+			conns[i].tls.NextProtos = []string{"http/1.1"}
+			if conns[i].tls.ServerName == "" {
+				conns[i].tls.ServerName = u.Hostname()
+			}
+		}
 	}
 	defer func() {
 		for _, c := range conns {
 			c.close()
 		}
 	}()
+	segs := make([]*fleetSegment, 2+rounds)
+	for i := range segs {
+		segs[i] = &fleetSegment{}
+	}
 	var (
-		rec       recorder
 		calls     atomic.Int64
 		connected atomic.Int64
-		scheduled atomic.Int64 // heartbeats due within the window
 		wg        sync.WaitGroup
 		warm      sync.WaitGroup
 	)
 	start := time.Now()
 	begin := start.Add(opts.Interval) // the measured window
 	end := begin.Add(opts.Duration)
+	roundStart := func(r int) time.Time { return end.Add(time.Duration(r) * opts.Interval) }
 	jitter := time.Duration(opts.Jitter * float64(opts.Interval))
 	sleepUntil := func(t time.Time) {
 		if wait := time.Until(t); wait > 0 {
@@ -165,62 +258,109 @@ func FleetConns(ctx context.Context, opts FleetConnOptions) (FleetConnResult, er
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(seed, 0x6d637064))
 			phase := time.Duration(rng.Int64N(int64(opts.Interval)))
-			sleepUntil(start.Add(phase))
-			err := c.heartbeat(ctx)
-			if err == nil {
-				connected.Add(1)
-			} else {
-				rec.fail(fmt.Errorf("first heartbeat: %w", err))
-			}
-			warm.Done()
-			lat := make([]time.Duration, 0, int(opts.Duration/opts.Interval)+2)
-			for k := 1; ; k++ {
+			lat := make([][]time.Duration, len(segs))
+			reconnected := -1 // the last round in which the connection was reopened
+			for k := 0; ; k++ {
 				due := start.Add(phase + time.Duration(k)*opts.Interval)
-				if jitter > 0 {
-					due = due.Add(time.Duration(rng.Int64N(int64(2*jitter+1))) - jitter)
+				seg := 0
+				if k > 0 {
+					if jitter > 0 {
+						due = due.Add(time.Duration(rng.Int64N(int64(2*jitter+1))) - jitter)
+					}
+					due = latest(due, begin)
+					seg = 1
+					if !due.Before(end) {
+						r := int(due.Sub(end) / opts.Interval)
+						if r >= rounds {
+							break
+						}
+						seg = 2 + r
+						if opts.Rounds[r].Reconnect && reconnected < r {
+							reconnected = r
+							c.close()
+						}
+					}
 				}
-				if due.Before(begin) {
-					due = begin
-				}
-				if !due.Before(end) {
-					break
-				}
-				scheduled.Add(1)
+				s := segs[seg]
+				s.scheduled.Add(1)
 				if calls.Add(1) > opts.MaxCalls {
-					rec.fail(errors.New("-max-calls reached"))
+					s.rec.fail(errors.New("-max-calls reached"))
 					continue
 				}
 				sleepUntil(due)
 				if ctx.Err() != nil {
-					rec.fail(ctx.Err())
-					continue
+					s.rec.fail(ctx.Err())
+				} else if err := c.heartbeatRetrying(ctx, s, due.Add(opts.Interval/2)); err != nil {
+					if k == 0 {
+						err = fmt.Errorf("first heartbeat: %w", err)
+					}
+					s.rec.fail(err)
+				} else {
+					lat[seg] = append(lat[seg], time.Since(due))
+					if k == 0 {
+						connected.Add(1)
+					}
 				}
-				if err := c.heartbeat(ctx); err != nil {
-					rec.fail(err)
-					continue
+				if k == 0 {
+					warm.Done()
 				}
-				lat = append(lat, time.Since(due))
 			}
-			rec.add(lat)
+			for i, l := range lat {
+				segs[i].rec.add(l)
+			}
 		})
 	}
+	// CPU and memory are read at the boundaries; latencies and counts are
+	// gathered when every heartbeat has ended.
+	cpu0 := TakeCPUSnapshot(pid, opts.PostmasterPID)
 	warm.Wait()
 	res.ConnectTime = time.Since(start)
 	res.Connected = int(connected.Load())
 	sleepUntil(begin)
-	res.MemConnected, _ = ReadMemory(opts.PID)
+	cpu1 := TakeCPUSnapshot(pid, opts.PostmasterPID)
+	res.MemConnected, _ = ReadMemory(pid)
+	connectCPU := cpu1.Since(cpu0)
+
 	// CPU over the measured window, not the drain after it.
-	cpu0 := TakeCPUSnapshot(opts.PID, opts.PostmasterPID)
 	sleepUntil(end)
-	cpu := TakeCPUSnapshot(opts.PID, opts.PostmasterPID).Since(cpu0)
+	cpu := TakeCPUSnapshot(pid, opts.PostmasterPID).Since(cpu1)
 	window := time.Since(begin)
+	res.MemLoaded, _ = ReadMemory(pid)
+	res.GoLoaded = goMemory(ctx, opts.Client, opts.BaseURL)
+	res.Rounds = make([]FleetRoundResult, rounds)
+	for r, round := range opts.Rounds {
+		rr := &res.Rounds[r]
+		from := TakeCPUSnapshot(pid, opts.PostmasterPID)
+		if round.Restart != nil {
+			t0 := time.Now()
+			next, err := round.Restart(ctx)
+			if err != nil {
+				cancel()
+				wg.Wait()
+				return res, fmt.Errorf("fleet round %q: %w", round.Name, err)
+			}
+			rr.RestartTime = time.Since(t0)
+			pid, from.server = next, 0 // the new process's CPU from its start
+		}
+		sleepUntil(roundStart(r + 1))
+		rr.CPU = TakeCPUSnapshot(pid, opts.PostmasterPID).Since(from)
+		rr.Mem, _ = ReadMemory(pid)
+	}
 	wg.Wait()
-	res.MemLoaded, _ = ReadMemory(opts.PID)
-	res.GoLoaded = goMemory(ctx, opts.BaseURL)
-	res.Load = rec.result(res.Conns, window)
+	res.Connect = segs[0].result("connect", opts.Conns, connectCPU, begin.Sub(start))
+	res.Connect.Mem = res.MemConnected
+	for r, round := range opts.Rounds {
+		rr := &res.Rounds[r]
+		got := segs[2+r].result(round.Name, opts.Conns, rr.CPU, opts.Interval)
+		got.RestartTime, got.Mem = rr.RestartTime, rr.Mem
+		*rr = got
+	}
+	m := segs[1]
+	res.Load = m.rec.result(res.Conns, window)
 	res.Load.OfferedRate = float64(res.Conns) / opts.Interval.Seconds()
 	res.CPU = cpu
-	res.MCPDMicros, res.PostgresMicros = cpu.PerCall(scheduled.Load(), window)
+	res.MCPDMicros, res.PostgresMicros = cpu.PerCall(m.scheduled.Load(), window)
+	res.Connects, res.Retries = m.connects.Load(), m.retries.Load()
 	if res.Connected > 0 {
 		res.RSSPerConn = float64(res.MemLoaded.RSS-res.MemBefore.RSS) / float64(res.Connected)
 	}
@@ -228,8 +368,24 @@ func FleetConns(ctx context.Context, opts FleetConnOptions) (FleetConnResult, er
 		c.close()
 	}
 	time.Sleep(time.Second)
-	res.MemClosed, _ = ReadMemory(opts.PID)
+	res.MemClosed, _ = ReadMemory(pid)
 	return res, nil
+}
+
+// result is the segment's figures over a window of length elapsed with
+// cpu used in it.
+func (s *fleetSegment) result(name string, conns int, cpu CPUUse, elapsed time.Duration) FleetRoundResult {
+	r := FleetRoundResult{Name: name, Load: s.rec.result(conns, elapsed), CPU: cpu,
+		Connects: s.connects.Load(), Resumed: s.resumed.Load(), Retries: s.retries.Load()}
+	r.MCPDMicros, r.PostgresMicros = cpu.PerCall(s.scheduled.Load(), elapsed)
+	return r
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return b
+	}
+	return a
 }
 
 // heartbeatRequest is the whole HTTP/1.1 request of one server's heartbeat.
@@ -244,17 +400,39 @@ func heartbeatRequest(host, token, serverID string) []byte {
 type fleetConn struct {
 	host    string
 	dialer  *net.Dialer
+	tls     *tls.Config // nil: plain TCP
 	request []byte
 	conn    net.Conn
 	br      *bufio.Reader
 	buf     bytes.Buffer
 }
 
-func (c *fleetConn) dial(ctx context.Context) error {
+// errAnswer is a heartbeat that got an answer other than a healthy 200:
+// sending it again would not change it.
+type errAnswer struct{ msg string }
+
+func (e *errAnswer) Error() string { return e.msg }
+
+func (c *fleetConn) dial(ctx context.Context, seg *fleetSegment) error {
 	conn, err := c.dialer.DialContext(ctx, "tcp", c.host)
 	if err != nil {
 		return err
 	}
+	if c.tls != nil {
+		tc := tls.Client(conn, c.tls)
+		hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			_ = conn.Close()
+			return fmt.Errorf("TLS handshake: %w", err)
+		}
+		if tc.ConnectionState().DidResume {
+			seg.resumed.Add(1)
+		}
+		conn = tc
+	}
+	seg.connects.Add(1)
 	c.conn = conn
 	if c.br == nil {
 		c.br = bufio.NewReaderSize(conn, 2048)
@@ -271,12 +449,35 @@ func (c *fleetConn) close() {
 	}
 }
 
+// heartbeatRetrying sends the heartbeat until it is answered or deadline
+// passes: a keep-alive connection that fails is replaced at once, a
+// connection that cannot be opened is tried again after fleetRetryWait.
+// An answer other than a healthy 200 is not sent again.
+func (c *fleetConn) heartbeatRetrying(ctx context.Context, seg *fleetSegment, deadline time.Time) error {
+	for {
+		reused := c.conn != nil
+		err := c.heartbeat(ctx, seg)
+		var answer *errAnswer
+		if err == nil || errors.As(err, &answer) || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		seg.retries.Add(1)
+		if !reused {
+			select {
+			case <-time.After(fleetRetryWait):
+			case <-ctx.Done():
+				return err
+			}
+		}
+	}
+}
+
 // heartbeat sends the request and checks the answer: 200, a healthy
 // server. A connection that fails is closed and opened again for the next
 // heartbeat.
-func (c *fleetConn) heartbeat(ctx context.Context) error {
+func (c *fleetConn) heartbeat(ctx context.Context, seg *fleetSegment) error {
 	if c.conn == nil {
-		if err := c.dial(ctx); err != nil {
+		if err := c.dial(ctx, seg); err != nil {
 			return err
 		}
 	}
@@ -303,10 +504,10 @@ func (c *fleetConn) exchange() error {
 		return err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("heartbeat: %s: %.200s", resp.Status, bytes.TrimSpace(c.buf.Bytes()))
+		return &errAnswer{fmt.Sprintf("heartbeat: %s: %.200s", resp.Status, bytes.TrimSpace(c.buf.Bytes()))}
 	}
 	if !bytes.Contains(c.buf.Bytes(), healthyStatus) {
-		return fmt.Errorf("heartbeat: answer without a healthy status: %.200s", c.buf.Bytes())
+		return &errAnswer{fmt.Sprintf("heartbeat: answer without a healthy status: %.200s", c.buf.Bytes())}
 	}
 	if resp.Close {
 		c.close()
@@ -366,21 +567,34 @@ const (
 )
 
 // h. the fleet's shape: n servers, each its own connection, at the real
-// interval, against an mcpd whose monitor runs at that interval too.
+// interval, against an mcpd whose monitor runs at that interval too; then
+// the same over TLS.
 func (r *runner) fleet(ctx context.Context) {
 	for _, n := range r.cfg.Fleet {
-		r.fleetLoad(ctx, n)
+		r.fleetLoad(ctx, n, false)
 	}
-	if len(r.cfg.Fleet) > 0 && r.admin != nil {
+	for _, n := range r.cfg.FleetTLS {
+		r.fleetLoad(ctx, n, true)
+	}
+	if len(r.cfg.Fleet)+len(r.cfg.FleetTLS) > 0 && r.admin != nil {
 		if err := ResetFleet(ctx, r.admin, r.seededAt); err != nil {
 			r.rep.fail("fleet_reset", "h. reset the fleet after the fleet loads", err)
 		}
 	}
 }
 
-func (r *runner) fleetLoad(ctx context.Context, n int) {
+// targetFleetTLSCPURatio bounds mcpd's CPU per heartbeat of the fleet over
+// TLS against the same fleet's in plain TCP.
+const targetFleetTLSCPURatio = 1.5
+
+func (r *runner) fleetLoad(ctx context.Context, n int, withTLS bool) {
 	id := "fleet_" + strconv.Itoa(n)
 	name := fmt.Sprintf("h. fleet of %s servers, one connection each, every 10 s", groupThousands(float64(n)))
+	plainID := id
+	if withTLS {
+		id = "fleet_tls_" + strconv.Itoa(n)
+		name = fmt.Sprintf("h. fleet of %s servers over TLS, one connection each, every 10 s", groupThousands(float64(n)))
+	}
 	if why := FleetConnFits(n); why != "" {
 		r.rep.skip(id, name, why)
 		return
@@ -398,8 +612,19 @@ func (r *runner) fleetLoad(ctx context.Context, n int) {
 		r.rep.fail(id, name, err)
 		return
 	}
-	m, err := StartMCPD(ctx, r.mcpdBin, r.work, "mcpd-fleet-"+strconv.Itoa(n), "--database-url", r.appURL,
-		"--auth-jwt-secret-file", r.secretFile, "--heartbeat-interval", fleetInterval.String())
+	spec := MCPDSpec{Path: r.mcpdBin, Dir: r.work, Name: "mcpd-" + strings.ReplaceAll(id, "_", "-"),
+		Args: []string{"--database-url", r.appURL, "--auth-jwt-secret-file", r.secretFile,
+			"--heartbeat-interval", fleetInterval.String()}}
+	if withTLS {
+		cert, key, client, err := WriteServerCertificate(r.work)
+		if err != nil {
+			r.rep.fail(id, name, err)
+			return
+		}
+		spec.Args = append(spec.Args, "--tls-cert-file", cert, "--tls-key-file", key)
+		spec.TLS = client
+	}
+	m, err := StartMCPDSpec(ctx, spec)
 	if err != nil {
 		r.rep.fail(id, name, err)
 		return
@@ -413,24 +638,40 @@ func (r *runner) fleetLoad(ctx context.Context, n int) {
 		r.rep.fail(id, name, err)
 		return
 	}
-	r.log.Info("fleet load", "servers", n, "interval", fleetInterval, "duration", r.cfg.FleetDuration)
-	load := loadavg()
-	res, err := FleetConns(ctx, FleetConnOptions{BaseURL: m.URL, PID: m.PID(), PostmasterPID: r.pg.PID(), Secret: r.secret,
+	opts := FleetConnOptions{BaseURL: m.URL, PID: m.PID(), PostmasterPID: r.pg.PID(), Secret: r.secret, Client: m.Client,
 		Conns: n, Modules: r.cfg.Modules, Interval: fleetInterval, Jitter: fleetJitter, Duration: r.cfg.FleetDuration,
-		MaxCalls: r.cfg.MaxCalls})
+		MaxCalls: r.cfg.MaxCalls, TLS: spec.TLS}
+	if withTLS {
+		opts.Rounds = []FleetRound{
+			{Name: "resume", Reconnect: true},
+			{Name: "restart", Restart: func(ctx context.Context) (int, error) {
+				if err := m.Restart(ctx, mcpdShutdown); err != nil {
+					return 0, err
+				}
+				return m.PID(), nil
+			}},
+		}
+	}
+	r.log.Info("fleet load", "servers", n, "tls", withTLS, "interval", fleetInterval, "duration", r.cfg.FleetDuration)
+	load := loadavg()
+	res, err := FleetConns(ctx, opts)
 	if err != nil {
 		r.rep.fail(id, name, err)
 		return
 	}
 	falseTr, ferr := FalseTransitions(ctx, r.admin, mark)
 	r.rep.Details[id] = map[string]any{"result": res, "false_transitions": falseTr, "loadavg_before": load, "loadavg_after": loadavg()}
-	l := res.Load
-	r.rep.add(Row{ID: id, Measure: name + ": heartbeats/s", Value: l.Throughput, Unit: unitPerSecond,
-		Note: fmt.Sprintf("offered %.0f/s by %d connections (opened over a first round of %.1f s, not measured); load average %s; %s",
-			l.OfferedRate, res.Connected, res.ConnectTime.Seconds(), load, res.CPU.Describe("mcpd"))})
+	r.fleetRows(id, name, res, load)
 	cpuRow := Row{ID: id + "_cpu_mcpd", Measure: name + ": mcpd CPU per heartbeat", Value: res.MCPDMicros, Unit: unitMicros,
 		Note: "CPU time; target: twice the closed loop's (saturation) figure"}
-	if sat, ok := r.rep.Details["e2e_closed_cpu"].(CPUUse); ok {
+	if withTLS {
+		cpuRow.Note = "CPU time; target: 1.5 times the same fleet's in plain TCP"
+		if plain, ok := r.rep.Details[plainID].(map[string]any); ok {
+			if pr, ok := plain["result"].(FleetConnResult); ok && pr.MCPDMicros > 0 {
+				cpuRow.Target, cpuRow.Direction = targetFleetTLSCPURatio*pr.MCPDMicros, AtMost
+			}
+		}
+	} else if sat, ok := r.rep.Details["e2e_closed_cpu"].(CPUUse); ok {
 		if closed, ok := r.rep.Details["e2e_closed"].(LoadResult); ok && closed.Calls > 0 {
 			satUS, _ := sat.PerCall(closed.Calls, closed.Elapsed)
 			cpuRow.Target, cpuRow.Direction = targetFleetCPURatio*satUS, AtMost
@@ -438,27 +679,41 @@ func (r *runner) fleetLoad(ctx context.Context, n int) {
 	}
 	r.rep.add(cpuRow)
 	r.rep.add(Row{ID: id + "_cpu_pg", Measure: name + ": PostgreSQL CPU per heartbeat", Value: res.PostgresMicros, Unit: unitMicros})
+	l := res.Load
 	r.rep.add(Row{ID: id + "_p99", Measure: name + ": p99", Value: millis(l.P99), Unit: unitMillis,
 		Note: fmt.Sprintf("p50 %.2f ms (wall clock, from the time each heartbeat was due)", millis(l.P50))})
 	r.rep.add(Row{ID: id + "_p999", Measure: name + ": p99.9", Value: millis(l.P999), Unit: unitMillis,
 		Target: millis(targetFleetP999), Direction: AtMost, Note: fmt.Sprintf("max %.2f ms", millis(l.Max))})
-	r.rep.add(Row{ID: id + "_rss", Measure: name + ": mcpd VmRSS, connections open", Value: mib(res.MemLoaded.RSS), Unit: unitMiB,
-		Target: targetRSSMiB, Direction: AtMost,
+	rss := Row{ID: id + "_rss", Measure: name + ": mcpd VmRSS, connections open", Value: mib(res.MemLoaded.RSS), Unit: unitMiB,
 		Note: fmt.Sprintf("%.1f KiB per connection; before %.1f MiB, connected %.1f MiB, closed %.1f MiB, VmHWM %.1f MiB; Go heap in use %.1f MiB, stacks %.1f MiB",
 			res.RSSPerConn/1024, mib(res.MemBefore.RSS), mib(res.MemConnected.RSS), mib(res.MemClosed.RSS), mib(res.MemLoaded.HWM),
-			res.GoLoaded["heap_inuse_bytes"]/(1<<20), res.GoLoaded["stack_inuse_bytes"]/(1<<20))})
+			res.GoLoaded["heap_inuse_bytes"]/(1<<20), res.GoLoaded["stack_inuse_bytes"]/(1<<20))}
+	if !withTLS {
+		rss.Target, rss.Direction = targetRSSMiB, AtMost
+	}
+	r.rep.add(rss)
+	if withTLS {
+		r.fleetRoundRows(id, name, res)
+	}
 	verdict := func(bad bool) string {
 		if bad {
 			return "FAIL"
 		}
 		return "pass"
 	}
-	errNote := fmt.Sprintf("of %d heartbeats", l.Calls)
-	if l.FirstError != "" {
-		errNote += "; first: " + l.FirstError
+	errs, calls, first := l.Errors, l.Calls, l.FirstError
+	for _, round := range append([]FleetRoundResult{res.Connect}, res.Rounds...) {
+		errs, calls = errs+round.Load.Errors, calls+round.Load.Calls
+		if first == "" {
+			first = round.Load.FirstError
+		}
 	}
-	r.rep.add(Row{ID: id + "_errors", Measure: name + ": errors", Value: float64(l.Errors), Unit: unitCount,
-		Verdict: verdict(l.Errors > 0), Note: errNote})
+	errNote := fmt.Sprintf("of %d heartbeats (every round); %d sent again on a new connection in the measured window", calls, res.Retries)
+	if first != "" {
+		errNote += "; first: " + first
+	}
+	r.rep.add(Row{ID: id + "_errors", Measure: name + ": errors", Value: float64(errs), Unit: unitCount,
+		Verdict: verdict(errs > 0), Note: errNote})
 	if ferr != nil {
 		r.rep.fail(id+"_false", name+": false transitions", ferr)
 		return
@@ -467,16 +722,56 @@ func (r *runner) fleetLoad(ctx context.Context, n int) {
 		Value: float64(falseTr), Unit: unitCount, Verdict: verdict(falseTr > 0), Note: "must be 0"})
 }
 
+// fleetRows adds the fleet load's throughput row.
+func (r *runner) fleetRows(id, name string, res FleetConnResult, load string) {
+	l := res.Load
+	r.rep.add(Row{ID: id, Measure: name + ": heartbeats/s", Value: l.Throughput, Unit: unitPerSecond,
+		Note: fmt.Sprintf("offered %.0f/s by %d connections (opened over a first round of %.1f s, not measured); load average %s; %s",
+			l.OfferedRate, res.Connected, res.ConnectTime.Seconds(), load, res.CPU.Describe("mcpd"))})
+}
+
+// fleetRoundRows adds the rows of the TLS fleet's rounds: the first
+// connections (full handshakes), reconnections resuming their sessions,
+// and mcpd restarted (every server connecting again within an interval).
+func (r *runner) fleetRoundRows(id, name string, res FleetConnResult) {
+	describe := func(rr FleetRoundResult) string {
+		s := fmt.Sprintf("%d connections opened, %d of them resumed; PostgreSQL %.0f µs per heartbeat; p50 / p99 / max %.2f / %.2f / %.2f ms from the due time; %d errors, %d sent again",
+			rr.Connects, rr.Resumed, rr.PostgresMicros, millis(rr.Load.P50), millis(rr.Load.P99), millis(rr.Load.Max),
+			rr.Load.Errors, rr.Retries)
+		if rr.RestartTime > 0 {
+			s += fmt.Sprintf("; the restart took %.2f s", rr.RestartTime.Seconds())
+		}
+		return s + fmt.Sprintf("; mcpd VmRSS %.1f MiB at the round's end", mib(rr.Mem.RSS))
+	}
+	type roundRow struct {
+		suffix, what string
+		rr           FleetRoundResult
+	}
+	rows := []roundRow{{"_connect", "first connections (a full handshake each, within one interval)", res.Connect}}
+	for _, rr := range res.Rounds {
+		switch rr.Name {
+		case "resume":
+			rows = append(rows, roundRow{"_resume", "every server reconnecting within one interval, resuming its session", rr})
+		case "restart":
+			rows = append(rows, roundRow{"_restart", "mcpd restarted: every server reconnecting within one interval (full handshakes)", rr})
+		}
+	}
+	for _, row := range rows {
+		r.rep.add(Row{ID: id + row.suffix, Measure: name + ": " + row.what + ": mcpd CPU per heartbeat", Value: row.rr.MCPDMicros,
+			Unit: unitMicros, Note: "CPU time; " + describe(row.rr)})
+	}
+}
+
 // goMemory reads the Go runtime's memory figures that mcpd's /metrics
 // exports (its heap, its goroutines' stacks, its goroutines), by name
 // without the go_memstats_ prefix; empty when /metrics does not answer.
-func goMemory(ctx context.Context, baseURL string) map[string]float64 {
+func goMemory(ctx context.Context, hc *http.Client, baseURL string) map[string]float64 {
 	out := map[string]float64{}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/metrics", nil)
 	if err != nil {
 		return out
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return out
 	}

@@ -2,7 +2,11 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
+	"io"
+	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -85,9 +89,90 @@ func TestFleetConnsOneConnectionPerServerOnSchedule(t *testing.T) {
 
 func TestFleetConnsCountsBadAnswers(t *testing.T) {
 	_, res := runFleet(t, false)
-	if res.Connected != 0 || res.Load.Errors < 20 || !strings.Contains(res.Load.FirstError, "healthy") {
-		t.Fatalf("connected %d, errors %d (%q); want every heartbeat failed for its status", res.Connected,
+	if res.Connected != 0 || res.Connect.Load.Errors != 20 || !strings.Contains(res.Connect.Load.FirstError, "healthy") {
+		t.Fatalf("connected %d, first round errors %d (%q); want every first heartbeat failed for its status", res.Connected,
+			res.Connect.Load.Errors, res.Connect.Load.FirstError)
+	}
+	if res.Load.Errors < 20 || res.Retries != 0 {
+		t.Fatalf("%d errors and %d retries in the window; want every heartbeat failed, none sent again (an answer is final)",
+			res.Load.Errors, res.Retries)
+	}
+}
+
+// TestFleetConnsOverTLSResumesAndSurvivesARestart runs a TLS fleet with
+// its two rounds: every connection reopened (resuming its session), then
+// the server replaced on the same address (new session keys: full
+// handshakes), every heartbeat answered.
+func TestFleetConnsOverTLSResumesAndSurvivesARestart(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, client, err := WriteServerCertificate(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := &fleetServer{beats: map[string]int{}, conns: map[string]bool{}, healthy: true}
+	serve := func(addr string) *http.Server {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: fs, ErrorLog: log.New(io.Discard, "", 0), ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{pair}})) }()
+		return srv
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	srv := serve(addr)
+	defer func() { _ = srv.Close() }()
+	restarted := false
+	res, err := FleetConns(context.Background(), FleetConnOptions{BaseURL: "https://" + addr, PID: os.Getpid(),
+		Secret: []byte("0123456789abcdef0123456789abcdef"), Conns: 20, Modules: 7, TLS: client,
+		Client: &http.Client{Transport: &http.Transport{TLSClientConfig: client}},
+		// Long enough for 20 handshakes under the race detector.
+		Interval: 400 * time.Millisecond, Duration: 400 * time.Millisecond, MaxCalls: 1000,
+		Jitter: 0, // one heartbeat of each server in each round
+		Rounds: []FleetRound{
+			{Name: "resume", Reconnect: true},
+			{Name: "restart", Restart: func(context.Context) (int, error) {
+				_ = srv.Close() // closes every connection, as mcpd's shutdown does
+				srv = serve(addr)
+				restarted = true
+				return os.Getpid(), nil
+			}},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !restarted || len(res.Rounds) != 2 {
+		t.Fatalf("restarted %v, %d rounds; want the restart run and 2 rounds", restarted, len(res.Rounds))
+	}
+	if res.Connected != 20 || res.Connect.Connects != 20 || res.Connect.Resumed != 0 {
+		t.Fatalf("first round: %d connected, %d connects, %d resumed; want 20 full handshakes", res.Connected,
+			res.Connect.Connects, res.Connect.Resumed)
+	}
+	if res.Connects != 0 || res.Load.Errors != 0 {
+		t.Fatalf("measured window: %d connects, %d errors (%s); want keep-alive and no error", res.Connects,
 			res.Load.Errors, res.Load.FirstError)
+	}
+	// A heartbeat due at a round's edge may run across it (the restart
+	// comes when the coordinator wakes): up to 2 of the 20 may land in the
+	// neighbouring round's way.
+	const edge = 2
+	resume, restart := res.Rounds[0], res.Rounds[1]
+	if resume.Connects < 20 || resume.Resumed < 20-edge || resume.Load.Errors != 0 {
+		t.Fatalf("resume round: %d connects, %d resumed, %d errors (%s); want 20 resumed sessions",
+			resume.Connects, resume.Resumed, resume.Load.Errors, resume.Load.FirstError)
+	}
+	if restart.Connects < 20-edge || restart.Resumed > edge || restart.Load.Errors != 0 || restart.Retries < 20-edge {
+		t.Fatalf("restart round: %d connects, %d resumed, %d errors (%s), %d retries; want 20 full handshakes after a failed send each",
+			restart.Connects, restart.Resumed, restart.Load.Errors, restart.Load.FirstError, restart.Retries)
 	}
 }
 

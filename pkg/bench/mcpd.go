@@ -3,9 +3,11 @@ package bench
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,34 +54,91 @@ func WriteSecret(dir string) (string, []byte, error) {
 // MCPD is a running mcpd binary.
 type MCPD struct {
 	*Process
-	// URL is its API's base URL on 127.0.0.1.
+	// URL is its API's base URL on 127.0.0.1 (https:// when it serves TLS).
 	URL string
+	// Client reaches URL (trusting its certificate when it serves TLS).
+	Client *http.Client
+
+	spec MCPDSpec
+	addr string
+}
+
+// MCPDSpec is how to start an mcpd binary.
+type MCPDSpec struct {
+	// Path is the binary; Dir where its log goes (Name.log).
+	Path, Dir, Name string
+	// Args are its arguments but --listen, which the harness chooses.
+	Args []string
+	// TLS, when set, is the client configuration that reaches an mcpd
+	// serving TLS (Args give it --tls-cert-file and --tls-key-file).
+	TLS *tls.Config
 }
 
 // StartMCPD starts the mcpd binary at path on a free loopback port with
 // args (and nothing from MCPD_* variables), logging into dir, and waits
 // until /readyz answers 200.
 func StartMCPD(ctx context.Context, path, dir, name string, args ...string) (*MCPD, error) {
+	return StartMCPDSpec(ctx, MCPDSpec{Path: path, Dir: dir, Name: name, Args: args})
+}
+
+// StartMCPDSpec starts the mcpd of spec on a free loopback port and waits
+// until /readyz answers 200.
+func StartMCPDSpec(ctx context.Context, spec MCPDSpec) (*MCPD, error) {
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
 		port, err := FreePort()
 		if err != nil {
 			return nil, err
 		}
-		addr := "127.0.0.1:" + strconv.Itoa(port)
-		argv := append([]string{"--listen", addr}, args...)
-		p, err := StartProcess(name, path, filepath.Join(dir, name+".log"), argv, nil)
-		if err != nil {
-			return nil, err
-		}
-		m := &MCPD{Process: p, URL: "http://" + addr}
-		if lastErr = p.WaitHTTP(ctx, m.URL+"/readyz", 30*time.Second); lastErr == nil {
+		m, err := startMCPDAt(ctx, spec, "127.0.0.1:"+strconv.Itoa(port))
+		if err == nil {
 			return m, nil
 		}
-		_ = p.Stop(5 * time.Second)
-		if !strings.Contains(lastErr.Error(), "address already in use") {
+		if lastErr = err; !strings.Contains(err.Error(), "address already in use") {
 			break
 		}
 	}
 	return nil, lastErr
+}
+
+func startMCPDAt(ctx context.Context, spec MCPDSpec, addr string) (*MCPD, error) {
+	argv := append([]string{"--listen", addr}, spec.Args...)
+	p, err := StartProcess(spec.Name, spec.Path, filepath.Join(spec.Dir, spec.Name+".log"), argv, nil)
+	if err != nil {
+		return nil, err
+	}
+	m := &MCPD{Process: p, URL: "http://" + addr, Client: &http.Client{Timeout: 10 * time.Second}, spec: spec, addr: addr}
+	if spec.TLS != nil {
+		m.URL = "https://" + addr
+		m.Client.Transport = &http.Transport{TLSClientConfig: spec.TLS.Clone()}
+	}
+	if err := p.WaitHTTPClient(ctx, m.Client, m.URL+"/readyz", 30*time.Second); err != nil {
+		_ = p.Stop(5 * time.Second)
+		return nil, err
+	}
+	return m, nil
+}
+
+// Restart stops mcpd (SIGTERM, waiting up to timeout) and starts it again
+// with the same arguments on the same address, logging into
+// Name-restart.log, and waits until /readyz answers 200.
+func (m *MCPD) Restart(ctx context.Context, timeout time.Duration) error {
+	if err := m.Stop(timeout); err != nil {
+		return err
+	}
+	spec := m.spec
+	spec.Name += "-restart"
+	var err error
+	for attempt := 0; attempt < 20; attempt++ {
+		var next *MCPD
+		if next, err = startMCPDAt(ctx, spec, m.addr); err == nil {
+			m.Process = next.Process
+			return nil
+		}
+		if !strings.Contains(err.Error(), "address already in use") {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return err
 }

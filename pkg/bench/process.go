@@ -111,9 +111,13 @@ func (p *Process) LogTail(n int) string {
 
 // WaitHTTP polls url until it answers 200, the process ends, or timeout.
 func (p *Process) WaitHTTP(ctx context.Context, url string, timeout time.Duration) error {
+	return p.WaitHTTPClient(ctx, &http.Client{Timeout: 2 * time.Second}, url, timeout)
+}
+
+// WaitHTTPClient is WaitHTTP through hc.
+func (p *Process) WaitHTTPClient(ctx context.Context, hc *http.Client, url string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	hc := &http.Client{Timeout: 2 * time.Second}
 	for {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {

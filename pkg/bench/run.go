@@ -73,6 +73,9 @@ type Config struct {
 	// FleetDuration bounds each.
 	Fleet         []int         `json:"fleet"`
 	FleetDuration time.Duration `json:"fleet_duration_ns"`
+	// FleetTLS are the sizes of the fleet loads over TLS, each followed by
+	// a round of reconnections and one of mcpd restarted; empty skips them.
+	FleetTLS []int `json:"fleet_tls"`
 }
 
 // DefaultConfig is the full run of make bench.
@@ -85,6 +88,7 @@ func DefaultConfig() Config {
 		Go: "go", EtcdLeases: 1000, ProfileDuration: 10 * time.Second, MaxCalls: 5_000_000,
 		Watchers: []int{1000, 10000},
 		Fleet:    []int{1000, 10000, 30000}, FleetDuration: 30 * time.Second,
+		FleetTLS: []int{10000},
 	}
 }
 
@@ -111,7 +115,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("durations must be in (0, 5m]: %v", d))
 		}
 	}
-	if len(c.Fleet) > 0 && (c.FleetDuration < fleetInterval || c.FleetDuration > 5*time.Minute) {
+	if len(c.Fleet)+len(c.FleetTLS) > 0 && (c.FleetDuration < fleetInterval || c.FleetDuration > 5*time.Minute) {
 		errs = append(errs, fmt.Errorf("-fleet-duration must be in [%v, 5m]: %v", fleetInterval, c.FleetDuration))
 	}
 	if c.PgbenchDuration < time.Second {
