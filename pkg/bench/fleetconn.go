@@ -229,7 +229,11 @@ func FleetConns(ctx context.Context, opts FleetConnOptions) (FleetConnResult, er
 			c.close()
 		}
 	}()
-	segs := make([]*fleetSegment, 2+rounds)
+	// Segments: the connect round, the measured window, each round, and
+	// the settling intervals between them (one shared segment, not
+	// measured): a backlog of one part does not spill into the next.
+	settle := 2 + rounds
+	segs := make([]*fleetSegment, settle+1)
 	for i := range segs {
 		segs[i] = &fleetSegment{}
 	}
@@ -240,9 +244,9 @@ func FleetConns(ctx context.Context, opts FleetConnOptions) (FleetConnResult, er
 		warm      sync.WaitGroup
 	)
 	start := time.Now()
-	begin := start.Add(opts.Interval) // the measured window
+	begin := start.Add(2 * opts.Interval) // the measured window
 	end := begin.Add(opts.Duration)
-	roundStart := func(r int) time.Time { return end.Add(time.Duration(r) * opts.Interval) }
+	roundStart := func(r int) time.Time { return end.Add(time.Duration(2*r) * opts.Interval) }
 	jitter := time.Duration(opts.Jitter * float64(opts.Interval))
 	sleepUntil := func(t time.Time) {
 		if wait := time.Until(t); wait > 0 {
@@ -267,18 +271,27 @@ func FleetConns(ctx context.Context, opts FleetConnOptions) (FleetConnResult, er
 					if jitter > 0 {
 						due = due.Add(time.Duration(rng.Int64N(int64(2*jitter+1))) - jitter)
 					}
-					due = latest(due, begin)
-					seg = 1
-					if !due.Before(end) {
-						r := int(due.Sub(end) / opts.Interval)
+					switch {
+					case due.Before(begin):
+						seg = settle
+					case due.Before(end):
+						seg = 1
+					default:
+						r := int(due.Sub(end) / (2 * opts.Interval))
 						if r >= rounds {
 							break
 						}
-						seg = 2 + r
-						if opts.Rounds[r].Reconnect && reconnected < r {
-							reconnected = r
-							c.close()
+						seg = settle
+						if due.Before(roundStart(r).Add(opts.Interval)) {
+							seg = 2 + r
+							if opts.Rounds[r].Reconnect && reconnected < r {
+								reconnected = r
+								c.close()
+							}
 						}
+					}
+					if seg == 0 { // past the last round
+						break
 					}
 				}
 				s := segs[seg]
@@ -290,7 +303,7 @@ func FleetConns(ctx context.Context, opts FleetConnOptions) (FleetConnResult, er
 				sleepUntil(due)
 				if ctx.Err() != nil {
 					s.rec.fail(ctx.Err())
-				} else if err := c.heartbeatRetrying(ctx, s, due.Add(opts.Interval/2)); err != nil {
+				} else if err := c.heartbeatRetrying(ctx, s, due.Add(opts.Interval)); err != nil {
 					if k == 0 {
 						err = fmt.Errorf("first heartbeat: %w", err)
 					}
@@ -312,14 +325,18 @@ func FleetConns(ctx context.Context, opts FleetConnOptions) (FleetConnResult, er
 	}
 	// CPU and memory are read at the boundaries; latencies and counts are
 	// gathered when every heartbeat has ended.
+	// The connect round's CPU is read when its interval is over and every
+	// first heartbeat has ended, whichever is later.
 	cpu0 := TakeCPUSnapshot(pid, opts.PostmasterPID)
 	warm.Wait()
 	res.ConnectTime = time.Since(start)
 	res.Connected = int(connected.Load())
+	sleepUntil(start.Add(opts.Interval))
+	connectCPU := TakeCPUSnapshot(pid, opts.PostmasterPID).Since(cpu0)
+	connectSpan := max(res.ConnectTime, opts.Interval)
+	res.MemConnected, _ = ReadMemory(pid)
 	sleepUntil(begin)
 	cpu1 := TakeCPUSnapshot(pid, opts.PostmasterPID)
-	res.MemConnected, _ = ReadMemory(pid)
-	connectCPU := cpu1.Since(cpu0)
 
 	// CPU over the measured window, not the drain after it.
 	sleepUntil(end)
@@ -330,6 +347,7 @@ func FleetConns(ctx context.Context, opts FleetConnOptions) (FleetConnResult, er
 	res.Rounds = make([]FleetRoundResult, rounds)
 	for r, round := range opts.Rounds {
 		rr := &res.Rounds[r]
+		sleepUntil(roundStart(r))
 		from := TakeCPUSnapshot(pid, opts.PostmasterPID)
 		if round.Restart != nil {
 			t0 := time.Now()
@@ -342,12 +360,12 @@ func FleetConns(ctx context.Context, opts FleetConnOptions) (FleetConnResult, er
 			rr.RestartTime = time.Since(t0)
 			pid, from.server = next, 0 // the new process's CPU from its start
 		}
-		sleepUntil(roundStart(r + 1))
+		sleepUntil(roundStart(r).Add(opts.Interval))
 		rr.CPU = TakeCPUSnapshot(pid, opts.PostmasterPID).Since(from)
 		rr.Mem, _ = ReadMemory(pid)
 	}
 	wg.Wait()
-	res.Connect = segs[0].result("connect", opts.Conns, connectCPU, begin.Sub(start))
+	res.Connect = segs[0].result("connect", opts.Conns, connectCPU, connectSpan)
 	res.Connect.Mem = res.MemConnected
 	for r, round := range opts.Rounds {
 		rr := &res.Rounds[r]
@@ -379,13 +397,6 @@ func (s *fleetSegment) result(name string, conns int, cpu CPUUse, elapsed time.D
 		Connects: s.connects.Load(), Resumed: s.resumed.Load(), Retries: s.retries.Load()}
 	r.MCPDMicros, r.PostgresMicros = cpu.PerCall(s.scheduled.Load(), elapsed)
 	return r
-}
-
-func latest(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return b
-	}
-	return a
 }
 
 // heartbeatRequest is the whole HTTP/1.1 request of one server's heartbeat.
