@@ -57,8 +57,9 @@ type MCPD struct {
 }
 
 // StartMCPD starts the mcpd binary at path on a free loopback port with
-// args (and nothing from MCPD_* variables), logging into dir, and waits
-// until /readyz answers 200.
+// args (and nothing from MCPD_* variables), logging into dir with Go's
+// trace of each garbage collection (GODEBUG=gctrace=1, one line per cycle),
+// and waits until /readyz answers 200.
 func StartMCPD(ctx context.Context, path, dir, name string, args ...string) (*MCPD, error) {
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
@@ -68,7 +69,7 @@ func StartMCPD(ctx context.Context, path, dir, name string, args ...string) (*MC
 		}
 		addr := "127.0.0.1:" + strconv.Itoa(port)
 		argv := append([]string{"--listen", addr}, args...)
-		p, err := StartProcess(name, path, filepath.Join(dir, name+".log"), argv, nil)
+		p, err := StartProcess(name, path, filepath.Join(dir, name+".log"), argv, []string{"GODEBUG=gctrace=1"})
 		if err != nil {
 			return nil, err
 		}
