@@ -539,7 +539,7 @@ func analyseTail(buckets []Bucket, samples []Sample, events []Event) TailReport 
 		}
 		return false
 	}
-	var stalls []Stall
+	stalls := []Stall{} // [] rather than null in the report
 	busy := 0
 	for _, b := range buckets {
 		if b.Calls == 0 {
