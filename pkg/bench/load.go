@@ -28,12 +28,20 @@ type LoadResult struct {
 	P999        time.Duration `json:"p999_ns"`
 	Max         time.Duration `json:"max_ns"`
 	FirstError  string        `json:"first_error,omitempty"`
+	// Series is the latencies over time, per seriesBucket of wall clock by
+	// the calls' ends, for the loads that time their calls (the closed and
+	// the open loop); the runner reports it where a tail is looked into.
+	Series []Bucket `json:"-"`
+	// Above is the share of the calls longer than each of tailBounds.
+	Above []float64 `json:"-"`
 }
 
 // recorder gathers the latencies and errors of one load.
 type recorder struct {
 	mu       sync.Mutex
 	lat      []time.Duration
+	ends     []time.Duration // since start, parallel to lat when timed
+	start    time.Time
 	errors   atomic.Int64
 	firstErr atomic.Pointer[string]
 }
@@ -41,6 +49,14 @@ type recorder struct {
 func (r *recorder) add(lat []time.Duration) {
 	r.mu.Lock()
 	r.lat = append(r.lat, lat...)
+	r.mu.Unlock()
+}
+
+// addTimed adds latencies with the times their calls ended (since start).
+func (r *recorder) addTimed(lat, ends []time.Duration) {
+	r.mu.Lock()
+	r.lat = append(r.lat, lat...)
+	r.ends = append(r.ends, ends...)
 	r.mu.Unlock()
 }
 
@@ -58,7 +74,14 @@ func (r *recorder) result(workers int, elapsed time.Duration) LoadResult {
 	if elapsed > 0 {
 		res.Throughput = float64(len(r.lat)) / elapsed.Seconds()
 	}
+	if len(r.ends) == len(r.lat) && len(r.lat) > 0 {
+		res.Series = series(r.start, r.ends, r.lat, seriesBucket)
+	}
 	slices.Sort(r.lat)
+	for _, le := range tailBounds {
+		i, _ := slices.BinarySearch(r.lat, le+1)
+		res.Above = append(res.Above, share(len(r.lat)-i, len(r.lat)))
+	}
 	res.P50, res.P90, res.P99, res.P999 = Quantile(r.lat, 0.50), Quantile(r.lat, 0.90), Quantile(r.lat, 0.99), Quantile(r.lat, 0.999)
 	if len(r.lat) > 0 {
 		res.Max = r.lat[len(r.lat)-1]
@@ -87,9 +110,11 @@ func ClosedLoop(ctx context.Context, workers int, d time.Duration, maxCalls int6
 		wg   sync.WaitGroup
 	)
 	start := time.Now()
+	rec.start = start
 	for range workers {
 		wg.Go(func() {
 			lat := make([]time.Duration, 0, 4096)
+			ends := make([]time.Duration, 0, 4096)
 			for ctx.Err() == nil {
 				seq := next.Add(1) - 1
 				if seq >= maxCalls {
@@ -102,9 +127,11 @@ func ClosedLoop(ctx context.Context, workers int, d time.Duration, maxCalls int6
 					}
 					continue
 				}
-				lat = append(lat, time.Since(t0))
+				t1 := time.Now()
+				lat = append(lat, t1.Sub(t0))
+				ends = append(ends, t1.Sub(start))
 			}
-			rec.add(lat)
+			rec.addTimed(lat, ends)
 		})
 	}
 	wg.Wait()
@@ -129,9 +156,13 @@ func OpenLoop(ctx context.Context, rate float64, workers int, d, drain time.Dura
 		next atomic.Int64
 		wg   sync.WaitGroup
 	)
+	// start is set once the workers run; they read it after a receive on
+	// due, which comes after.
+	var start time.Time
 	for range workers {
 		wg.Go(func() {
 			lat := make([]time.Duration, 0, 1024)
+			ends := make([]time.Duration, 0, 1024)
 			for at := range due {
 				if ctx.Err() != nil {
 					rec.fail(ctx.Err())
@@ -141,12 +172,15 @@ func OpenLoop(ctx context.Context, rate float64, workers int, d, drain time.Dura
 					rec.fail(err)
 					continue
 				}
-				lat = append(lat, time.Since(at))
+				t1 := time.Now()
+				lat = append(lat, t1.Sub(at))
+				ends = append(ends, t1.Sub(start))
 			}
-			rec.add(lat)
+			rec.addTimed(lat, ends)
 		})
 	}
-	start := time.Now()
+	start = time.Now()
+	rec.start = start
 	interval := time.Duration(float64(time.Second) / rate)
 	var sent int64
 pace:

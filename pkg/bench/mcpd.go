@@ -75,14 +75,15 @@ type MCPDSpec struct {
 }
 
 // StartMCPD starts the mcpd binary at path on a free loopback port with
-// args (and nothing from MCPD_* variables), logging into dir, and waits
-// until /readyz answers 200.
+// args (and nothing from MCPD_* variables), logging into dir with Go's
+// trace of each garbage collection (GODEBUG=gctrace=1, one line per cycle),
+// and waits until /readyz answers 200.
 func StartMCPD(ctx context.Context, path, dir, name string, args ...string) (*MCPD, error) {
 	return StartMCPDSpec(ctx, MCPDSpec{Path: path, Dir: dir, Name: name, Args: args})
 }
 
-// StartMCPDSpec starts the mcpd of spec on a free loopback port and waits
-// until /readyz answers 200.
+// StartMCPDSpec starts the mcpd of spec on a free loopback port, with
+// GODEBUG=gctrace=1 as StartMCPD, and waits until /readyz answers 200.
 func StartMCPDSpec(ctx context.Context, spec MCPDSpec) (*MCPD, error) {
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
@@ -103,7 +104,7 @@ func StartMCPDSpec(ctx context.Context, spec MCPDSpec) (*MCPD, error) {
 
 func startMCPDAt(ctx context.Context, spec MCPDSpec, addr string) (*MCPD, error) {
 	argv := append([]string{"--listen", addr}, spec.Args...)
-	p, err := StartProcess(spec.Name, spec.Path, filepath.Join(spec.Dir, spec.Name+".log"), argv, nil)
+	p, err := StartProcess(spec.Name, spec.Path, filepath.Join(spec.Dir, spec.Name+".log"), argv, []string{"GODEBUG=gctrace=1"})
 	if err != nil {
 		return nil, err
 	}

@@ -14,12 +14,14 @@ import (
 // authentication, a watchdog that removes it when the harness dies) with the
 // server's default durability (fsync, synchronous_commit and
 // full_page_writes on), since the tests' settings are wrong for figures;
-// checkpoints and autovacuum runs are logged. Destroy stops and removes it.
+// checkpoints, autovacuum runs, lock waits and statements of 20 ms or more
+// are logged (the evidence of a tail). Destroy stops and removes it.
 func StartPostgres(baseDir string) (*pgtest.Cluster, error) {
 	return pgtest.StartCluster(pgtest.ClusterOptions{
-		Durable:  true,
-		BaseDir:  baseDir,
-		Settings: map[string]string{"log_autovacuum_min_duration": "0", "log_checkpoints": "on"},
+		Durable: true,
+		BaseDir: baseDir,
+		Settings: map[string]string{"log_autovacuum_min_duration": "0", "log_checkpoints": "on",
+			"log_lock_waits": "on", "log_min_duration_statement": "20ms"},
 	})
 }
 

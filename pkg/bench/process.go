@@ -20,9 +20,12 @@ import (
 type Process struct {
 	Name string
 	Log  string
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
+	// Started is when it was started: the origin of the times of Go's
+	// GODEBUG=gctrace=1 lines in its log.
+	Started time.Time
+	cmd     *exec.Cmd
+	done    chan struct{}
+	err     error
 }
 
 // StartProcess starts path with args, its stdout and stderr to logFile.
@@ -35,11 +38,12 @@ func StartProcess(name, path, logFile string, args []string, env []string) (*Pro
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.Env = append(processEnv(), env...)
 	cmd.SysProcAttr = sysProcAttr()
+	started := time.Now()
 	if err := cmd.Start(); err != nil {
 		_ = out.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &Process{Name: name, Log: logFile, cmd: cmd, done: make(chan struct{})}
+	p := &Process{Name: name, Log: logFile, Started: started, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		_ = out.Close()

@@ -131,13 +131,14 @@ func (c Config) Validate() error {
 // heartbeat rate, which is what the fleet needs at the default interval.
 // The memory targets are in MB (10^6 bytes), as the issue gives them.
 const (
-	targetOpenP99   = 10 * time.Millisecond
-	targetSweepNone = 5 * time.Millisecond  // 100,000 servers, nothing due
-	targetSweep     = 50 * time.Millisecond // 1 % due; or 1,000,000 servers, nothing due
-	targetListP99   = 5 * time.Millisecond
-	targetVsPgbench = 2
-	targetRSSMiB    = 150e6 / (1 << 20)
-	targetDevRSSMiB = 200e6 / (1 << 20)
+	targetOpenP99    = 10 * time.Millisecond
+	targetClosedP999 = 20 * time.Millisecond
+	targetSweepNone  = 5 * time.Millisecond  // 100,000 servers, nothing due
+	targetSweep      = 50 * time.Millisecond // 1 % due; or 1,000,000 servers, nothing due
+	targetListP99    = 5 * time.Millisecond
+	targetVsPgbench  = 2
+	targetRSSMiB     = 150e6 / (1 << 20)
+	targetDevRSSMiB  = 200e6 / (1 << 20)
 )
 
 // Bounds and sizes of the measures.
@@ -384,6 +385,11 @@ func (r *runner) sweeps(ctx context.Context) {
 	}
 }
 
+// startTailProbe starts gathering the evidence of a load's tail on m.
+func (r *runner) startTailProbe(m *MCPD) *tailProbe {
+	return startTailProbe(m, filepath.Join(r.pg.Dir(), "postgres.log"), r.pg.Dir(), r.pg.PID(), pgWaits(r.admin))
+}
+
 // b, e, f: the real mcpd binary over PostgreSQL.
 func (r *runner) mcpd(ctx context.Context) {
 	if r.mcpdBin == "" {
@@ -423,9 +429,11 @@ func (r *runner) mcpd(ctx context.Context) {
 	r.log.Info("closed-loop heartbeats through mcpd", "clients", r.cfg.Clients, "duration", r.cfg.Duration)
 	before, _ := updateCounts(ctx, r.admin)
 	sampler := startRSSSampler(m.PID())
+	probe := r.startTailProbe(m)
 	cpu0 := TakeCPUSnapshot(m.PID(), r.pg.PID())
 	closed := ClosedLoop(ctx, r.cfg.Clients, r.cfg.Duration, r.cfg.MaxCalls, fleet.Heartbeat)
 	cpu := TakeCPUSnapshot(m.PID(), r.pg.PID()).Since(cpu0)
+	r.rep.Details["e2e_closed_tail"] = probe.finish(closed)
 	peak := sampler.stop()
 	r.rep.Details["e2e_closed_cpu"] = cpu
 	after, _ := updateCounts(ctx, r.admin)
@@ -450,6 +458,8 @@ func (r *runner) mcpd(ctx context.Context) {
 	r.rep.add(Row{ID: "e2e_cpu_pg", Measure: "b. PostgreSQL CPU per heartbeat (spread over tenants)", Value: pgUS, Unit: unitMicros})
 	r.rep.add(Row{ID: "e2e_p50", Measure: "b. mcpd heartbeat p50, closed loop", Value: millis(closed.P50), Unit: unitMillis})
 	r.rep.add(Row{ID: "e2e_p99", Measure: "b. mcpd heartbeat p99, closed loop", Value: millis(closed.P99), Unit: unitMillis})
+	r.rep.add(Row{ID: "e2e_p999", Measure: "b. mcpd heartbeat p99.9, closed loop", Value: millis(closed.P999), Unit: unitMillis,
+		Target: millis(targetClosedP999), Direction: AtMost, Note: fmt.Sprintf("max %.2f ms", millis(closed.Max))})
 	if pgb, ok := r.rep.Details["pgbench"].([]PgbenchResult); ok && len(pgb) > 0 {
 		best := pgb[0]
 		for _, p := range pgb {
@@ -478,8 +488,10 @@ func (r *runner) mcpd(ctx context.Context) {
 
 	rate := closed.Throughput / 2
 	r.log.Info("open-loop heartbeats through mcpd", "rate", int(rate), "duration", r.cfg.OpenDuration)
+	probe = r.startTailProbe(m)
 	open := OpenLoop(ctx, rate, 4*r.cfg.Clients, r.cfg.OpenDuration, loadDrain, r.cfg.MaxCalls, fleet.Heartbeat)
 	r.rep.Details["e2e_open"] = open
+	r.rep.Details["e2e_open_tail"] = probe.finish(open)
 	r.rep.add(Row{ID: "e2e_open_p99", Measure: fmt.Sprintf("b. mcpd heartbeat p99, open loop at %s/s (half the closed loop)",
 		groupThousands(rate)), Value: millis(open.P99), Unit: unitMillis, Target: millis(targetOpenP99), Direction: AtMost,
 		Note: fmt.Sprintf("p50 %.2f ms, p99.9 %.2f ms, %d errors", millis(open.P50), millis(open.P999), open.Errors)})

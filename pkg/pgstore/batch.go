@@ -25,6 +25,15 @@ import (
 // the statement that applied its heartbeat has committed; a failed batch
 // answers each of its callers with the error. Under light load a batch is a
 // single heartbeat, sent at once.
+//
+// One batch is applied at a time: a flusher with heartbeats waits for the
+// batch being applied to finish (its turn) and then takes whatever queued
+// meanwhile, so that batches grow with the load instead of splitting it
+// into more, smaller commits, each of which costs PostgreSQL its own
+// statement and commit (docs/performance.md, "The tail"). A flusher that
+// waited the overlap (DefaultBatchOverlap) applies its batch beside the
+// slow one, so that a batch held up by a locked row or a slow disk holds up
+// the heartbeats of at most one batch, as before, up to the flushers' count.
 
 // heartbeatHealthySQL records the heartbeats of the (tenant, server) pairs
 // $1, $2 at $3 (NULL: now()) whose server is healthy under that tenant, and
@@ -43,6 +52,9 @@ const (
 	DefaultMaxBatch = 512
 	// DefaultFlushers is how many batches may be in flight at once.
 	DefaultFlushers = 4
+	// DefaultBatchOverlap is how long a batch waits for the one being
+	// applied before it is applied beside it.
+	DefaultBatchOverlap = 20 * time.Millisecond
 )
 
 type heartbeatResult struct {
@@ -62,20 +74,27 @@ type batcher struct {
 	queue    chan *heartbeatRequest
 	maxBatch int
 	wait     time.Duration
-	stop     chan struct{}
-	wg       sync.WaitGroup
-	once     sync.Once
+	// turn holds a token while a batch that took its turn is applied;
+	// overlap is how long a flusher waits for it (negative: no turns).
+	turn    chan struct{}
+	overlap time.Duration
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	once    sync.Once
 }
 
-func newBatcher(s *Store, flushers, maxBatch int, wait time.Duration) *batcher {
+func newBatcher(s *Store, flushers, maxBatch int, wait, overlap time.Duration) *batcher {
 	if flushers <= 0 {
 		flushers = DefaultFlushers
 	}
 	if maxBatch <= 0 {
 		maxBatch = DefaultMaxBatch
 	}
+	if overlap == 0 {
+		overlap = DefaultBatchOverlap
+	}
 	b := &batcher{store: s, queue: make(chan *heartbeatRequest, maxBatch*flushers), maxBatch: maxBatch,
-		wait: wait, stop: make(chan struct{})}
+		wait: wait, turn: make(chan struct{}, 1), overlap: overlap, stop: make(chan struct{})}
 	b.wg.Add(flushers)
 	for range flushers {
 		go b.flushLoop()
@@ -121,6 +140,7 @@ func (b *batcher) flushLoop() {
 		case req := <-b.queue:
 			batch = append(batch[:0], req)
 		}
+		turn := b.takeTurn()
 		if b.wait > 0 {
 			timer := time.NewTimer(b.wait)
 		gather:
@@ -144,6 +164,32 @@ func (b *batcher) flushLoop() {
 			}
 		}
 		b.store.applyBatch(batch)
+		if turn {
+			<-b.turn
+		}
+	}
+}
+
+// takeTurn waits until no batch that took its turn is being applied, or
+// for the overlap, and reports whether it took the turn.
+func (b *batcher) takeTurn() bool {
+	if b.overlap < 0 {
+		return false
+	}
+	select {
+	case b.turn <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(b.overlap)
+	defer t.Stop()
+	select {
+	case b.turn <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	case <-b.stop:
+		return false
 	}
 }
 

@@ -32,6 +32,10 @@ type Options struct {
 	// sent; 0 sends whatever is queued at once, which batches by itself
 	// under load and adds no latency under light load.
 	BatchWait time.Duration
+	// BatchOverlap is how long a batch waits for the batch being applied
+	// before it is applied beside it (default DefaultBatchOverlap;
+	// negative: batches never wait for each other).
+	BatchOverlap time.Duration
 	// BatchTimeout bounds one batch's round trip (default 5 s).
 	BatchTimeout time.Duration
 }
@@ -105,7 +109,7 @@ func New(pool *pgxpool.Pool, opts Options) *Store {
 		s.batchTimeout = 5 * time.Second
 	}
 
-	s.batcher = newBatcher(s, opts.Flushers, opts.MaxBatch, opts.BatchWait)
+	s.batcher = newBatcher(s, opts.Flushers, opts.MaxBatch, opts.BatchWait, opts.BatchOverlap)
 	return s
 }
 

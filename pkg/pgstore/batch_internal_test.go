@@ -1,0 +1,43 @@
+package pgstore
+
+import (
+	"testing"
+	"time"
+)
+
+// One batch is applied at a time: a second waits for the first's turn, and
+// applies beside it only after the overlap.
+func TestBatchTurns(t *testing.T) {
+	t.Parallel()
+	b := &batcher{turn: make(chan struct{}, 1), overlap: 50 * time.Millisecond, stop: make(chan struct{})}
+	if !b.takeTurn() {
+		t.Fatal("the first batch did not get the turn")
+	}
+	t0 := time.Now()
+	if b.takeTurn() {
+		t.Fatal("a second batch got the turn while the first held it")
+	}
+	if waited := time.Since(t0); waited < b.overlap {
+		t.Errorf("the second batch waited %v, want the overlap (%v)", waited, b.overlap)
+	}
+	got := make(chan bool)
+	go func() { got <- b.takeTurn() }()
+	time.Sleep(5 * time.Millisecond)
+	<-b.turn // the first batch is applied
+	select {
+	case ok := <-got:
+		if !ok {
+			t.Error("the waiting batch did not get the turn the first gave back")
+		}
+	case <-time.After(b.overlap / 2):
+		t.Error("the waiting batch did not take the turn as soon as the first gave it back")
+	}
+}
+
+func TestBatchTurnsOff(t *testing.T) {
+	t.Parallel()
+	b := &batcher{turn: make(chan struct{}, 1), overlap: -1, stop: make(chan struct{})}
+	if b.takeTurn() || b.takeTurn() {
+		t.Fatal("a negative overlap took turns")
+	}
+}
