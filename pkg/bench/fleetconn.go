@@ -204,10 +204,10 @@ func FleetConns(ctx context.Context, opts FleetConnOptions) (FleetConnResult, er
 	// Each server connects at its phase of a first interval and sends its
 	// first heartbeat at once (mcpd gives a new connection
 	// ReadHeaderTimeout for its first request); that round warms up and is
-	// not part of the measured window, the Duration after it. Each round
-	// is one more interval.
+	// not part of the measured window, which starts after a settling
+	// interval. Each round is one more interval, and a settling one.
 	rounds := len(opts.Rounds)
-	ctx, cancel := context.WithTimeout(ctx, opts.Interval*time.Duration(1+rounds)+opts.Duration+loadDrain)
+	ctx, cancel := context.WithTimeout(ctx, 2*opts.Interval*time.Duration(1+rounds)+opts.Duration+loadDrain)
 	defer cancel()
 	conns := make([]*fleetConn, opts.Conns)
 	dialer := &net.Dialer{Timeout: 10 * time.Second}
