@@ -1,4 +1,4 @@
--- mcpd's schema after migration 13 (make schema), dumped by pg_dump 15
+-- mcpd's schema after migration 14 (make schema), dumped by pg_dump 15
 --
 -- PostgreSQL database dump
 --
@@ -130,18 +130,21 @@ $$;
 --
 
 CREATE FUNCTION public.mcp_feed_horizon(OUT timeline bigint, OUT horizon xid8) RETURNS record
-    LANGUAGE sql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     AS $$
-    WITH s AS (SELECT pg_current_snapshot() AS snap)
-    SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint,
-           COALESCE(
-               (SELECT min(x) FROM s, pg_snapshot_xip(s.snap) AS x
-                WHERE NOT EXISTS (
-                    SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-                    WHERE l.locktype = 'transactionid' AND l.transactionid = x::xid
-                      AND a.datid <> (SELECT oid FROM pg_database WHERE datname = current_database()))),
-               (SELECT pg_snapshot_xmax(s.snap) FROM s));
+DECLARE
+    snap pg_snapshot := pg_current_snapshot();
+BEGIN
+    timeline := ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint;
+    SELECT min(x) INTO horizon
+    FROM pg_snapshot_xip(snap) AS x
+    WHERE NOT EXISTS (
+        SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+        WHERE l.locktype = 'transactionid' AND l.transactionid = x::xid
+          AND a.datid <> (SELECT oid FROM pg_database WHERE datname = current_database()));
+    horizon := COALESCE(horizon, pg_snapshot_xmax(snap));
+END;
 $$;
 
 --

@@ -301,7 +301,9 @@ func diskOf(path string) string {
 		return ""
 	}
 	major, minor := (st.Dev>>8)&0xfff, (st.Dev&0xff)|((st.Dev>>12)&0xfff00)
-	link, err := os.Readlink("/sys/dev/block/" + strconv.FormatUint(uint64(major), 10) + ":" + strconv.FormatUint(uint64(minor), 10))
+	// Stat_t.Dev is uint64 on linux/amd64, another type elsewhere.
+	link, err := os.Readlink("/sys/dev/block/" + strconv.FormatUint(uint64(major), 10) + ":" + strconv.FormatUint(uint64(minor), 10)) //nolint:unconvert // not uint64 on every platform
+
 	if err != nil {
 		return ""
 	}

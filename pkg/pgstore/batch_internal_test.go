@@ -37,7 +37,9 @@ func TestBatchTurns(t *testing.T) {
 func TestBatchTurnsOff(t *testing.T) {
 	t.Parallel()
 	b := &batcher{turn: make(chan struct{}, 1), overlap: -1, stop: make(chan struct{})}
-	if b.takeTurn() || b.takeTurn() {
+	first := b.takeTurn()
+	second := b.takeTurn()
+	if first || second {
 		t.Fatal("a negative overlap took turns")
 	}
 }
