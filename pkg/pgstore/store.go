@@ -174,18 +174,20 @@ func queryInTenantAt[T any](ctx context.Context, s *Store, tenant uuid.UUID, col
 		timeline int64
 		horizon  string
 	)
-	pb.Queue(setTenantForRead, tenant.String())
+	// The horizon before the tenant's settings: their plan_cache_mode
+	// would make mcp_feed_horizon plan its query again on every call.
 	pb.Queue(horizonSQL)
+	pb.Queue(setTenantForRead, tenant.String())
 	pb.Queue(sql, args...)
 	br := s.pool.SendBatch(ctx, &pb)
 	fail := func(err error) ([]T, heartbeat.Position, error) {
 		_ = br.Close()
 		return nil, heartbeat.Position{}, translate(err)
 	}
-	if _, err := br.Exec(); err != nil {
+	if err := br.QueryRow().Scan(&timeline, &horizon); err != nil {
 		return fail(err)
 	}
-	if err := br.QueryRow().Scan(&timeline, &horizon); err != nil {
+	if _, err := br.Exec(); err != nil {
 		return fail(err)
 	}
 	rows, err := br.Query()
