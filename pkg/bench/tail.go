@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -337,6 +338,24 @@ type Event struct {
 
 func (e Event) end() time.Time { return e.At.Add(e.Length) }
 
+// logLines yields the lines of a log file (none when it cannot be read).
+func logLines(logFile string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		f, err := os.Open(logFile)
+		if err != nil {
+			return
+		}
+		defer func() { _ = f.Close() }()
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			if !yield(sc.Text()) {
+				return
+			}
+		}
+	}
+}
+
 // gctraceLine matches a line of GODEBUG=gctrace=1: the cycle, its start
 // since the process started, and the wall clock of its phases (STW sweep
 // termination, concurrent mark, STW mark termination).
@@ -345,16 +364,9 @@ var gctraceLine = regexp.MustCompile(`^gc (\d+) @([0-9.]+)s [0-9]+%: ([0-9.]+)\+
 // gcEvents reads the gctrace lines of a log whose process started at
 // started, and returns the collections that began in [from, to].
 func gcEvents(logFile, source string, started, from, to time.Time) []Event {
-	f, err := os.Open(logFile)
-	if err != nil {
-		return nil
-	}
-	defer func() { _ = f.Close() }()
 	var out []Event
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		m := gctraceLine.FindStringSubmatch(sc.Text())
+	for line := range logLines(logFile) {
+		m := gctraceLine.FindStringSubmatch(line)
 		if m == nil {
 			continue
 		}
@@ -412,16 +424,9 @@ var pgDuration = regexp.MustCompile(`^duration: ([0-9.]+) ms`)
 // checkpoints, autovacuum and autoanalyze runs, slow statements and lock
 // waits. A slow statement's event starts when it started.
 func postgresEvents(logFile string, from, to time.Time) []Event {
-	f, err := os.Open(logFile)
-	if err != nil {
-		return nil
-	}
-	defer func() { _ = f.Close() }()
 	var out []Event
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		m := pgLogLine.FindStringSubmatch(sc.Text())
+	for line := range logLines(logFile) {
+		m := pgLogLine.FindStringSubmatch(line)
 		if m == nil {
 			continue
 		}
@@ -449,16 +454,9 @@ func postgresEvents(logFile string, from, to time.Time) []Event {
 // mcpdEvents reads mcpd's JSON log for the lines in [from, to] that are not
 // a heartbeat's or a request's: sweeps, warnings, errors.
 func mcpdEvents(logFile string, from, to time.Time) []Event {
-	f, err := os.Open(logFile)
-	if err != nil {
-		return nil
-	}
-	defer func() { _ = f.Close() }()
 	var out []Event
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Bytes()
+	for text := range logLines(logFile) {
+		line := []byte(text)
 		if len(line) == 0 || line[0] != '{' {
 			continue
 		}
