@@ -8,7 +8,8 @@ import (
 )
 
 // The GC percent is cmd/mcpd's setting: 400 on PostgreSQL, Go's default with
-// --dev or when GOGC is set.
+// --dev (both lowered by the tuner as the live heap grows), left alone when
+// GOGC is set.
 func TestSetGCPercent(t *testing.T) {
 	t.Setenv("GOGC", "")
 	old := debug.SetGCPercent(100)

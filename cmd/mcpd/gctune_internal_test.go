@@ -13,6 +13,7 @@ func TestGCPercentFor(t *testing.T) {
 		live uint64
 		want int
 	}{
+		// PostgreSQL: at most 400 %.
 		{0, 400},
 		{4 * mib, 400},   // a few connections: 5x a small heap
 		{8 * mib, 400},   // 32 MiB of headroom is 400 %
@@ -21,15 +22,24 @@ func TestGCPercentFor(t *testing.T) {
 		{200 * mib, 25},  // a quarter of the live heap
 		{1000 * mib, 25}, // never less
 	} {
-		if got := gcPercentFor(c.live); got != c.want {
+		if got := gcPercentFor(c.live, postgresGCPercent); got != c.want {
 			t.Errorf("gcPercentFor(%d MiB) = %d, want %d", c.live/mib, got, c.want)
+		}
+	}
+	// --dev: at most Go's default; 100,000 servers are about 90 MiB live.
+	for _, c := range []struct {
+		live uint64
+		want int
+	}{{0, 100}, {8 * mib, 100}, {32 * mib, 100}, {64 * mib, 50}, {90 * mib, 35}, {400 * mib, 25}} {
+		if got := gcPercentFor(c.live, devGCPercent); got != c.want {
+			t.Errorf("--dev: gcPercentFor(%d MiB) = %d, want %d", c.live/mib, got, c.want)
 		}
 	}
 }
 
 // The tuner runs after every collection.
 func TestGCTunerRunsAfterEachCollection(t *testing.T) {
-	startGCTuner()
+	startGCTuner(postgresGCPercent)
 	debug.SetGCPercent(100) // not the tuner's: the next run sets it back
 	for i := range 3 {
 		before := gcTunings.Load()
@@ -44,7 +54,7 @@ func TestGCTunerRunsAfterEachCollection(t *testing.T) {
 		}
 	}
 	// The test's live heap is small: 400 %.
-	if p := debug.SetGCPercent(gcMaxPercent); p != gcMaxPercent {
-		t.Fatalf("GC percent %d after the tuner, want %d", p, gcMaxPercent)
+	if p := debug.SetGCPercent(postgresGCPercent); p != postgresGCPercent {
+		t.Fatalf("GC percent %d after the tuner, want %d", p, postgresGCPercent)
 	}
 }

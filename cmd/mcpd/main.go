@@ -6,7 +6,6 @@ import (
 	"context"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 
 	"github.com/cyberos/mcpd/pkg/config"
@@ -36,12 +35,19 @@ const postgresGCPercent = 400
 // Collecting at 5x that instead of 2x costs some 10 MiB and saves 10-20 %
 // of mcpd's CPU per heartbeat (docs/performance.md); as open connections
 // make the live heap grow, the tuner (gctune.go) lowers the percent after
-// each collection. GOGC in the environment, and --dev (whose heap is the
-// registry), keep Go's default.
+// each collection. With --dev the heap is the registry: Go's default
+// percent, which the tuner lowers the same way as the registry grows.
+// GOGC in the environment keeps Go's default.
 func setGCPercent(cfg config.Config) {
-	if cfg.Dev || os.Getenv("GOGC") != "" {
+	if os.Getenv("GOGC") != "" {
 		return
 	}
-	debug.SetGCPercent(postgresGCPercent)
-	startGCTuner()
+	if cfg.Dev {
+		startGCTuner(devGCPercent)
+		return
+	}
+	startGCTuner(postgresGCPercent)
 }
+
+// devGCPercent is Go's default, mcpd --dev's for a small registry.
+const devGCPercent = 100
