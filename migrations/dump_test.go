@@ -28,7 +28,7 @@ func TestSchemaSQLUpToDate(t *testing.T) {
 	pgDump := filepath.Join(pgtest.Shared(t).BinDir(), "pg_dump")
 	if fi, err := os.Stat(pgDump); err != nil || fi.IsDir() {
 		if pgDump, err = exec.LookPath("pg_dump"); err != nil {
-			t.Skip("pg_dump not found (it ships with PostgreSQL's client package):", err)
+			pgtest.Missing(t, "pg_dump not found (it ships with PostgreSQL's client package: apt-get install postgresql-client): "+err.Error())
 		}
 	}
 	cmd := exec.Command(pgDump, "--schema-only", "--no-owner", "--no-tablespaces", "--dbname", db.AdminURL)

@@ -36,6 +36,13 @@ type watchServer struct {
 
 func startWatchServer(t *testing.T, key []byte, writeTimeout time.Duration) *watchServer {
 	t.Helper()
+	return startWatchServerReading(t, key, writeTimeout, 0)
+}
+
+// startWatchServerReading is startWatchServer with the server's
+// ReadTimeout (0: none).
+func startWatchServerReading(t *testing.T, key []byte, writeTimeout, readTimeout time.Duration) *watchServer {
+	t.Helper()
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 5, 17, 10, 0, 0, 0, time.UTC))
 	store := memstore.New(clock)
 	secret := []byte(strings.Repeat("k", 32))
@@ -52,9 +59,11 @@ func startWatchServer(t *testing.T, key []byte, writeTimeout time.Duration) *wat
 		hub.Run(ctx)
 	}()
 	reg := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{Store: store})
-	srv := httptest.NewServer(api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: verifier, Metrics: metrics,
+	srv := httptest.NewUnstartedServer(api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: verifier, Metrics: metrics,
 		Feed: hub, CursorKey: func(context.Context) ([]byte, error) { return key, nil }, Streams: ctx,
 		StreamWriteTimeout: writeTimeout}))
+	srv.Config.ReadTimeout = readTimeout
+	srv.Start()
 	t.Cleanup(func() {
 		cancel()
 		srv.CloseClientConnections()
@@ -284,34 +293,10 @@ func gathered(t *testing.T, m *api.Metrics, name string) float64 {
 // deadline of the request is lifted once the stream starts, or the
 // connection's background read would time out and end the stream.
 func TestWatchOutlivesReadTimeout(t *testing.T) {
-	clock := clockwork.NewFakeClockAt(time.Date(2026, 5, 17, 10, 0, 0, 0, time.UTC))
-	store := memstore.New(clock)
-	secret := []byte(strings.Repeat("k", 32))
-	verifier, err := auth.NewVerifier(auth.VerifierOptions{HMACSecret: secret})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub := feed.NewHub(feed.Options{Source: store})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		hub.Run(ctx)
-	}()
-	reg := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{Store: store})
-	srv := httptest.NewUnstartedServer(api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: verifier, Feed: hub, Streams: ctx}))
-	srv.Config.ReadTimeout = 200 * time.Millisecond
-	srv.Start()
-	t.Cleanup(func() {
-		cancel()
-		srv.CloseClientConnections()
-		srv.Close()
-		<-done
-	})
-	tenant := uuid.New()
-	tok, _ := auth.Issue(secret, tenant, "test", "mcp:read", time.Hour, time.Now())
-	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/mcp/watch", nil)
-	req.Header.Set("Authorization", "Bearer "+tok)
+	w := startWatchServerReading(t, []byte(strings.Repeat("c", 32)), 0, 200*time.Millisecond)
+	store, tenant := w.store, w.tenant
+	req, _ := http.NewRequest(http.MethodGet, w.url+"/v1/mcp/watch", nil)
+	req.Header.Set("Authorization", "Bearer "+w.token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("watch: %v %v", resp, err)

@@ -18,6 +18,17 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// Missing ends a test that needs a program this machine lacks: it fails
+// under CI=true, where every test must run, and is skipped otherwise; msg
+// says what is missing and how to install it.
+func Missing(t testing.TB, msg string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
 // InstallPgBouncer is how to install the pooler that StartPgBouncer runs.
 const InstallPgBouncer = "apt-get install pgbouncer"
 
@@ -49,11 +60,7 @@ func (c *Cluster) StartPgBouncer(t testing.TB, opts PgBouncerOptions) *PgBouncer
 	t.Helper()
 	bin := findPgBouncer()
 	if bin == "" {
-		msg := "pgbouncer not found (on PATH or /usr/sbin/pgbouncer): install it with `" + InstallPgBouncer + "` to run this test"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		Missing(t, "pgbouncer not found (on PATH or /usr/sbin/pgbouncer): install it with `"+InstallPgBouncer+"` to run this test")
 	}
 	if err := c.ensureTemplate(); err != nil { // makes the app role
 		t.Fatalf("pgtest: %v", err)

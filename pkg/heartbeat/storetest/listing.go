@@ -93,27 +93,7 @@ func serversListing(e *env) {
 // Server pages follow the cursor; the last page has none.
 func serversPaging(e *env) {
 	e.fleet()
-	walk := func(f heartbeat.ServerFilter) [][]string {
-		e.t.Helper()
-		var pages [][]string
-		for range 20 {
-			page, err := e.store.Servers(e.ctx, e.tenant, f)
-			if err != nil {
-				e.t.Fatalf("servers %+v: %v", f, err)
-			}
-			names := []string{}
-			for _, s := range page.Servers {
-				names = append(names, s.ModuleName)
-			}
-			pages = append(pages, names)
-			if page.Next == nil {
-				return pages
-			}
-			f.After = page.Next
-		}
-		e.t.Fatalf("servers: no last page after 20 pages")
-		return nil
-	}
+	walk := e.walkAll
 	cases := []struct {
 		f    heartbeat.ServerFilter
 		want [][]string
