@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/cyberos/mcpd/migrations"
-	"github.com/cyberos/mcpd/pkg/pgtest"
+	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 )
 
 var writeSchema = flag.Bool("write-schema", false, "write schema.sql from the migrated database (make schema)")

@@ -18,7 +18,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/cyberos/mcpd/pkg/bench"
+	"github.com/cyberos/mcpd/cmd/mcpd-bench/internal/bench"
 )
 
 func main() { os.Exit(run()) }

@@ -19,8 +19,8 @@ import (
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
-	"github.com/cyberos/mcpd/pkg/pgtest"
-	"github.com/cyberos/mcpd/pkg/testwait"
+	"github.com/cyberos/mcpd/pkg/testing/pgtest"
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 // eventReceiver is a webhook that counts the alert events it receives.

@@ -18,8 +18,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cyberos/mcpd/pkg/heartbeat"
-	"github.com/cyberos/mcpd/pkg/pgtest"
 	"github.com/cyberos/mcpd/pkg/simulate"
+	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 )
 
 // loadShape is one load test: servers heartbeating at mcpd's interval for

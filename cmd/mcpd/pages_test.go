@@ -19,7 +19,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
-	"github.com/cyberos/mcpd/pkg/pgtest"
+	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 )
 
 // peakRSS is the VmHWM of pid in bytes.

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/cyberos/mcpd/pkg/pgtest"
+	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 )
 
 // TestEverySecurityDefinerIsFenced checks every SECURITY DEFINER function

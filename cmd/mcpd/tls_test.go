@@ -17,9 +17,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/pgtest"
-	"github.com/cyberos/mcpd/pkg/testwait"
-	"github.com/cyberos/mcpd/pkg/tlstest"
+	"github.com/cyberos/mcpd/pkg/testing/pgtest"
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
+	"github.com/cyberos/mcpd/pkg/testing/tlstest"
 )
 
 // TestTLSAndMTLSEndToEnd runs the mcpd binary HTTPS-only with mTLS, and

@@ -15,7 +15,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
-	"github.com/cyberos/mcpd/pkg/api"
+	"github.com/cyberos/mcpd/pkg/apiwire"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/mcpinspect"
 )
@@ -36,7 +36,7 @@ const (
 
 // Registry is what the agent calls of mcpd; *client.Client is one.
 type Registry interface {
-	Register(ctx context.Context, req api.RegisterRequest, traceparent string) (heartbeat.Server, bool, error)
+	Register(ctx context.Context, req apiwire.RegisterRequest, traceparent string) (heartbeat.Server, bool, error)
 	Heartbeat(ctx context.Context, serverID uuid.UUID) (heartbeat.Server, error)
 	Deregister(ctx context.Context, serverID uuid.UUID) (heartbeat.Server, error)
 }
@@ -112,8 +112,8 @@ type Agent struct {
 	restarts    int       // consecutive failed or short-lived connections
 	reconnectAt time.Time // no connection attempt before this
 
-	server     *heartbeat.Server    // mcpd's last answer about the server
-	registered *api.RegisterRequest // what was registered last
+	server     *heartbeat.Server        // mcpd's last answer about the server
+	registered *apiwire.RegisterRequest // what was registered last
 	interval   time.Duration
 	dirty      bool // describe the server before the next heartbeat
 	reregister bool // register instead of heartbeating
@@ -659,7 +659,7 @@ func classify(err error) outcome {
 	if err == nil {
 		return outcomeOK
 	}
-	var p *api.Problem
+	var p *apiwire.Problem
 	if !errors.As(err, &p) {
 		return outcomeTransient
 	}

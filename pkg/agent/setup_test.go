@@ -20,8 +20,8 @@ import (
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/mcpinspect"
 	"github.com/cyberos/mcpd/pkg/memstore"
-	"github.com/cyberos/mcpd/pkg/testlog"
-	"github.com/cyberos/mcpd/pkg/testwait"
+	"github.com/cyberos/mcpd/pkg/testing/testlog"
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 // The registry's lifecycle in the tests: an interval of 200ms, so that a

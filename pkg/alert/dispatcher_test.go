@@ -21,7 +21,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/alert"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/memstore"
-	"github.com/cyberos/mcpd/pkg/testwait"
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 var epoch = time.Date(2026, 5, 17, 10, 0, 0, 0, time.UTC)

@@ -9,7 +9,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/alert"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/pgstore"
-	"github.com/cyberos/mcpd/pkg/pgtest"
+	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 )
 
 // Two replicas whose stores reach the database through pgbouncer in

@@ -21,7 +21,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/limit"
 	"github.com/cyberos/mcpd/pkg/memstore"
-	"github.com/cyberos/mcpd/pkg/testlog"
+	"github.com/cyberos/mcpd/pkg/testing/testlog"
 )
 
 const testInterval = 10 * time.Second

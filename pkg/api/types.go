@@ -33,4 +33,4 @@ const (
 )
 
 // MaxBodyBytes caps every request body (256 KiB).
-const MaxBodyBytes = 256 << 10
+const MaxBodyBytes = apiwire.MaxBodyBytes

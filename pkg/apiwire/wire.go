@@ -47,6 +47,9 @@ type EventList struct {
 	WatchCursor string            `json:"watch_cursor"`
 }
 
+// MaxBodyBytes caps every request body (256 KiB).
+const MaxBodyBytes = 256 << 10
+
 // Header and content types of the API.
 const (
 	ContentTypeJSON    = "application/json"

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cyberos/mcpd/pkg/api"
+	"github.com/cyberos/mcpd/pkg/apiwire"
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/output"
@@ -119,7 +119,7 @@ func auditWatchRun(ctx context.Context, opts *auditWatchOptions) error {
 		}
 		return stream.Event(msg.Event)
 	})
-	var p *api.Problem
+	var p *apiwire.Problem
 	if errors.As(err, &p) && p.Status == http.StatusGone {
 		return &cursorExpiredError{p: p}
 	}
@@ -133,7 +133,7 @@ func auditWatchRun(ctx context.Context, opts *auditWatchOptions) error {
 }
 
 // cursorExpiredError is a 410 answer to a watch, with what to do about it.
-type cursorExpiredError struct{ p *api.Problem }
+type cursorExpiredError struct{ p *apiwire.Problem }
 
 func (e *cursorExpiredError) Error() string {
 	return e.p.Error() + "\nThe cursor is too old to resume from: list again (mcpctl audit list) and watch from the present (mcpctl audit watch without --cursor)."

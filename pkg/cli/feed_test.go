@@ -15,7 +15,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/output"
-	"github.com/cyberos/mcpd/pkg/testlog"
+	"github.com/cyberos/mcpd/pkg/testing/testlog"
 )
 
 func TestSkillsListRun(t *testing.T) {

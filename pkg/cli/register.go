@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cyberos/mcpd/pkg/api"
+	"github.com/cyberos/mcpd/pkg/apiwire"
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/mcpinspect"
@@ -208,14 +208,14 @@ func readCapabilities(in io.Reader, path string) (json.RawMessage, error) {
 		err error
 	)
 	if path == "-" {
-		if b, err = io.ReadAll(io.LimitReader(in, api.MaxBodyBytes+1)); err != nil {
+		if b, err = io.ReadAll(io.LimitReader(in, apiwire.MaxBodyBytes+1)); err != nil {
 			return nil, usagef("--capabilities -: read stdin: %v", err)
 		}
-	} else if b, err = readFlagFile("capabilities", path, api.MaxBodyBytes); err != nil {
+	} else if b, err = readFlagFile("capabilities", path, apiwire.MaxBodyBytes); err != nil {
 		return nil, err
 	}
-	if len(b) > api.MaxBodyBytes {
-		return nil, usagef("capabilities %s: larger than %d bytes", path, api.MaxBodyBytes)
+	if len(b) > apiwire.MaxBodyBytes {
+		return nil, usagef("capabilities %s: larger than %d bytes", path, apiwire.MaxBodyBytes)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	var obj map[string]json.RawMessage
@@ -237,7 +237,7 @@ func registerRun(ctx context.Context, opts *registerOptions) error {
 	if err != nil {
 		return err
 	}
-	req := api.RegisterRequest{
+	req := apiwire.RegisterRequest{
 		ModuleName:              opts.Module,
 		Version:                 opts.Version,
 		SupportedProtocols:      opts.Protocols,
@@ -265,16 +265,16 @@ func registerRun(ctx context.Context, opts *registerOptions) error {
 
 // learnFromMCP makes the registration from what the MCP server says of
 // itself; warnings (tools left out) go to stderr.
-func learnFromMCP(ctx context.Context, opts *registerOptions) (api.RegisterRequest, error) {
+func learnFromMCP(ctx context.Context, opts *registerOptions) (apiwire.RegisterRequest, error) {
 	ictx, cancel := context.WithTimeout(ctx, opts.MCP.Timeout)
 	defer cancel()
 	rep, err := mcpinspect.Inspect(ictx, opts.MCP.Target, mcpinspect.InspectOptions{ProbeRevisions: opts.MCP.ProbeRevisions})
 	if err != nil {
-		return api.RegisterRequest{}, err
+		return apiwire.RegisterRequest{}, err
 	}
 	reg, err := rep.Registration(opts.Module, opts.Version)
 	if err != nil {
-		return api.RegisterRequest{}, err
+		return apiwire.RegisterRequest{}, err
 	}
 	for _, w := range reg.Warnings {
 		fmt.Fprintf(opts.IO.ErrOut, "Warning: %s\n", w)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cyberos/mcpd/pkg/api"
+	"github.com/cyberos/mcpd/pkg/apiwire"
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/output"
 	"github.com/cyberos/mcpd/pkg/version"
@@ -52,7 +52,7 @@ func printError(io *IOStreams, cmd *cobra.Command, err error) {
 	if errors.As(err, &silent) {
 		return
 	}
-	var p *api.Problem
+	var p *apiwire.Problem
 	switch {
 	case errors.As(err, &p):
 		fmt.Fprintf(io.ErrOut, "Error: %s\n", p.Error())

@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/api"
+	"github.com/cyberos/mcpd/pkg/apiwire"
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/tui"
@@ -60,7 +60,7 @@ func (s *Source) Watch(ctx context.Context, cursor string, fn func(heartbeat.Eve
 		}
 		return fn(msg.Event)
 	})
-	var p *api.Problem
+	var p *apiwire.Problem
 	if errors.As(err, &p) && p.Status == http.StatusGone {
 		return fmt.Errorf("%w: %s", tui.ErrCursorExpired, p.Error())
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cyberos/mcpd/pkg/heartbeat"
-	"github.com/cyberos/mcpd/pkg/testlog"
+	"github.com/cyberos/mcpd/pkg/testing/testlog"
 	"github.com/cyberos/mcpd/pkg/tui"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/memstore"
-	"github.com/cyberos/mcpd/pkg/tlstest"
+	"github.com/cyberos/mcpd/pkg/testing/tlstest"
 )
 
 // tlsServer is the API over memstore behind TLS that requires client

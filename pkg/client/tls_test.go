@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/cyberos/mcpd/pkg/client"
-	"github.com/cyberos/mcpd/pkg/tlstest"
+	"github.com/cyberos/mcpd/pkg/testing/tlstest"
 )
 
 func TestTLSTransport(t *testing.T) {

@@ -24,8 +24,8 @@ import (
 	"github.com/cyberos/mcpd/pkg/config"
 	"github.com/cyberos/mcpd/pkg/daemon"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
-	"github.com/cyberos/mcpd/pkg/testlog"
-	"github.com/cyberos/mcpd/pkg/testwait"
+	"github.com/cyberos/mcpd/pkg/testing/testlog"
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

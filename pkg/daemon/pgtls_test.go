@@ -14,9 +14,9 @@ import (
 	"github.com/cyberos/mcpd/pkg/config"
 	"github.com/cyberos/mcpd/pkg/daemon"
 	"github.com/cyberos/mcpd/pkg/pgstore"
-	"github.com/cyberos/mcpd/pkg/pgtest"
-	"github.com/cyberos/mcpd/pkg/testlog"
-	"github.com/cyberos/mcpd/pkg/tlstest"
+	"github.com/cyberos/mcpd/pkg/testing/pgtest"
+	"github.com/cyberos/mcpd/pkg/testing/testlog"
+	"github.com/cyberos/mcpd/pkg/testing/tlstest"
 )
 
 // TestPostgresOverTLS: PostgreSQL with ssl=on and a certificate made here;

@@ -19,8 +19,8 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/daemon"
-	"github.com/cyberos/mcpd/pkg/testlog"
-	"github.com/cyberos/mcpd/pkg/tlstest"
+	"github.com/cyberos/mcpd/pkg/testing/testlog"
+	"github.com/cyberos/mcpd/pkg/testing/tlstest"
 )
 
 // tlsBundle is a dev daemon serving TLS from files in dir.

@@ -17,7 +17,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/memstore"
-	"github.com/cyberos/mcpd/pkg/testlog"
+	"github.com/cyberos/mcpd/pkg/testing/testlog"
 )
 
 var start = time.Date(2026, 5, 17, 10, 0, 0, 0, time.UTC)

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/cyberos/mcpd/pkg/api"
+	"github.com/cyberos/mcpd/pkg/apiwire"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 )
 
@@ -28,7 +28,7 @@ func (e *VersionError) Error() string {
 // Registration is a registration request made from a report, with what was
 // left out of it.
 type Registration struct {
-	Request api.RegisterRequest
+	Request apiwire.RegisterRequest
 	// Warnings say which tools were not made skills and why, and which
 	// descriptions were shortened.
 	Warnings []string
@@ -47,7 +47,7 @@ func (r Report) Registration(module, version string) (Registration, error) {
 			return Registration{}, &VersionError{Server: r.Name, Version: r.Version}
 		}
 	}
-	reg := Registration{Request: api.RegisterRequest{
+	reg := Registration{Request: apiwire.RegisterRequest{
 		ModuleName:              module,
 		Version:                 version,
 		SupportedProtocols:      r.Protocols,

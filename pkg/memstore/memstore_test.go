@@ -12,8 +12,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/cyberos/mcpd/pkg/heartbeat"
-	"github.com/cyberos/mcpd/pkg/heartbeat/storetest"
 	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/testing/storetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

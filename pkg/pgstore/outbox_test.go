@@ -9,7 +9,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/pgstore"
-	"github.com/cyberos/mcpd/pkg/pgtest"
+	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 )
 
 // A claim is a lease on the destination's cursor: a replica that dies

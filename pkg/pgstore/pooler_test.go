@@ -12,9 +12,9 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/cyberos/mcpd/pkg/heartbeat"
-	"github.com/cyberos/mcpd/pkg/heartbeat/storetest"
 	"github.com/cyberos/mcpd/pkg/pgstore"
-	"github.com/cyberos/mcpd/pkg/pgtest"
+	"github.com/cyberos/mcpd/pkg/testing/pgtest"
+	"github.com/cyberos/mcpd/pkg/testing/storetest"
 )
 
 // connectThrough opens the store's own pool (pgstore.Connect, as mcpd

@@ -16,7 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/api"
+	"github.com/cyberos/mcpd/pkg/apiwire"
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 )
@@ -112,7 +112,7 @@ func moduleName(prefix string, i int) string { return fmt.Sprintf("%s-%04d", pre
 
 // apiClient is what a run needs of the client.
 type apiClient interface {
-	Register(ctx context.Context, req api.RegisterRequest, traceparent string) (heartbeat.Server, bool, error)
+	Register(ctx context.Context, req apiwire.RegisterRequest, traceparent string) (heartbeat.Server, bool, error)
 	Heartbeat(ctx context.Context, id uuid.UUID) (heartbeat.Server, error)
 	Deregister(ctx context.Context, id uuid.UUID) (heartbeat.Server, error)
 	AllServers(ctx context.Context, p client.ListServersParams) ([]heartbeat.Server, error)
@@ -237,7 +237,7 @@ func (r *runner) register(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return
 			}
-			srv, _, err := r.c.Register(ctx, api.RegisterRequest{
+			srv, _, err := r.c.Register(ctx, apiwire.RegisterRequest{
 				ModuleName:         moduleName(r.opts.Prefix, i),
 				Version:            SimVersion,
 				SupportedProtocols: []string{SimProtocol},
@@ -422,7 +422,7 @@ func (r *runner) deregister(ctx context.Context, s *sim) {
 
 func (r *runner) fail(err error) {
 	key := "transport"
-	if p, ok := errors.AsType[*api.Problem](err); ok {
+	if p, ok := errors.AsType[*apiwire.Problem](err); ok {
 		key = strconv.Itoa(p.Status)
 	}
 	r.failed.Add(1)

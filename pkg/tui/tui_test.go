@@ -16,7 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cyberos/mcpd/pkg/heartbeat"
-	"github.com/cyberos/mcpd/pkg/testlog"
+	"github.com/cyberos/mcpd/pkg/testing/testlog"
 )
 
 var t0 = time.Date(2026, 5, 17, 10, 0, 30, 0, time.UTC)

@@ -10,8 +10,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/cyberos/mcpd/pkg/pgtest"
 	"github.com/cyberos/mcpd/pkg/schema"
+	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 )
 
 // The seeded fleet is deterministic, so that pgbench's script and the load

@@ -14,9 +14,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jonboulle/clockwork"
 
+	"github.com/cyberos/mcpd/cmd/mcpd-bench/internal/bench"
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/auth"
-	"github.com/cyberos/mcpd/pkg/bench"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/memstore"
 )

@@ -18,8 +18,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cyberos/mcpd/migrations"
-	"github.com/cyberos/mcpd/pkg/pgtest"
 	"github.com/cyberos/mcpd/pkg/schema"
+	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestBinaryDependencies holds the two production binaries to their
+// surface: neither links test support or the benchmark harness, and mcpctl,
+// which module teams run beside their servers, links none of the server's
+// packages nor its metrics. mcpctl keeps pgx for one command only:
+// `mcpctl migrate` is a PostgreSQL client (pkg/schema).
+func TestBinaryDependencies(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal("go tool not on PATH:", err)
+	}
+	const module = "github.com/cyberos/mcpd/"
+	neverInABinary := []string{
+		module + "pkg/testing/",
+		module + "cmd/mcpd-bench/",
+		"go.uber.org/goleak",
+		"testing\n",
+	}
+	cases := []struct {
+		binary string
+		banned []string
+	}{
+		{"../mcpd", neverInABinary},
+		{".", append([]string{
+			"github.com/prometheus/",
+			module + "pkg/api\n",
+			module + "pkg/pgstore\n",
+			module + "pkg/memstore\n",
+			module + "pkg/daemon\n",
+			module + "pkg/feed\n",
+			module + "pkg/limit\n",
+			module + "pkg/alert\n",
+		}, neverInABinary...)},
+	}
+	for _, c := range cases {
+		out, err := exec.Command(goBin, "list", "-deps", c.binary).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v\n%s", c.binary, err, out)
+		}
+		deps := string(out) + "\n"
+		for _, b := range c.banned {
+			if strings.Contains(deps, b) {
+				t.Errorf("%s links %s", c.binary, strings.TrimSpace(b))
+			}
+		}
+	}
+}
