@@ -47,8 +47,8 @@ unit:
 clean:
 	rm -rf bin dist
 
-# Generated from mcpctl's command tree and committed; pkg/cli's tests fail
-# when they are stale.
+# Generated from mcpctl's and mcpd's command trees and committed; the tests of
+# pkg/cli and pkg/daemon fail when they are stale.
 completions:
 	$(GO) run ./cmd/mcpctl-docs -completions completions
 

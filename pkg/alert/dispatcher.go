@@ -585,10 +585,12 @@ type pendingCollector struct{ d *Dispatcher }
 
 var (
 	oldestDesc = prometheus.NewDesc("mcpd_alerts_oldest_undelivered_seconds",
-		"Age of the oldest alert event a destination has not yet acknowledged; 0 when none waits.",
+		"Age of the oldest alert event a destination has not yet acknowledged; 0 when none waits. "+
+			"Counted from the store: every replica reports the same figure, so aggregate replicas with max, not sum.",
 		[]string{"destination"}, nil)
 	pendingDesc = prometheus.NewDesc("mcpd_alerts_pending",
-		"Alert events a destination has not yet acknowledged.", []string{"destination"}, nil)
+		"Alert events a destination has not yet acknowledged. Counted from the store: every replica reports "+
+			"the same figure, so aggregate replicas with max, not sum.", []string{"destination"}, nil)
 )
 
 func (c *pendingCollector) Describe(ch chan<- *prometheus.Desc) {

@@ -725,6 +725,7 @@ func TestMetrics(t *testing.T) {
 		`mcpd_http_request_duration_seconds_count{code="409",route="POST /v1/mcp/servers/heartbeat"} 1`,
 		`mcpd_http_request_duration_seconds_count{code="404",route="unmatched"} 1`,
 		`mcpd_store_errors_total 0`,
+		`mcpd_sweep_failures_total 0`,
 		`go_goroutines`,
 		`process_cpu_seconds_total`,
 	} {

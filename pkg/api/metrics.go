@@ -40,6 +40,7 @@ type Metrics struct {
 	heartbeats  *prometheus.CounterVec
 	transitions *prometheus.CounterVec
 	sweeps      prometheus.Histogram
+	sweepFails  prometheus.Counter
 	requests    *prometheus.HistogramVec
 	storeErrors prometheus.Counter
 	// The change feed: open watch streams, streams cut (a client too slow
@@ -86,6 +87,10 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 			Help:    "Duration of one monitor sweep over every tenant.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}),
+		sweepFails: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mcpd_sweep_failures_total",
+			Help: "Monitor sweeps that failed (the store did not answer or refused); the next sweep tries again.",
+		}),
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "mcpd_http_request_duration_seconds",
 			Help:    "Duration of HTTP requests, by route pattern and status code.",
@@ -124,7 +129,7 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 	}
 	m.feedReads.WithLabelValues("ok")
 	m.feedReads.WithLabelValues("error")
-	reg.MustRegister(m.heartbeats, m.transitions, m.sweeps, m.requests, m.storeErrors, m.refusals,
+	reg.MustRegister(m.heartbeats, m.transitions, m.sweeps, m.sweepFails, m.requests, m.storeErrors, m.refusals,
 		m.watchers, m.watchCutoffs, m.feedReads, m.feedEvents,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -164,6 +169,7 @@ func (m *Metrics) Sink(next heartbeat.AlertSink) heartbeat.AlertSink {
 func (m *Metrics) ObserveSweep(d time.Duration, _ []heartbeat.Event, err error) {
 	m.sweeps.Observe(d.Seconds())
 	if err != nil {
+		m.sweepFails.Inc()
 		m.storeErrors.Inc()
 	}
 }
@@ -201,7 +207,8 @@ type statusCollector struct {
 }
 
 var serversDesc = prometheus.NewDesc("mcpd_servers",
-	"Registered servers across every tenant, by status.", []string{"status"}, nil)
+	"Registered servers across every tenant, by status, as the store counts them: every replica reports the same "+
+		"figures, so aggregate replicas with max, not sum.", []string{"status"}, nil)
 
 func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) { ch <- serversDesc }
 

@@ -58,7 +58,8 @@ func TestDocsUpToDate(t *testing.T) {
 			}
 		}
 		for name := range got {
-			if _, ok := want[name]; !ok {
+			// docs/man also holds mcpd.1, which pkg/daemon's tests check.
+			if _, ok := want[name]; !ok && strings.HasPrefix(name, "mcpctl") {
 				t.Errorf("%s/%s is no longer generated: run make docs", c.dir, name)
 			}
 		}
