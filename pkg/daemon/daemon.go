@@ -173,8 +173,8 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	})
 	hub := feed.NewHub(feed.Options{Source: store, Logger: d.logger, OnPoll: metrics.ObserveFeedRead})
 	cursorKey := store.CursorKey
-	if d.cfg.Dev && d.cfg.AuthJWTSecretFile != "" {
-		cursorKey = devCursorKey(d.cfg.AuthJWTSecretFile)
+	if d.cfg.Dev && (d.cfg.AuthJWTSecretFile != "" || d.cfg.AuthJWKSFile != "") {
+		cursorKey = devCursorKey(d.cfg.AuthJWTSecretFile, d.cfg.AuthJWKSFile)
 	}
 	// Watch streams end when the server shuts down (RegisterOnShutdown).
 	var streams context.Context
