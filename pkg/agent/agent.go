@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/cyberos/mcpd/pkg/apiwire"
+	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/mcpinspect"
 )
@@ -115,10 +116,11 @@ type Agent struct {
 	server     *heartbeat.Server        // mcpd's last answer about the server
 	registered *apiwire.RegisterRequest // what was registered last
 	interval   time.Duration
-	dirty      bool // describe the server before the next heartbeat
-	reregister bool // register instead of heartbeating
-	callFails  int  // consecutive failed calls to mcpd
-	probeFails int  // consecutive failed probes
+	dirty      bool  // describe the server before the next heartbeat
+	reregister bool  // register instead of heartbeating
+	callFails  int   // consecutive failed calls to mcpd
+	callErr    error // the last failed call's error, for its Retry-After
+	probeFails int   // consecutive failed probes
 
 	revisions map[string]mcpinspect.Report // probed revisions per server name, version and revision
 
@@ -449,7 +451,7 @@ func (a *Agent) callOK(srv heartbeat.Server) {
 	if a.callFails > 0 {
 		a.log.Info("mcpd answers again", "failures", a.callFails)
 	}
-	a.callFails = 0
+	a.callFails, a.callErr = 0, nil
 	a.server = &srv
 	if srv.HeartbeatIntervalSecs > 0 {
 		a.interval = time.Duration(srv.HeartbeatIntervalSecs * float64(time.Second))
@@ -458,6 +460,7 @@ func (a *Agent) callOK(srv heartbeat.Server) {
 
 func (a *Agent) callFailed(call string, err error) {
 	a.callFails++
+	a.callErr = err
 	level := slog.LevelWarn
 	if classify(err) == outcomeRejected {
 		level = slog.LevelError
@@ -582,8 +585,13 @@ func (a *Agent) untilReconnect() time.Duration {
 
 func (a *Agent) heartbeatDelay() time.Duration { return a.jitter(a.interval) }
 
+// retryDelay is the wait before retrying a failed call to mcpd: the
+// backoff, or mcpd's Retry-After when longer, spread by the jitter so that
+// a fleet refused at once does not retry at once, and never more than the
+// heartbeat interval.
 func (a *Agent) retryDelay() time.Duration {
-	return a.jitter(backoff(a.opts.RetryMin, a.opts.RetryMax, max(1, a.callFails)))
+	return client.RetryWait(a.callErr, backoff(a.opts.RetryMin, a.opts.RetryMax, max(1, a.callFails)),
+		a.opts.Jitter, a.interval, a.draw())
 }
 
 // jitter spreads d by up to Jitter either way.
@@ -591,11 +599,15 @@ func (a *Agent) jitter(d time.Duration) time.Duration {
 	if a.opts.Jitter <= 0 {
 		return d
 	}
-	f := rand.Float64
+	return time.Duration(float64(d) * (1 + a.opts.Jitter*(2*a.draw()()-1)))
+}
+
+// draw returns the source of the jitter.
+func (a *Agent) draw() func() float64 {
 	if a.opts.Rand != nil {
-		f = a.opts.Rand.Float64
+		return a.opts.Rand.Float64
 	}
-	return time.Duration(float64(d) * (1 + a.opts.Jitter*(2*f()-1)))
+	return rand.Float64
 }
 
 // backoff is lo doubled for each attempt after the first, at most hi.
