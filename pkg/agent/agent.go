@@ -573,10 +573,13 @@ func (a *Agent) dropSession() {
 	}
 }
 
-// scheduleReconnect sets the next connection attempt after the backoff.
+// scheduleReconnect sets the next connection attempt after the backoff,
+// which grows up to RestartMax but never past the heartbeat interval: a
+// server that comes back is connected to, and heartbeated, within one.
 func (a *Agent) scheduleReconnect() {
 	a.restarts++
-	a.reconnectAt = a.clock.Now().Add(a.jitter(backoff(a.opts.RestartMin, a.opts.RestartMax, a.restarts)))
+	wait := client.RetryWait(nil, backoff(a.opts.RestartMin, a.opts.RestartMax, a.restarts), a.opts.Jitter, a.interval, a.draw())
+	a.reconnectAt = a.clock.Now().Add(wait)
 }
 
 func (a *Agent) untilReconnect() time.Duration {

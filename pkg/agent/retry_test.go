@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -77,5 +78,33 @@ func TestAgentRetriesHonourRetryAfterSpreadAndCapped(t *testing.T) {
 	}
 	if len(distinct) < 6 {
 		t.Fatalf("12 waits took %d distinct values: retries are not spread", len(distinct))
+	}
+}
+
+// TestAgentReconnectBackoffCappedByInterval: the wait before connecting
+// again to an MCP server that is down (a stdio server that dies at every
+// start here; over HTTP the same backoff) doubles up to the heartbeat
+// interval, not past it, so that a server that comes back is healthy within
+// one interval. Before, it grew to RestartMax (30 s): a server that had been
+// down 45 s was seen again up to 30 s after it was back.
+func TestAgentReconnectBackoffCappedByInterval(t *testing.T) {
+	t.Parallel()
+	st := mcptest.NewStdio(t, mcptest.Config{Name: "files", Version: "1.0.0", Tools: testTools, ExitAtStart: 8})
+	reg := &countingRegistry{interval: 5 * time.Second, id: uuid.New()}
+	opts := fastOptions(&registry{}, "files", mcpinspect.Target{Command: st.Command})
+	opts.Registry = reg
+	opts.Interval = 5 * time.Second
+	opts.RestartMin, opts.RestartMax = time.Second, 30*time.Second
+	clock, waits := clockAgent(t, opts)
+
+	var got []time.Duration
+	for range 7 {
+		d := nextWait(t, waits)
+		got = append(got, d)
+		clock.Advance(d)
+	}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second, 5 * time.Second, 5 * time.Second}
+	if !slices.Equal(got, want) {
+		t.Fatalf("waits between connections %v, want %v (capped by the interval)", got, want)
 	}
 }

@@ -65,9 +65,11 @@ It registers again when the tool list changes
 (notifications/tools/list_changed), when a reconnected or restarted server
 says something else of itself, and when mcpd answers 404 (it forgot the
 server) or 409 (someone deregistered it). Over HTTP it reconnects; a stdio
-server that exits is started again, with a backoff from 1s to 30s. While mcpd
-is unreachable or failing it keeps retrying with a capped exponential backoff
-and jitter: it never gives up on its own. SIGTERM or SIGINT: it deregisters
+server that exits is started again, with a backoff from 1s to 30s, never
+longer than the heartbeat interval. While mcpd is unreachable or failing it
+keeps retrying with a capped exponential backoff and jitter, after mcpd's
+Retry-After when longer, never waiting past the heartbeat interval: it never
+gives up on its own. SIGTERM or SIGINT: it deregisters
 the server (within --deregister-timeout), stops a stdio server and exits 0.
 
 --token-file names a file holding mcpd's token instead of --token: it is
