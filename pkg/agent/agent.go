@@ -124,9 +124,9 @@ type Agent struct {
 
 	revisions map[string]mcpinspect.Report // probed revisions per server name, version and revision
 
-	mcpTr     *mcpTransport // over HTTP: the MCP server's transport
-	closeIdle func()        // closes its idle connections at the end
-	refused   bool          // the server refuses the credentials (401/403) at the moment
+	mcpTr     *mcpinspect.HeaderTransport // over HTTP: the MCP server's transport
+	closeIdle func()                      // closes its idle connections at the end
+	refused   bool                        // the server refuses the credentials (401/403) at the moment
 
 	// waiting, set by tests before Run, gets the length of each wait on
 	// the clock as the wait begins: a test on a fake clock advances it
@@ -170,7 +170,7 @@ func New(opts Options) (*Agent, error) {
 	a := &Agent{opts: opts, log: opts.Logger, clock: opts.Clock, changed: make(chan struct{}, 1),
 		interval: opts.Interval, revisions: map[string]mcpinspect.Report{}, closeIdle: func() {}}
 	if !a.opts.Target.Stdio() {
-		a.mcpTr, a.closeIdle = wrapHTTPTarget(&a.opts.Target, opts.MCPHeader)
+		a.mcpTr, a.closeIdle = mcpinspect.WithHeader(&a.opts.Target, opts.MCPHeader)
 	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
@@ -472,6 +472,7 @@ func (a *Agent) callFailed(call string, err error) {
 func (a *Agent) connect(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, a.opts.ConnectTimeout)
 	defer cancel()
+	denied := a.deniedCount()
 	s, err := mcpinspect.Connect(cctx, a.opts.Target, mcpinspect.Options{
 		OnToolsChanged: a.toolsChanged,
 		TerminateGrace: a.opts.TerminateGrace,
@@ -479,11 +480,17 @@ func (a *Agent) connect(ctx context.Context) error {
 	if err != nil {
 		if ctx.Err() == nil {
 			a.scheduleReconnect()
+			if a.deniedCount() != denied && a.registered == nil && !a.refused {
+				// Not registered yet: nothing to heartbeat, but the cause
+				// is worth saying at once.
+				a.refused = true
+				a.log.Warn("the MCP server refuses the agent's credentials (401/403): check --mcp-header")
+			}
 			a.log.Warn("connect to the MCP server", "err", err, "retry_in", a.untilReconnect().Round(time.Millisecond))
 		}
 		return err
 	}
-	a.sess, a.connectedAt, a.dirty = s, a.clock.Now(), true
+	a.sess, a.connectedAt, a.dirty, a.refused = s, a.clock.Now(), true, false
 	info := s.Info()
 	a.log.Info("connected to the MCP server", "server_name", info.Name, "server_version", info.Version, "protocol", info.Protocol)
 	return nil

@@ -33,8 +33,7 @@ type agentOptions struct {
 	LogLevel          string
 	Traceparent       string
 	TokenFile         string
-	MCPHeaderFlags    []string
-	MCPHeaderFile     string
+	MCPHeaders        mcpHeaderOptions
 
 	// Filled from the flags by the command before it runs.
 	Target    mcpinspect.Target
@@ -113,13 +112,11 @@ a stdio server's stderr is passed through.`,
 	fl.StringVar(&opts.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringVar(&opts.Traceparent, "traceparent", "", "W3C traceparent header for the registrations (env "+EnvTraceparent+")")
 	fl.StringVar(&opts.TokenFile, "token-file", "", "file holding mcpd's token, read again when it changes (instead of --token)")
-	fl.StringArrayVar(&opts.MCPHeaderFlags, "mcp-header", nil, "'Name: value' header sent to an HTTP MCP server (repeatable)")
-	fl.StringVar(&opts.MCPHeaderFile, "mcp-header-file", "", "file of 'Name: value' headers, one a line, sent to an HTTP MCP server")
+	opts.MCPHeaders.addFlags(cmd)
 	_ = cmd.MarkFlagRequired("module")
 	cmd.MarkFlagsOneRequired("mcp", "mcp-command")
 	cmd.MarkFlagsMutuallyExclusive("mcp", "mcp-command")
 	_ = cmd.MarkFlagFilename("token-file")
-	_ = cmd.MarkFlagFilename("mcp-header-file")
 	_ = cmd.RegisterFlagCompletionFunc("log-format", fixedCompletions("text", "json"))
 	_ = cmd.RegisterFlagCompletionFunc("log-level", fixedCompletions("debug", "info", "warn", "error"))
 	return cmd
@@ -146,12 +143,9 @@ func (o *agentOptions) complete() error {
 	if err := o.Level.UnmarshalText([]byte(o.LogLevel)); err != nil {
 		return usagef("invalid --log-level %q: want debug, info, warn or error", o.LogLevel)
 	}
-	h, err := mcpHeaders(o.MCPHeaderFlags, o.MCPHeaderFile)
+	h, err := o.MCPHeaders.header(o.Target, "mcp", "mcp-command")
 	if err != nil {
 		return err
-	}
-	if len(h) > 0 && o.Target.Stdio() {
-		return usagef("--mcp-header and --mcp-header-file are for an HTTP server (--mcp), not --mcp-command")
 	}
 	o.MCPHeader = h
 	return nil
