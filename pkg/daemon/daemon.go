@@ -88,7 +88,8 @@ type Daemon struct {
 	srv        *http.Server
 	adminLn    net.Listener // --admin-listen; nil when off
 	adminSrv   *http.Server
-	headerWait time.Duration // ReadHeaderTimeout of every listener
+	headerWait time.Duration   // ReadHeaderTimeout of every listener
+	errorLog   *serverErrorLog // the listeners' error log
 	pool       *pgxpool.Pool
 	pgStore    *pgstore.Store
 	secretFile string // the --dev secret this daemon wrote, removed on stop
@@ -215,6 +216,11 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		}
 	}
 
+	var tlsMetrics prometheus.Registerer
+	if d.tls != nil {
+		tlsMetrics = metrics.Registry()
+	}
+	d.errorLog = newServerErrorLog(d.logger, d.clock, tlsMetrics)
 	if err := d.listenAdmin(ctx, handler); err != nil {
 		return err
 	}
@@ -236,7 +242,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		WriteTimeout:      d.cfg.RequestTimeout + writeSlack,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(d.logger.Handler(), slog.LevelWarn),
+		ErrorLog:          d.errorLog.stdLogger(),
 		ConnState:         limiter.connState,
 	}
 	d.srv.RegisterOnShutdown(d.stopStreams)
@@ -379,7 +385,7 @@ func (d *Daemon) listenAdmin(ctx context.Context, handler http.Handler) error {
 		WriteTimeout:      d.cfg.RequestTimeout + writeSlack,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(d.logger.Handler(), slog.LevelWarn),
+		ErrorLog:          d.errorLog.stdLogger(),
 	}
 	d.logger.Info("mcpd admin listener", "addr", ln.Addr().String(), "serves", "/healthz /readyz /metrics")
 	return nil
