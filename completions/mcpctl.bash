@@ -1,3 +1,9 @@
+# bash completion for mcpctl. Load it with
+#   source <(mcpctl completion bash)
+# or install it as /etc/bash_completion.d/mcpctl (with the bash-completion
+# package) or /usr/share/bash-completion/completions/mcpctl. It works with
+# or without the bash-completion package; without it, a word holding = or :
+# is split as bash splits it, and file names are not filtered by extension.
 # bash completion V2 for mcpctl                               -*- shell-script -*-
 
 __mcpctl_debug()
@@ -7,12 +13,32 @@ __mcpctl_debug()
     fi
 }
 
-# Macs have bash3 for which the bash-completion package doesn't include
-# _init_completion. This is a minimal version of that function.
+# Without the bash-completion package: bash's own words.
 __mcpctl_init_completion()
 {
     COMPREPLY=()
-    _get_comp_words_by_ref "$@" cur prev words cword
+    if declare -F _get_comp_words_by_ref >/dev/null 2>&1; then
+        _get_comp_words_by_ref "$@" cur prev words cword
+        return
+    fi
+    words=("${COMP_WORDS[@]}")
+    cword=$COMP_CWORD
+    cur=${COMP_WORDS[COMP_CWORD]}
+    prev=${COMP_WORDS[COMP_CWORD-1]}
+}
+
+# _filedir of the bash-completion package, else bash's own file (or, with
+# -d, directory) names.
+__mcpctl_filedir()
+{
+    if declare -F _filedir >/dev/null 2>&1; then
+        _filedir "$@"
+        return
+    fi
+    local IFS=$'\n' kind=-f
+    [[ $1 == -d ]] && kind=-d
+    [[ $(type -t compopt) == builtin ]] && compopt -o filenames 2>/dev/null
+    COMPREPLY+=($(compgen "$kind" -- "$cur"))
 }
 
 # This function calls the mcpctl program to obtain the completion
@@ -118,7 +144,7 @@ __mcpctl_process_completion_results() {
             fullFilter+="$filter|"
         done
 
-        filteringCmd="_filedir $fullFilter"
+        filteringCmd="__mcpctl_filedir $fullFilter"
         __mcpctl_debug "File filtering command: $filteringCmd"
         $filteringCmd
     elif (((directive & shellCompDirectiveFilterDirs) != 0)); then
@@ -128,10 +154,10 @@ __mcpctl_process_completion_results() {
         subdir=${completions[0]}
         if [[ -n $subdir ]]; then
             __mcpctl_debug "Listing directories in $subdir"
-            pushd "$subdir" >/dev/null 2>&1 && _filedir -d && popd >/dev/null 2>&1 || return
+            pushd "$subdir" >/dev/null 2>&1 && __mcpctl_filedir -d && popd >/dev/null 2>&1 || return
         else
             __mcpctl_debug "Listing directories in ."
-            _filedir -d
+            __mcpctl_filedir -d
         fi
     else
         __mcpctl_handle_completion_types
@@ -170,7 +196,7 @@ __mcpctl_handle_activeHelp() {
                 # the call to _filedir will fill COMPREPLY if files match.
                 if (((directive & shellCompDirectiveNoFileComp) == 0)); then
                     __mcpctl_debug "Listing files"
-                    _filedir
+                    __mcpctl_filedir
                 fi
             fi
 

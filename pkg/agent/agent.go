@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/cyberos/mcpd/pkg/apiwire"
+	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/mcpinspect"
 )
@@ -115,16 +116,17 @@ type Agent struct {
 	server     *heartbeat.Server        // mcpd's last answer about the server
 	registered *apiwire.RegisterRequest // what was registered last
 	interval   time.Duration
-	dirty      bool // describe the server before the next heartbeat
-	reregister bool // register instead of heartbeating
-	callFails  int  // consecutive failed calls to mcpd
-	probeFails int  // consecutive failed probes
+	dirty      bool  // describe the server before the next heartbeat
+	reregister bool  // register instead of heartbeating
+	callFails  int   // consecutive failed calls to mcpd
+	callErr    error // the last failed call's error, for its Retry-After
+	probeFails int   // consecutive failed probes
 
 	revisions map[string]mcpinspect.Report // probed revisions per server name, version and revision
 
-	mcpTr     *mcpTransport // over HTTP: the MCP server's transport
-	closeIdle func()        // closes its idle connections at the end
-	refused   bool          // the server refuses the credentials (401/403) at the moment
+	mcpTr     *mcpinspect.HeaderTransport // over HTTP: the MCP server's transport
+	closeIdle func()                      // closes its idle connections at the end
+	refused   bool                        // the server refuses the credentials (401/403) at the moment
 
 	// waiting, set by tests before Run, gets the length of each wait on
 	// the clock as the wait begins: a test on a fake clock advances it
@@ -168,7 +170,7 @@ func New(opts Options) (*Agent, error) {
 	a := &Agent{opts: opts, log: opts.Logger, clock: opts.Clock, changed: make(chan struct{}, 1),
 		interval: opts.Interval, revisions: map[string]mcpinspect.Report{}, closeIdle: func() {}}
 	if !a.opts.Target.Stdio() {
-		a.mcpTr, a.closeIdle = wrapHTTPTarget(&a.opts.Target, opts.MCPHeader)
+		a.mcpTr, a.closeIdle = mcpinspect.WithHeader(&a.opts.Target, opts.MCPHeader)
 	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
@@ -449,7 +451,7 @@ func (a *Agent) callOK(srv heartbeat.Server) {
 	if a.callFails > 0 {
 		a.log.Info("mcpd answers again", "failures", a.callFails)
 	}
-	a.callFails = 0
+	a.callFails, a.callErr = 0, nil
 	a.server = &srv
 	if srv.HeartbeatIntervalSecs > 0 {
 		a.interval = time.Duration(srv.HeartbeatIntervalSecs * float64(time.Second))
@@ -458,6 +460,7 @@ func (a *Agent) callOK(srv heartbeat.Server) {
 
 func (a *Agent) callFailed(call string, err error) {
 	a.callFails++
+	a.callErr = err
 	level := slog.LevelWarn
 	if classify(err) == outcomeRejected {
 		level = slog.LevelError
@@ -469,6 +472,7 @@ func (a *Agent) callFailed(call string, err error) {
 func (a *Agent) connect(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, a.opts.ConnectTimeout)
 	defer cancel()
+	denied := a.deniedCount()
 	s, err := mcpinspect.Connect(cctx, a.opts.Target, mcpinspect.Options{
 		OnToolsChanged: a.toolsChanged,
 		TerminateGrace: a.opts.TerminateGrace,
@@ -476,11 +480,17 @@ func (a *Agent) connect(ctx context.Context) error {
 	if err != nil {
 		if ctx.Err() == nil {
 			a.scheduleReconnect()
+			if a.deniedCount() != denied && a.registered == nil && !a.refused {
+				// Not registered yet: nothing to heartbeat, but the cause
+				// is worth saying at once.
+				a.refused = true
+				a.log.Warn("the MCP server refuses the agent's credentials (401/403): check --mcp-header")
+			}
 			a.log.Warn("connect to the MCP server", "err", err, "retry_in", a.untilReconnect().Round(time.Millisecond))
 		}
 		return err
 	}
-	a.sess, a.connectedAt, a.dirty = s, a.clock.Now(), true
+	a.sess, a.connectedAt, a.dirty, a.refused = s, a.clock.Now(), true, false
 	info := s.Info()
 	a.log.Info("connected to the MCP server", "server_name", info.Name, "server_version", info.Version, "protocol", info.Protocol)
 	return nil
@@ -570,10 +580,13 @@ func (a *Agent) dropSession() {
 	}
 }
 
-// scheduleReconnect sets the next connection attempt after the backoff.
+// scheduleReconnect sets the next connection attempt after the backoff,
+// which grows up to RestartMax but never past the heartbeat interval: a
+// server that comes back is connected to, and heartbeated, within one.
 func (a *Agent) scheduleReconnect() {
 	a.restarts++
-	a.reconnectAt = a.clock.Now().Add(a.jitter(backoff(a.opts.RestartMin, a.opts.RestartMax, a.restarts)))
+	wait := client.RetryWait(nil, backoff(a.opts.RestartMin, a.opts.RestartMax, a.restarts), a.opts.Jitter, a.interval, a.draw())
+	a.reconnectAt = a.clock.Now().Add(wait)
 }
 
 func (a *Agent) untilReconnect() time.Duration {
@@ -582,8 +595,13 @@ func (a *Agent) untilReconnect() time.Duration {
 
 func (a *Agent) heartbeatDelay() time.Duration { return a.jitter(a.interval) }
 
+// retryDelay is the wait before retrying a failed call to mcpd: the
+// backoff, or mcpd's Retry-After when longer, spread by the jitter so that
+// a fleet refused at once does not retry at once, and never more than the
+// heartbeat interval.
 func (a *Agent) retryDelay() time.Duration {
-	return a.jitter(backoff(a.opts.RetryMin, a.opts.RetryMax, max(1, a.callFails)))
+	return client.RetryWait(a.callErr, backoff(a.opts.RetryMin, a.opts.RetryMax, max(1, a.callFails)),
+		a.opts.Jitter, a.interval, a.draw())
 }
 
 // jitter spreads d by up to Jitter either way.
@@ -591,11 +609,15 @@ func (a *Agent) jitter(d time.Duration) time.Duration {
 	if a.opts.Jitter <= 0 {
 		return d
 	}
-	f := rand.Float64
+	return time.Duration(float64(d) * (1 + a.opts.Jitter*(2*a.draw()()-1)))
+}
+
+// draw returns the source of the jitter.
+func (a *Agent) draw() func() float64 {
 	if a.opts.Rand != nil {
-		f = a.opts.Rand.Float64
+		return a.opts.Rand.Float64
 	}
-	return time.Duration(float64(d) * (1 + a.opts.Jitter*(2*f()-1)))
+	return rand.Float64
 }
 
 // backoff is lo doubled for each attempt after the first, at most hi.

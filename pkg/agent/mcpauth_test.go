@@ -2,6 +2,7 @@ package agent
 
 import (
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/mcpinspect"
 	"github.com/cyberos/mcpd/pkg/mcpinspect/mcptest"
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 // TestAgentMCPHeadersAndRefusal: the agent sends its MCP headers to the
@@ -63,4 +65,31 @@ func TestAgentMCPHeadersAndRefusal(t *testing.T) {
 		t.Fatalf("recovered as %s, want %s", back.ServerID, srvReg.ServerID)
 	}
 	_ = ag.stop(t)
+}
+
+// TestAgentHintsMCPHeaderOnFirstRefusal: an agent without the MCP server's
+// credentials says "check --mcp-header" at the first 401 or 403, also
+// before its first registration (then it only logged the connection error,
+// "Unauthorized", and retried without the hint).
+func TestAgentHintsMCPHeaderOnFirstRefusal(t *testing.T) {
+	t.Parallel()
+	reg := setupRegistry(t)
+	srv := mcptest.NewServer(mcptest.Config{Name: "calendar-server", Version: "1.4.0", Tools: testTools})
+	url := mcptest.ServeHTTP(t, srv, mcptest.HTTPOptions{Wrap: func(http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "who are you", http.StatusUnauthorized)
+		})
+	}})
+	ag := start(t, fastOptions(reg, "calendar", mcpinspect.Target{URL: url}))
+	testwait.Until(t, "the first connection attempt", 5*time.Second, func() bool {
+		return strings.Contains(ag.logs.String(), "connect to the MCP server")
+	})
+	first := ag.logs.String()
+	if !strings.Contains(first, "check --mcp-header") {
+		t.Fatalf("first refusal logged without the hint:\n%s", first)
+	}
+	_ = ag.stop(t)
+	if n := strings.Count(ag.logs.String(), "check --mcp-header"); n != 1 {
+		t.Fatalf("the hint logged %d times, want once per stretch of refusals:\n%s", n, ag.logs.String())
+	}
 }

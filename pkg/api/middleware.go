@@ -3,8 +3,11 @@ package api
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"net/url"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -40,8 +43,29 @@ func (h *handler) instrument(mux *http.ServeMux) http.Handler {
 			h.logger.DebugContext(r.Context(), "http request", "method", r.Method, "path", r.URL.Path,
 				"route", route, "status", code, "duration_ms", float64(elapsed.Microseconds())/1000)
 		}()
+		if name := repeatedQueryParameter(r.URL.RawQuery); name != "" {
+			_, r.Pattern = mux.Handler(r)
+			writeProblem(sw, r, validationProblem(name, "given more than once; give each query parameter once"))
+			return
+		}
 		mux.ServeHTTP(sw, r)
 	})
+}
+
+// repeatedQueryParameter names the first query parameter that raw gives
+// twice; "" when none is. Every endpoint refuses one: taking the first value
+// and ignoring the next hides a caller's mistake.
+func repeatedQueryParameter(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	q, _ := url.ParseQuery(raw)
+	for _, name := range slices.Sorted(maps.Keys(q)) {
+		if len(q[name]) > 1 {
+			return name
+		}
+	}
+	return ""
 }
 
 // statusWriter records the status of a response. An answer of the router

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -18,6 +19,10 @@ func TestUnstorableTextRefused(t *testing.T) {
 		{"nul in capabilities", `,"capability_advertisement":{"a":["x","\u0000"]}`, "capability_advertisement"},
 		{"nul key in capabilities", `,"capability_advertisement":{"\u0000":1}`, "capability_advertisement"},
 		{"nul after an escaped backslash", `,"capability_advertisement":{"a":"\\\u0000"}`, "capability_advertisement"},
+		{"number past numeric", `,"capability_advertisement":{"n":1e131072}`, "capability_advertisement"},
+		{"negative number past numeric", `,"capability_advertisement":{"n":[-1e999999]}`, "capability_advertisement"},
+		{"number below numeric's scale", `,"capability_advertisement":{"n":1e-999999}`, "capability_advertisement"},
+		{"20,000 decimals", `,"capability_advertisement":{"n":0.` + strings.Repeat("0", 20000) + `}`, "capability_advertisement"},
 		{"bad utf-8 in capabilities", ",\"capability_advertisement\":{\"a\":\"\xff\"}", "capability_advertisement"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

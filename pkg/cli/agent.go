@@ -33,8 +33,7 @@ type agentOptions struct {
 	LogLevel          string
 	Traceparent       string
 	TokenFile         string
-	MCPHeaderFlags    []string
-	MCPHeaderFile     string
+	MCPHeaders        mcpHeaderOptions
 
 	// Filled from the flags by the command before it runs.
 	Target    mcpinspect.Target
@@ -65,9 +64,11 @@ It registers again when the tool list changes
 (notifications/tools/list_changed), when a reconnected or restarted server
 says something else of itself, and when mcpd answers 404 (it forgot the
 server) or 409 (someone deregistered it). Over HTTP it reconnects; a stdio
-server that exits is started again, with a backoff from 1s to 30s. While mcpd
-is unreachable or failing it keeps retrying with a capped exponential backoff
-and jitter: it never gives up on its own. SIGTERM or SIGINT: it deregisters
+server that exits is started again, with a backoff from 1s to 30s, never
+longer than the heartbeat interval. While mcpd is unreachable or failing it
+keeps retrying with a capped exponential backoff and jitter, after mcpd's
+Retry-After when longer, never waiting past the heartbeat interval: it never
+gives up on its own. SIGTERM or SIGINT: it deregisters
 the server (within --deregister-timeout), stops a stdio server and exits 0.
 
 --token-file names a file holding mcpd's token instead of --token: it is
@@ -111,13 +112,11 @@ a stdio server's stderr is passed through.`,
 	fl.StringVar(&opts.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringVar(&opts.Traceparent, "traceparent", "", "W3C traceparent header for the registrations (env "+EnvTraceparent+")")
 	fl.StringVar(&opts.TokenFile, "token-file", "", "file holding mcpd's token, read again when it changes (instead of --token)")
-	fl.StringArrayVar(&opts.MCPHeaderFlags, "mcp-header", nil, "'Name: value' header sent to an HTTP MCP server (repeatable)")
-	fl.StringVar(&opts.MCPHeaderFile, "mcp-header-file", "", "file of 'Name: value' headers, one a line, sent to an HTTP MCP server")
+	opts.MCPHeaders.addFlags(cmd)
 	_ = cmd.MarkFlagRequired("module")
 	cmd.MarkFlagsOneRequired("mcp", "mcp-command")
 	cmd.MarkFlagsMutuallyExclusive("mcp", "mcp-command")
 	_ = cmd.MarkFlagFilename("token-file")
-	_ = cmd.MarkFlagFilename("mcp-header-file")
 	_ = cmd.RegisterFlagCompletionFunc("log-format", fixedCompletions("text", "json"))
 	_ = cmd.RegisterFlagCompletionFunc("log-level", fixedCompletions("debug", "info", "warn", "error"))
 	return cmd
@@ -144,12 +143,9 @@ func (o *agentOptions) complete() error {
 	if err := o.Level.UnmarshalText([]byte(o.LogLevel)); err != nil {
 		return usagef("invalid --log-level %q: want debug, info, warn or error", o.LogLevel)
 	}
-	h, err := mcpHeaders(o.MCPHeaderFlags, o.MCPHeaderFile)
+	h, err := o.MCPHeaders.header(o.Target, "mcp", "mcp-command")
 	if err != nil {
 		return err
-	}
-	if len(h) > 0 && o.Target.Stdio() {
-		return usagef("--mcp-header and --mcp-header-file are for an HTTP server (--mcp), not --mcp-command")
 	}
 	o.MCPHeader = h
 	return nil

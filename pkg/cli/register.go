@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -49,9 +50,11 @@ type registerMCPOptions struct {
 	Command        string // stdio, one command line
 	ProbeRevisions bool
 	Timeout        time.Duration
+	Headers        mcpHeaderOptions
 
 	// Filled from the flags by the command before it runs.
 	Target mcpinspect.Target
+	Header http.Header
 }
 
 func newCmdRegister(f *Factory, runF func(*registerOptions) error) *cobra.Command {
@@ -77,11 +80,16 @@ accepts (its server/discover answer, else one initialize per revision with
 --probe-revisions), its capabilities object, and its tools as skills with
 their descriptions (tools/list, every page; at most 256, names over 128
 characters skipped with a warning). They replace --protocol, --capabilities
-and --skill.`,
+and --skill. --mcp-header 'Name: value' (repeatable) and --mcp-header-file
+(one such line each, # comments) send headers to an HTTP server, as the
+agent does: an MCP server that requires authorization answers 401 without
+them, and the error then says to check --mcp-header.`,
 		Example: `  mcpctl register --module calendar --version 1.3.2 --protocol 2025-06-18
   mcpctl register --module calendar --version 1.3.2 --protocol 2025-06-18 \
       --capabilities caps.json --skill list-events="List the events of a day" --skill create-event
   mcpctl register --module calendar --from-mcp http://127.0.0.1:3000/mcp
+  mcpctl register --module calendar --from-mcp https://calendar.internal/mcp \
+      --mcp-header-file /etc/mcpctl/calendar.headers
   mcpctl register --module everything \
       --from-mcp-command "node /opt/everything/dist/index.js stdio"`,
 		Args: exactArgs(),
@@ -92,6 +100,8 @@ and --skill.`,
 			opts.MCP = nil
 			if src.URL != "" || src.Command != "" {
 				opts.MCP = src
+			} else if src.Headers.given() {
+				return usagef("--mcp-header and --mcp-header-file are for an HTTP server (--from-mcp)")
 			}
 			if err := opts.complete(); err != nil {
 				return err
@@ -114,6 +124,7 @@ and --skill.`,
 	fl.StringVar(&src.Command, "from-mcp-command", "", "learn the registration from the MCP server this command runs over stdio")
 	fl.BoolVar(&src.ProbeRevisions, "probe-revisions", true, "with --from-mcp*: ask a server without server/discover about each other revision (one initialize each)")
 	fl.DurationVar(&src.Timeout, "mcp-timeout", defaultMCPTimeout, "with --from-mcp*: how long learning from the MCP server may take")
+	src.Headers.addFlags(cmd)
 	_ = cmd.MarkFlagRequired("module")
 	_ = cmd.MarkFlagFilename("capabilities", "json")
 	cmd.MarkFlagsMutuallyExclusive("from-mcp", "from-mcp-command")
@@ -179,6 +190,9 @@ func (o *registerMCPOptions) complete() error {
 		return usagef("invalid --mcp-timeout %s: want more than 0", o.Timeout)
 	}
 	o.Target = t
+	if o.Header, err = o.Headers.header(t, "from-mcp", "from-mcp-command"); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -268,9 +282,16 @@ func registerRun(ctx context.Context, opts *registerOptions) error {
 func learnFromMCP(ctx context.Context, opts *registerOptions) (apiwire.RegisterRequest, error) {
 	ictx, cancel := context.WithTimeout(ctx, opts.MCP.Timeout)
 	defer cancel()
-	rep, err := mcpinspect.Inspect(ictx, opts.MCP.Target, mcpinspect.InspectOptions{ProbeRevisions: opts.MCP.ProbeRevisions})
+	target := opts.MCP.Target
+	var tr *mcpinspect.HeaderTransport
+	if !target.Stdio() {
+		var closeIdle func()
+		tr, closeIdle = mcpinspect.WithHeader(&target, opts.MCP.Header)
+		defer closeIdle()
+	}
+	rep, err := mcpinspect.Inspect(ictx, target, mcpinspect.InspectOptions{ProbeRevisions: opts.MCP.ProbeRevisions})
 	if err != nil {
-		return apiwire.RegisterRequest{}, err
+		return apiwire.RegisterRequest{}, refusedHint(err, tr)
 	}
 	reg, err := rep.Registration(opts.Module, opts.Version)
 	if err != nil {

@@ -169,14 +169,22 @@ func skipConfig(cmd *cobra.Command) bool {
 }
 
 // newGroupCmd returns a command that only holds subcommands: alone it
-// prints its help, with an unknown subcommand it is bad usage.
+// prints its help, with an unknown subcommand it is bad usage, with the
+// subcommands whose names are close ("did you mean", as cobra says for the
+// root's own, which it does not for a command below the root).
 func newGroupCmd(use, short string) *cobra.Command {
 	return &cobra.Command{
 		Use:   use,
 		Short: short,
+		// cobra's distance for the root's suggestions.
+		SuggestionsMinimumDistance: 2,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
+				msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+				if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+					msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t") + "\n"
+				}
+				return usagef("%s", msg)
 			}
 			return nil
 		},

@@ -71,16 +71,20 @@ func (c *Client) Watch(ctx context.Context, p WatchParams, fn func(WatchEvent) e
 		}
 		var prob *apiwire.Problem
 		wait := backoff
-		if errors.As(err, &prob) {
-			if prob.Status != http.StatusTooManyRequests && prob.Status < 500 {
-				return prob
-			}
-			wait = max(wait, prob.RetryAfter)
+		if errors.As(err, &prob) && prob.Status != http.StatusTooManyRequests && prob.Status < 500 {
+			return prob
 		}
 		if progressed {
 			backoff, wait = watchMinBackoff, watchMinBackoff
 		} else {
 			backoff = min(2*backoff, watchMaxBackoff)
+		}
+		// Full jitter keeps a fleet of watchers from reconnecting at once;
+		// a Retry-After is honoured, spread by up to half of it more.
+		if prob != nil && prob.RetryAfter > wait {
+			wait = RetryWait(prob, wait, 0.5, 0, nil)
+		} else {
+			wait = wait/2 + rand.N(wait/2+1)
 		}
 		if p.OnState != nil {
 			if err == nil {
@@ -88,8 +92,6 @@ func (c *Client) Watch(ctx context.Context, p WatchParams, fn func(WatchEvent) e
 			}
 			p.OnState(err)
 		}
-		// Full jitter keeps a fleet of watchers from reconnecting at once.
-		wait = wait/2 + rand.N(wait/2+1)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

@@ -22,6 +22,7 @@ import (
 // key of the YAML config file.
 const (
 	KeyListen                 = "listen"
+	KeyAdminListen            = "admin-listen"
 	KeyDatabaseURL            = "database-url"
 	KeyDev                    = "dev"
 	KeyHeartbeatInterval      = "heartbeat-interval"
@@ -86,6 +87,10 @@ var (
 type Config struct {
 	// Listen is the host:port of the HTTP API.
 	Listen string
+	// AdminListen, when set, is the host:port of a second, plain HTTP
+	// listener that serves /healthz, /readyz and /metrics only, so that
+	// probes never wait behind API connections. "": none.
+	AdminListen string
 	// DatabaseURL is the PostgreSQL URL (or keyword/value DSN) of the store.
 	DatabaseURL string
 	// Dev runs on an in-memory store with a fresh secret and a demo token.
@@ -184,6 +189,11 @@ func (c Config) Validate() error {
 
 	if err := validListen(c.Listen); err != nil {
 		bad(KeyListen, "%v", err)
+	}
+	if c.AdminListen != "" {
+		if err := validListen(c.AdminListen); err != nil {
+			bad(KeyAdminListen, "%v", err)
+		}
 	}
 	if c.MassLossShare <= 0 || c.MassLossShare > 1 {
 		bad(KeyMassLossShare, "%v is not a share in (0, 1]", c.MassLossShare)

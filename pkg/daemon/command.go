@@ -132,6 +132,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	d := config.Default()
 	fs.String(keyConfig, "", "YAML config file whose keys are the flag names (env MCPD_CONFIG)")
 	fs.String(config.KeyListen, d.Listen, "host:port of the HTTP API")
+	fs.String(config.KeyAdminListen, "", "host:port of a plain HTTP listener for /healthz, /readyz and /metrics only, so that probes never wait behind API connections (default off)")
 	fs.String(config.KeyDatabaseURL, "", "PostgreSQL URL of the store (required unless --dev)")
 	fs.Bool(config.KeyDev, false, "in-memory store, fresh HS256 secret, prints a ready demo token")
 	fs.Duration(config.KeyHeartbeatInterval, d.HeartbeatInterval, "heartbeat interval I: degraded after 2I of silence, unhealthy after 3I")
@@ -160,7 +161,7 @@ func AddFlags(fs *pflag.FlagSet) {
 
 // settingKeys are the keys of config.Config, the ones a file may hold.
 var settingKeys = []string{
-	config.KeyListen, config.KeyDatabaseURL, config.KeyDev, config.KeyHeartbeatInterval,
+	config.KeyListen, config.KeyAdminListen, config.KeyDatabaseURL, config.KeyDev, config.KeyHeartbeatInterval,
 	config.KeyMonitorPeriod, config.KeyRequestTimeout, config.KeyShutdownTimeout,
 	config.KeyAuthJWTSecretFile, config.KeyAuthJWKSFile, config.KeyAlertmanagerURL,
 	config.KeyAlertWebhookURL, config.KeyAlertWebhookSecretFile, config.KeyLogFormat, config.KeyLogLevel,
@@ -203,6 +204,7 @@ func LoadConfig(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (confi
 	r := reader{v: v, fs: fs, env: env, file: path}
 	cfg := config.Config{
 		Listen:                 r.string(config.KeyListen),
+		AdminListen:            r.string(config.KeyAdminListen),
 		DatabaseURL:            r.string(config.KeyDatabaseURL),
 		Dev:                    r.bool(config.KeyDev),
 		HeartbeatInterval:      r.duration(config.KeyHeartbeatInterval),

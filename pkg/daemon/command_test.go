@@ -191,6 +191,38 @@ func TestTenantLimitSettings(t *testing.T) {
 	}
 }
 
+// TestAdminListenSetting: --admin-listen, MCPD_ADMIN_LISTEN and the file's
+// admin-listen key, off by default, host:port checked.
+func TestAdminListenSetting(t *testing.T) {
+	t.Parallel()
+	cfg, err := load(t, []string{"--dev"}, nil)
+	if err != nil || cfg.AdminListen != "" {
+		t.Fatalf("default: %q %v, want off", cfg.AdminListen, err)
+	}
+	file := writeFile(t, "c.yaml", "admin-listen: 127.0.0.1:9001\n")
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"--dev", "--config", file}, nil, "127.0.0.1:9001"},
+		{[]string{"--dev", "--config", file}, map[string]string{"MCPD_ADMIN_LISTEN": "127.0.0.1:9002"}, "127.0.0.1:9002"},
+		{[]string{"--dev", "--config", file, "--admin-listen", ":9003"}, map[string]string{"MCPD_ADMIN_LISTEN": "127.0.0.1:9002"}, ":9003"},
+	} {
+		cfg, err := load(t, c.args, c.env)
+		if err != nil || cfg.AdminListen != c.want {
+			t.Fatalf("%v %v: %q %v, want %q", c.args, c.env, cfg.AdminListen, err, c.want)
+		}
+	}
+	cfg, err = load(t, []string{"--dev", "--admin-listen", "9001"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--admin-listen") {
+		t.Fatalf("--admin-listen 9001: %v, want an error naming it", err)
+	}
+}
+
 func TestLoadConfigErrors(t *testing.T) {
 	t.Parallel()
 	cases := []struct {

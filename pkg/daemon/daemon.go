@@ -59,6 +59,9 @@ type Options struct {
 	// Reload makes Run call Reload at each value received (SIGHUP in
 	// main); nil: never.
 	Reload <-chan os.Signal
+	// ReadHeaderTimeout bounds reading a request's headers on every
+	// listener; zero: 5 s.
+	ReadHeaderTimeout time.Duration
 }
 
 // Daemon is one mcpd: store, monitor and HTTP API.
@@ -83,6 +86,10 @@ type Daemon struct {
 	ln         net.Listener
 	tls        *tlsReloader // nil without TLS
 	srv        *http.Server
+	adminLn    net.Listener // --admin-listen; nil when off
+	adminSrv   *http.Server
+	headerWait time.Duration   // ReadHeaderTimeout of every listener
+	errorLog   *serverErrorLog // the listeners' error log
 	pool       *pgxpool.Pool
 	pgStore    *pgstore.Store
 	secretFile string // the --dev secret this daemon wrote, removed on stop
@@ -103,7 +110,10 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	d := &Daemon{cfg: cfg, logger: opts.Logger, stdout: opts.Stdout, clock: opts.Clock, storeClock: opts.Clock,
-		tlsCheck: opts.TLSCheckInterval, reload: opts.Reload, done: make(chan struct{})}
+		tlsCheck: opts.TLSCheckInterval, reload: opts.Reload, done: make(chan struct{}), headerWait: opts.ReadHeaderTimeout}
+	if d.headerWait <= 0 {
+		d.headerWait = readHeaderTimeout
+	}
 	if d.logger == nil {
 		d.logger = slog.New(slog.DiscardHandler)
 	}
@@ -173,8 +183,8 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	})
 	hub := feed.NewHub(feed.Options{Source: store, Logger: d.logger, OnPoll: metrics.ObserveFeedRead})
 	cursorKey := store.CursorKey
-	if d.cfg.Dev && d.cfg.AuthJWTSecretFile != "" {
-		cursorKey = devCursorKey(d.cfg.AuthJWTSecretFile)
+	if d.cfg.Dev && (d.cfg.AuthJWTSecretFile != "" || d.cfg.AuthJWKSFile != "") {
+		cursorKey = devCursorKey(d.cfg.AuthJWTSecretFile, d.cfg.AuthJWKSFile)
 	}
 	// Watch streams end when the server shuts down (RegisterOnShutdown).
 	var streams context.Context
@@ -206,6 +216,14 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		}
 	}
 
+	var tlsMetrics prometheus.Registerer
+	if d.tls != nil {
+		tlsMetrics = metrics.Registry()
+	}
+	d.errorLog = newServerErrorLog(d.logger, d.clock, tlsMetrics)
+	if err := d.listenAdmin(ctx, handler); err != nil {
+		return err
+	}
 	var lc net.ListenConfig
 	raw, err := lc.Listen(ctx, "tcp", d.cfg.Listen)
 	if err != nil {
@@ -219,20 +237,32 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	d.ln = ln
 	d.srv = &http.Server{
 		Handler:           handler,
-		ReadHeaderTimeout: readHeaderTimeout,
+		ReadHeaderTimeout: d.headerWait,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      d.cfg.RequestTimeout + writeSlack,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(d.logger.Handler(), slog.LevelWarn),
+		ErrorLog:          d.errorLog.stdLogger(),
 		ConnState:         limiter.connState,
 	}
 	d.srv.RegisterOnShutdown(d.stopStreams)
-	d.serveErr = make(chan error, 1)
+	d.serveErr = make(chan error, 2)
+	var serving sync.WaitGroup
+	serve := func(srv *http.Server, ln net.Listener, what string) {
+		serving.Add(1)
+		go func() {
+			defer serving.Done()
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				d.serveErr <- fmt.Errorf("serve %s: %w", what, err)
+			}
+		}()
+	}
+	serve(d.srv, ln, "api")
+	if d.adminSrv != nil {
+		serve(d.adminSrv, d.adminLn, "admin")
+	}
 	go func() {
-		if err := d.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			d.serveErr <- fmt.Errorf("serve: %w", err)
-		}
+		serving.Wait()
 		close(d.serveErr)
 	}()
 
@@ -325,6 +355,51 @@ func (d *Daemon) openStore(ctx context.Context) (registryStore, error) {
 		d.logger.Warn("store not ready at start; serving 503 until it is", "err", err)
 	}
 	return store, nil
+}
+
+// adminPaths are what the admin listener serves.
+var adminPaths = []string{"GET /healthz", "GET /readyz", "GET /metrics"}
+
+// listenAdmin opens the --admin-listen listener, when set: plain HTTP (a
+// kubelet or systemd probe has no client certificate), /healthz, /readyz
+// and /metrics of handler only, without the API's connection cap, and with
+// the same bounds on reading a request.
+func (d *Daemon) listenAdmin(ctx context.Context, handler http.Handler) error {
+	if d.cfg.AdminListen == "" {
+		return nil
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", d.cfg.AdminListen)
+	if err != nil {
+		return fmt.Errorf("listen on %s (--%s): %w", d.cfg.AdminListen, config.KeyAdminListen, err)
+	}
+	mux := http.NewServeMux()
+	for _, p := range adminPaths {
+		mux.Handle(p, handler)
+	}
+	d.adminLn = ln
+	d.adminSrv = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: d.headerWait,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      d.cfg.RequestTimeout + writeSlack,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          d.errorLog.stdLogger(),
+	}
+	d.logger.Info("mcpd admin listener", "addr", ln.Addr().String(), "serves", "/healthz /readyz /metrics")
+	return nil
+}
+
+// AdminAddr returns the address of the --admin-listen listener, once
+// started; "" when it is off.
+func (d *Daemon) AdminAddr() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.adminLn == nil {
+		return ""
+	}
+	return d.adminLn.Addr().String()
 }
 
 // Addr returns the address the API listens on, once started.
@@ -444,6 +519,11 @@ func (d *Daemon) Stop(ctx context.Context) error {
 			_ = d.srv.Close()
 		}
 	}
+	if d.adminSrv != nil {
+		if err := d.adminSrv.Shutdown(ctx); err != nil {
+			_ = d.adminSrv.Close()
+		}
+	}
 	_ = d.feed.stop()
 	if d.monitor != nil {
 		if err := d.monitor.Stop(ctx); err != nil {
@@ -472,6 +552,9 @@ func (d *Daemon) closeResources() {
 	}
 	if d.ln != nil && d.srv == nil {
 		_ = d.ln.Close()
+	}
+	if d.adminLn != nil {
+		_ = d.adminLn.Close() // closed already after a Shutdown: harmless
 	}
 	if d.pgStore != nil {
 		d.pgStore.Close()

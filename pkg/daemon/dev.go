@@ -99,17 +99,26 @@ Try it:
 `, baseURL, b.secretFile, b.tenant, b.token, devScope, b.expires.Format(time.RFC3339), note)
 }
 
-// devCursorKey derives the cursor key of mcpd --dev from its JWT secret
-// file when the operator gives one: tokens then outlive a restart, and so
-// must cursors, so that a cursor of the previous process, whose memory
-// trail is gone, opens and is answered 410 (list again) rather than 400.
-func devCursorKey(path string) func(context.Context) ([]byte, error) {
+// devCursorKey derives the cursor key of mcpd --dev from the operator's
+// JWT secret file or, without one, its JWKS file: tokens then outlive a
+// restart, and so must cursors, so that a cursor of the previous process,
+// whose memory trail is gone, opens and is answered 410 (list again)
+// rather than 400. A JWKS holds public keys only: cursors sealed under a
+// key derived from it are still bound to their tenant and checked, but not
+// secret, which --dev (one process, a demo trail) can afford.
+func devCursorKey(secretFile, jwksFile string) func(context.Context) ([]byte, error) {
 	return func(context.Context) ([]byte, error) {
-		secret, err := auth.ReadSecretFile(path)
+		var material []byte
+		var err error
+		if secretFile != "" {
+			material, err = auth.ReadSecretFile(secretFile)
+		} else {
+			material, err = os.ReadFile(jwksFile)
+		}
 		if err != nil {
 			return nil, err
 		}
-		mac := hmac.New(sha256.New, secret)
+		mac := hmac.New(sha256.New, material)
 		mac.Write([]byte("mcpd --dev cursor key"))
 		return mac.Sum(nil), nil
 	}

@@ -24,7 +24,8 @@ type ServerInfo struct {
 	// MaxServers is the tenant's quota, set by the Registrar, not the
 	// server: when positive, a new (tenant, module) is refused with
 	// ErrQuotaExceeded while the tenant has this many servers that are not
-	// deregistered. Re-registering an existing module is always allowed.
+	// deregistered. Re-registering a module that is not deregistered is always
+	// allowed; a deregistered one counts as a new server.
 	MaxServers int
 }
 

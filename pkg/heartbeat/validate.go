@@ -85,6 +85,9 @@ func (info ServerInfo) Validate() error {
 		if reason := unstorableJSON(c); reason != "" {
 			return &FieldError{"capability_advertisement", reason}
 		}
+		if reason := unstorableNumbers(c); reason != "" {
+			return &FieldError{"capability_advertisement", reason}
+		}
 	}
 	if len(info.Skills) > MaxSkills {
 		return &FieldError{"skills", fmt.Sprintf("at most %d skills, has %d", MaxSkills, len(info.Skills))}
@@ -159,6 +162,68 @@ func unstorableJSON(raw []byte) string {
 			continue
 		}
 		i++ // the escaped character, which may be a backslash
+	}
+	return ""
+}
+
+// What PostgreSQL's numeric, the type of a jsonb number, holds: digits up
+// to 10^131071 before the decimal point and 16,383 after it, and an
+// exponent of at most INT_MAX/2 in the text.
+const (
+	numericMaxLeading = 131071
+	numericMaxScale   = 16383
+	numericMaxExp     = 1<<30 - 2
+)
+
+// unstorableNumbers says why PostgreSQL cannot store a number of the valid
+// JSON text raw in jsonb (its value or its scale past numeric's); "" when
+// it can. encoding/json reads such numbers as float64 infinities or zeros,
+// so the rule is PostgreSQL's: both stores then take the same advertisements.
+func unstorableNumbers(raw []byte) string {
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case c == '"':
+			for i++; i < len(raw) && raw[i] != '"'; i++ {
+				if raw[i] == '\\' {
+					i++
+				}
+			}
+		case c == '-' || (c >= '0' && c <= '9'):
+			j := i
+			for j < len(raw) && strings.IndexByte("0123456789+-.eE", raw[j]) >= 0 {
+				j++
+			}
+			if reason := unstorableNumber(string(raw[i:j])); reason != "" {
+				return reason
+			}
+			i = j - 1
+		}
+	}
+	return ""
+}
+
+// unstorableNumber checks one JSON number against numericMax*.
+func unstorableNumber(num string) string {
+	mant, exp, hasExp := strings.Cut(strings.TrimPrefix(num, "-"), "e")
+	if !hasExp {
+		mant, exp, _ = strings.Cut(mant, "E")
+	}
+	whole, frac, _ := strings.Cut(mant, ".")
+	e := 0
+	if exp != "" {
+		n, err := strconv.ParseInt(exp, 10, 64)
+		if err != nil || n > numericMaxExp || n < -numericMaxExp {
+			return fmt.Sprintf("the number %s is out of range: its exponent is past %d", truncate(num), numericMaxExp)
+		}
+		e = int(n)
+	}
+	if len(frac)-e > numericMaxScale {
+		return fmt.Sprintf("the number %s is out of range: more than %d digits after the decimal point", truncate(num), numericMaxScale)
+	}
+	digits := whole + frac
+	first := strings.IndexFunc(digits, func(r rune) bool { return r != '0' })
+	if first >= 0 && len(whole)-1-first+e > numericMaxLeading {
+		return fmt.Sprintf("the number %s is out of range: more than %d digits before the decimal point", truncate(num), numericMaxLeading+1)
 	}
 	return ""
 }

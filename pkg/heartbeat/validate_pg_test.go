@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/cyberos/mcpd/pkg/heartbeat"
@@ -57,6 +58,15 @@ func TestValidateMatchesPostgreSQL(t *testing.T) {
 			t.Errorf("capabilities %q: Validate accepts %t, PostgreSQL stores %t", caps, valid, pg)
 		}
 	}
+	for _, num := range outOfRangeCandidates() {
+		caps := `{"n":[` + num + `]}`
+		info := validInfo()
+		info.CapabilityAdvertisement = json.RawMessage(caps)
+		valid := info.Validate() == nil
+		if pg := stores(`SELECT $1::text::jsonb::text`, caps); valid != pg {
+			t.Errorf("capabilities with the number %.40q (%d bytes): Validate accepts %t, PostgreSQL stores %t", num, len(num), valid, pg)
+		}
+	}
 	for _, name := range []string{"a", "é😀", "a\x00b", "a\xff", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\uFFFD", "\u2028"} {
 		info := validInfo()
 		info.Skills = []heartbeat.SkillInfo{{Name: name, Description: name}}
@@ -64,5 +74,21 @@ func TestValidateMatchesPostgreSQL(t *testing.T) {
 		if pg := stores(`SELECT $1::text`, name); valid != pg {
 			t.Errorf("skill name %q: Validate accepts %t, PostgreSQL stores %t", name, valid, pg)
 		}
+	}
+}
+
+// outOfRangeCandidates are JSON numbers on both sides of what PostgreSQL's
+// numeric holds: 131,072 digits before the point, 16,383 after it.
+func outOfRangeCandidates() []string {
+	return []string{
+		"0", "-0", "1", "-1.5", "1e3", "1E+3", "1e-3", "0.0", "123.456e-2",
+		"1e131071", "1e131072", "-1e131071", "-1e131072", "9.999e131071", "12345e131067", "12345e131068",
+		"0.001e131074", "0.001e131075", "1e999999", "-1e999999", "1e131072000000000000",
+		"1e-16383", "1e-16384", "1e-999999", "1.5e-16382", "1.5e-16383", "0e-16383", "0e-16384",
+		"0e999999", "0e131072", "0e1073741822", "0e1073741823", "0e-1073741824", "1e-1073741824", "0e99999999999999999999", "0.0e-16383",
+		"0." + strings.Repeat("1", 16383), "0." + strings.Repeat("1", 16384), "0." + strings.Repeat("0", 20000),
+		"0." + strings.Repeat("9", 20000), "1" + strings.Repeat("0", 131071), "1" + strings.Repeat("0", 131072),
+		strings.Repeat("0", 200000) + "1" + "e131071", "1" + strings.Repeat("0", 131071) + "e-1",
+		"10e131070", "10e131071", "0.1e131072", "0.1e131073", "100000e-16383", "100000e-16384",
 	}
 }

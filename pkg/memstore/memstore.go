@@ -190,7 +190,8 @@ func (s *Store) Register(ctx context.Context, tenantID uuid.UUID, info heartbeat
 	}
 	srv := t.byModule[info.ModuleName]
 	created := srv == nil
-	if created && info.MaxServers > 0 && t.live >= info.MaxServers {
+	// A deregistered module registering again is a new server for the quota.
+	if (created || srv.status == heartbeat.StatusDeregistered) && info.MaxServers > 0 && t.live >= info.MaxServers {
 		return heartbeat.Server{}, false, heartbeat.Event{}, heartbeat.ErrQuotaExceeded
 	}
 	if created || srv.status == heartbeat.StatusDeregistered {

@@ -56,6 +56,18 @@ func (s *Store) Register(ctx context.Context, tenant uuid.UUID, info heartbeat.S
 				tenant, info.ModuleName).Scan(&id, &status)
 			switch {
 			case err == nil:
+				// A deregistered module registering again is a new server for
+				// the quota; its row, locked above, cannot change meanwhile.
+				if status == string(heartbeat.StatusDeregistered) && info.MaxServers > 0 {
+					if !checked { // else counted already, when the row was not there yet
+						if full, err = quotaFull(ctx, tx, tenant, info.MaxServers); err != nil {
+							return err
+						}
+					}
+					if full {
+						return heartbeat.ErrQuotaExceeded
+					}
+				}
 				from = &status
 				srv, err = scanServer(tx.QueryRow(ctx, `
 UPDATE mcp_servers
@@ -75,7 +87,7 @@ RETURNING `+serverColumns, id, info.Version, protocols, caps, s.now()))
 					if full {
 						// Look again under the lock: a registration of this
 						// module that committed meanwhile makes this one a
-						// re-registration, which is always allowed.
+						// re-registration of a live server, always allowed.
 						continue
 					}
 				}

@@ -3,6 +3,7 @@ package storetest
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ var registrationCases = []testCase{
 	{"trace_id_everywhere", traceIDEverywhere},
 	{"trace_id_made_by_store", traceIDMadeByStore},
 	{"capabilities_and_protocols", capabilitiesAndProtocols},
+	{"capability_numbers_at_the_limits", capabilityNumbersAtTheLimits},
 	{"event_body_has_no_capabilities", eventBodyHasNoCapabilities},
 	{"tenant_isolation", tenantIsolation},
 	{"unknown_server", unknownServer},
@@ -263,6 +265,38 @@ func capabilitiesAndProtocols(e *env) {
 	empty.CapabilityAdvertisement = json.RawMessage(`{}`)
 	if got := e.registerNew(empty); !jsonEqual(got.CapabilityAdvertisement, []byte(`{}`)) {
 		e.t.Fatalf("empty capabilities: got %s, want {}", got.CapabilityAdvertisement)
+	}
+}
+
+// Both stores take every advertisement that Validate accepts, numbers at
+// the edge of PostgreSQL's numeric included, and Validate refuses those
+// past it (1e131072 was a 500 on PostgreSQL and a 201 on the memory store).
+func capabilityNumbersAtTheLimits(e *env) {
+	for i, c := range []struct {
+		num   string
+		valid bool
+	}{
+		{"1e131071", true}, {"-9.999e131071", true}, {"1e-16383", true}, {"0e999999", true},
+		{"0." + strings.Repeat("7", 16383), true}, {"1" + strings.Repeat("0", 131071), true},
+		{"1e131072", false}, {"-1e999999", false}, {"1e-999999", false}, {"1e-16384", false},
+		{"0." + strings.Repeat("0", 20000), false}, {"0e1073741823", false},
+	} {
+		info := e.info(fmt.Sprintf("num-%d", i))
+		info.CapabilityAdvertisement = json.RawMessage(`{"n":{"x":[` + c.num + `]}}`)
+		err := info.Validate()
+		var fe *heartbeat.FieldError
+		if !c.valid {
+			if !errors.As(err, &fe) || fe.Field != "capability_advertisement" {
+				e.t.Fatalf("number %.30q (%d bytes): Validate = %v, want a FieldError on capability_advertisement", c.num, len(c.num), err)
+			}
+			continue
+		}
+		if err != nil {
+			e.t.Fatalf("number %.30q (%d bytes): Validate = %v, want nil", c.num, len(c.num), err)
+		}
+		if _, _, _, err := e.store.Register(e.ctx, e.tenant, info); err != nil {
+			e.t.Fatalf("number %.30q (%d bytes): Validate accepts it, the store refuses: %v", c.num, len(c.num), err)
+		}
 	}
 }
 
