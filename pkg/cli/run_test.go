@@ -57,7 +57,8 @@ func TestRegisterRun(t *testing.T) {
   "registered_at": "2026-05-17T10:00:00Z",
   "deregistered_at": null,
   "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
-  "heartbeat_interval_seconds": 10
+  "heartbeat_interval_seconds": 10,
+  "remotes": []
 }
 `, id, b.tenant)
 	if ts.out.String() != want {
@@ -164,6 +165,7 @@ heartbeat_interval_seconds: 10
 last_heartbeat_at: "2026-05-17T10:00:15Z"
 module_name: calendar
 registered_at: "2026-05-17T10:00:00Z"
+remotes: []
 server_id: %s
 status: healthy
 supported_protocols:
