@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -263,5 +264,28 @@ func TestAuditListRun(t *testing.T) {
 	}
 	if got := strings.Count(ts.out.String(), "\n"); got != 1 {
 		t.Fatalf("audit list --limit 1 printed %d lines:\n%s", got, ts.out)
+	}
+}
+
+// register sends the remotes, description and title, and mcpd returns them.
+func TestRegisterRunRemotes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ts := newTestIO()
+	remotes := []heartbeat.Remote{{Type: heartbeat.RemoteSSE, URL: "https://cal.example/sse"}}
+	opts := &registerOptions{
+		IO: ts.io, Client: b.clientFunc(), Printer: b.printer(ts, output.JSON),
+		Module: "calendar", Version: "1.3.2", Protocols: []string{"2025-06-18"},
+		RemoteList: remotes, Description: "The calendar", Title: "Calendar",
+	}
+	if err := registerRun(context.Background(), opts); err != nil {
+		t.Fatal(err)
+	}
+	var got heartbeat.Server
+	if err := json.Unmarshal(ts.out.Bytes(), &got); err != nil {
+		t.Fatalf("register -o json printed %q: %v", ts.out, err)
+	}
+	if !reflect.DeepEqual(got.Remotes, remotes) || got.Description != "The calendar" || got.Title != "Calendar" {
+		t.Fatalf("registered %+v", got)
 	}
 }
