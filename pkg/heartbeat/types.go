@@ -1,6 +1,7 @@
 package heartbeat
 
 import (
+	"context"
 	"encoding/json"
 	"time"
 
@@ -250,4 +251,53 @@ func (f ServerFilter) PageBytes() int {
 		return MaxPageBytes
 	}
 	return f.MaxBytes
+}
+
+// CatalogFilter selects a tenant's servers for the MCP registry API
+// (/v0.1), ordered by module name.
+type CatalogFilter struct {
+	Statuses []Status // empty: any
+	// ChangedSince, when set, selects the servers whose registration or
+	// status changed at or after it (StatusChangedAt).
+	ChangedSince *time.Time
+	// Search, when set, selects the servers whose SearchPrefix + module
+	// name holds it, ignoring case.
+	Search       string
+	SearchPrefix string
+	Version      string // empty: any; else exactly this version
+	ModuleName   string // empty: any
+	AfterModule  string // the page starts after this module name
+	Limit        int
+}
+
+// SkillState is a skill's name and whether it can be used now.
+type SkillState struct {
+	Name      string `json:"name"`
+	Available bool   `json:"available"`
+}
+
+// CatalogEntry is a server as the MCP registry API shows it: the server,
+// when its registration or status last changed (the time of its latest
+// audit event), and its skills by name.
+type CatalogEntry struct {
+	Server          Server
+	StatusChangedAt time.Time
+	Skills          []SkillState
+}
+
+// CatalogPage is one page of a catalog read; More reports that servers
+// follow the last one.
+type CatalogPage struct {
+	Entries []CatalogEntry
+	More    bool
+}
+
+// CatalogReader is a store that serves the MCP registry API's reads.
+type CatalogReader interface {
+	// Catalog returns a page of tenant's servers that f selects.
+	Catalog(ctx context.Context, tenant uuid.UUID, f CatalogFilter) (CatalogPage, error)
+	// LatestPosition returns the position of tenant's latest event at or
+	// before upTo (a position the store handed out), or the zero Position
+	// when it has none.
+	LatestPosition(ctx context.Context, tenant uuid.UUID, upTo Position) (Position, error)
 }
