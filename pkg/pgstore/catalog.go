@@ -101,4 +101,3 @@ LIMIT 1`, tenant, xid8Text(upTo.TxID), upTo.Seq)
 	}
 	return rows[0], nil
 }
-
