@@ -133,6 +133,7 @@ func TestRegisterInputRules(t *testing.T) {
 		{"remote url no host", ok(`{"remotes":[{"type":"sse","url":"https:///mcp"}]}`), "remotes[0].url"},
 		{"remote url user-info", ok(`{"remotes":[{"type":"sse","url":"https://u:p@a.example/"}]}`), "remotes[0].url"},
 		{"remote url fragment", ok(`{"remotes":[{"type":"sse","url":"https://a.example/mcp#x"}]}`), "remotes[0].url"},
+		{"remote url space", ok(`{"remotes":[{"type":"sse","url":"https://a.example/a b"}]}`), "remotes[0].url"},
 		{"remote url empty", ok(`{"remotes":[{"type":"sse","url":""}]}`), "remotes[0].url"},
 		{"remote url too long", ok(`{"remotes":[{"type":"sse","url":"https://a.example/` + strings.Repeat("x", 2048) + `"}]}`), "remotes[0].url"},
 		{"unknown remote field", ok(`{"remotes":[{"type":"sse","url":"https://a.example/","headers":[]}]}`), "headers"},

@@ -48,6 +48,7 @@ type testStore interface {
 	heartbeat.Store
 	heartbeat.LiveCounter
 	heartbeat.StatusCounter
+	heartbeat.CatalogReader
 }
 
 type setupOptions struct {
@@ -87,7 +88,7 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 		pinger = store
 	}
 	h := api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: verifier, Logger: logger, Metrics: metrics,
-		Pinger: pinger, RequestTimeout: o.requestTimeout, Limits: o.limits})
+		Pinger: pinger, RequestTimeout: o.requestTimeout, Limits: o.limits, Catalog: store})
 	b := &bundle{handler: h, store: store, clock: clock, monitor: mon, metrics: metrics, secret: secret,
 		tenant: uuid.New(), logs: logs, registry: reg}
 	b.token = b.issue(t, b.tenant, "mcp:read mcp:write")

@@ -189,6 +189,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		},
 		RequestTimeout: d.cfg.RequestTimeout,
 		Feed:           hub, CursorKey: cursorKey, Streams: streams,
+		Catalog: store, RegistryNamespace: d.cfg.RegistryNamespace,
 		Limits: limit.New(limit.Options{
 			Rate: d.cfg.TenantRateLimit, Burst: d.cfg.TenantRateBurst, MaxWatches: d.cfg.TenantMaxWatches,
 		}),
@@ -291,12 +292,14 @@ func (d *Daemon) openVerifier() (*auth.Verifier, *devBanner, error) {
 }
 
 // registryStore is what the daemon needs of a store: the API's, the
-// monitor's, the metrics' status counts and the alert outbox. Both stores
+// monitor's, the metrics' status counts, the MCP registry API's reads and
+// the alert outbox. Both stores
 // have it all, checked at compile time.
 type registryStore interface {
 	heartbeat.Store
 	heartbeat.MonitorStore
 	heartbeat.StatusCounter
+	heartbeat.CatalogReader
 	alertStore
 }
 

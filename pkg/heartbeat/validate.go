@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -144,6 +145,8 @@ func RemoteURLProblem(s string) string {
 		return fmt.Sprintf("must be at most %d bytes", MaxRemoteURLLen)
 	case unstorableText(s) != "":
 		return unstorableText(s)
+	case strings.ContainsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
+		return "must not contain spaces or control characters"
 	}
 	u, err := url.Parse(s)
 	switch {
