@@ -173,6 +173,10 @@ func (h *handler) registryList(w http.ResponseWriter, r *http.Request, claims au
 		return
 	}
 	rq.filter.Limit = rq.limit
+	tag := h.registryTag(r, claims.TenantID)
+	if registryNotModified(w, r, tag) {
+		return
+	}
 	page, err := h.catalog.Catalog(r.Context(), claims.TenantID, rq.filter)
 	if err != nil {
 		h.registryStoreError(w, r, err)
@@ -188,7 +192,7 @@ func (h *handler) registryList(w http.ResponseWriter, r *http.Request, claims au
 		last := page.Entries[len(page.Entries)-1].Server.ModuleName
 		list.Metadata.NextCursor = cc.seal(claims.TenantID, appendString([]byte{cursorKindRegistry}, last))
 	}
-	h.writeJSON(w, r, http.StatusOK, list)
+	h.writeRegistry(w, r, tag, list)
 }
 
 // registryModule reads {serverName}: "<namespace>/<module_name>", the slash
@@ -201,12 +205,16 @@ func (h *handler) registryModule(r *http.Request) (string, bool) {
 // registryVersions answers GET /v0.1/servers/{serverName}/versions: the
 // server's one entry, since mcpd keeps one version per server.
 func (h *handler) registryVersions(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
+	tag := h.registryTag(r, claims.TenantID)
+	if registryNotModified(w, r, tag) {
+		return
+	}
 	en, e := h.registryEntry(r, claims, "")
 	if e != nil {
 		writeRegistryError(w, e)
 		return
 	}
-	h.writeJSON(w, r, http.StatusOK, h.registryServerList([]heartbeat.CatalogEntry{en}))
+	h.writeRegistry(w, r, tag, h.registryServerList([]heartbeat.CatalogEntry{en}))
 }
 
 // registryVersion answers GET /v0.1/servers/{serverName}/versions/{version}.
@@ -216,12 +224,16 @@ func (h *handler) registryVersion(w http.ResponseWriter, r *http.Request, claims
 		writeRegistryError(w, &registryError{http.StatusNotFound, "Server version not found"})
 		return
 	}
+	tag := h.registryTag(r, claims.TenantID)
+	if registryNotModified(w, r, tag) {
+		return
+	}
 	en, e := h.registryEntry(r, claims, version)
 	if e != nil {
 		writeRegistryError(w, e)
 		return
 	}
-	h.writeJSON(w, r, http.StatusOK, h.registryServerResponse(en))
+	h.writeRegistry(w, r, tag, h.registryServerResponse(en))
 }
 
 // registryEntry reads the one server named by the path, at version

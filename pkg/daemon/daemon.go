@@ -156,6 +156,10 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		// Delivery reads the audit trail (the outbox); the sink only wakes it.
 		sink = alertWaker{next: sink, dispatcher: dispatcher}
 	}
+	hub := feed.NewHub(feed.Options{Source: store, Logger: d.logger, OnPoll: metrics.ObserveFeedRead})
+	// The hub learns of this process's own writes at once, so that the
+	// MCP registry API's ETag reflects them before it reads them.
+	sink = feedWriter{next: sink, hub: hub}
 	registrar := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{
 		Store: store, Sink: sink, Logger: d.logger, HeartbeatInterval: d.cfg.HeartbeatInterval.Seconds(),
 		MaxServersPerTenant: d.cfg.TenantMaxServers,
@@ -171,7 +175,6 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		MassLossShare: d.cfg.MassLossShare, MassLossMin: d.cfg.MassLossMin, OnMassLoss: guard.massLoss,
 		SweepTimeout: d.cfg.HeartbeatInterval,
 	})
-	hub := feed.NewHub(feed.Options{Source: store, Logger: d.logger, OnPoll: metrics.ObserveFeedRead})
 	cursorKey := store.CursorKey
 	if d.cfg.Dev && d.cfg.AuthJWTSecretFile != "" {
 		cursorKey = devCursorKey(d.cfg.AuthJWTSecretFile)
