@@ -59,6 +59,12 @@ type HandlerOptions struct {
 	// reads nothing for that long is disconnected; zero:
 	// DefaultStreamWriteTimeout.
 	StreamWriteTimeout time.Duration
+	// Catalog serves the MCP registry API (/v0.1); nil: those routes are
+	// not served.
+	Catalog heartbeat.CatalogReader
+	// RegistryNamespace is the namespace of the MCP registry API's server
+	// names; empty: DefaultRegistryNamespace.
+	RegistryNamespace string
 	// Limits are the per-tenant request rate and watch streams; nil: none.
 	// The request rate is checked for every /v1 call once its token is
 	// verified.
@@ -82,6 +88,9 @@ type handler struct {
 	// frames holds the encoded frames of recent events for watch streams.
 	frames frameCache
 	limits *limit.Tenants
+	// catalog and namespace serve the MCP registry API (registry.go).
+	catalog   heartbeat.CatalogReader
+	namespace string
 }
 
 // Route patterns, also the route label of mcpd_http_request_duration_seconds.
@@ -116,7 +125,9 @@ func NewHandler(opts HandlerOptions) http.Handler {
 		feed:      opts.Feed,
 		streams:   opts.Streams,
 
-		limits: opts.Limits,
+		limits:    opts.Limits,
+		catalog:   opts.Catalog,
+		namespace: opts.RegistryNamespace,
 
 		streamWriteTimeout: opts.StreamWriteTimeout,
 	}
@@ -138,6 +149,9 @@ func NewHandler(opts HandlerOptions) http.Handler {
 	if h.timeout <= 0 {
 		h.timeout = DefaultRequestTimeout
 	}
+	if h.namespace == "" {
+		h.namespace = DefaultRegistryNamespace
+	}
 
 	mux := http.NewServeMux()
 	mux.Handle(RouteRegister, h.authorized(auth.ScopeWrite, h.register))
@@ -153,6 +167,14 @@ func NewHandler(opts HandlerOptions) http.Handler {
 	// by GET: answer them as the wrong method they are.
 	for _, verb := range []string{"register", "heartbeat", "deregister"} {
 		mux.HandleFunc("GET /v1/mcp/servers/"+verb, postOnly)
+	}
+	if h.catalog != nil {
+		mux.Handle(RouteRegistryServers, h.authorized(auth.ScopeRead, h.registryList))
+		mux.Handle(RouteRegistryVersions, h.authorized(auth.ScopeRead, h.registryVersions))
+		mux.Handle(RouteRegistryVersion, h.authorized(auth.ScopeRead, h.registryVersion))
+		for _, route := range registryWriteRoutes {
+			mux.HandleFunc(route, registryNotImplemented)
+		}
 	}
 	mux.HandleFunc(RouteHealthz, h.healthz)
 	mux.HandleFunc(RouteReadyz, h.readyz)

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -45,7 +46,13 @@ func (h *handler) instrument(mux *http.ServeMux) http.Handler {
 		}()
 		if name := repeatedQueryParameter(r.URL.RawQuery); name != "" {
 			_, r.Pattern = mux.Handler(r)
-			writeProblem(sw, r, validationProblem(name, "given more than once; give each query parameter once"))
+			const detail = "given more than once; give each query parameter once"
+			if strings.HasPrefix(r.URL.Path, "/v0.1/") {
+				// The MCP registry API answers its own error shape.
+				writeRegistryError(sw, &registryError{http.StatusBadRequest, name + ": " + detail})
+				return
+			}
+			writeProblem(sw, r, validationProblem(name, detail))
 			return
 		}
 		mux.ServeHTTP(sw, r)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/auth"
+	"github.com/cyberos/mcpd/pkg/feed"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/limit"
 	"github.com/cyberos/mcpd/pkg/memstore"
@@ -48,6 +49,7 @@ type testStore interface {
 	heartbeat.Store
 	heartbeat.LiveCounter
 	heartbeat.StatusCounter
+	heartbeat.CatalogReader
 }
 
 type setupOptions struct {
@@ -56,6 +58,9 @@ type setupOptions struct {
 	requestTimeout time.Duration
 	limits         *limit.Tenants
 	maxServers     int
+	// feed runs a change-feed hub over the store, told of the handler's
+	// own writes (the MCP registry API's ETag).
+	feed bool
 }
 
 func setup(t *testing.T, opts ...setupOptions) *bundle {
@@ -78,6 +83,15 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	metrics := api.NewMetrics(api.MetricsOptions{Counter: store, Logger: logger})
 	sink := metrics.Sink(heartbeat.LogSink{Logger: logger})
+	var hub *feed.Hub
+	if o.feed {
+		hub = feed.NewHub(feed.Options{Source: store, Logger: logger})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); hub.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		sink = hubSink{next: sink, hub: hub}
+	}
 	reg := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{Store: store, Sink: sink, Logger: logger,
 		HeartbeatInterval: testInterval.Seconds(), MaxServersPerTenant: o.maxServers})
 	mon := heartbeat.NewMonitor(heartbeat.MonitorOptions{Store: store, Sink: sink, Logger: logger, Clock: clock,
@@ -87,12 +101,23 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 		pinger = store
 	}
 	h := api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: verifier, Logger: logger, Metrics: metrics,
-		Pinger: pinger, RequestTimeout: o.requestTimeout, Limits: o.limits})
+		Pinger: pinger, RequestTimeout: o.requestTimeout, Limits: o.limits, Catalog: store, Feed: hub})
 	b := &bundle{handler: h, store: store, clock: clock, monitor: mon, metrics: metrics, secret: secret,
 		tenant: uuid.New(), logs: logs, registry: reg}
 	b.token = b.issue(t, b.tenant, "mcp:read mcp:write")
 	b.readTok = b.issue(t, b.tenant, "mcp:read")
 	return b
+}
+
+// hubSink tells the hub of each event the handler wrote, as mcpd does.
+type hubSink struct {
+	next heartbeat.AlertSink
+	hub  *feed.Hub
+}
+
+func (s hubSink) Transition(ctx context.Context, ev heartbeat.Event) {
+	s.hub.Wrote(ev)
+	s.next.Transition(ctx, ev)
 }
 
 func (b *bundle) issue(t *testing.T, tenant uuid.UUID, scope string) string {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,6 +48,7 @@ const (
 	KeyTenantRateLimit        = "tenant-rate-limit"
 	KeyTenantRateBurst        = "tenant-rate-burst"
 	KeyTenantMaxWatches       = "tenant-max-watches"
+	KeyRegistryNamespace      = "registry-namespace"
 )
 
 // EnvPrefix starts the name of every environment variable of mcpd.
@@ -75,7 +77,14 @@ const (
 	DefaultTenantRateLimit  = 2000
 	DefaultTenantRateBurst  = 4000
 	DefaultTenantMaxWatches = 100
+	// DefaultRegistryNamespace is the namespace of the MCP registry API's
+	// server names ("local.mcpd/calendar").
+	DefaultRegistryNamespace = "local.mcpd"
 )
+
+// registryNamespaceRE is a namespace with which every registry name
+// matches server.json's name pattern.
+var registryNamespaceRE = regexp.MustCompile(`^[a-zA-Z0-9.-]{1,100}$`)
 
 // Log formats and levels.
 var (
@@ -147,6 +156,9 @@ type Config struct {
 	// TenantMaxWatches is the most concurrent watch streams of a tenant;
 	// 0: no limit.
 	TenantMaxWatches int
+	// RegistryNamespace is the namespace of the server names of the MCP
+	// registry API (/v0.1): "<namespace>/<module_name>".
+	RegistryNamespace string
 }
 
 // DefaultMonitorPeriodFor is the monitor period when none is given: the
@@ -176,6 +188,7 @@ func Default() Config {
 		TenantRateLimit:   DefaultTenantRateLimit,
 		TenantRateBurst:   DefaultTenantRateBurst,
 		TenantMaxWatches:  DefaultTenantMaxWatches,
+		RegistryNamespace: DefaultRegistryNamespace,
 	}
 }
 
@@ -212,6 +225,9 @@ func (c Config) Validate() error {
 	}
 	if c.TenantMaxWatches < 0 {
 		bad(KeyTenantMaxWatches, "%d is negative (0 for no limit)", c.TenantMaxWatches)
+	}
+	if !registryNamespaceRE.MatchString(c.RegistryNamespace) {
+		bad(KeyRegistryNamespace, "%q: want 1-100 of [a-zA-Z0-9.-], as in reverse DNS (local.mcpd, com.example)", c.RegistryNamespace)
 	}
 	switch {
 	case c.Dev && c.DatabaseURL != "":

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cyberos/mcpd/pkg/alert"
+	"github.com/cyberos/mcpd/pkg/feed"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 )
 
@@ -45,4 +46,16 @@ type alertWaker struct {
 func (w alertWaker) Transition(ctx context.Context, ev heartbeat.Event) {
 	w.next.Transition(ctx, ev)
 	w.dispatcher.Transition(ctx, ev)
+}
+
+// feedWriter is an AlertSink that tells the change-feed hub of each event
+// this process wrote, then passes it on.
+type feedWriter struct {
+	next heartbeat.AlertSink
+	hub  *feed.Hub
+}
+
+func (s feedWriter) Transition(ctx context.Context, ev heartbeat.Event) {
+	s.hub.Wrote(ev)
+	s.next.Transition(ctx, ev)
 }

@@ -157,6 +157,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.Float64(config.KeyTenantRateLimit, d.TenantRateLimit, "API requests per second of one tenant, per mcpd process; past it 429 (0: no limit)")
 	fs.Int(config.KeyTenantRateBurst, d.TenantRateBurst, "requests a tenant may make at once above --tenant-rate-limit")
 	fs.Int(config.KeyTenantMaxWatches, d.TenantMaxWatches, "concurrent watch streams of one tenant, per mcpd process; past it 429 (0: no limit)")
+	fs.String(config.KeyRegistryNamespace, d.RegistryNamespace, "namespace of the server names of the MCP registry API (/v0.1): NAMESPACE/MODULE")
 }
 
 // settingKeys are the keys of config.Config, the ones a file may hold.
@@ -168,6 +169,7 @@ var settingKeys = []string{
 	config.KeyBlindAfter, config.KeyMassLossShare, config.KeyMassLossMin,
 	config.KeyTLSCertFile, config.KeyTLSKeyFile, config.KeyTLSClientCAFile, config.KeyMaxConnections,
 	config.KeyTenantMaxServers, config.KeyTenantRateLimit, config.KeyTenantRateBurst, config.KeyTenantMaxWatches,
+	config.KeyRegistryNamespace,
 }
 
 // LoadConfig reads the configuration from fs (parsed flags, defined by
@@ -229,6 +231,7 @@ func LoadConfig(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (confi
 		TenantRateLimit:        r.float(config.KeyTenantRateLimit),
 		TenantRateBurst:        r.int(config.KeyTenantRateBurst),
 		TenantMaxWatches:       r.int(config.KeyTenantMaxWatches),
+		RegistryNamespace:      r.string(config.KeyRegistryNamespace),
 	}
 	if !r.set(config.KeyMonitorPeriod) {
 		cfg.MonitorPeriod = config.DefaultMonitorPeriodFor(cfg.HeartbeatInterval)

@@ -148,7 +148,7 @@ func TestEveryFlagHasAnEnvVariable(t *testing.T) {
 		"MCPD_TLS_CERT_FILE": "/c", "MCPD_TLS_KEY_FILE": "/k", "MCPD_TLS_CLIENT_CA_FILE": "/ca",
 		"MCPD_MAX_CONNECTIONS":    "500",
 		"MCPD_TENANT_MAX_SERVERS": "0", "MCPD_TENANT_RATE_LIMIT": "2.5", "MCPD_TENANT_RATE_BURST": "9",
-		"MCPD_TENANT_MAX_WATCHES": "7",
+		"MCPD_TENANT_MAX_WATCHES": "7", "MCPD_REGISTRY_NAMESPACE": "com.example",
 	}
 	cfg, err := load(t, nil, env)
 	if err != nil {
@@ -160,7 +160,8 @@ func TestEveryFlagHasAnEnvVariable(t *testing.T) {
 		AlertmanagerURLs: []string{"http://am"}, AlertWebhookURL: "http://hook", AlertWebhookSecretFile: "/w",
 		LogFormat: "text", LogLevel: "debug", BlindAfter: 7 * time.Second, MassLossShare: 0.25, MassLossMin: 3,
 		TLSCertFile: "/c", TLSKeyFile: "/k", TLSClientCAFile: "/ca", MaxConnections: 500,
-		TenantMaxServers: 0, TenantRateLimit: 2.5, TenantRateBurst: 9, TenantMaxWatches: 7}
+		TenantMaxServers: 0, TenantRateLimit: 2.5, TenantRateBurst: 9, TenantMaxWatches: 7,
+		RegistryNamespace: "com.example"}
 	if !equalConfig(cfg, want) {
 		t.Fatalf("got %+v\nwant %+v", cfg, want)
 	}
@@ -331,3 +332,29 @@ func boolString(b bool) string {
 }
 
 func equalConfig(a, b config.Config) bool { return reflect.DeepEqual(a, b) }
+
+// --registry-namespace: flag, MCPD_REGISTRY_NAMESPACE, the file's key, and
+// local.mcpd by default; one that cannot start a server.json name is bad.
+func TestRegistryNamespace(t *testing.T) {
+	t.Parallel()
+	cfg, err := load(t, nil, nil)
+	if err != nil || cfg.RegistryNamespace != "local.mcpd" {
+		t.Fatalf("default %q, %v", cfg.RegistryNamespace, err)
+	}
+	file := writeFile(t, "ns.yaml", "registry-namespace: io.file\n")
+	cfg, err = load(t, []string{"--config", file}, nil)
+	if err != nil || cfg.RegistryNamespace != "io.file" {
+		t.Fatalf("file %q, %v", cfg.RegistryNamespace, err)
+	}
+	cfg, err = load(t, []string{"--config", file, "--registry-namespace", "io.flag"}, map[string]string{"MCPD_REGISTRY_NAMESPACE": "io.env"})
+	if err != nil || cfg.RegistryNamespace != "io.flag" {
+		t.Fatalf("flag %q, %v", cfg.RegistryNamespace, err)
+	}
+	cfg.Dev = true
+	for _, bad := range []string{"", "local/mcpd", "a b", strings.Repeat("a", 101)} {
+		cfg.RegistryNamespace = bad
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--registry-namespace") {
+			t.Errorf("namespace %q: %v, want an error naming --registry-namespace", bad, err)
+		}
+	}
+}

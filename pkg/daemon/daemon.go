@@ -166,6 +166,10 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		// Delivery reads the audit trail (the outbox); the sink only wakes it.
 		sink = alertWaker{next: sink, dispatcher: dispatcher}
 	}
+	hub := feed.NewHub(feed.Options{Source: store, Logger: d.logger, OnPoll: metrics.ObserveFeedRead})
+	// The hub learns of this process's own writes at once, so that the
+	// MCP registry API's ETag reflects them before it reads them.
+	sink = feedWriter{next: sink, hub: hub}
 	registrar := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{
 		Store: store, Sink: sink, Logger: d.logger, HeartbeatInterval: d.cfg.HeartbeatInterval.Seconds(),
 		MaxServersPerTenant: d.cfg.TenantMaxServers,
@@ -181,7 +185,6 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		MassLossShare: d.cfg.MassLossShare, MassLossMin: d.cfg.MassLossMin, OnMassLoss: guard.massLoss,
 		SweepTimeout: d.cfg.HeartbeatInterval,
 	})
-	hub := feed.NewHub(feed.Options{Source: store, Logger: d.logger, OnPoll: metrics.ObserveFeedRead})
 	cursorKey := store.CursorKey
 	if d.cfg.Dev && (d.cfg.AuthJWTSecretFile != "" || d.cfg.AuthJWKSFile != "") {
 		cursorKey = devCursorKey(d.cfg.AuthJWTSecretFile, d.cfg.AuthJWKSFile)
@@ -199,6 +202,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		},
 		RequestTimeout: d.cfg.RequestTimeout,
 		Feed:           hub, CursorKey: cursorKey, Streams: streams,
+		Catalog: store, RegistryNamespace: d.cfg.RegistryNamespace,
 		Limits: limit.New(limit.Options{
 			Rate: d.cfg.TenantRateLimit, Burst: d.cfg.TenantRateBurst, MaxWatches: d.cfg.TenantMaxWatches,
 		}),
@@ -321,12 +325,14 @@ func (d *Daemon) openVerifier() (*auth.Verifier, *devBanner, error) {
 }
 
 // registryStore is what the daemon needs of a store: the API's, the
-// monitor's, the metrics' status counts and the alert outbox. Both stores
+// monitor's, the metrics' status counts, the MCP registry API's reads and
+// the alert outbox. Both stores
 // have it all, checked at compile time.
 type registryStore interface {
 	heartbeat.Store
 	heartbeat.MonitorStore
 	heartbeat.StatusCounter
+	heartbeat.CatalogReader
 	alertStore
 }
 

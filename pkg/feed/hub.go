@@ -77,6 +77,11 @@ type Hub struct {
 	advanced chan struct{}
 	// reset is closed, and replaced, when the history changed.
 	reset chan struct{}
+	// marks is, per tenant, what the hub knows of its changes (version.go).
+	marks map[uuid.UUID]*tenantMark
+	// recent holds the ids of the events read last, so that Wrote can
+	// tell an event the hub has read already.
+	recent recentIDs
 }
 
 // NewHub returns a Hub over opts.Source; Run makes it read.
@@ -85,6 +90,7 @@ func NewHub(opts Options) *Hub {
 		src: opts.Source, clock: opts.Clock, logger: opts.Logger, poll: opts.PollInterval,
 		ringSize: opts.RingSize, bookmark: opts.BookmarkInterval, onPoll: opts.OnPoll,
 		started: make(chan struct{}), advanced: make(chan struct{}), reset: make(chan struct{}),
+		marks: make(map[uuid.UUID]*tenantMark),
 	}
 	if h.clock == nil {
 		h.clock = clockwork.NewRealClock()
@@ -206,6 +212,7 @@ func (h *Hub) apply(b heartbeat.FeedBatch) {
 			"old_epoch", h.cursor.Epoch, "new_epoch", b.Horizon.Epoch)
 		h.ring = nil
 		h.base, h.cursor = b.Horizon, b.Horizon
+		h.marks = make(map[uuid.UUID]*tenantMark)
 		close(h.reset)
 		h.reset = make(chan struct{})
 		h.signal()
@@ -217,6 +224,7 @@ func (h *Hub) apply(b heartbeat.FeedBatch) {
 			continue
 		}
 		h.ring = append(h.ring, ev)
+		h.read(&ev)
 		next = ev.Position
 	}
 	if len(b.Events) < readLimit {

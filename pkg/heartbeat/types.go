@@ -1,6 +1,7 @@
 package heartbeat
 
 import (
+	"context"
 	"encoding/json"
 	"time"
 
@@ -13,6 +14,20 @@ type SkillInfo struct {
 	Description string `json:"description,omitempty"`
 }
 
+// Remote is where a server is reached, in the official MCP registry's
+// server.json terms: a transport type (RemoteStreamableHTTP or RemoteSSE)
+// and an absolute http or https URL.
+type Remote struct {
+	Type string `json:"type"`
+	URL  string `json:"url"`
+}
+
+// The transport types of a Remote.
+const (
+	RemoteStreamableHTTP = "streamable-http"
+	RemoteSSE            = "sse"
+)
+
 // ServerInfo is what a server says of itself when it registers.
 type ServerInfo struct {
 	ModuleName              string
@@ -20,7 +35,12 @@ type ServerInfo struct {
 	SupportedProtocols      []string
 	CapabilityAdvertisement json.RawMessage // a JSON object, or nil
 	Skills                  []SkillInfo     // the complete set; skills not named are removed
-	TraceID                 string          // 32 lowercase hex; empty: the store makes one
+	// Remotes, Description and Title replace the server's own on every
+	// registration; none is the empty list or string.
+	Remotes     []Remote
+	Description string
+	Title       string
+	TraceID     string // 32 lowercase hex; empty: the store makes one
 	// MaxServers is the tenant's quota, set by the Registrar, not the
 	// server: when positive, a new (tenant, module) is refused with
 	// ErrQuotaExceeded while the tenant has this many servers that are not
@@ -43,6 +63,10 @@ type Server struct {
 	DeregisteredAt          *time.Time      `json:"deregistered_at"`
 	TraceID                 string          `json:"trace_id"`
 	HeartbeatIntervalSecs   float64         `json:"heartbeat_interval_seconds"`
+	// Remotes is where the server is reached, [] when it did not say.
+	Remotes     []Remote `json:"remotes"`
+	Description string   `json:"description,omitempty"`
+	Title       string   `json:"title,omitempty"`
 }
 
 // Reasons a skill is unavailable that mcpd itself sets and a recovery undoes.
@@ -171,6 +195,8 @@ type SkillEntry struct {
 	ServerStatus       Status   `json:"server_status"`
 	Version            string   `json:"version"`
 	SupportedProtocols []string `json:"supported_protocols"`
+	// Remotes is where the skill's server is reached, [] when it did not say.
+	Remotes []Remote `json:"remotes"`
 }
 
 // SkillPage is one page of skills, the cursor of the next, and the horizon
@@ -226,4 +252,53 @@ func (f ServerFilter) PageBytes() int {
 		return MaxPageBytes
 	}
 	return f.MaxBytes
+}
+
+// CatalogFilter selects a tenant's servers for the MCP registry API
+// (/v0.1), ordered by module name.
+type CatalogFilter struct {
+	Statuses []Status // empty: any
+	// ChangedSince, when set, selects the servers whose registration or
+	// status changed at or after it (StatusChangedAt).
+	ChangedSince *time.Time
+	// Search, when set, selects the servers whose SearchPrefix + module
+	// name holds it, ignoring case.
+	Search       string
+	SearchPrefix string
+	Version      string // empty: any; else exactly this version
+	ModuleName   string // empty: any
+	AfterModule  string // the page starts after this module name
+	Limit        int
+}
+
+// SkillState is a skill's name and whether it can be used now.
+type SkillState struct {
+	Name      string `json:"name"`
+	Available bool   `json:"available"`
+}
+
+// CatalogEntry is a server as the MCP registry API shows it: the server,
+// when its registration or status last changed (the time of its latest
+// audit event), and its skills by name.
+type CatalogEntry struct {
+	Server          Server
+	StatusChangedAt time.Time
+	Skills          []SkillState
+}
+
+// CatalogPage is one page of a catalog read; More reports that servers
+// follow the last one.
+type CatalogPage struct {
+	Entries []CatalogEntry
+	More    bool
+}
+
+// CatalogReader is a store that serves the MCP registry API's reads.
+type CatalogReader interface {
+	// Catalog returns a page of tenant's servers that f selects.
+	Catalog(ctx context.Context, tenant uuid.UUID, f CatalogFilter) (CatalogPage, error)
+	// LatestPosition returns the position of tenant's latest event at or
+	// before upTo (a position the store handed out), or the zero Position
+	// when it has none.
+	LatestPosition(ctx context.Context, tenant uuid.UUID, upTo Position) (Position, error)
 }

@@ -25,11 +25,13 @@ var Start = time.Date(2026, 5, 17, 10, 0, 0, 0, time.UTC)
 const Interval = 10 * time.Second
 
 // Store is what the suite tests: a heartbeat.Store with the live counts of
-// the mass-loss check and the status counts of the metrics.
+// the mass-loss check, the status counts of the metrics and the reads of
+// the MCP registry API.
 type Store interface {
 	heartbeat.Store
 	heartbeat.LiveCounter
 	heartbeat.StatusCounter
+	heartbeat.CatalogReader
 }
 
 // Harness is one isolated store under test. Sweep spans every tenant, so no
@@ -59,6 +61,8 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	all = append(all, feedCases...)
 	all = append(all, quotaCases...)
 	all = append(all, pageBytesCases...)
+	all = append(all, remotesCases...)
+	all = append(all, catalogCases...)
 	for _, c := range all {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

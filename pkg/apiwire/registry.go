@@ -1,0 +1,73 @@
+package apiwire
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+)
+
+// The MCP registry API (/v0.1): the read side of the official MCP registry
+// API (OpenAPI "MCP Server Registry API" 2025-12-01) for the caller's
+// tenant, in that API's own shapes and names.
+
+// ServerSchemaURL is the server.json schema every RegistryServer names.
+const ServerSchemaURL = "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json"
+
+// HealthMetaKey is the key of mcpd's own block in a ServerResponse's _meta.
+const HealthMetaKey = "io.cyberos.mcpd/health"
+
+// RegistryServerList is the answer of GET /v0.1/servers and
+// GET /v0.1/servers/{serverName}/versions.
+type RegistryServerList struct {
+	Servers  []RegistryServerResponse `json:"servers"`
+	Metadata RegistryMetadata         `json:"metadata"`
+}
+
+// RegistryMetadata pages a RegistryServerList: NextCursor is absent on the
+// last page; Count is the number of servers of this page.
+type RegistryMetadata struct {
+	NextCursor string `json:"nextCursor,omitempty"`
+	Count      int    `json:"count"`
+}
+
+// RegistryServerResponse is one server: its server.json and mcpd's
+// health block.
+type RegistryServerResponse struct {
+	Server RegistryServer `json:"server"`
+	Meta   RegistryMeta   `json:"_meta"`
+}
+
+// RegistryServer is a server as a server.json (schema 2025-12-11)
+// describes it.
+type RegistryServer struct {
+	Schema      string             `json:"$schema"`
+	Name        string             `json:"name"`
+	Description string             `json:"description"`
+	Title       string             `json:"title,omitempty"`
+	Version     string             `json:"version"`
+	Remotes     []heartbeat.Remote `json:"remotes"`
+}
+
+// RegistryMeta is the _meta of a RegistryServerResponse.
+type RegistryMeta struct {
+	Health RegistryHealth `json:"io.cyberos.mcpd/health"`
+}
+
+// RegistryHealth is what mcpd knows of a server's liveness, which the
+// official registry does not record.
+type RegistryHealth struct {
+	ServerID           uuid.UUID              `json:"serverId"`
+	Status             heartbeat.Status       `json:"status"`
+	LastHeartbeatAt    time.Time              `json:"lastHeartbeatAt"`
+	StatusChangedAt    time.Time              `json:"statusChangedAt"`
+	RegisteredAt       time.Time              `json:"registeredAt"`
+	SupportedProtocols []string               `json:"supportedProtocols"`
+	Skills             []heartbeat.SkillState `json:"skills"`
+}
+
+// RegistryError is every error answer of /v0.1 that the API itself makes.
+type RegistryError struct {
+	Error string `json:"error"`
+}

@@ -1,0 +1,75 @@
+package memstore
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+)
+
+var _ heartbeat.CatalogReader = (*Store)(nil)
+
+// Catalog returns a page of tenant's servers that f selects, by module name.
+func (s *Store) Catalog(ctx context.Context, tenantID uuid.UUID, f heartbeat.CatalogFilter) (heartbeat.CatalogPage, error) {
+	if err := ctx.Err(); err != nil {
+		return heartbeat.CatalogPage{}, err
+	}
+	limit := pageLimit(f.Limit)
+	search := strings.ToLower(f.Search)
+	var since int64
+	if f.ChangedSince != nil {
+		since = f.ChangedSince.UnixMicro()
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	page := heartbeat.CatalogPage{Entries: []heartbeat.CatalogEntry{}}
+	t := s.tenants[tenantID]
+	if t == nil {
+		return page, nil
+	}
+	start := sort.Search(len(t.sorted), func(i int) bool { return t.sorted[i].module > f.AfterModule })
+	for _, srv := range t.sorted[start:] {
+		if len(f.Statuses) > 0 && !slices.Contains(f.Statuses, srv.status) ||
+			f.ChangedSince != nil && srv.statusChanged < since ||
+			f.Search != "" && !strings.Contains(strings.ToLower(f.SearchPrefix+srv.module), search) ||
+			f.Version != "" && srv.version != f.Version ||
+			f.ModuleName != "" && srv.module != f.ModuleName {
+			continue
+		}
+		if len(page.Entries) == limit {
+			page.More = true
+			break
+		}
+		e := heartbeat.CatalogEntry{Server: srv.public(), StatusChangedAt: micros(srv.statusChanged),
+			Skills: make([]heartbeat.SkillState, len(srv.skills))}
+		e.Server.CapabilityAdvertisement = nil
+		for i, k := range srv.skills {
+			e.Skills[i] = heartbeat.SkillState{Name: k.name, Available: k.reason == ""}
+		}
+		page.Entries = append(page.Entries, e)
+	}
+	return page, nil
+}
+
+// LatestPosition returns the position of tenant's latest event at or
+// before upTo, or the zero Position.
+func (s *Store) LatestPosition(ctx context.Context, tenantID uuid.UUID, upTo heartbeat.Position) (heartbeat.Position, error) {
+	if err := ctx.Err(); err != nil {
+		return heartbeat.Position{}, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	t := s.tenants[tenantID]
+	if t == nil {
+		return heartbeat.Position{}, nil
+	}
+	i := sort.Search(len(t.events), func(i int) bool { return t.events[i].seq > upTo.Seq })
+	if i == 0 {
+		return heartbeat.Position{}, nil
+	}
+	return s.position(t.events[i-1].seq), nil
+}

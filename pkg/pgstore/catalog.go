@@ -1,0 +1,103 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+)
+
+var _ heartbeat.CatalogReader = (*Store)(nil)
+
+// catalogSQL selects a page of the MCP registry API ($10 is the page's
+// limit + 1): the server without its capability advertisement (the API
+// does not show it), when its registration or status last changed
+// (status_changed_at, migration 0015), and its skills by name. It walks
+// the index of (tenant_id, module_name) after $9.
+var catalogSQL = `
+SELECT ` + strings.Replace(serverColumns, "capability_advertisement", "NULL::jsonb", 1) + `,
+       status_changed_at,
+       COALESCE((SELECT jsonb_agg(jsonb_build_object('name', k.name, 'available', k.available) ORDER BY k.name)
+                 FROM mcp_skills k WHERE k.server_id = s.server_id), '[]'::jsonb)
+FROM mcp_servers s
+WHERE tenant_id = $1
+  AND ($2::text[] IS NULL OR status = ANY ($2::text[]))
+  AND ($3::timestamptz IS NULL OR status_changed_at >= $3)
+  AND ($4::text IS NULL OR strpos(lower($5::text || module_name), lower($4)) > 0)
+  AND ($6::text IS NULL OR version = $6)
+  AND ($7::text IS NULL OR module_name = $7)
+  AND module_name > $8
+ORDER BY module_name
+LIMIT $9`
+
+// Catalog returns a page of tenant's servers that f selects, by module name.
+func (s *Store) Catalog(ctx context.Context, tenant uuid.UUID, f heartbeat.CatalogFilter) (heartbeat.CatalogPage, error) {
+	limit := pageLimit(f.Limit)
+	var statuses []string
+	for _, st := range f.Statuses {
+		statuses = append(statuses, string(st))
+	}
+	entries, err := queryInTenant(ctx, s, tenant, collectCatalogEntry, catalogSQL,
+		tenant, statuses, f.ChangedSince, nullIfEmpty(f.Search), f.SearchPrefix, nullIfEmpty(f.Version),
+		nullIfEmpty(f.ModuleName), f.AfterModule, limit+1)
+	if err != nil {
+		return heartbeat.CatalogPage{}, err
+	}
+	page := heartbeat.CatalogPage{Entries: entries}
+	if len(entries) > limit {
+		page.Entries, page.More = entries[:limit], true
+	}
+	if page.Entries == nil {
+		page.Entries = []heartbeat.CatalogEntry{}
+	}
+	return page, nil
+}
+
+func collectCatalogEntry(row pgx.CollectableRow) (heartbeat.CatalogEntry, error) {
+	var (
+		e      heartbeat.CatalogEntry
+		skills []byte
+		err    error
+	)
+	if e.Server, err = scanServer(row, &e.StatusChangedAt, &skills); err != nil {
+		return e, err
+	}
+	e.StatusChangedAt = e.StatusChangedAt.UTC()
+	if err := json.Unmarshal(skills, &e.Skills); err != nil {
+		return e, fmt.Errorf("decode skills: %w", err)
+	}
+	if e.Skills == nil {
+		e.Skills = []heartbeat.SkillState{}
+	}
+	return e, nil
+}
+
+// LatestPosition returns the position of tenant's latest event at or
+// before upTo, or the zero Position: one probe of the index of
+// (tenant_id, txid, seq).
+func (s *Store) LatestPosition(ctx context.Context, tenant uuid.UUID, upTo heartbeat.Position) (heartbeat.Position, error) {
+	rows, err := queryInTenant(ctx, s, tenant, func(row pgx.CollectableRow) (heartbeat.Position, error) {
+		var (
+			txid string
+			seq  int64
+		)
+		if err := row.Scan(&txid, &seq); err != nil {
+			return heartbeat.Position{}, err
+		}
+		x, err := parseXid8(txid)
+		return heartbeat.Position{Epoch: upTo.Epoch, TxID: x, Seq: seq}, err
+	}, `
+SELECT txid::text, seq FROM mcp_audit_events
+WHERE tenant_id = $1 AND (txid, seq) <= ($2::text::xid8, $3)
+ORDER BY txid DESC, seq DESC
+LIMIT 1`, tenant, xid8Text(upTo.TxID), upTo.Seq)
+	if err != nil || len(rows) == 0 {
+		return heartbeat.Position{}, err
+	}
+	return rows[0], nil
+}
