@@ -9,9 +9,33 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/tracing"
 )
+
+// Attributes of the API's spans. Only ids, names and statuses: never a
+// token, a capability advertisement or a skill's text.
+const (
+	attrTenant  = attribute.Key("mcpd.tenant_id")
+	attrServer  = attribute.Key("mcpd.server_id")
+	attrModule  = attribute.Key("mcpd.module_name")
+	attrStatus  = attribute.Key("mcpd.server.status")
+	attrTraceID = attribute.Key("mcpd.server.trace_id")
+	attrCount   = attribute.Key("mcpd.result.count")
+)
+
+// requestTraceID is the trace id a registration stores: the trace of the
+// request's span when tracing is on (its traceparent's, or the new trace
+// it started), else the traceparent header's; "" makes a random one.
+func requestTraceID(r *http.Request) string {
+	if id := tracing.TraceID(r.Context()); id != "" {
+		return id
+	}
+	return heartbeat.TraceIDFromTraceparent(r.Header.Get(HeaderTraceparent))
+}
 
 func (h *handler) register(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
 	var req RegisterRequest
@@ -25,7 +49,7 @@ func (h *handler) register(w http.ResponseWriter, r *http.Request, claims auth.C
 		SupportedProtocols:      req.SupportedProtocols,
 		CapabilityAdvertisement: req.CapabilityAdvertisement,
 		Skills:                  req.Skills,
-		TraceID:                 heartbeat.TraceIDFromTraceparent(r.Header.Get(HeaderTraceparent)),
+		TraceID:                 requestTraceID(r),
 	}
 	if info.Validate() == nil {
 		if p := unstorableText(info); p != nil {
@@ -38,6 +62,9 @@ func (h *handler) register(w http.ResponseWriter, r *http.Request, claims auth.C
 		writeProblem(w, r, h.errorProblem(r, err))
 		return
 	}
+	annotate(r, attrTenant.String(claims.TenantID.String()), attrServer.String(srv.ServerID.String()),
+		attrModule.String(srv.ModuleName), attrStatus.String(string(srv.Status)), attrTraceID.String(srv.TraceID),
+		attribute.Bool("mcpd.server.created", created))
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
@@ -63,6 +90,8 @@ func (h *handler) heartbeat(w http.ResponseWriter, r *http.Request, claims auth.
 		writeProblem(w, r, h.errorProblem(r, err))
 		return
 	}
+	annotate(r, attrTenant.String(claims.TenantID.String()), attrServer.String(srv.ServerID.String()),
+		attrModule.String(srv.ModuleName), attrStatus.String(string(srv.Status)), attrTraceID.String(srv.TraceID))
 	h.writeJSON(w, r, http.StatusOK, srv)
 }
 
@@ -136,6 +165,8 @@ func (h *handler) deregister(w http.ResponseWriter, r *http.Request, claims auth
 		writeProblem(w, r, h.errorProblem(r, err))
 		return
 	}
+	annotate(r, attrTenant.String(claims.TenantID.String()), attrServer.String(srv.ServerID.String()),
+		attrModule.String(srv.ModuleName), attrStatus.String(string(srv.Status)), attrTraceID.String(srv.TraceID))
 	h.writeJSON(w, r, http.StatusOK, srv)
 }
 
@@ -208,6 +239,7 @@ func (h *handler) listServers(w http.ResponseWriter, r *http.Request, claims aut
 	if servers == nil {
 		servers = []heartbeat.Server{}
 	}
+	annotate(r, attrTenant.String(claims.TenantID.String()), attrCount.Int(len(servers)))
 	h.writeServerList(w, r, ServerList{
 		Servers:     servers,
 		NextCursor:  cc.encodeServerCursor(claims.TenantID, page.Next),
@@ -273,6 +305,7 @@ func (h *handler) listEvents(w http.ResponseWriter, r *http.Request, claims auth
 		writeProblem(w, r, h.errorProblem(r, err))
 		return
 	}
+	annotate(r, attrTenant.String(claims.TenantID.String()), attrCount.Int(len(page.Events)))
 	h.writeJSON(w, r, http.StatusOK, EventList{
 		Events:      publicEvents(page.Events),
 		NextCursor:  cc.encodeNextPosition(claims.TenantID, page.Next),
@@ -352,6 +385,7 @@ func (h *handler) findSkills(w http.ResponseWriter, r *http.Request, claims auth
 		writeProblem(w, r, h.errorProblem(r, err))
 		return
 	}
+	annotate(r, attrTenant.String(claims.TenantID.String()), attrCount.Int(len(page.Skills)))
 	h.writeJSON(w, r, http.StatusOK, SkillDirectory{
 		Skills:      page.Skills,
 		NextCursor:  cc.encodeSkillCursor(claims.TenantID, page.Next),
