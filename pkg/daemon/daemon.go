@@ -151,7 +151,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if d.tracing, err = tracing.New(ctx, d.getenv); err != nil {
+	if d.tracing, err = tracing.New(ctx, d.getenv, d.logger); err != nil {
 		return err
 	}
 	tp := d.tracing.TracerProvider()

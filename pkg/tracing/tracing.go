@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
@@ -59,9 +61,18 @@ func Enabled(getenv func(string) string) bool {
 // processor (OTEL_BSP_*) and the resource (OTEL_SERVICE_NAME,
 // OTEL_RESOURCE_ATTRIBUTES) are read by the SDK from the process
 // environment, as its documentation describes.
-func New(ctx context.Context, getenv func(string) string) (*Provider, error) {
+//
+// The SDK reports what it cannot export through OpenTelemetry's one
+// process-wide error handler; New points it at logger (warn level), so the
+// last daemon started in a process gets those lines.
+func New(ctx context.Context, getenv func(string) string, logger *slog.Logger) (*Provider, error) {
 	if !Enabled(getenv) {
 		return &Provider{}, nil
+	}
+	if logger != nil {
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+			logger.Warn("traces not exported", "err", err)
+		}))
 	}
 	exp, err := otlptracehttp.New(ctx)
 	if err != nil {
@@ -81,17 +92,6 @@ func New(ctx context.Context, getenv func(string) string) (*Provider, error) {
 	}
 	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	return &Provider{sdk: sdk}, nil
-}
-
-// NewWithExporter returns a Provider that hands every span to exp in
-// batches, sampled by sampler (nil: parent-based, always on): for tests
-// and the benchmark, which bring their own receiver.
-func NewWithExporter(exp sdktrace.SpanExporter, sampler sdktrace.Sampler) *Provider {
-	opts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp)}
-	if sampler != nil {
-		opts = append(opts, sdktrace.WithSampler(sampler))
-	}
-	return &Provider{sdk: sdktrace.NewTracerProvider(opts...)}
 }
 
 // Enabled reports whether p records and exports spans.
@@ -135,12 +135,4 @@ func TraceID(ctx context.Context) string {
 		return ""
 	}
 	return sc.TraceID().String()
-}
-
-// Traceparent returns the traceparent header value of the span in ctx, or
-// "" when ctx carries no valid span context.
-func Traceparent(ctx context.Context) string {
-	c := propagation.MapCarrier{}
-	Propagator.Inject(ctx, c)
-	return c.Get("traceparent")
 }
