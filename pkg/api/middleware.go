@@ -141,9 +141,11 @@ func endSpan(span trace.Span, pattern string, code int) {
 	span.End()
 }
 
-// annotate adds attributes to the request's span when it is recorded.
-func annotate(r *http.Request, kv ...attribute.KeyValue) {
+// recording returns the request's span when it is recorded, else nil: the
+// attributes of a span are only made for one that keeps them.
+func recording(r *http.Request) trace.Span {
 	if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
-		span.SetAttributes(kv...)
+		return span
 	}
+	return nil
 }

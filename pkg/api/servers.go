@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/cyberos/mcpd/pkg/auth"
@@ -26,6 +27,14 @@ const (
 	attrTraceID = attribute.Key("mcpd.server.trace_id")
 	attrCount   = attribute.Key("mcpd.result.count")
 )
+
+// serverAttrs are the attributes of a span about one server of tenant.
+func serverAttrs(tenant uuid.UUID, srv heartbeat.Server) []attribute.KeyValue {
+	return []attribute.KeyValue{
+		attrTenant.String(tenant.String()), attrServer.String(srv.ServerID.String()),
+		attrModule.String(srv.ModuleName), attrStatus.String(string(srv.Status)), attrTraceID.String(srv.TraceID),
+	}
+}
 
 // requestTraceID is the trace id a registration stores: the trace of the
 // request's span when tracing is on (its traceparent's, or the new trace
@@ -62,9 +71,10 @@ func (h *handler) register(w http.ResponseWriter, r *http.Request, claims auth.C
 		writeProblem(w, r, h.errorProblem(r, err))
 		return
 	}
-	annotate(r, attrTenant.String(claims.TenantID.String()), attrServer.String(srv.ServerID.String()),
-		attrModule.String(srv.ModuleName), attrStatus.String(string(srv.Status)), attrTraceID.String(srv.TraceID),
-		attribute.Bool("mcpd.server.created", created))
+	if span := recording(r); span != nil {
+		span.SetAttributes(serverAttrs(claims.TenantID, srv)...)
+		span.SetAttributes(attribute.Bool("mcpd.server.created", created))
+	}
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
@@ -90,8 +100,9 @@ func (h *handler) heartbeat(w http.ResponseWriter, r *http.Request, claims auth.
 		writeProblem(w, r, h.errorProblem(r, err))
 		return
 	}
-	annotate(r, attrTenant.String(claims.TenantID.String()), attrServer.String(srv.ServerID.String()),
-		attrModule.String(srv.ModuleName), attrStatus.String(string(srv.Status)), attrTraceID.String(srv.TraceID))
+	if span := recording(r); span != nil {
+		span.SetAttributes(serverAttrs(claims.TenantID, srv)...)
+	}
 	h.writeJSON(w, r, http.StatusOK, srv)
 }
 
@@ -165,8 +176,9 @@ func (h *handler) deregister(w http.ResponseWriter, r *http.Request, claims auth
 		writeProblem(w, r, h.errorProblem(r, err))
 		return
 	}
-	annotate(r, attrTenant.String(claims.TenantID.String()), attrServer.String(srv.ServerID.String()),
-		attrModule.String(srv.ModuleName), attrStatus.String(string(srv.Status)), attrTraceID.String(srv.TraceID))
+	if span := recording(r); span != nil {
+		span.SetAttributes(serverAttrs(claims.TenantID, srv)...)
+	}
 	h.writeJSON(w, r, http.StatusOK, srv)
 }
 
@@ -239,7 +251,9 @@ func (h *handler) listServers(w http.ResponseWriter, r *http.Request, claims aut
 	if servers == nil {
 		servers = []heartbeat.Server{}
 	}
-	annotate(r, attrTenant.String(claims.TenantID.String()), attrCount.Int(len(servers)))
+	if span := recording(r); span != nil {
+		span.SetAttributes(attrTenant.String(claims.TenantID.String()), attrCount.Int(len(servers)))
+	}
 	h.writeServerList(w, r, ServerList{
 		Servers:     servers,
 		NextCursor:  cc.encodeServerCursor(claims.TenantID, page.Next),
@@ -305,7 +319,9 @@ func (h *handler) listEvents(w http.ResponseWriter, r *http.Request, claims auth
 		writeProblem(w, r, h.errorProblem(r, err))
 		return
 	}
-	annotate(r, attrTenant.String(claims.TenantID.String()), attrCount.Int(len(page.Events)))
+	if span := recording(r); span != nil {
+		span.SetAttributes(attrTenant.String(claims.TenantID.String()), attrCount.Int(len(page.Events)))
+	}
 	h.writeJSON(w, r, http.StatusOK, EventList{
 		Events:      publicEvents(page.Events),
 		NextCursor:  cc.encodeNextPosition(claims.TenantID, page.Next),
@@ -385,7 +401,9 @@ func (h *handler) findSkills(w http.ResponseWriter, r *http.Request, claims auth
 		writeProblem(w, r, h.errorProblem(r, err))
 		return
 	}
-	annotate(r, attrTenant.String(claims.TenantID.String()), attrCount.Int(len(page.Skills)))
+	if span := recording(r); span != nil {
+		span.SetAttributes(attrTenant.String(claims.TenantID.String()), attrCount.Int(len(page.Skills)))
+	}
 	h.writeJSON(w, r, http.StatusOK, SkillDirectory{
 		Skills:      page.Skills,
 		NextCursor:  cc.encodeSkillCursor(claims.TenantID, page.Next),
