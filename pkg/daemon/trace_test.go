@@ -133,6 +133,19 @@ func TestTracesReachTheCollector(t *testing.T) {
 	if _, err := c.Heartbeat(ctx, srv.ServerID); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := c.Servers(ctx, client.ListServersParams{}); err != nil {
+		t.Fatal(err)
+	}
+	// A watch stream that starts, and ends when its client goes.
+	wctx, cancelWatch := context.WithCancel(ctx)
+	wreq, _ := http.NewRequestWithContext(wctx, http.MethodGet, "http://"+d.Addr()+"/v1/mcp/watch", nil)
+	wreq.Header.Set("Authorization", "Bearer "+token)
+	wresp, err := http.DefaultClient.Do(wreq)
+	if err != nil || wresp.StatusCode != http.StatusOK {
+		t.Fatalf("watch: %v %v", wresp, err)
+	}
+	cancelWatch()
+	_ = wresp.Body.Close()
 	// Silent: the sweeps turn it degraded, then unhealthy, which the
 	// webhook is told.
 	testwait.Eventually(t, "the unhealthy alert at the webhook", func() bool { return len(hooked()) > 0 })
@@ -208,6 +221,17 @@ func TestTracesReachTheCollector(t *testing.T) {
 		t.Fatalf("batch span parent %s attributes %v, want the heartbeat's %s", batch.ParentSpanID, batch.Attrs, hb.SpanID)
 	}
 	t.Logf("heartbeat:\n%s", otlptest.Tree(spans, hb.TraceID, spanAttrs...))
+
+	// A list says how many it returned; the watch stream is one span with
+	// its start and end as events.
+	list := find("of the list", func(s otlptest.Span) bool { return s.Name == api.RouteServers })
+	if list.Attrs["mcpd.result.count"] != "1" || list.Attrs["mcpd.tenant_id"] != tenant.String() {
+		t.Fatalf("list span attributes %v", list.Attrs)
+	}
+	watch := find("of the watch", func(s otlptest.Span) bool { return s.Name == api.RouteWatch })
+	if strings.Join(watch.Events, ",") != "watch stream started,watch stream ended" {
+		t.Fatalf("watch span events %q", watch.Events)
+	}
 
 	// Sweeps: each a root, with counts; one moved the server to unhealthy.
 	sweep := find("of the sweep that found the server unhealthy", func(s otlptest.Span) bool {
