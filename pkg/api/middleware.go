@@ -142,8 +142,12 @@ func endSpan(span trace.Span, pattern string, code int) {
 }
 
 // recording returns the request's span when it is recorded, else nil: the
-// attributes of a span are only made for one that keeps them.
-func recording(r *http.Request) trace.Span {
+// attributes of a span are only made for one that keeps them, and with
+// tracing off the request is not even looked at.
+func (h *handler) recording(r *http.Request) trace.Span {
+	if h.tracer == nil {
+		return nil
+	}
 	if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
 		return span
 	}

@@ -71,7 +71,7 @@ func (h *handler) register(w http.ResponseWriter, r *http.Request, claims auth.C
 		writeProblem(w, r, h.errorProblem(r, err))
 		return
 	}
-	if span := recording(r); span != nil {
+	if span := h.recording(r); span != nil {
 		span.SetAttributes(serverAttrs(claims.TenantID, srv)...)
 		span.SetAttributes(attribute.Bool("mcpd.server.created", created))
 	}
@@ -100,7 +100,7 @@ func (h *handler) heartbeat(w http.ResponseWriter, r *http.Request, claims auth.
 		writeProblem(w, r, h.errorProblem(r, err))
 		return
 	}
-	if span := recording(r); span != nil {
+	if span := h.recording(r); span != nil {
 		span.SetAttributes(serverAttrs(claims.TenantID, srv)...)
 	}
 	h.writeJSON(w, r, http.StatusOK, srv)
@@ -176,7 +176,7 @@ func (h *handler) deregister(w http.ResponseWriter, r *http.Request, claims auth
 		writeProblem(w, r, h.errorProblem(r, err))
 		return
 	}
-	if span := recording(r); span != nil {
+	if span := h.recording(r); span != nil {
 		span.SetAttributes(serverAttrs(claims.TenantID, srv)...)
 	}
 	h.writeJSON(w, r, http.StatusOK, srv)
@@ -251,7 +251,7 @@ func (h *handler) listServers(w http.ResponseWriter, r *http.Request, claims aut
 	if servers == nil {
 		servers = []heartbeat.Server{}
 	}
-	if span := recording(r); span != nil {
+	if span := h.recording(r); span != nil {
 		span.SetAttributes(attrTenant.String(claims.TenantID.String()), attrCount.Int(len(servers)))
 	}
 	h.writeServerList(w, r, ServerList{
@@ -319,7 +319,7 @@ func (h *handler) listEvents(w http.ResponseWriter, r *http.Request, claims auth
 		writeProblem(w, r, h.errorProblem(r, err))
 		return
 	}
-	if span := recording(r); span != nil {
+	if span := h.recording(r); span != nil {
 		span.SetAttributes(attrTenant.String(claims.TenantID.String()), attrCount.Int(len(page.Events)))
 	}
 	h.writeJSON(w, r, http.StatusOK, EventList{
@@ -401,7 +401,7 @@ func (h *handler) findSkills(w http.ResponseWriter, r *http.Request, claims auth
 		writeProblem(w, r, h.errorProblem(r, err))
 		return
 	}
-	if span := recording(r); span != nil {
+	if span := h.recording(r); span != nil {
 		span.SetAttributes(attrTenant.String(claims.TenantID.String()), attrCount.Int(len(page.Skills)))
 	}
 	h.writeJSON(w, r, http.StatusOK, SkillDirectory{

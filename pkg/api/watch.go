@@ -72,8 +72,7 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request, claims auth.Clai
 	}
 	h.metrics.watchers.Inc()
 	defer h.metrics.watchers.Dec()
-	span := trace.SpanFromContext(r.Context())
-	if span.IsRecording() {
+	if span := h.recording(r); span != nil {
 		span.AddEvent("watch stream started", trace.WithAttributes(attrTenant.String(claims.TenantID.String())))
 		defer func() {
 			span.AddEvent("watch stream ended", trace.WithAttributes(

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/google/uuid"
 )
@@ -26,8 +27,10 @@ type Registrar struct {
 
 	mu sync.Mutex
 	// unbeaten holds the servers registered here that have not heartbeated
-	// here since, at most maxUnbeaten of them.
+	// here since, at most maxUnbeaten of them; pending is its length, read
+	// without the lock by heartbeats, which skip it when it is empty.
 	unbeaten map[uuid.UUID]struct{}
+	pending  atomic.Int64
 }
 
 // maxUnbeaten bounds the servers a Registrar remembers as registered and
@@ -86,6 +89,7 @@ func (r *Registrar) Register(ctx context.Context, tenant uuid.UUID, info ServerI
 		clear(r.unbeaten)
 	}
 	r.unbeaten[srv.ServerID] = struct{}{}
+	r.pending.Store(int64(len(r.unbeaten)))
 	r.mu.Unlock()
 	r.sink.Transition(ctx, ev)
 	return r.decorate(srv), created, nil
@@ -99,10 +103,7 @@ func (r *Registrar) Heartbeat(ctx context.Context, tenant, serverID uuid.UUID) (
 	if err != nil {
 		return Server{}, fmt.Errorf("heartbeat %s: %w", serverID, err)
 	}
-	r.mu.Lock()
-	_, first := r.unbeaten[srv.ServerID]
-	delete(r.unbeaten, srv.ServerID)
-	r.mu.Unlock()
+	first := r.pending.Load() > 0 && r.firstBeat(srv.ServerID)
 	switch {
 	case ev != nil:
 		from := ""
@@ -124,15 +125,28 @@ func (r *Registrar) Heartbeat(ctx context.Context, tenant, serverID uuid.UUID) (
 	return r.decorate(srv), nil
 }
 
+// firstBeat forgets id as a server waiting for its first heartbeat and
+// reports whether it was one.
+func (r *Registrar) firstBeat(id uuid.UUID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.unbeaten[id]
+	if ok {
+		delete(r.unbeaten, id)
+		r.pending.Store(int64(len(r.unbeaten)))
+	}
+	return ok
+}
+
 // Deregister marks a server deregistered; it is idempotent.
 func (r *Registrar) Deregister(ctx context.Context, tenant, serverID uuid.UUID) (Server, error) {
 	srv, ev, err := r.store.Deregister(ctx, tenant, serverID)
 	if err != nil {
 		return Server{}, fmt.Errorf("deregister %s: %w", serverID, err)
 	}
-	r.mu.Lock()
-	delete(r.unbeaten, srv.ServerID)
-	r.mu.Unlock()
+	if r.pending.Load() > 0 {
+		r.firstBeat(srv.ServerID)
+	}
 	if ev != nil {
 		r.logger.InfoContext(ctx, "server deregistered", "tenant_id", tenant.String(), "server_id", srv.ServerID.String(),
 			"module_name", srv.ModuleName, "trace_id", srv.TraceID)
