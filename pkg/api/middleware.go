@@ -34,7 +34,7 @@ func (h *handler) instrument(mux *http.ServeMux) http.Handler {
 		sw := &statusWriter{ResponseWriter: w, req: r}
 		if span != nil {
 			// Runs after the deferred recovery below: the status is known.
-			defer func() { endSpan(span, r.Pattern, sw.status) }()
+			defer func() { endSpan(span, r.Method, r.Pattern, sw.status) }()
 		}
 		defer func() {
 			if v := recover(); v != nil {
@@ -119,19 +119,19 @@ func (h *handler) startSpan(r *http.Request) (*http.Request, trace.Span) {
 	return r.WithContext(ctx), span
 }
 
-// endSpan names the request's span after its route ("POST
-// /v1/mcp/servers/register"), records the answer's status and ends it.
-func endSpan(span trace.Span, pattern string, code int) {
+// endSpan names the request's span after its method and route ("POST
+// /v1/mcp/servers/register", "POST /mcp" for a pattern without a method),
+// records the answer's status and ends it.
+func endSpan(span trace.Span, method, pattern string, code int) {
 	if code == 0 {
 		code = http.StatusOK
 	}
 	if pattern != "" {
-		method, route, ok := strings.Cut(pattern, " ")
-		if !ok {
-			route = pattern
-		} else {
-			span.SetName(method + " " + route)
+		route := pattern
+		if _, path, ok := strings.Cut(pattern, " "); ok {
+			route = path
 		}
+		span.SetName(method + " " + route)
 		span.SetAttributes(attribute.String("http.route", route))
 	}
 	span.SetAttributes(attribute.Int("http.response.status_code", code))
