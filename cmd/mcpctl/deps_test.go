@@ -10,7 +10,8 @@ import (
 // surface: neither links test support or the benchmark harness, and mcpctl,
 // which module teams run beside their servers, links none of the server's
 // packages nor its metrics. mcpctl keeps pgx for one command only:
-// `mcpctl migrate` is a PostgreSQL client (pkg/schema).
+// `mcpctl migrate` is a PostgreSQL client (pkg/schema). Nor does mcpctl link
+// the OpenTelemetry SDK: the agent writes its probes' traceparent itself.
 func TestBinaryDependencies(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -37,6 +38,8 @@ func TestBinaryDependencies(t *testing.T) {
 			module + "pkg/feed\n",
 			module + "pkg/limit\n",
 			module + "pkg/alert\n",
+			module + "pkg/tracing\n",
+			"go.opentelemetry.io/otel/sdk",
 		}, neverInABinary...)},
 	}
 	for _, c := range cases {

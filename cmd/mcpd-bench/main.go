@@ -53,6 +53,7 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fleet := fs.String("fleet", joinInts(cfg.Fleet), "comma-separated sizes of the fleet loads, each server its own connection at 10 s (empty: skip)")
 	fs.DurationVar(&cfg.FleetDuration, "fleet-duration", cfg.FleetDuration, "length of each fleet load")
 	fleetTLS := fs.String("fleet-tls", joinInts(cfg.FleetTLS), "comma-separated sizes of the fleet loads over TLS, then a reconnection round and an mcpd restart (empty: skip)")
+	fs.BoolVar(&cfg.Tracing, "tracing", cfg.Tracing, "measure the heartbeat loop with tracing off, on at 100 % and at 1 % sampling")
 	fs.IntVar(&cfg.SweepRuns, "sweep-runs", cfg.SweepRuns, "sweeps timed per case (median reported)")
 	fs.BoolVar(&cfg.DevServers, "dev", cfg.DevServers, "measure mcpd --dev holding the seeded fleet's size")
 	fs.StringVar(&cfg.MCPD, "mcpd", cfg.MCPD, "mcpd binary (default: built from this module)")

@@ -258,8 +258,15 @@ func TestLifecycleOverHTTP(t *testing.T) {
 		}
 	}
 	logs := p.stderr.String()
-	if !strings.Contains(logs, `"msg":"heartbeat"`) || !strings.Contains(logs, `"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736"`) {
-		t.Fatal("the heartbeats and their trace id are not in the log")
+	// At info level: the first heartbeat and the recovery, each with the
+	// trace id; the others are debug lines.
+	for _, msg := range []string{"first heartbeat", "heartbeat changed status"} {
+		if !logLineWith(logs, `"msg":"`+msg+`"`, `"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736"`) {
+			t.Fatalf("no %q line with the trace id in the log:\n%s", msg, logs)
+		}
+	}
+	if strings.Contains(logs, `"msg":"heartbeat"`) {
+		t.Fatal("a heartbeat that changed nothing is logged at info level")
 	}
 	if strings.Contains(logs, `"level":"ERROR"`) {
 		t.Fatalf("errors logged:\n%s", logs)
@@ -393,4 +400,18 @@ func get(t *testing.T, url string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// logLineWith reports whether one line of logs holds every part.
+func logLineWith(logs string, parts ...string) bool {
+	for _, line := range strings.Split(logs, "\n") {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }

@@ -84,7 +84,7 @@ func TestLoadWithoutFalseAlarms(t *testing.T) {
 				// No tenant rate limit: the long shapes put 2,500-5,000 calls
 				// a second of one tenant on one replica, past the default
 				// 2,000; this test measures capacity, not the limits.
-				reps = append(reps, startMcpd(t, db.AppURL, "--heartbeat-interval", shape.interval.String(),
+				reps = append(reps, startMcpd(t, db.AppURL, "--log-level", "debug", "--heartbeat-interval", shape.interval.String(),
 					"--monitor-period", (shape.interval/2).String(), "--request-timeout", "5s",
 					"--tenant-rate-limit", "0"))
 			}
@@ -297,13 +297,15 @@ func falseAlarms(st dbState, interval, slack time.Duration, reps []*proc) alarms
 	return a
 }
 
-// heartbeatLog reads the "heartbeat" lines of the replicas' logs: the
+// heartbeatLog reads the heartbeat lines of the replicas' logs (every
+// heartbeat's at debug level, hence the replicas' --log-level debug): the
 // times mcpd acknowledged each server's heartbeats.
 func heartbeatLog(reps []*proc) map[string][]time.Time {
 	out := map[string][]time.Time{}
 	for _, p := range reps {
 		for _, line := range strings.Split(p.stderr.String(), "\n") {
-			if !strings.Contains(line, `"msg":"heartbeat"`) {
+			if !strings.Contains(line, `"msg":"heartbeat"`) && !strings.Contains(line, `"msg":"first heartbeat"`) &&
+				!strings.Contains(line, `"msg":"heartbeat changed status"`) {
 				continue
 			}
 			var rec struct {

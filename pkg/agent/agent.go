@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	cryptorand "crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -53,7 +55,10 @@ type Options struct {
 	Target mcpinspect.Target
 	// Registry is mcpd.
 	Registry Registry
-	// Traceparent is sent with each registration (W3C Trace Context).
+	// Traceparent is sent with each registration (W3C Trace Context). The
+	// liveness probes of the MCP server carry a traceparent of the server's
+	// trace (its trace_id at mcpd, this one's before the first answer),
+	// each with a span id of its own.
 	Traceparent string
 	// ProbeRevisions asks a server without server/discover about each other
 	// revision once (see mcpinspect.ProbeRevisions).
@@ -547,6 +552,7 @@ func (a *Agent) describe(ctx context.Context) (mcpinspect.Registration, error) {
 func (a *Agent) probe(ctx context.Context) error {
 	pctx, cancel := context.WithTimeout(ctx, a.opts.ProbeTimeout)
 	defer cancel()
+	pctx = mcpinspect.WithTraceparent(pctx, a.probeTraceparent())
 	denied := a.deniedCount()
 	err := a.sess.Ping(pctx)
 	switch {
@@ -557,6 +563,27 @@ func (a *Agent) probe(ctx context.Context) error {
 		a.refused = false
 	}
 	return err
+}
+
+// probeTraceparent is the traceparent of one liveness probe: the server's
+// trace id at mcpd (else the configured traceparent's) and a new span id;
+// "" when neither is known.
+func (a *Agent) probeTraceparent() string {
+	traceID := ""
+	if a.server != nil {
+		traceID = a.server.TraceID
+	}
+	if !heartbeat.ValidTraceID(traceID) {
+		traceID = heartbeat.TraceIDFromTraceparent(a.opts.Traceparent)
+	}
+	if traceID == "" {
+		return ""
+	}
+	var span [8]byte
+	for span == ([8]byte{}) {
+		_, _ = cryptorand.Read(span[:])
+	}
+	return "00-" + traceID + "-" + hex.EncodeToString(span[:]) + "-01"
 }
 
 // sessionEnded: the connection closed or the process exited.

@@ -14,6 +14,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 )
@@ -26,6 +29,9 @@ const (
 	DefaultBackoffMin     = 500 * time.Millisecond
 	DefaultBackoffMax     = 30 * time.Second
 )
+
+// tracerName names the tracer of the delivery spans.
+const tracerName = "github.com/cyberos/mcpd/pkg/alert"
 
 // holdFactor times the resend interval is how long Alertmanager holds a
 // firing alert that is not sent again: two re-sends may be lost.
@@ -66,6 +72,9 @@ type DispatcherOptions struct {
 	BackoffMin, BackoffMax time.Duration
 	// Registerer, when set, receives the dispatcher's metrics.
 	Registerer prometheus.Registerer
+	// Tracer gives each delivery attempt a span, whose traceparent the
+	// request to the destination carries; nil: no spans.
+	Tracer trace.TracerProvider
 }
 
 // Dispatcher delivers the alert outbox to its destinations, each in a
@@ -81,6 +90,7 @@ type Dispatcher struct {
 	backoffMin time.Duration
 	backoffMax time.Duration
 	dests      []*destination
+	tracer     trace.Tracer // nil: no spans
 	running    atomic.Bool
 	// waiting, set by tests before Run, gets a destination's name each
 	// time its loop has finished a round and waits on the clock: a test
@@ -129,6 +139,9 @@ func NewDispatcher(opts DispatcherOptions) (*Dispatcher, error) {
 	}
 	if d.logger == nil {
 		d.logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Tracer != nil {
+		d.tracer = opts.Tracer.Tracer(tracerName)
 	}
 	if d.clock == nil {
 		d.clock = clockwork.NewRealClock()
@@ -546,7 +559,7 @@ func (d *Dispatcher) resendFiring(ctx context.Context, ds *destination, sent []A
 func (d *Dispatcher) send(ctx context.Context, ds *destination, alerts []Alert) (int, error) {
 	k := 0
 	for k < len(alerts) {
-		n, err := ds.Send(ctx, alerts[k:])
+		n, err := d.attempt(ctx, ds, alerts[k:])
 		if err == nil {
 			n = len(alerts) - k
 		}
@@ -577,6 +590,42 @@ func (d *Dispatcher) send(ctx context.Context, ds *destination, alerts []Alert) 
 		k += count
 	}
 	return k, nil
+}
+
+// attempt is one delivery attempt of alerts to ds, in a span of its own
+// when tracing is on.
+func (d *Dispatcher) attempt(ctx context.Context, ds *destination, alerts []Alert) (int, error) {
+	if d.tracer == nil {
+		return ds.Send(ctx, alerts)
+	}
+	firing := 0
+	traceIDs := make([]string, 0, len(alerts))
+	for _, al := range alerts {
+		if al.Firing {
+			firing++
+		}
+		if al.TraceID != "" {
+			traceIDs = append(traceIDs, al.TraceID)
+		}
+	}
+	ctx, span := d.tracer.Start(ctx, "alert delivery", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("mcpd.alert.destination", ds.name),
+		attribute.Int("mcpd.alert.count", len(alerts)),
+		attribute.Int("mcpd.alert.firing", firing),
+		attribute.StringSlice("mcpd.alert.trace_ids", traceIDs),
+	))
+	defer span.End()
+	n, err := ds.Send(ctx, alerts)
+	span.SetAttributes(attribute.Int("mcpd.alert.accepted", n))
+	if err != nil {
+		var de *DeliveryError
+		if errors.As(err, &de) && de.Status != 0 {
+			span.SetAttributes(attribute.Int("http.response.status_code", de.Status))
+		}
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "delivery failed")
+	}
+	return n, err
 }
 
 // pendingCollector reports, at each scrape, the age and number of each

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/version"
 )
@@ -118,8 +120,10 @@ func destinationLabel(raw string) (string, error) {
 
 func userAgent() string { return "mcpd/" + version.Version }
 
-// do sends req and turns anything but a 2xx into a *DeliveryError.
+// do sends req, with the traceparent of its context's span if any, and
+// turns anything but a 2xx into a *DeliveryError.
 func do(client *http.Client, req *http.Request, alerts int) error {
+	propagation.TraceContext{}.Inject(req.Context(), propagation.HeaderCarrier(req.Header))
 	resp, err := client.Do(req)
 	if err != nil {
 		return &DeliveryError{Alerts: alerts, Err: err}

@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/feed"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/limit"
+	"github.com/cyberos/mcpd/pkg/tracing"
 )
 
 // DefaultRequestTimeout bounds the work of one /v1 call or readiness probe.
@@ -69,6 +71,9 @@ type HandlerOptions struct {
 	// The request rate is checked for every /v1 call once its token is
 	// verified.
 	Limits *limit.Tenants
+	// Tracer gives every request a server span, the child of its
+	// traceparent; nil: no spans, at no cost.
+	Tracer trace.TracerProvider
 }
 
 type handler struct {
@@ -91,6 +96,8 @@ type handler struct {
 	// catalog and namespace serve the MCP registry API (registry.go).
 	catalog   heartbeat.CatalogReader
 	namespace string
+	// tracer starts the request spans; nil: tracing is off.
+	tracer trace.Tracer
 }
 
 // Route patterns, also the route label of mcpd_http_request_duration_seconds.
@@ -128,6 +135,7 @@ func NewHandler(opts HandlerOptions) http.Handler {
 		limits:    opts.Limits,
 		catalog:   opts.Catalog,
 		namespace: opts.RegistryNamespace,
+		tracer:    tracing.Tracer(opts.Tracer, tracerName),
 
 		streamWriteTimeout: opts.StreamWriteTimeout,
 	}

@@ -761,7 +761,7 @@ func TestHeartbeatLogsTraceID(t *testing.T) {
 	srv := b.register(t, "calendar")
 	b.post(t, "/v1/mcp/servers/heartbeat", `{"server_id":"`+srv.ServerID.String()+`"}`)
 	for _, line := range strings.Split(b.logs.String(), "\n") {
-		if strings.Contains(line, `"msg":"heartbeat"`) {
+		if strings.Contains(line, `"msg":"first heartbeat"`) {
 			if !strings.Contains(line, `"trace_id":"`+srv.TraceID+`"`) {
 				t.Fatalf("heartbeat log without the trace id: %s", line)
 			}

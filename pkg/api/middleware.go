@@ -11,15 +11,34 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/cyberos/mcpd/pkg/tracing"
 )
+
+// tracerName names the tracer of the HTTP API's spans.
+const tracerName = "github.com/cyberos/mcpd/pkg/api"
 
 // instrument wraps the router: it recovers panics into a 500 problem, turns
 // the router's own 404 and 405 answers into problems, observes the request
-// duration by route and code, and logs the request at debug level.
+// duration by route and code, logs the request at debug level and, with
+// tracing on, gives it a server span, the child of its traceparent.
 func (h *handler) instrument(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		var span trace.Span
+		if h.tracer != nil {
+			r, span = h.startSpan(r)
+		}
 		sw := &statusWriter{ResponseWriter: w, req: r}
+		if span != nil {
+			// Runs after the deferred recovery below: the status is known.
+			defer func() { endSpan(span, r.Method, r.Pattern, sw.status) }()
+		}
 		defer func() {
 			if v := recover(); v != nil {
 				if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
@@ -117,3 +136,50 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// startSpan starts the request's server span, the child of the span its
+// traceparent names (or a new trace), and returns the request with it.
+func (h *handler) startSpan(r *http.Request) (*http.Request, trace.Span) {
+	ctx := tracing.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	ctx, span := h.tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(
+			attribute.String("http.request.method", r.Method),
+			attribute.String("url.path", r.URL.Path),
+		))
+	return r.WithContext(ctx), span
+}
+
+// endSpan names the request's span after its method and route ("POST
+// /v1/mcp/servers/register", "POST /mcp" for a pattern without a method),
+// records the answer's status and ends it.
+func endSpan(span trace.Span, method, pattern string, code int) {
+	if code == 0 {
+		code = http.StatusOK
+	}
+	if pattern != "" {
+		route := pattern
+		if _, path, ok := strings.Cut(pattern, " "); ok {
+			route = path
+		}
+		span.SetName(method + " " + route)
+		span.SetAttributes(attribute.String("http.route", route))
+	}
+	span.SetAttributes(attribute.Int("http.response.status_code", code))
+	if code >= http.StatusInternalServerError {
+		span.SetStatus(codes.Error, http.StatusText(code))
+	}
+	span.End()
+}
+
+// recording returns the request's span when it is recorded, else nil: the
+// attributes of a span are only made for one that keeps them, and with
+// tracing off the request is not even looked at.
+func (h *handler) recording(r *http.Request) trace.Span {
+	if h.tracer == nil {
+		return nil
+	}
+	if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
+		return span
+	}
+	return nil
+}

@@ -9,9 +9,42 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/tracing"
 )
+
+// Attributes of the API's spans. Only ids, names and statuses: never a
+// token, a capability advertisement or a skill's text.
+const (
+	attrTenant  = attribute.Key("mcpd.tenant_id")
+	attrServer  = attribute.Key("mcpd.server_id")
+	attrModule  = attribute.Key("mcpd.module_name")
+	attrStatus  = attribute.Key("mcpd.server.status")
+	attrTraceID = attribute.Key("mcpd.server.trace_id")
+	attrCount   = attribute.Key("mcpd.result.count")
+)
+
+// serverAttrs are the attributes of a span about one server of tenant.
+func serverAttrs(tenant uuid.UUID, srv heartbeat.Server) []attribute.KeyValue {
+	return []attribute.KeyValue{
+		attrTenant.String(tenant.String()), attrServer.String(srv.ServerID.String()),
+		attrModule.String(srv.ModuleName), attrStatus.String(string(srv.Status)), attrTraceID.String(srv.TraceID),
+	}
+}
+
+// requestTraceID is the trace id a registration stores: the trace of the
+// request's span when tracing is on (its traceparent's, or the new trace
+// it started), else the traceparent header's; "" makes a random one.
+func requestTraceID(r *http.Request) string {
+	if id := tracing.TraceID(r.Context()); id != "" {
+		return id
+	}
+	return heartbeat.TraceIDFromTraceparent(r.Header.Get(HeaderTraceparent))
+}
 
 func (h *handler) register(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
 	var req RegisterRequest
@@ -26,7 +59,7 @@ func (h *handler) register(w http.ResponseWriter, r *http.Request, claims auth.C
 		CapabilityAdvertisement: req.CapabilityAdvertisement,
 		Skills:                  req.Skills,
 		Remotes:                 req.Remotes,
-		TraceID:                 heartbeat.TraceIDFromTraceparent(r.Header.Get(HeaderTraceparent)),
+		TraceID:                 requestTraceID(r),
 	}
 	for _, f := range []struct {
 		name string
@@ -54,6 +87,10 @@ func (h *handler) register(w http.ResponseWriter, r *http.Request, claims auth.C
 		writeProblem(w, r, h.errorProblem(r, err))
 		return
 	}
+	if span := h.recording(r); span != nil {
+		span.SetAttributes(serverAttrs(claims.TenantID, srv)...)
+		span.SetAttributes(attribute.Bool("mcpd.server.created", created))
+	}
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
@@ -78,6 +115,9 @@ func (h *handler) heartbeat(w http.ResponseWriter, r *http.Request, claims auth.
 	if err != nil {
 		writeProblem(w, r, h.errorProblem(r, err))
 		return
+	}
+	if span := h.recording(r); span != nil {
+		span.SetAttributes(serverAttrs(claims.TenantID, srv)...)
 	}
 	h.writeJSON(w, r, http.StatusOK, srv)
 }
@@ -152,6 +192,9 @@ func (h *handler) deregister(w http.ResponseWriter, r *http.Request, claims auth
 		writeProblem(w, r, h.errorProblem(r, err))
 		return
 	}
+	if span := h.recording(r); span != nil {
+		span.SetAttributes(serverAttrs(claims.TenantID, srv)...)
+	}
 	h.writeJSON(w, r, http.StatusOK, srv)
 }
 
@@ -224,6 +267,9 @@ func (h *handler) listServers(w http.ResponseWriter, r *http.Request, claims aut
 	if servers == nil {
 		servers = []heartbeat.Server{}
 	}
+	if span := h.recording(r); span != nil {
+		span.SetAttributes(attrTenant.String(claims.TenantID.String()), attrCount.Int(len(servers)))
+	}
 	h.writeServerList(w, r, ServerList{
 		Servers:     servers,
 		NextCursor:  cc.encodeServerCursor(claims.TenantID, page.Next),
@@ -288,6 +334,9 @@ func (h *handler) listEvents(w http.ResponseWriter, r *http.Request, claims auth
 	if err != nil {
 		writeProblem(w, r, h.errorProblem(r, err))
 		return
+	}
+	if span := h.recording(r); span != nil {
+		span.SetAttributes(attrTenant.String(claims.TenantID.String()), attrCount.Int(len(page.Events)))
 	}
 	h.writeJSON(w, r, http.StatusOK, EventList{
 		Events:      publicEvents(page.Events),
@@ -367,6 +416,9 @@ func (h *handler) findSkills(w http.ResponseWriter, r *http.Request, claims auth
 	if err != nil {
 		writeProblem(w, r, h.errorProblem(r, err))
 		return
+	}
+	if span := h.recording(r); span != nil {
+		span.SetAttributes(attrTenant.String(claims.TenantID.String()), attrCount.Int(len(page.Skills)))
 	}
 	h.writeJSON(w, r, http.StatusOK, SkillDirectory{
 		Skills:      page.Skills,

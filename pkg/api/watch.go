@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/feed"
@@ -70,6 +72,13 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request, claims auth.Clai
 	}
 	h.metrics.watchers.Inc()
 	defer h.metrics.watchers.Dec()
+	if span := h.recording(r); span != nil {
+		span.AddEvent("watch stream started", trace.WithAttributes(attrTenant.String(claims.TenantID.String())))
+		defer func() {
+			span.AddEvent("watch stream ended", trace.WithAttributes(
+				attribute.Int("mcpd.watch.events_sent", sink.sent), attribute.Bool("mcpd.watch.cut_off", sink.writeErr != nil)))
+		}()
+	}
 
 	streamCtx, stop := context.WithCancel(r.Context())
 	defer stop()
@@ -113,6 +122,8 @@ type sseSink struct {
 	buf     []byte
 	// writeErr is the failed write that ended the stream, if any.
 	writeErr error
+	// sent counts the events written.
+	sent int
 }
 
 func (s *sseSink) Events(events []heartbeat.Event) error {
@@ -130,6 +141,7 @@ func (s *sseSink) Events(events []heartbeat.Event) error {
 		s.buf = s.frame(s.buf, ev.Position, string(ev.Kind), data)
 		s.frames.put(ev.EventID, s.buf[start:])
 	}
+	s.sent += len(events)
 	return s.write()
 }
 

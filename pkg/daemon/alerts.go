@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cyberos/mcpd/pkg/alert"
 	"github.com/cyberos/mcpd/pkg/feed"
@@ -20,7 +21,7 @@ type alertStore interface {
 
 // newDispatcher returns the alert dispatcher for the configured
 // destinations, or nil when none is configured.
-func (d *Daemon) newDispatcher(outbox alertStore, reg prometheus.Registerer) (*alert.Dispatcher, error) {
+func (d *Daemon) newDispatcher(outbox alertStore, reg prometheus.Registerer, tp trace.TracerProvider) (*alert.Dispatcher, error) {
 	if len(d.cfg.AlertmanagerURLs) == 0 && d.cfg.AlertWebhookURL == "" {
 		return nil, nil
 	}
@@ -29,7 +30,7 @@ func (d *Daemon) newDispatcher(outbox alertStore, reg prometheus.Registerer) (*a
 		return nil, fmt.Errorf("alerts: %w", err)
 	}
 	disp, err := alert.NewDispatcher(alert.DispatcherOptions{Outbox: outbox, SkillAlerts: outbox, Destinations: dests, Logger: d.logger,
-		Clock: d.clock, Registerer: reg})
+		Clock: d.clock, Registerer: reg, Tracer: tp})
 	if err != nil {
 		return nil, fmt.Errorf("alerts: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/auth"
@@ -25,6 +26,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/limit"
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/pgstore"
+	"github.com/cyberos/mcpd/pkg/tracing"
 	"github.com/cyberos/mcpd/pkg/version"
 )
 
@@ -50,8 +52,10 @@ type Options struct {
 	// Clock drives the monitor and, when set, the store's timestamps; nil:
 	// the real clock, and PostgreSQL's now() for the store.
 	Clock clockwork.Clock
-	// Getenv reads NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID; nil:
-	// os.Getenv.
+	// Getenv reads NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID, and
+	// whether the OTEL_* variables turn traces on; nil: os.Getenv. (With
+	// traces on, the OpenTelemetry SDK reads the rest of its OTEL_*
+	// settings from the process environment.)
 	Getenv func(string) string
 	// TLSCheckInterval is how often the TLS files are looked at for a
 	// change (on a handshake, timed by Clock); zero: DefaultTLSCheckInterval.
@@ -74,6 +78,7 @@ type Daemon struct {
 	// with PostgreSQL, whose now() decides.
 	storeClock clockwork.Clock
 	notifier   *notifier
+	getenv     func(string) string
 	tlsCheck   time.Duration
 	reload     <-chan os.Signal
 
@@ -94,6 +99,10 @@ type Daemon struct {
 	pgStore    *pgstore.Store
 	secretFile string // the --dev secret this daemon wrote, removed on stop
 	serveErr   chan error
+
+	// tracing exports spans when the environment turns it on; flushed
+	// last at stop.
+	tracing *tracing.Provider
 
 	monitor *heartbeat.Monitor
 	// Goroutines until Stop: the change feed's hub, the alert dispatcher
@@ -127,6 +136,7 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
+	d.getenv = getenv
 	d.notifier = newNotifier(getenv, d.logger)
 	return d, nil
 }
@@ -151,14 +161,18 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	store, err := d.openStore(ctx)
+	if d.tracing, err = tracing.New(ctx, d.getenv, d.logger); err != nil {
+		return err
+	}
+	tp := d.tracing.TracerProvider()
+	store, err := d.openStore(ctx, tp)
 	if err != nil {
 		return err
 	}
 
 	metrics := api.NewMetrics(api.MetricsOptions{Registry: prometheus.NewRegistry(), Counter: store, Logger: d.logger})
 	sink := metrics.Sink(heartbeat.LogSink{Logger: d.logger})
-	dispatcher, err := d.newDispatcher(store, metrics.Registry())
+	dispatcher, err := d.newDispatcher(store, metrics.Registry(), tp)
 	if err != nil {
 		return err
 	}
@@ -183,7 +197,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		HeartbeatInterval: d.cfg.HeartbeatInterval, Period: d.cfg.MonitorPeriod, Observe: metrics.ObserveSweep,
 		BlindAfter: d.cfg.BlindAfter, OnBlind: guard.blind,
 		MassLossShare: d.cfg.MassLossShare, MassLossMin: d.cfg.MassLossMin, OnMassLoss: guard.massLoss,
-		SweepTimeout: d.cfg.HeartbeatInterval,
+		SweepTimeout: d.cfg.HeartbeatInterval, Trace: sweepTracer(tp),
 	})
 	cursorKey := store.CursorKey
 	if d.cfg.Dev && (d.cfg.AuthJWTSecretFile != "" || d.cfg.AuthJWKSFile != "") {
@@ -206,6 +220,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		Limits: limit.New(limit.Options{
 			Rate: d.cfg.TenantRateLimit, Burst: d.cfg.TenantRateBurst, MaxWatches: d.cfg.TenantMaxWatches,
 		}),
+		Tracer: tp,
 	})
 
 	maxConns, err := d.connectionCap()
@@ -285,7 +300,8 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	}
 	d.logger.Info("mcpd listening", "addr", ln.Addr().String(), "version", version.Version, "store", storeKind,
 		"heartbeat_interval", d.cfg.HeartbeatInterval.String(), "monitor_period", d.cfg.MonitorPeriod.String(),
-		"tls", d.tls != nil, "mtls", d.cfg.TLSClientCAFile != "", "max_connections", maxConns)
+		"tls", d.tls != nil, "mtls", d.cfg.TLSClientCAFile != "", "max_connections", maxConns,
+		"traces", d.tracing.Enabled())
 	if dispatcher != nil {
 		d.alerts = startBackground(ctx, dispatcher.Run)
 	}
@@ -344,16 +360,16 @@ var (
 // openStore opens the in-memory store (--dev) or a PostgreSQL pool. A
 // database that does not answer yet is not fatal: /readyz says so until it
 // does, and the pool connects when it can.
-func (d *Daemon) openStore(ctx context.Context) (registryStore, error) {
+func (d *Daemon) openStore(ctx context.Context, tp trace.TracerProvider) (registryStore, error) {
 	if d.cfg.Dev {
 		return memstore.New(d.clock), nil
 	}
-	pool, err := pgstore.Connect(ctx, d.cfg.DatabaseURL)
+	pool, err := pgstore.ConnectTraced(ctx, d.cfg.DatabaseURL, tp)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	d.pool = pool
-	store := pgstore.New(pool, pgstore.Options{Clock: d.storeClock, Logger: d.logger})
+	store := pgstore.New(pool, pgstore.Options{Clock: d.storeClock, Logger: d.logger, Tracer: tp})
 	d.pgStore = store
 	pctx, cancel := context.WithTimeout(ctx, startPingTimeout)
 	defer cancel()
@@ -575,5 +591,15 @@ func (d *Daemon) closeResources() {
 			d.logger.Warn("remove dev secret file", "path", d.secretFile, "err", err)
 		}
 		d.secretFile = ""
+	}
+	if d.tracing != nil {
+		// Last: the spans of the requests, sweeps and deliveries that
+		// just ended are exported before the process exits.
+		ctx, cancel := context.WithTimeout(context.Background(), d.cfg.ShutdownTimeout)
+		if err := d.tracing.Shutdown(ctx); err != nil {
+			d.logger.Warn("flush traces", "err", err)
+		}
+		cancel()
+		d.tracing = nil
 	}
 }

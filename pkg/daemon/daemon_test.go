@@ -16,7 +16,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jonboulle/clockwork"
-	"go.uber.org/goleak"
 
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/auth"
@@ -24,11 +23,14 @@ import (
 	"github.com/cyberos/mcpd/pkg/config"
 	"github.com/cyberos/mcpd/pkg/daemon"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/testing/testlog"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain stops the shared PostgreSQL cluster of the tests that use one,
+// and checks for goroutines left behind (pgtest.Run does both).
+func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 
 // Bounds of every wait on the daemon: short steps, a hard cap.
 const (

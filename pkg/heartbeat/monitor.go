@@ -36,6 +36,7 @@ type Monitor struct {
 	period   time.Duration
 	batch    int
 	observe  func(d time.Duration, transitions []Event, err error)
+	trace    func(ctx context.Context) (context.Context, func(transitions []Event, err error))
 
 	blindAfter    time.Duration
 	onBlind       func(BlindWindow)
@@ -62,6 +63,10 @@ type MonitorOptions struct {
 	Batch             int
 	// Observe, when set, is called after every sweep (for metrics).
 	Observe func(d time.Duration, transitions []Event, err error)
+	// Trace, when set, is called as each sweep starts: the sweep runs in
+	// the context it returns (a span's, for tracing), and end is called
+	// with the sweep's transitions and error when it is over.
+	Trace func(ctx context.Context) (sweepCtx context.Context, end func(transitions []Event, err error))
 
 	// BlindAfter turns on blind-window protection (SweepRequest): a gap
 	// longer than this between successful sweeps means the registry was
@@ -91,7 +96,8 @@ func DefaultBlindAfter(period, interval time.Duration) time.Duration {
 // NewMonitor returns a Monitor with opts, defaults filled in.
 func NewMonitor(opts MonitorOptions) *Monitor {
 	m := &Monitor{store: opts.Store, sink: opts.Sink, logger: opts.Logger, clock: opts.Clock,
-		interval: opts.HeartbeatInterval, period: opts.Period, batch: opts.Batch, observe: opts.Observe}
+		interval: opts.HeartbeatInterval, period: opts.Period, batch: opts.Batch, observe: opts.Observe,
+		trace: opts.Trace}
 	if m.logger == nil {
 		m.logger = slog.New(slog.DiscardHandler)
 	}
@@ -229,10 +235,13 @@ func (m *Monitor) Run(ctx context.Context) error {
 // Sweep is one pass over every tenant at now (zero: the store's clock). It
 // returns every transition applied, each already audited and handed to the
 // alert sink.
-func (m *Monitor) Sweep(ctx context.Context, now time.Time) ([]Event, error) {
+func (m *Monitor) Sweep(ctx context.Context, now time.Time) (all []Event, err error) {
 	start := m.clock.Now()
-	var all []Event
-	var err error
+	if m.trace != nil {
+		var end func([]Event, error)
+		ctx, end = m.trace(ctx)
+		defer func() { end(all, err) }()
+	}
 	for range maxSweepBatches {
 		var res SweepResult
 		res, err = m.store.Sweep(ctx, SweepRequest{Now: now, Interval: m.interval, Limit: m.batch, BlindAfter: m.blindAfter})

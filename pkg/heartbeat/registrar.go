@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 
 	"github.com/google/uuid"
 )
@@ -11,13 +13,30 @@ import (
 // Registrar is the lifecycle of servers as their owners drive it: register,
 // heartbeat, deregister. It validates, writes through the Store, logs with
 // the server's trace id, and hands each transition to the alert sink.
+//
+// Its logs do not grow with the fleet: a heartbeat is logged at info level
+// only when it is the first after the server's registration through this
+// Registrar or when it changes the server's status (a recovery); every
+// other heartbeat is logged at debug level.
 type Registrar struct {
 	store    Store
 	sink     AlertSink
 	logger   *slog.Logger
 	interval float64
 	quota    int
+
+	mu sync.Mutex
+	// unbeaten holds the servers registered here that have not heartbeated
+	// here since, at most maxUnbeaten of them; pending is its length, read
+	// without the lock by heartbeats, which skip it when it is empty.
+	unbeaten map[uuid.UUID]struct{}
+	pending  atomic.Int64
 }
+
+// maxUnbeaten bounds the servers a Registrar remembers as registered and
+// not yet heartbeating; past it, it starts again (a first heartbeat may
+// then be logged at debug level).
+const maxUnbeaten = 1 << 16
 
 // RegistrarOptions configures a Registrar.
 type RegistrarOptions struct {
@@ -46,7 +65,7 @@ func NewRegistrar(opts RegistrarOptions) *Registrar {
 		interval = DefaultHeartbeatInterval.Seconds()
 	}
 	return &Registrar{store: opts.Store, sink: sink, logger: logger, interval: interval,
-		quota: max(opts.MaxServersPerTenant, 0)}
+		quota: max(opts.MaxServersPerTenant, 0), unbeaten: make(map[uuid.UUID]struct{})}
 }
 
 // Register validates info and registers it for tenant; created reports a new
@@ -65,22 +84,58 @@ func (r *Registrar) Register(ctx context.Context, tenant uuid.UUID, info ServerI
 	}
 	r.logger.InfoContext(ctx, "server registered", "tenant_id", tenant.String(), "server_id", srv.ServerID.String(),
 		"module_name", srv.ModuleName, "version", srv.Version, "created", created, "trace_id", srv.TraceID)
+	r.mu.Lock()
+	if len(r.unbeaten) >= maxUnbeaten {
+		clear(r.unbeaten)
+	}
+	r.unbeaten[srv.ServerID] = struct{}{}
+	r.pending.Store(int64(len(r.unbeaten)))
+	r.mu.Unlock()
 	r.sink.Transition(ctx, ev)
 	return r.decorate(srv), created, nil
 }
 
 // Heartbeat records a heartbeat; a degraded or unhealthy server recovers.
+// The first heartbeat after a registration and one that changes the
+// status are logged at info level, the others at debug level.
 func (r *Registrar) Heartbeat(ctx context.Context, tenant, serverID uuid.UUID) (Server, error) {
 	srv, ev, err := r.store.Heartbeat(ctx, tenant, serverID)
 	if err != nil {
 		return Server{}, fmt.Errorf("heartbeat %s: %w", serverID, err)
 	}
-	r.logger.InfoContext(ctx, "heartbeat", "tenant_id", tenant.String(), "server_id", srv.ServerID.String(),
-		"module_name", srv.ModuleName, "status", string(srv.Status), "trace_id", srv.TraceID)
+	first := r.pending.Load() > 0 && r.firstBeat(srv.ServerID)
+	switch {
+	case ev != nil:
+		from := ""
+		if ev.FromStatus != nil {
+			from = string(*ev.FromStatus)
+		}
+		r.logger.InfoContext(ctx, "heartbeat changed status", "tenant_id", tenant.String(), "server_id", srv.ServerID.String(),
+			"module_name", srv.ModuleName, "from_status", from, "status", string(srv.Status), "trace_id", srv.TraceID)
+	case first:
+		r.logger.InfoContext(ctx, "first heartbeat", "tenant_id", tenant.String(), "server_id", srv.ServerID.String(),
+			"module_name", srv.ModuleName, "status", string(srv.Status), "trace_id", srv.TraceID)
+	case r.logger.Enabled(ctx, slog.LevelDebug):
+		r.logger.DebugContext(ctx, "heartbeat", "tenant_id", tenant.String(), "server_id", srv.ServerID.String(),
+			"module_name", srv.ModuleName, "status", string(srv.Status), "trace_id", srv.TraceID)
+	}
 	if ev != nil {
 		r.sink.Transition(ctx, *ev)
 	}
 	return r.decorate(srv), nil
+}
+
+// firstBeat forgets id as a server waiting for its first heartbeat and
+// reports whether it was one.
+func (r *Registrar) firstBeat(id uuid.UUID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.unbeaten[id]
+	if ok {
+		delete(r.unbeaten, id)
+		r.pending.Store(int64(len(r.unbeaten)))
+	}
+	return ok
 }
 
 // Deregister marks a server deregistered; it is idempotent.
@@ -88,6 +143,9 @@ func (r *Registrar) Deregister(ctx context.Context, tenant, serverID uuid.UUID) 
 	srv, ev, err := r.store.Deregister(ctx, tenant, serverID)
 	if err != nil {
 		return Server{}, fmt.Errorf("deregister %s: %w", serverID, err)
+	}
+	if r.pending.Load() > 0 {
+		r.firstBeat(srv.ServerID)
 	}
 	if ev != nil {
 		r.logger.InfoContext(ctx, "server deregistered", "tenant_id", tenant.String(), "server_id", srv.ServerID.String(),

@@ -140,7 +140,7 @@ func Connect(ctx context.Context, t Target, opts Options) (*Session, error) {
 			next = http.DefaultTransport
 		}
 		wrapped := *hc
-		wrapped.Transport = captureRoundTripper{next: next, cap: capt}
+		wrapped.Transport = captureRoundTripper{next: traceRoundTripper{next: next}, cap: capt}
 		transport = &mcp.StreamableClientTransport{Endpoint: t.URL, HTTPClient: &wrapped}
 	}
 
@@ -281,13 +281,15 @@ func (s *Session) Tools(ctx context.Context) ([]Tool, error) {
 }
 
 // Ping checks that the server answers: ping, or server/discover on
-// revisions from 2026-07-28 on (which removed ping). ctx bounds the wait.
+// revisions from 2026-07-28 on (which removed ping), with ctx's
+// traceparent (WithTraceparent) in its _meta there. ctx bounds the wait.
 func (s *Session) Ping(ctx context.Context) error {
 	if err := s.exitError(); err != nil {
 		return err
 	}
 	if s.info.Protocol >= newProtocolRevision {
-		if _, err := mcp.CallCustomMethod[*mcp.DiscoverParams, *mcp.DiscoverResult](ctx, s.cs, methodDiscover, &mcp.DiscoverParams{}); err != nil {
+		if _, err := mcp.CallCustomMethod[*mcp.DiscoverParams, *mcp.DiscoverResult](ctx, s.cs, methodDiscover,
+			&mcp.DiscoverParams{Meta: traceMeta(ctx)}); err != nil {
 			return fmt.Errorf("server/discover: %w", s.orExit(err))
 		}
 		return nil

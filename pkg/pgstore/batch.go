@@ -12,6 +12,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 )
@@ -66,6 +68,8 @@ type heartbeatResult struct {
 type heartbeatRequest struct {
 	tenant, serverID uuid.UUID
 	done             chan heartbeatResult // buffered, 1
+	// span, when traced, is told the size of the batch that applied it.
+	span trace.Span
 }
 
 // batcher gathers heartbeats and applies them in batches.
@@ -109,9 +113,10 @@ func (b *batcher) close() {
 	})
 }
 
-// submit queues one heartbeat and waits for its batch to commit.
-func (b *batcher) submit(ctx context.Context, tenant, serverID uuid.UUID) (heartbeat.Server, *heartbeat.Event, error) {
-	req := &heartbeatRequest{tenant: tenant, serverID: serverID, done: make(chan heartbeatResult, 1)}
+// submit queues one heartbeat and waits for its batch to commit; span,
+// when not nil, is the heartbeat's span.
+func (b *batcher) submit(ctx context.Context, tenant, serverID uuid.UUID, span trace.Span) (heartbeat.Server, *heartbeat.Event, error) {
+	req := &heartbeatRequest{tenant: tenant, serverID: serverID, done: make(chan heartbeatResult, 1), span: span}
 	select {
 	case b.queue <- req:
 	case <-ctx.Done():
@@ -240,6 +245,9 @@ func (s *Store) applyBatch(reqs []*heartbeatRequest) {
 			res = heartbeatResult{err: translate(err)}
 		default:
 			res = heartbeatResult{err: heartbeat.ErrNotFound}
+		}
+		if req.span != nil {
+			req.span.SetAttributes(attribute.Int("db.operation.batch.size", len(pairs)))
 		}
 		req.done <- res
 		if res.ev != nil {

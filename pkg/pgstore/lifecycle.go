@@ -9,6 +9,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 )
@@ -176,7 +179,18 @@ RETURNING live >= $2`, tenant, quota).Scan(&full)
 // Heartbeat records a heartbeat now, recovering the server when it was
 // degraded or unhealthy. Concurrent heartbeats share one commit.
 func (s *Store) Heartbeat(ctx context.Context, tenant, serverID uuid.UUID) (heartbeat.Server, *heartbeat.Event, error) {
-	return s.batcher.submit(ctx, tenant, serverID)
+	if s.tracer == nil || !trace.SpanFromContext(ctx).IsRecording() {
+		return s.batcher.submit(ctx, tenant, serverID, nil)
+	}
+	ctx, span := s.tracer.Start(ctx, "heartbeat batch", trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(dbSystem, attribute.String("db.operation.name", "mcp_heartbeat_healthy")))
+	defer span.End()
+	srv, ev, err := s.batcher.submit(ctx, tenant, serverID, span)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "heartbeat failed")
+	}
+	return srv, ev, err
 }
 
 // lockServersSQL locks the servers $1 of the current tenant in server_id

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jonboulle/clockwork"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/schema"
@@ -38,6 +39,9 @@ type Options struct {
 	BatchOverlap time.Duration
 	// BatchTimeout bounds one batch's round trip (default 5 s).
 	BatchTimeout time.Duration
+	// Tracer gives each traced heartbeat a span for its wait on its batch;
+	// nil: none. Statements get theirs from ConnectTraced.
+	Tracer trace.TracerProvider
 }
 
 // Store is the PostgreSQL heartbeat.Store.
@@ -47,6 +51,7 @@ type Store struct {
 	logger       *slog.Logger
 	batcher      *batcher
 	batchTimeout time.Duration
+	tracer       trace.Tracer // nil: no spans
 }
 
 var (
@@ -75,6 +80,13 @@ const DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 // target_session_attrs=read-write, so that a new connection after a failover
 // reaches the new primary.
 func Connect(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
+	return ConnectTraced(ctx, databaseURL, nil)
+}
+
+// ConnectTraced is Connect with a client span for every statement run
+// inside a traced call (db.system.name postgresql, the statement's text
+// without its parameters); a nil tp is Connect.
+func ConnectTraced(ctx context.Context, databaseURL string, tp trace.TracerProvider) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
@@ -91,6 +103,9 @@ func Connect(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "mcpd"
 	}
+	if tp != nil {
+		cfg.ConnConfig.Tracer = queryTracer{tracer: tp.Tracer(tracerName)}
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open pool: %w", err)
@@ -105,6 +120,9 @@ func New(pool *pgxpool.Pool, opts Options) *Store {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Store{pool: pool, clock: opts.Clock, logger: logger, batchTimeout: opts.BatchTimeout}
+	if opts.Tracer != nil {
+		s.tracer = opts.Tracer.Tracer(tracerName)
+	}
 	if s.batchTimeout <= 0 {
 		s.batchTimeout = 5 * time.Second
 	}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jonboulle/clockwork"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cyberos/mcpd/cmd/mcpd-bench/internal/bench"
 	"github.com/cyberos/mcpd/pkg/api"
@@ -68,6 +70,13 @@ type handlerBundle struct {
 
 func newHandler(b *testing.B, servers int) handlerBundle {
 	b.Helper()
+	return newTracedHandler(b, servers, nil)
+}
+
+// newTracedHandler is newHandler whose requests have spans of tp (nil:
+// none).
+func newTracedHandler(b *testing.B, servers int, tp trace.TracerProvider) handlerBundle {
+	b.Helper()
 	st := memstore.New(clockwork.NewRealClock())
 	reg := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{Store: st})
 	v, err := auth.NewVerifier(auth.VerifierOptions{HMACSecret: benchSecret})
@@ -75,7 +84,7 @@ func newHandler(b *testing.B, servers int) handlerBundle {
 		b.Fatal(err)
 	}
 	tenant := bench.TenantID(1)
-	hb := handlerBundle{h: api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: v}), token: benchToken(b, tenant)}
+	hb := handlerBundle{h: api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: v, Tracer: tp}), token: benchToken(b, tenant)}
 	for m := 1; m <= servers; m++ {
 		req := bench.RegisterRequest(m)
 		srv, _, err := reg.Register(context.Background(), tenant, heartbeat.ServerInfo{
@@ -118,6 +127,38 @@ func BenchmarkHandlerHeartbeat(b *testing.B) {
 		i++
 	}
 }
+
+// BenchmarkHandlerHeartbeatTraced is BenchmarkHandlerHeartbeat with
+// tracing on: every heartbeat sampled (its server span recorded and
+// exported in batches to an exporter that drops them), or none of them.
+func BenchmarkHandlerHeartbeatTraced(b *testing.B) {
+	for _, c := range []struct {
+		name    string
+		sampler sdktrace.Sampler
+	}{{"sampled", sdktrace.AlwaysSample()}, {"unsampled", sdktrace.NeverSample()}} {
+		b.Run(c.name, func(b *testing.B) {
+			tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discardExporter{}), sdktrace.WithSampler(c.sampler))
+			defer func() { _ = tp.Shutdown(context.Background()) }()
+			hb := newTracedHandler(b, 100, tp)
+			bodies := make([][]byte, len(hb.ids))
+			for i, id := range hb.ids {
+				bodies[i] = fmt.Appendf(nil, `{"server_id":%q}`, id)
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				hb.serve(b, http.MethodPost, "/v1/mcp/servers/heartbeat", bodies[i%len(bodies)])
+				i++
+			}
+		})
+	}
+}
+
+// discardExporter takes spans and keeps none.
+type discardExporter struct{}
+
+func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discardExporter) Shutdown(context.Context) error                             { return nil }
 
 // BenchmarkHandlerListServers is a 100-server page through the handler.
 func BenchmarkHandlerListServers(b *testing.B) {

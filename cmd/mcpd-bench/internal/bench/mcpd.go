@@ -72,6 +72,8 @@ type MCPDSpec struct {
 	// TLS, when set, is the client configuration that reaches an mcpd
 	// serving TLS (Args give it --tls-cert-file and --tls-key-file).
 	TLS *tls.Config
+	// Env are more variables of its environment (OTEL_*, say).
+	Env []string
 }
 
 // StartMCPD starts the mcpd binary at path on a free loopback port with
@@ -104,7 +106,8 @@ func StartMCPDSpec(ctx context.Context, spec MCPDSpec) (*MCPD, error) {
 
 func startMCPDAt(ctx context.Context, spec MCPDSpec, addr string) (*MCPD, error) {
 	argv := append([]string{"--listen", addr}, spec.Args...)
-	p, err := StartProcess(spec.Name, spec.Path, filepath.Join(spec.Dir, spec.Name+".log"), argv, []string{"GODEBUG=gctrace=1"})
+	env := append([]string{"GODEBUG=gctrace=1"}, spec.Env...)
+	p, err := StartProcess(spec.Name, spec.Path, filepath.Join(spec.Dir, spec.Name+".log"), argv, env)
 	if err != nil {
 		return nil, err
 	}

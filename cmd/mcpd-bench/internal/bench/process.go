@@ -52,12 +52,13 @@ func StartProcess(name, path, logFile string, args []string, env []string) (*Pro
 	return p, nil
 }
 
-// processEnv is the harness's environment without MCPD_* and ETCD_*
-// variables, which would change the settings behind the harness's back.
+// processEnv is the harness's environment without MCPD_*, ETCD_* and
+// OTEL_* variables, which would change the settings behind the harness's
+// back (OTEL_* would turn mcpd's tracing on).
 func processEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "MCPD_") && !strings.HasPrefix(kv, "ETCD_") {
+		if !strings.HasPrefix(kv, "MCPD_") && !strings.HasPrefix(kv, "ETCD_") && !strings.HasPrefix(kv, "OTEL_") {
 			env = append(env, kv)
 		}
 	}

@@ -76,6 +76,9 @@ type Config struct {
 	// FleetTLS are the sizes of the fleet loads over TLS, each followed by
 	// a round of reconnections and one of mcpd restarted; empty skips them.
 	FleetTLS []int `json:"fleet_tls"`
+	// Tracing measures the heartbeat loop with tracing off, on at 100 %
+	// and on at 1 % sampling, spans sent to a receiver in this process.
+	Tracing bool `json:"tracing"`
 }
 
 // DefaultConfig is the full run of make bench.
@@ -89,6 +92,7 @@ func DefaultConfig() Config {
 		Watchers: []int{1000, 10000},
 		Fleet:    []int{1000, 10000, 30000}, FleetDuration: 30 * time.Second,
 		FleetTLS: []int{10000},
+		Tracing:  true,
 	}
 }
 
@@ -255,6 +259,7 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	r.mcpd(ctx)
 	r.etcd(ctx) // right after mcpd's loads, so that the machine is as alike as it can be
+	r.tracingCost(ctx)
 	r.fleet(ctx)
 	r.profile(ctx)
 	r.watchers(ctx)

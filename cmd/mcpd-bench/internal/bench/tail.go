@@ -451,6 +451,12 @@ func postgresEvents(logFile string, from, to time.Time) []Event {
 	return out
 }
 
+// isHeartbeatLine reports whether msg is one of the registrar's per
+// heartbeat lines (first, status change, debug).
+func isHeartbeatLine(msg string) bool {
+	return msg == "heartbeat" || msg == "first heartbeat" || msg == "heartbeat changed status"
+}
+
 // mcpdEvents reads mcpd's JSON log for the lines in [from, to] that are not
 // a heartbeat's or a request's: sweeps, warnings, errors.
 func mcpdEvents(logFile string, from, to time.Time) []Event {
@@ -465,7 +471,7 @@ func mcpdEvents(logFile string, from, to time.Time) []Event {
 			Level string    `json:"level"`
 			Msg   string    `json:"msg"`
 		}
-		if json.Unmarshal(line, &rec) != nil || rec.Msg == "heartbeat" || rec.Time.Before(from) || rec.Time.After(to) {
+		if json.Unmarshal(line, &rec) != nil || isHeartbeatLine(rec.Msg) || rec.Time.Before(from) || rec.Time.After(to) {
 			continue
 		}
 		what := string(line)

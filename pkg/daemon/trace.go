@@ -1,0 +1,48 @@
+package daemon
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+)
+
+// monitorTracerName names the tracer of the sweep spans.
+const monitorTracerName = "github.com/cyberos/mcpd/pkg/heartbeat"
+
+// sweepTracer returns the monitor's Trace hook: each sweep is the root span
+// of a trace of its own, "sweep", with the counts of its transitions by
+// status reached; nil when tracing is off.
+func sweepTracer(tp trace.TracerProvider) func(context.Context) (context.Context, func([]heartbeat.Event, error)) {
+	if tp == nil {
+		return nil
+	}
+	tracer := tp.Tracer(monitorTracerName)
+	return func(ctx context.Context) (context.Context, func([]heartbeat.Event, error)) {
+		ctx, span := tracer.Start(ctx, "sweep", trace.WithNewRoot())
+		return ctx, func(transitions []heartbeat.Event, err error) {
+			var degraded, unhealthy int
+			for _, ev := range transitions {
+				switch ev.ToStatus {
+				case heartbeat.StatusDegraded:
+					degraded++
+				case heartbeat.StatusUnhealthy:
+					unhealthy++
+				}
+			}
+			span.SetAttributes(
+				attribute.Int("mcpd.sweep.transitions", len(transitions)),
+				attribute.Int("mcpd.sweep.degraded", degraded),
+				attribute.Int("mcpd.sweep.unhealthy", unhealthy),
+			)
+			if err != nil {
+				span.RecordError(err)
+				span.SetStatus(codes.Error, "sweep failed")
+			}
+			span.End()
+		}
+	}
+}
