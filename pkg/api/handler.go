@@ -63,6 +63,14 @@ type HandlerOptions struct {
 	// The request rate is checked for every /v1 call once its token is
 	// verified.
 	Limits *limit.Tenants
+	// MCP serves /mcp (mcpd as an MCP server) once the caller's token,
+	// read scope and request rate are checked; nil: no /mcp route.
+	MCP MCPServer
+}
+
+// MCPServer serves /mcp for a caller whose token is verified.
+type MCPServer interface {
+	ServeMCP(w http.ResponseWriter, r *http.Request, claims auth.Claims)
 }
 
 type handler struct {
@@ -98,6 +106,8 @@ const (
 	RouteHealthz    = "GET /healthz"
 	RouteReadyz     = "GET /readyz"
 	RouteMetrics    = "GET /metrics"
+	// RouteMCP is the MCP endpoint (Streamable HTTP: GET, POST, DELETE).
+	RouteMCP = "/mcp"
 	// routeUnmatched labels requests that matched no route (404, 405).
 	routeUnmatched = "unmatched"
 )
@@ -149,6 +159,9 @@ func NewHandler(opts HandlerOptions) http.Handler {
 	mux.Handle(RouteAudit, h.authorized(auth.ScopeRead, h.listEvents))
 	mux.Handle(RouteFindSkills, h.authorized(auth.ScopeRead, h.findSkills))
 	mux.Handle(RouteWatch, h.authenticated(auth.ScopeRead, h.watch))
+	if opts.MCP != nil {
+		mux.Handle(RouteMCP, h.authenticated(auth.ScopeRead, opts.MCP.ServeMCP))
+	}
 	// The three POST-only paths would otherwise be taken for a server_id
 	// by GET: answer them as the wrong method they are.
 	for _, verb := range []string{"register", "heartbeat", "deregister"} {
