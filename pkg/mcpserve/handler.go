@@ -264,7 +264,7 @@ func (h *Handler) newTenant(ctx context.Context, id uuid.UUID) (*tenant, error) 
 				Tools:     &mcp.ToolCapabilities{},
 				Resources: &mcp.ResourceCapabilities{Subscribe: true, ListChanged: true},
 			},
-			SubscribeHandler:   checkSubscription,
+			SubscribeHandler:   t.checkSubscription,
 			UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
 			SetCacheable:       setCacheable,
 		})
@@ -292,13 +292,24 @@ func (h *Handler) newTenant(ctx context.Context, id uuid.UUID) (*tenant, error) 
 }
 
 // checkSubscription accepts subscriptions to mcpd's two kinds of resource.
-func checkSubscription(_ context.Context, req *mcp.SubscribeRequest) error {
+func (t *tenant) checkSubscription(_ context.Context, req *mcp.SubscribeRequest) error {
 	u := req.Params.URI
 	if strings.HasPrefix(u, SkillURIPrefix) && len(u) > len(SkillURIPrefix) ||
 		strings.HasPrefix(u, ServerURIPrefix) && len(u) > len(ServerURIPrefix) {
+		t.subscribed.Add(1)
 		return nil
 	}
 	return mcp.ResourceNotFoundError(u)
+}
+
+// subscribed returns how many subscriptions tenant id accepted, for tests.
+func (h *Handler) subscribed(id uuid.UUID) int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if t := h.tenants[id]; t != nil {
+		return t.subscribed.Load()
+	}
+	return 0
 }
 
 // Cache hints of 2026-07-28: every answer is the tenant's own (private);

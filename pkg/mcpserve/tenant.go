@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -52,6 +53,8 @@ type tenant struct {
 	inflight int
 	// stop ends the follower.
 	stop context.CancelFunc
+	// subscribed counts the subscriptions accepted.
+	subscribed atomic.Int64
 
 	mu sync.Mutex
 	// modules holds the skill names of each module, as last read.

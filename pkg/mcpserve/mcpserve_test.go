@@ -1,0 +1,383 @@
+package mcpserve_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/mcpserve"
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
+)
+
+// findSkill calls find_skill and decodes its structured content.
+func findSkill(t *testing.T, cs *mcp.ClientSession, args map[string]any) mcpserve.Providers {
+	t.Helper()
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: mcpserve.ToolFindSkill, Arguments: args})
+	if err != nil {
+		t.Fatalf("find_skill: %v", err)
+	}
+	if res.IsError {
+		t.Fatalf("find_skill: tool error %v", res.Content)
+	}
+	var p mcpserve.Providers
+	decodeStructured(t, res, &p)
+	if len(res.Content) != 1 {
+		t.Fatalf("find_skill: %d content items, want one text", len(res.Content))
+	}
+	if _, ok := res.Content[0].(*mcp.TextContent); !ok {
+		t.Fatalf("find_skill: content %T, want text", res.Content[0])
+	}
+	return p
+}
+
+func decodeStructured(t *testing.T, res *mcp.CallToolResult, v any) {
+	t.Helper()
+	b, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("structured content %s: %v", b, err)
+	}
+}
+
+func readJSON(t *testing.T, cs *mcp.ClientSession, uri string, v any) {
+	t.Helper()
+	res, err := cs.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: uri})
+	if err != nil {
+		t.Fatalf("read %s: %v", uri, err)
+	}
+	if len(res.Contents) != 1 || res.Contents[0].MIMEType != "application/json" {
+		t.Fatalf("read %s: %+v", uri, res.Contents)
+	}
+	if err := json.Unmarshal([]byte(res.Contents[0].Text), v); err != nil {
+		t.Fatalf("read %s: %v", uri, err)
+	}
+}
+
+func TestToolsBothRevisions(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	tenant := uuid.New()
+	a := e.register(t, tenant, "search-a", "search", "fetch")
+	b := e.register(t, tenant, "search-b", "search")
+	c := e.register(t, tenant, "search-c", "search")
+	// search-a and search-c stay; search-b goes silent and dies; search-c
+	// misses two beats and is degraded.
+	e.clock.Advance(testInterval)
+	e.heartbeat(t, tenant, a.ServerID)
+	e.clock.Advance(testInterval)
+	e.heartbeat(t, tenant, a.ServerID)
+	e.heartbeat(t, tenant, c.ServerID)
+	e.sweep(t, 2*testInterval+time.Second)
+	e.heartbeat(t, tenant, a.ServerID)
+	for _, id := range []uuid.UUID{a.ServerID, b.ServerID, c.ServerID} {
+		srv, err := e.reg.Server(t.Context(), tenant, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %s", srv.ModuleName, srv.Status)
+	}
+	tok := e.token(t, tenant, "mcp:read")
+
+	for _, rev := range revisions {
+		t.Run(rev, func(t *testing.T) {
+			cs, _ := e.connect(t, tok, rev)
+			init := cs.InitializeResult()
+			if init.ServerInfo == nil || init.ServerInfo.Name != "mcpd" || init.ServerInfo.Version != "1.2.3-test" {
+				t.Fatalf("server info %+v", init.ServerInfo)
+			}
+			if init.Capabilities.Resources == nil || !init.Capabilities.Resources.Subscribe || !init.Capabilities.Resources.ListChanged {
+				t.Fatalf("resource capabilities %+v", init.Capabilities.Resources)
+			}
+
+			tools, err := cs.ListTools(t.Context(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(tools.Tools) != 3 {
+				t.Fatalf("%d tools", len(tools.Tools))
+			}
+			for _, tool := range tools.Tools {
+				if tool.Annotations == nil || !tool.Annotations.ReadOnlyHint || tool.InputSchema == nil || tool.OutputSchema == nil {
+					t.Fatalf("tool %s: annotations %+v, schemas %v %v", tool.Name, tool.Annotations,
+						tool.InputSchema != nil, tool.OutputSchema != nil)
+				}
+			}
+
+			p := findSkill(t, cs, map[string]any{"name": "search"})
+			if got := providerModules(p); !sameStrings(got, []string{"search-a", "search-c"}) {
+				t.Fatalf("find_skill(search): %v, want the live ones healthy first", got)
+			}
+			if p.Providers[0].Status != "healthy" || p.Providers[1].Status != "degraded" ||
+				p.Providers[0].ServerID != a.ServerID.String() || p.Providers[0].Version != "1.0.0" ||
+				len(p.Providers[0].SupportedProtocols) != 1 {
+				t.Fatalf("providers %+v", p.Providers)
+			}
+			if p := findSkill(t, cs, map[string]any{"name": "nobody"}); len(p.Providers) != 0 || p.Skill != "nobody" {
+				t.Fatalf("find_skill(nobody): %+v", p)
+			}
+			if p := findSkill(t, cs, map[string]any{"name": "search", "protocol": "2024-11-05"}); len(p.Providers) != 0 {
+				t.Fatalf("find_skill(search, 2024-11-05): %+v", p)
+			}
+
+			res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: mcpserve.ToolListServers})
+			if err != nil || res.IsError {
+				t.Fatalf("list_servers: %v %v", err, res)
+			}
+			var list mcpserve.ServerList
+			decodeStructured(t, res, &list)
+			if len(list.Servers) != 3 || list.Truncated {
+				t.Fatalf("list_servers: %+v", list)
+			}
+			res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: mcpserve.ToolListServers,
+				Arguments: map[string]any{"status": "unhealthy"}})
+			if err != nil || res.IsError {
+				t.Fatalf("list_servers(unhealthy): %v %v", err, res)
+			}
+			decodeStructured(t, res, &list)
+			if len(list.Servers) != 1 || list.Servers[0].ModuleName != "search-b" {
+				t.Fatalf("list_servers(unhealthy): %+v", list)
+			}
+
+			res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: mcpserve.ToolGetServer,
+				Arguments: map[string]any{"module_name": "search-a"}})
+			if err != nil || res.IsError {
+				t.Fatalf("get_server: %v %v", err, res)
+			}
+			var d mcpserve.ServerDetail
+			decodeStructured(t, res, &d)
+			if d.Server.ServerID != a.ServerID.String() || len(d.Skills) != 2 {
+				t.Fatalf("get_server: %+v", d)
+			}
+			for _, args := range []map[string]any{
+				{"server_id": uuid.NewString()}, {"module_name": "nope"}, {"server_id": "x"}, {},
+			} {
+				res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: mcpserve.ToolGetServer, Arguments: args})
+				if err != nil {
+					t.Fatalf("get_server(%v): protocol error %v, want a tool error", args, err)
+				}
+				if !res.IsError {
+					t.Fatalf("get_server(%v): not a tool error", args)
+				}
+			}
+
+			templates, err := cs.ListResourceTemplates(t.Context(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var uris []string
+			for _, tpl := range templates.ResourceTemplates {
+				uris = append(uris, tpl.URITemplate)
+			}
+			if !sameStrings(uris, []string{"mcpd://servers/{module_name}", "mcpd://skills/{name}"}) {
+				t.Fatalf("templates %v", uris)
+			}
+			resources, err := cs.ListResources(t.Context(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			uris = uris[:0]
+			for _, r := range resources.Resources {
+				uris = append(uris, r.URI)
+			}
+			if !sameStrings(uris, []string{"mcpd://skills/fetch", "mcpd://skills/search"}) {
+				t.Fatalf("resources %v", uris)
+			}
+			var fromResource mcpserve.Providers
+			readJSON(t, cs, mcpserve.SkillURI("search"), &fromResource)
+			if !sameStrings(providerModules(fromResource), []string{"search-a", "search-c"}) {
+				t.Fatalf("read skill: %+v", fromResource)
+			}
+			readJSON(t, cs, mcpserve.ServerURI("search-b"), &d)
+			if d.Server.Status != "unhealthy" {
+				t.Fatalf("read server: %+v", d)
+			}
+			if _, err := cs.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: mcpserve.ServerURI("nope")}); err == nil {
+				t.Fatal("read of an unknown server: no error")
+			}
+		})
+	}
+}
+
+// TestNotifyDeathAndRecovery is the issue's "done when": a subscriber of
+// mcpd://skills/search is told of its provider's death and of its
+// recovery, on both revisions, and each read after a notification is
+// current.
+func TestNotifyDeathAndRecovery(t *testing.T) {
+	t.Parallel()
+	for _, rev := range revisions {
+		t.Run(rev, func(t *testing.T) {
+			t.Parallel()
+			notifyDeathAndRecovery(t, setup(t), rev)
+		})
+	}
+}
+
+func notifyDeathAndRecovery(t *testing.T, e *env, rev string) {
+	tenant := uuid.New()
+	srv := e.register(t, tenant, "search-a", "search")
+	cs, rec := e.connect(t, e.token(t, tenant, "mcp:read"), rev)
+	if p := findSkill(t, cs, map[string]any{"name": "search"}); len(p.Providers) != 1 {
+		t.Fatalf("find_skill: %+v", p)
+	}
+	uri := mcpserve.SkillURI("search")
+	if err := cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: uri}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, "the subscription", func() bool { return e.mcp.Subscribed(tenant) >= 1 })
+
+	// A heartbeat that changes nothing tells no one.
+	e.clock.Advance(testInterval)
+	e.heartbeat(t, tenant, srv.ServerID)
+
+	// Death: three missed beats.
+	evs := e.sweep(t, 3*testInterval)
+	if len(evs) != 1 || evs[0].Kind != heartbeat.KindUnhealthy {
+		t.Fatalf("sweep: %+v", evs)
+	}
+	died := time.Now()
+	testwait.Eventually(t, "the update after the death", func() bool { return rec.updates(uri) >= 1 })
+	t.Logf("%s: notified %v after the unhealthy sweep committed", rev, time.Since(died).Round(time.Millisecond))
+	if p := findSkill(t, cs, map[string]any{"name": "search"}); len(p.Providers) != 0 {
+		t.Fatalf("find_skill after the death: %+v", p)
+	}
+
+	// Recovery within the same second: held back until the second passed.
+	e.heartbeat(t, tenant, srv.ServerID)
+	e.clock.Advance(time.Second)
+	testwait.Eventually(t, "the update after the recovery", func() bool { return rec.updates(uri) >= 2 })
+	var p mcpserve.Providers
+	readJSON(t, cs, uri, &p)
+	if len(p.Providers) != 1 || p.Providers[0].Status != "healthy" {
+		t.Fatalf("read after the recovery: %+v", p)
+	}
+	if n := rec.updates(uri); n != 2 {
+		t.Fatalf("%d updates, want 2 (death, recovery)", n)
+	}
+}
+
+func TestListChanged(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	tenant := uuid.New()
+	e.register(t, tenant, "search-a", "search")
+	tok := e.token(t, tenant, "mcp:read")
+	_, rec2025 := e.connect(t, tok, rev2025)
+	_, rec2026 := e.connect(t, tok, rev2026)
+	// The 2026-07-28 client opens its subscriptions/listen in the
+	// background: each poll offers a new skill name until it is told.
+	i := 0
+	testwait.Eventually(t, "list_changed on both revisions", func() bool {
+		i++
+		e.register(t, tenant, fmt.Sprintf("fetcher-%d", i), fmt.Sprintf("fetch-%d", i))
+		return rec2025.lists() >= 1 && rec2026.lists() >= 1
+	})
+}
+
+func TestIsolation(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	tenantA, tenantB := uuid.New(), uuid.New()
+	e.register(t, tenantA, "search-a", "search")
+	e.register(t, tenantB, "other", "other")
+	for _, rev := range revisions {
+		t.Run(rev, func(t *testing.T) {
+			cs, rec := e.connect(t, e.token(t, tenantB, "mcp:read"), rev)
+			if p := findSkill(t, cs, map[string]any{"name": "search"}); len(p.Providers) != 0 {
+				t.Fatalf("tenant B sees tenant A's providers: %+v", p)
+			}
+			res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: mcpserve.ToolGetServer,
+				Arguments: map[string]any{"module_name": "search-a"}})
+			if err != nil || !res.IsError {
+				t.Fatalf("get_server of tenant A's server: %v %+v", err, res)
+			}
+			uri := mcpserve.SkillURI("search")
+			before := e.mcp.Subscribed(tenantB)
+			if err := cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: uri}); err != nil {
+				t.Fatal(err)
+			}
+			testwait.Eventually(t, "B's subscription", func() bool { return e.mcp.Subscribed(tenantB) > before })
+			// A subscriber of tenant A on the same resource is told; B is not.
+			csA, recA := e.connect(t, e.token(t, tenantA, "mcp:read"), rev)
+			before = e.mcp.Subscribed(tenantA)
+			if err := csA.Subscribe(t.Context(), &mcp.SubscribeParams{URI: uri}); err != nil {
+				t.Fatal(err)
+			}
+			testwait.Eventually(t, "A's subscription", func() bool { return e.mcp.Subscribed(tenantA) > before })
+			// A re-registration, an event of tenant A, a second after the
+			// last notification of the resource.
+			e.clock.Advance(time.Second)
+			e.register(t, tenantA, "search-a", "search")
+			testwait.Eventually(t, "A's update", func() bool { return recA.updates(uri) >= 1 })
+			if got := rec.updates(uri); got != 0 {
+				t.Fatalf("tenant B was told %d times of tenant A's change", got)
+			}
+		})
+	}
+	t.Run("session", func(t *testing.T) {
+		// A 2025-11-25 session of tenant A is unknown to tenant B.
+		cs, _ := e.connect(t, e.token(t, tenantA, "mcp:read"), rev2025)
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, e.url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+e.token(t, tenantB, "mcp:read"))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", cs.ID())
+		req.Header.Set("Mcp-Protocol-Version", rev2025)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("tenant B with tenant A's session: %d %s, want 404", resp.StatusCode, b)
+		}
+	})
+}
+
+func TestUnauthorized(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	for _, rev := range revisions {
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, e.url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", rev)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+			t.Fatalf("%s without a token: %d %q", rev, resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+		}
+		if _, _, err := e.tryConnect(t, "", rev); err == nil {
+			t.Fatalf("%s: the client connected without a token", rev)
+		}
+		if _, _, err := e.tryConnect(t, "not-a-token", rev); err == nil {
+			t.Fatalf("%s: the client connected with a bad token", rev)
+		}
+	}
+	// A token without the read scope: 403.
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, e.url, strings.NewReader(`{}`))
+	req.Header.Set("Authorization", "Bearer "+e.token(t, uuid.New(), "other:scope"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("without the scope: %d", resp.StatusCode)
+	}
+}
