@@ -302,14 +302,15 @@ func (t *tenant) checkSubscription(_ context.Context, req *mcp.SubscribeRequest)
 	return mcp.ResourceNotFoundError(u)
 }
 
-// subscribed returns how many subscriptions tenant id accepted, for tests.
-func (h *Handler) subscribed(id uuid.UUID) int64 {
+// counts returns how many subscriptions tenant id accepted and how many of
+// its events were followed, for tests.
+func (h *Handler) counts(id uuid.UUID) (subscribed, followed int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if t := h.tenants[id]; t != nil {
-		return t.subscribed.Load()
+		return t.subscribed.Load(), t.followed.Load()
 	}
-	return 0
+	return 0, 0
 }
 
 // Cache hints of 2026-07-28: every answer is the tenant's own (private);

@@ -52,6 +52,8 @@ type env struct {
 type envOptions struct {
 	// store makes the store; nil: memstore.
 	store func(t *testing.T, clock clockwork.Clock) testStore
+	// interval is the heartbeat interval; zero: testInterval.
+	interval time.Duration
 }
 
 // testStore is a store the monitor can sweep.
@@ -73,12 +75,18 @@ func setup(t *testing.T, opts ...envOptions) *env {
 	} else {
 		store = memstore.New(clock)
 	}
+	interval := o.interval
+	if interval == 0 {
+		interval = testInterval
+	}
 	logs := &testlog.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	reg := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{Store: store, Logger: logger,
-		Sink: heartbeat.LogSink{Logger: logger}, HeartbeatInterval: testInterval.Seconds()})
+		Sink: heartbeat.LogSink{Logger: logger}, HeartbeatInterval: interval.Seconds()})
 	mon := heartbeat.NewMonitor(heartbeat.MonitorOptions{Store: store, Logger: logger, Clock: clock,
-		Sink: heartbeat.LogSink{Logger: logger}, HeartbeatInterval: testInterval, Period: testInterval / 2})
+		Sink: heartbeat.LogSink{Logger: logger}, HeartbeatInterval: interval, Period: interval / 2,
+		// The tests sweep by hand, with gaps a running monitor never has.
+		BlindAfter: -1})
 	// The hub reads on the real clock: the store says when an event
 	// commits (memstore) or is polled every 100 ms (PostgreSQL).
 	hub := feed.NewHub(feed.Options{Source: store, Logger: logger})

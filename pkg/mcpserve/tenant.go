@@ -53,8 +53,9 @@ type tenant struct {
 	inflight int
 	// stop ends the follower.
 	stop context.CancelFunc
-	// subscribed counts the subscriptions accepted.
-	subscribed atomic.Int64
+	// subscribed counts the subscriptions accepted; followed the events
+	// read from the feed (tests).
+	subscribed, followed atomic.Int64
 
 	mu sync.Mutex
 	// modules holds the skill names of each module, as last read.
@@ -108,6 +109,7 @@ type tenantSink struct {
 }
 
 func (s *tenantSink) Events(events []heartbeat.Event) error {
+	defer s.t.followed.Add(int64(len(events)))
 	seen := make(map[string]bool, len(events))
 	for i := range events {
 		m := events[i].ModuleName
