@@ -13,3 +13,10 @@ func (h *Handler) Followed(tenant uuid.UUID) int64 {
 	_, n := h.counts(tenant)
 	return n
 }
+
+// Tenants returns how many tenants have an MCP server now.
+func (h *Handler) Tenants() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.tenants)
+}

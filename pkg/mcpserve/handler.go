@@ -319,7 +319,7 @@ func (h *Handler) counts(id uuid.UUID) (subscribed, followed int64) {
 func setCacheable(_ context.Context, req mcp.Request, c *mcp.Cacheable) {
 	c.CacheScope = "private"
 	switch req.(type) {
-	case *mcp.ListToolsRequest, *mcp.ListResourceTemplatesRequest, *mcp.DiscoverRequest:
+	case *mcp.ListToolsRequest, *mcp.ListResourceTemplatesRequest, *mcp.ServerRequest[*mcp.DiscoverParams]:
 		c.TTLMs = int(time.Hour / time.Millisecond)
 	default:
 		c.TTLMs = 0

@@ -1,6 +1,7 @@
 package mcpserve_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/limit"
 	"github.com/cyberos/mcpd/pkg/mcpserve"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
@@ -379,5 +381,162 @@ func TestUnauthorized(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("without the scope: %d", resp.StatusCode)
+	}
+}
+
+// post sends one JSON-RPC message to /mcp and returns the status and the
+// result of the answer (JSON or one SSE event).
+func (e *env) post(t *testing.T, token, rev, method, params string) (int, map[string]any) {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":` + params + `}`
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, e.url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", rev)
+	req.Header.Set("Mcp-Method", method)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if i := strings.Index(string(b), "data: "); i >= 0 {
+		b = []byte(strings.SplitN(string(b[i+len("data: "):]), "\n", 2)[0])
+	}
+	var msg map[string]any
+	if err := json.Unmarshal(b, &msg); err != nil {
+		t.Fatalf("answer %d %q: %v", resp.StatusCode, b, err)
+	}
+	return resp.StatusCode, msg
+}
+
+func TestDiscover(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	tok := e.token(t, uuid.New(), "mcp:read")
+	meta := `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
+		`"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}`
+	code, msg := e.post(t, tok, rev2026, "server/discover", meta)
+	res, _ := msg["result"].(map[string]any)
+	if code != http.StatusOK || res == nil {
+		t.Fatalf("server/discover: %d %v", code, msg)
+	}
+	b, _ := json.Marshal(res)
+	t.Logf("server/discover: %s", b)
+	versions, _ := res["supportedVersions"].([]any)
+	if len(versions) == 0 || versions[0] != rev2026 {
+		t.Errorf("supportedVersions %v", res["supportedVersions"])
+	}
+	caps, _ := res["capabilities"].(map[string]any)
+	if caps["tools"] == nil || caps["resources"] == nil {
+		t.Errorf("capabilities %v", caps)
+	}
+	rm, _ := res["_meta"].(map[string]any)
+	info, _ := rm["io.modelcontextprotocol/serverInfo"].(map[string]any)
+	if info["name"] != "mcpd" || info["version"] != "1.2.3-test" {
+		t.Errorf("serverInfo %v", rm)
+	}
+	if res["cacheScope"] != "private" || res["ttlMs"] != float64(3600000) {
+		t.Errorf("discover cache hints: ttlMs %v, cacheScope %v", res["ttlMs"], res["cacheScope"])
+	}
+	// List results carry their cache hints too.
+	for method, ttl := range map[string]float64{"tools/list": 3600000, "resources/templates/list": 3600000, "resources/list": 0} {
+		_, msg := e.post(t, tok, rev2026, method, meta)
+		res, _ := msg["result"].(map[string]any)
+		if res["cacheScope"] != "private" || res["ttlMs"] != ttl {
+			t.Errorf("%s: ttlMs %v, cacheScope %v; want %v, private", method, res["ttlMs"], res["cacheScope"], ttl)
+		}
+	}
+}
+
+// listen opens a 2026-07-28 subscriptions/listen stream; the caller closes
+// the answer's body.
+func (e *env) listen(ctx context.Context, t *testing.T, token, uri string) *http.Response {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{"_meta":{` +
+		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},` +
+		`"notifications":{"resourceSubscriptions":["` + uri + `"]}}}`
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", rev2026)
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// TestStreamLimit: open streams count against the tenant's watch limit;
+// other calls do not.
+func TestStreamLimit(t *testing.T) {
+	t.Parallel()
+	e := setup(t, envOptions{limits: limit.New(limit.Options{MaxWatches: 1})})
+	tok := e.token(t, uuid.New(), "mcp:read")
+	ctx, cancel := context.WithCancel(t.Context())
+	first := e.listen(ctx, t, tok, mcpserve.SkillURI("search"))
+	if first.StatusCode != http.StatusOK {
+		t.Fatalf("first stream: %d", first.StatusCode)
+	}
+	second := e.listen(t.Context(), t, tok, mcpserve.SkillURI("search"))
+	second.Body.Close()
+	if second.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("second stream: %d, want 429", second.StatusCode)
+	}
+	if code, _ := e.post(t, tok, rev2026, "tools/list", `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",`+
+		`"io.modelcontextprotocol/clientCapabilities":{}}}`); code != http.StatusOK {
+		t.Fatalf("a call beside the stream: %d", code)
+	}
+	cancel()
+	first.Body.Close()
+	testwait.Eventually(t, "a stream once the first closed", func() bool {
+		r := e.listen(t.Context(), t, tok, mcpserve.SkillURI("search"))
+		r.Body.Close()
+		return r.StatusCode == http.StatusOK
+	})
+}
+
+// TestTenantEvicted: a tenant's MCP server and follower go once it has no
+// session and no call in flight.
+func TestTenantEvicted(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	tok := e.token(t, uuid.New(), "mcp:read")
+	cs, _ := e.connect(t, tok, rev2025)
+	findSkill(t, cs, map[string]any{"name": "search"})
+	if n := e.mcp.Tenants(); n != 1 {
+		t.Fatalf("%d tenants with a session", n)
+	}
+	if err := cs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, "the tenant evicted", func() bool { return e.mcp.Tenants() == 0 })
+	// It comes back at the next call, current.
+	cs, _ = e.connect(t, tok, rev2026)
+	findSkill(t, cs, map[string]any{"name": "search"})
+}
+
+// TestShutdownEndsStreams: the Streams context ends every open stream.
+func TestShutdownEndsStreams(t *testing.T) {
+	t.Parallel()
+	streams, stop := context.WithCancel(context.Background())
+	defer stop()
+	e := setup(t, envOptions{streams: streams})
+	tok := e.token(t, uuid.New(), "mcp:read")
+	resp := e.listen(t.Context(), t, tok, mcpserve.SkillURI("search"))
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("listen: %d", resp.StatusCode)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := io.Copy(io.Discard, resp.Body); done <- err }()
+	stop()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stream did not end at shutdown")
 	}
 }

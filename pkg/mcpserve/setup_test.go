@@ -20,6 +20,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/feed"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/limit"
 	"github.com/cyberos/mcpd/pkg/mcpserve"
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
@@ -54,6 +55,10 @@ type envOptions struct {
 	store func(t *testing.T, clock clockwork.Clock) testStore
 	// interval is the heartbeat interval; zero: testInterval.
 	interval time.Duration
+	// limits are the tenants' limits; nil: none.
+	limits *limit.Tenants
+	// streams ends the streams when done; nil: never.
+	streams context.Context
 }
 
 // testStore is a store the monitor can sweep.
@@ -89,7 +94,9 @@ func setup(t *testing.T, opts ...envOptions) *env {
 		BlindAfter: -1})
 	// The hub reads on the real clock: the store says when an event
 	// commits (memstore) or is polled every 100 ms (PostgreSQL).
-	hub := feed.NewHub(feed.Options{Source: store, Logger: logger})
+	// Bookmarks, when a tenant's follower checks whether it still serves
+	// anyone, come often.
+	hub := feed.NewHub(feed.Options{Source: store, Logger: logger, BookmarkInterval: 50 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); hub.Run(ctx) }()
@@ -100,9 +107,11 @@ func setup(t *testing.T, opts ...envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mh := mcpserve.New(mcpserve.Options{Reader: reg, Feed: hub, Clock: clock, Version: "1.2.3-test", Logger: logger})
+	mh := mcpserve.New(mcpserve.Options{Reader: reg, Feed: hub, Clock: clock, Version: "1.2.3-test", Logger: logger,
+		Limits: o.limits, Streams: o.streams})
 	t.Cleanup(mh.Close)
-	h := api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: verifier, Logger: logger, Feed: hub, MCP: mh})
+	h := api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: verifier, Logger: logger, Feed: hub, MCP: mh,
+		Limits: o.limits})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &env{url: srv.URL + "/mcp", store: store, clock: clock, reg: reg, monitor: mon, mcp: mh, secret: secret, logs: logs}
