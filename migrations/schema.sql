@@ -1,4 +1,4 @@
--- mcpd's schema after migration 14 (make schema), dumped by pg_dump 15
+-- mcpd's schema after migration 15 (make schema), dumped by pg_dump 15
 --
 -- PostgreSQL database dump
 --
@@ -171,7 +171,7 @@ $$;
 -- Name: mcp_heartbeat(uuid[], uuid[], timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.mcp_heartbeat(p_tenants uuid[], p_servers uuid[], p_now timestamp with time zone) RETURNS TABLE(o_tenant_id uuid, o_server_id uuid, o_prev_status text, s_server_id uuid, s_tenant_id uuid, s_module_name text, s_version text, s_protocols text[], s_capabilities jsonb, s_status text, s_last_heartbeat timestamp with time zone, s_registered_at timestamp with time zone, s_deregistered_at timestamp with time zone, s_trace_id text, e_seq bigint, e_event_id uuid, e_tenant_id uuid, e_kind text, e_server_id uuid, e_module_name text, e_from_status text, e_to_status text, e_trace_id text, e_occurred_at timestamp with time zone, e_body jsonb)
+CREATE FUNCTION public.mcp_heartbeat(p_tenants uuid[], p_servers uuid[], p_now timestamp with time zone) RETURNS TABLE(o_tenant_id uuid, o_server_id uuid, o_prev_status text, s_server_id uuid, s_tenant_id uuid, s_module_name text, s_version text, s_protocols text[], s_capabilities jsonb, s_status text, s_last_heartbeat timestamp with time zone, s_registered_at timestamp with time zone, s_deregistered_at timestamp with time zone, s_trace_id text, s_remotes jsonb, s_description text, s_title text, e_seq bigint, e_event_id uuid, e_tenant_id uuid, e_kind text, e_server_id uuid, e_module_name text, e_from_status text, e_to_status text, e_trace_id text, e_occurred_at timestamp with time zone, e_body jsonb)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     SET plan_cache_mode TO 'force_generic_plan'
@@ -204,7 +204,7 @@ WITH prev AS (
     WHERE s.server_id = p.server_id AND p.status <> 'deregistered'
     RETURNING s.server_id, s.tenant_id, s.module_name, s.version, s.supported_protocols,
               s.capability_advertisement, s.status, s.last_heartbeat_at, s.registered_at,
-              s.deregistered_at, s.trace_id, p.status AS from_status
+              s.deregistered_at, s.trace_id, s.remotes, s.description, s.title, p.status AS from_status
 ), restored AS (
     UPDATE mcp_skills k
     SET available = true, unavailable_reason = NULL
@@ -230,7 +230,7 @@ WITH prev AS (
 SELECT p.tenant_id, p.server_id, p.status,
        u.server_id, u.tenant_id, u.module_name, u.version, u.supported_protocols,
        u.capability_advertisement, u.status, u.last_heartbeat_at, u.registered_at,
-       u.deregistered_at, u.trace_id::text,
+       u.deregistered_at, u.trace_id::text, u.remotes, u.description, u.title,
        e.seq, e.event_id, e.tenant_id, e.kind, e.server_id, e.module_name, e.from_status,
        e.to_status, e.trace_id::text, e.occurred_at, e.body
 FROM prev p
@@ -243,7 +243,7 @@ $$;
 -- Name: mcp_heartbeat_healthy(uuid[], uuid[], timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.mcp_heartbeat_healthy(p_tenants uuid[], p_servers uuid[], p_now timestamp with time zone) RETURNS TABLE(s_server_id uuid, s_tenant_id uuid, s_module_name text, s_version text, s_protocols text[], s_capabilities jsonb, s_status text, s_last_heartbeat timestamp with time zone, s_registered_at timestamp with time zone, s_deregistered_at timestamp with time zone, s_trace_id text)
+CREATE FUNCTION public.mcp_heartbeat_healthy(p_tenants uuid[], p_servers uuid[], p_now timestamp with time zone) RETURNS TABLE(s_server_id uuid, s_tenant_id uuid, s_module_name text, s_version text, s_protocols text[], s_capabilities jsonb, s_status text, s_last_heartbeat timestamp with time zone, s_registered_at timestamp with time zone, s_deregistered_at timestamp with time zone, s_trace_id text, s_remotes jsonb, s_description text, s_title text)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     SET plan_cache_mode TO 'force_generic_plan'
@@ -258,11 +258,11 @@ WITH upd AS (
     WHERE s.server_id = r.server_id AND s.tenant_id = r.tenant_id AND s.status = 'healthy'
     RETURNING s.server_id, s.tenant_id, s.module_name, s.version, s.supported_protocols,
               s.capability_advertisement, s.status, s.last_heartbeat_at, s.registered_at,
-              s.deregistered_at, s.trace_id::text AS trace_id
+              s.deregistered_at, s.trace_id::text AS trace_id, s.remotes, s.description, s.title
 )
 SELECT u.server_id, u.tenant_id, u.module_name, u.version, u.supported_protocols,
        u.capability_advertisement, u.status, u.last_heartbeat_at, u.registered_at,
-       u.deregistered_at, u.trace_id
+       u.deregistered_at, u.trace_id, u.remotes, u.description, u.title
 FROM upd u;
 END
 $$;
@@ -307,6 +307,22 @@ DECLARE
 BEGIN
     INSERT INTO mcp_tenant_servers AS t (tenant_id, live) VALUES (NEW.tenant_id, GREATEST(v_delta, 0))
     ON CONFLICT (tenant_id) DO UPDATE SET live = t.live + v_delta;
+    RETURN NULL;
+END
+$$;
+
+--
+-- Name: mcp_servers_status_changed(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_servers_status_changed() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+BEGIN
+    UPDATE mcp_servers s SET status_changed_at = e.at
+    FROM (SELECT n.server_id, max(n.occurred_at) AS at FROM mcp_new_events n GROUP BY n.server_id) e
+    WHERE s.server_id = e.server_id AND s.status_changed_at IS DISTINCT FROM e.at;
     RETURN NULL;
 END
 $$;
@@ -616,7 +632,14 @@ CREATE TABLE public.mcp_servers (
     deregistered_at timestamp with time zone,
     trace_id character(32),
     capability_bytes integer DEFAULT 0 NOT NULL,
-    CONSTRAINT mcp_servers_status_check CHECK ((status = ANY (ARRAY['healthy'::text, 'degraded'::text, 'unhealthy'::text, 'deregistered'::text])))
+    remotes jsonb DEFAULT '[]'::jsonb NOT NULL,
+    description text,
+    title text,
+    status_changed_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT mcp_servers_description_check CHECK (((char_length(description) >= 1) AND (char_length(description) <= 100))),
+    CONSTRAINT mcp_servers_remotes_check CHECK (((jsonb_typeof(remotes) = 'array'::text) AND (jsonb_array_length(remotes) <= 8))),
+    CONSTRAINT mcp_servers_status_check CHECK ((status = ANY (ARRAY['healthy'::text, 'degraded'::text, 'unhealthy'::text, 'deregistered'::text]))),
+    CONSTRAINT mcp_servers_title_check CHECK (((char_length(title) >= 1) AND (char_length(title) <= 100)))
 )
 WITH (fillfactor='80');
 
@@ -779,6 +802,12 @@ CREATE INDEX mcp_skills_server_idx ON public.mcp_skills USING btree (server_id);
 --
 
 CREATE INDEX mcp_skills_tenant_name_idx ON public.mcp_skills USING btree (tenant_id, name);
+
+--
+-- Name: mcp_audit_events mcp_audit_events_status_changed; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER mcp_audit_events_status_changed AFTER INSERT ON public.mcp_audit_events REFERENCING NEW TABLE AS mcp_new_events FOR EACH STATEMENT EXECUTE FUNCTION public.mcp_servers_status_changed();
 
 --
 -- Name: mcp_servers mcp_servers_capability_bytes; Type: TRIGGER; Schema: public; Owner: -
@@ -948,6 +977,12 @@ REVOKE ALL ON FUNCTION public.mcp_servers_capability_bytes() FROM PUBLIC;
 REVOKE ALL ON FUNCTION public.mcp_servers_count_live() FROM PUBLIC;
 
 --
+-- Name: FUNCTION mcp_servers_status_changed(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_servers_status_changed() FROM PUBLIC;
+
+--
 -- Name: FUNCTION mcp_skill_alert_states(p_destination text, p_tenants uuid[], p_skills text[]); Type: ACL; Schema: public; Owner: -
 --
 
@@ -1043,6 +1078,24 @@ GRANT UPDATE(last_heartbeat_at) ON TABLE public.mcp_servers TO cyberos_app;
 --
 
 GRANT UPDATE(deregistered_at) ON TABLE public.mcp_servers TO cyberos_app;
+
+--
+-- Name: COLUMN mcp_servers.remotes; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(remotes) ON TABLE public.mcp_servers TO cyberos_app;
+
+--
+-- Name: COLUMN mcp_servers.description; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(description) ON TABLE public.mcp_servers TO cyberos_app;
+
+--
+-- Name: COLUMN mcp_servers.title; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(title) ON TABLE public.mcp_servers TO cyberos_app;
 
 --
 -- Name: TABLE mcp_skills; Type: ACL; Schema: public; Owner: -

@@ -517,7 +517,19 @@ func (a *Agent) describe(ctx context.Context) (mcpinspect.Registration, error) {
 		}
 		rep.Protocols, rep.ProtocolsFrom = probed.Protocols, probed.ProtocolsFrom
 	}
-	return rep.Registration(a.opts.Module, a.opts.Version)
+	reg, err := rep.Registration(a.opts.Module, a.opts.Version)
+	if err != nil {
+		return reg, err
+	}
+	// Over HTTP, the URL probed is where the server is reached.
+	if !a.opts.Target.Stdio() {
+		if reason := heartbeat.RemoteURLProblem(a.opts.Target.URL); reason != "" {
+			reg.Warnings = append(reg.Warnings, "the MCP server's URL is not registered as its remote: it "+reason)
+		} else {
+			reg.Request.Remotes = []heartbeat.Remote{{Type: heartbeat.RemoteStreamableHTTP, URL: a.opts.Target.URL}}
+		}
+	}
+	return reg, nil
 }
 
 // probe pings the server; over HTTP, an answer 401 or 403 counts as

@@ -99,6 +99,14 @@ func TestAgentLifecycle(t *testing.T) {
 			if !strings.Contains(string(srv.CapabilityAdvertisement), `"tools":{"listChanged":true}`) {
 				t.Fatalf("capabilities %s", srv.CapabilityAdvertisement)
 			}
+			// Over HTTP the URL it probes is the server's remote; over stdio none.
+			wantRemotes := []heartbeat.Remote{}
+			if transport == "http" {
+				wantRemotes = []heartbeat.Remote{{Type: heartbeat.RemoteStreamableHTTP, URL: c.target.URL}}
+			}
+			if !slices.Equal(srv.Remotes, wantRemotes) {
+				t.Fatalf("remotes %+v, want %+v", srv.Remotes, wantRemotes)
+			}
 			sk := reg.skills(t, srv.ServerID)
 			if got := skillNames(sk); !slices.Equal(got, []string{"create-event", "list-events", "share"}) || !allSkills(sk, true) {
 				t.Fatalf("skills %+v", sk)

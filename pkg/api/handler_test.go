@@ -126,6 +126,20 @@ func TestRegisterInputRules(t *testing.T) {
 		{"unknown field", ok(`{"colour":"red"}`), "colour"},
 		{"tenant in body", ok(`{"tenant_id":"` + uuid.NewString() + `"}`), "tenant_id"},
 		{"unknown skill field", ok(`{"skills":[{"name":"a","weight":1}]}`), "weight"},
+		{"remotes 9", ok(`{"remotes":[` + strings.Repeat(`{"type":"sse","url":"https://a.example/"},`, 8) + `{"type":"sse","url":"https://a.example/"}]}`), "remotes"},
+		{"remote type stdio", ok(`{"remotes":[{"type":"stdio","url":"https://a.example/"}]}`), "remotes[0].type"},
+		{"remote url relative", ok(`{"remotes":[{"type":"sse","url":"https://a.example/"},{"type":"sse","url":"/mcp"}]}`), "remotes[1].url"},
+		{"remote url ftp", ok(`{"remotes":[{"type":"sse","url":"ftp://a.example/"}]}`), "remotes[0].url"},
+		{"remote url no host", ok(`{"remotes":[{"type":"sse","url":"https:///mcp"}]}`), "remotes[0].url"},
+		{"remote url user-info", ok(`{"remotes":[{"type":"sse","url":"https://u:p@a.example/"}]}`), "remotes[0].url"},
+		{"remote url fragment", ok(`{"remotes":[{"type":"sse","url":"https://a.example/mcp#x"}]}`), "remotes[0].url"},
+		{"remote url empty", ok(`{"remotes":[{"type":"sse","url":""}]}`), "remotes[0].url"},
+		{"remote url too long", ok(`{"remotes":[{"type":"sse","url":"https://a.example/` + strings.Repeat("x", 2048) + `"}]}`), "remotes[0].url"},
+		{"unknown remote field", ok(`{"remotes":[{"type":"sse","url":"https://a.example/","headers":[]}]}`), "headers"},
+		{"description empty", ok(`{"description":""}`), "description"},
+		{"description 101", ok(`{"description":"` + strings.Repeat("é", 101) + `"}`), "description"},
+		{"title empty", ok(`{"title":""}`), "title"},
+		{"title 101", ok(`{"title":"` + strings.Repeat("t", 101) + `"}`), "title"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -141,6 +155,8 @@ func TestRegisterInputRules(t *testing.T) {
 			ok(`{"capability_advertisement":{"tools":{"listChanged":true}}}`),
 			ok(`{"capability_advertisement":null}`),
 			ok(`{"skills":[{"name":"` + strings.Repeat("x", 128) + `","description":"d"}]}`),
+			ok(`{"remotes":[` + strings.Repeat(`{"type":"streamable-http","url":"http://10.0.0.1:8080/mcp?x=1"},`, 7) + `{"type":"sse","url":"https://a.example/` + strings.Repeat("x", 2000) + `"}]}`),
+			ok(`{"description":"` + strings.Repeat("é", 100) + `","title":"` + strings.Repeat("t", 100) + `"}`),
 		} {
 			resp := b.post(t, registerPath, strings.Replace(body, `"calendar"`, fmt.Sprintf(`"ok%d"`, i), 1))
 			if resp.code != http.StatusCreated && resp.code != http.StatusOK {

@@ -25,7 +25,23 @@ func (h *handler) register(w http.ResponseWriter, r *http.Request, claims auth.C
 		SupportedProtocols:      req.SupportedProtocols,
 		CapabilityAdvertisement: req.CapabilityAdvertisement,
 		Skills:                  req.Skills,
+		Remotes:                 req.Remotes,
 		TraceID:                 heartbeat.TraceIDFromTraceparent(r.Header.Get(HeaderTraceparent)),
+	}
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{{"description", req.Description}, {"title", req.Title}} {
+		if f.v != nil && *f.v == "" {
+			writeProblem(w, r, validationProblem(f.name, fmt.Sprintf("must be 1-%d characters", heartbeat.MaxDescription)))
+			return
+		}
+	}
+	if req.Description != nil {
+		info.Description = *req.Description
+	}
+	if req.Title != nil {
+		info.Title = *req.Title
 	}
 	if info.Validate() == nil {
 		if p := unstorableText(info); p != nil {

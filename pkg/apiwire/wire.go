@@ -13,6 +13,12 @@ type RegisterRequest struct {
 	SupportedProtocols      []string              `json:"supported_protocols"`
 	CapabilityAdvertisement json.RawMessage       `json:"capability_advertisement,omitempty"`
 	Skills                  []heartbeat.SkillInfo `json:"skills,omitempty"`
+	// Remotes, Description and Title are where the server is reached and
+	// how it describes itself (server.json terms); a re-registration
+	// replaces them.
+	Remotes     []heartbeat.Remote `json:"remotes,omitempty"`
+	Description *string            `json:"description,omitempty"`
+	Title       *string            `json:"title,omitempty"`
 }
 
 // ServerIDRequest is the body of the heartbeat and deregister calls.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,18 @@ import (
 func TestRegisterParse(t *testing.T) {
 	t.Parallel()
 	caps := writeFile(t, "caps.json", "{\n  \"tools\": {\"listChanged\": true}\n}\n")
+	sj := writeFile(t, "server.json", `{
+  "$schema": "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json",
+  "name": "io.github.acme/Weather-Tools",
+  "description": "Forecasts",
+  "title": "Weather",
+  "version": "2.1.0",
+  "packages": [{"registryType": "npm", "identifier": "@acme/weather", "version": "2.1.0", "transport": {"type": "stdio"}}],
+  "remotes": [
+    {"type": "streamable-http", "url": "https://weather.example.com/mcp"},
+    {"type": "sse", "url": "https://weather.example.com/sse", "headers": [{"name": "X-Key"}]}
+  ]
+}`)
 	cases := []struct {
 		name string
 		args []string
@@ -46,6 +59,33 @@ func TestRegisterParse(t *testing.T) {
 			},
 		},
 		{
+			name: "remotes, description, title",
+			args: []string{"--module", "calendar", "--version", "1.3.2", "--protocol", "2025-06-18",
+				"--remote", "https://cal.example/mcp", "--remote", "http://10.0.0.1:3000/mcp", "--remote-type", "sse",
+				"--description", "The calendar", "--title", "Calendar"},
+			want: registerOptions{Module: "calendar", Version: "1.3.2", Protocols: []string{"2025-06-18"},
+				Remotes: []string{"https://cal.example/mcp", "http://10.0.0.1:3000/mcp"}, RemoteType: "sse",
+				Description: "The calendar", Title: "Calendar",
+				RemoteList: []heartbeat.Remote{{Type: "sse", URL: "https://cal.example/mcp"}, {Type: "sse", URL: "http://10.0.0.1:3000/mcp"}}},
+		},
+		{
+			name: "server.json",
+			args: []string{"--server-json", sj, "--protocol", "2025-11-25", "--skill", "forecast"},
+			want: registerOptions{Module: "weather-tools", Version: "2.1.0", Protocols: []string{"2025-11-25"},
+				ServerJSON: sj, Description: "Forecasts", Title: "Weather",
+				Skills: []string{"forecast"}, SkillInfos: []heartbeat.SkillInfo{{Name: "forecast"}},
+				RemoteList: []heartbeat.Remote{{Type: "streamable-http", URL: "https://weather.example.com/mcp"},
+					{Type: "sse", URL: "https://weather.example.com/sse"}}},
+		},
+		{
+			name: "server.json and flags that win",
+			args: []string{"--server-json", sj, "--protocol", "2025-11-25", "--version", "3.0.0", "--title", "W",
+				"--remote", "https://other.example/mcp"},
+			want: registerOptions{Module: "weather-tools", Version: "3.0.0", Protocols: []string{"2025-11-25"},
+				ServerJSON: sj, Description: "Forecasts", Title: "W", Remotes: []string{"https://other.example/mcp"},
+				RemoteList: []heartbeat.Remote{{Type: "streamable-http", URL: "https://other.example/mcp"}}},
+		},
+		{
 			name: "traceparent from the environment",
 			args: []string{"--module", "calendar", "--version", "1.3.2", "--protocol", "2025-06-18"},
 			env:  map[string]string{EnvTraceparent: "00-11111111111111111111111111111111-2222222222222222-01"},
@@ -61,7 +101,10 @@ func TestRegisterParse(t *testing.T) {
 			if err := execute(t, cmd, c.args...); err != nil {
 				t.Fatal(err)
 			}
-			got.IO, got.Client, got.Printer = nil, nil, nil
+			got.IO, got.Client, got.Printer, got.set = nil, nil, nil, nil
+			if c.want.RemoteType == "" {
+				c.want.RemoteType = heartbeat.RemoteStreamableHTTP
+			}
 			if !reflect.DeepEqual(*got, c.want) {
 				t.Fatalf("options\n%+v\nwant\n%+v", *got, c.want)
 			}
@@ -73,6 +116,9 @@ func TestRegisterParseErrors(t *testing.T) {
 	t.Parallel()
 	notObject := writeFile(t, "caps.json", `["tools"]`)
 	twoValues := writeFile(t, "caps2.json", `{} {}`)
+	badName := writeFile(t, "bad.json", `{"name": "io.github.acme/weather_tools", "version": "1.0.0"}`)
+	noSlash := writeFile(t, "noslash.json", `{"name": "weather", "version": "1.0.0"}`)
+	badRemote := writeFile(t, "badremote.json", `{"name": "a/weather", "version": "1.0.0", "remotes": [{"type": "streamable-http", "url": "https://{tenant}.example/mcp"}]}`)
 	base := []string{"--module", "calendar", "--version", "1.3.2", "--protocol", "2025-06-18"}
 	cases := []struct {
 		name  string
@@ -86,6 +132,17 @@ func TestRegisterParseErrors(t *testing.T) {
 		{"positional argument", append(base[:6:6], "extra"), true},
 		{"capabilities missing", append(base[:6:6], "--capabilities", "/nonexistent/caps.json"), true},
 		{"capabilities a directory", append(base[:6:6], "--capabilities", t.TempDir()), true},
+		{"remote relative", append(base[:6:6], "--remote", "/mcp"), true},
+		{"remote with user-info", append(base[:6:6], "--remote", "https://u:p@a.example/mcp"), true},
+		{"remote type stdio", append(base[:6:6], "--remote", "https://a.example/mcp", "--remote-type", "stdio"), true},
+		{"nine remotes", append(base[:6:6], strings.Split(strings.Repeat("--remote https://a.example/ ", 9), " ")[:18]...), true},
+		{"server.json name not a module", []string{"--server-json", badName, "--protocol", "2025-06-18"}, true},
+		{"server.json name without slash", []string{"--server-json", noSlash, "--protocol", "2025-06-18"}, true},
+		{"server.json not json", []string{"--server-json", notObject, "--protocol", "2025-06-18"}, true},
+		{"server.json bad remote", []string{"--server-json", badRemote, "--protocol", "2025-06-18"}, true},
+		{"server.json missing", []string{"--server-json", "/nonexistent/server.json", "--protocol", "2025-06-18"}, true},
+		{"server.json and module", []string{"--server-json", noSlash, "--module", "x", "--protocol", "2025-06-18"}, false},
+		{"neither module nor server.json", []string{"--version", "1.0.0", "--protocol", "2025-06-18"}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -347,5 +404,20 @@ func TestOutputFlag(t *testing.T) {
 				t.Fatalf("-o %s version printed %q (%v)", f, ts.out, err)
 			}
 		}
+	}
+}
+
+// A server.json's packages are ignored with a note on stderr.
+func TestRegisterServerJSONNote(t *testing.T) {
+	t.Parallel()
+	sj := writeFile(t, "server.json", `{"name": "io.github.acme/weather", "version": "1.0.0",
+		"packages": [{"registryType": "npm", "identifier": "@acme/weather", "version": "1.0.0", "transport": {"type": "stdio"}}]}`)
+	ts := newTestIO()
+	cmd := newCmdRegister(testFactory(ts, nil), func(*registerOptions) error { return nil })
+	if err := execute(t, cmd, "--server-json", sj, "--protocol", "2025-06-18"); err != nil {
+		t.Fatal(err)
+	}
+	if got := ts.errOut.String(); !strings.Contains(got, "1 packages ignored") {
+		t.Fatalf("stderr %q, want the note on packages", got)
 	}
 }

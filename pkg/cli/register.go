@@ -33,6 +33,11 @@ type registerOptions struct {
 	CapabilitiesFile string
 	Skills           []string
 	Traceparent      string
+	Remotes          []string // --remote URL, repeatable
+	RemoteType       string   // --remote-type, for every --remote
+	Description      string
+	Title            string
+	ServerJSON       string // --server-json FILE
 
 	// MCP is set when the registration is learned from an MCP server
 	// (--from-mcp, --from-mcp-command).
@@ -41,6 +46,10 @@ type registerOptions struct {
 	// Filled from the flags by the command before it runs.
 	Capabilities json.RawMessage
 	SkillInfos   []heartbeat.SkillInfo
+	RemoteList   []heartbeat.Remote
+	// set says which of --version, --description, --title and --remote
+	// were given: they win over the server.json's.
+	set map[string]bool
 }
 
 // registerMCPOptions name the MCP server a registration is learned from.
@@ -58,7 +67,7 @@ func newCmdRegister(f *Factory, runF func(*registerOptions) error) *cobra.Comman
 	opts := &registerOptions{IO: f.IOStreams, Client: f.Client}
 	src := &registerMCPOptions{}
 	cmd := &cobra.Command{
-		Use:   "register --module NAME (--version VERSION --protocol REVISION... | --from-mcp URL | --from-mcp-command CMD) [flags]",
+		Use:   "register (--module NAME | --server-json FILE) (--version VERSION --protocol REVISION... | --from-mcp URL | --from-mcp-command CMD) [flags]",
 		Short: "Register a server, or update its registration",
 		Long: `Register an MCP server under the token's tenant. Registering a module that
 is already registered updates that same server (same server ID): version,
@@ -77,10 +86,25 @@ accepts (its server/discover answer, else one initialize per revision with
 --probe-revisions), its capabilities object, and its tools as skills with
 their descriptions (tools/list, every page; at most 256, names over 128
 characters skipped with a warning). They replace --protocol, --capabilities
-and --skill.`,
+and --skill.
+
+--remote URL (repeatable) says where the server is reached, over streamable
+HTTP, or over the older SSE transport with --remote-type sse; --description
+and --title describe it (1-100 characters each). A registration replaces
+them; none given registers none.
+
+With --server-json FILE, the registration is read from an official MCP
+registry server.json: the part of its name after the slash, lower-cased, is
+the module name (it must be a valid module name), and its version,
+description, title and remotes are registered; its packages are ignored.
+--version, --description, --title and --remote given beside it win.
+--protocol is still required: server.json does not list protocol revisions.`,
 		Example: `  mcpctl register --module calendar --version 1.3.2 --protocol 2025-06-18
   mcpctl register --module calendar --version 1.3.2 --protocol 2025-06-18 \
       --capabilities caps.json --skill list-events="List the events of a day" --skill create-event
+  mcpctl register --module calendar --version 1.3.2 --protocol 2025-06-18 \
+      --remote https://calendar.example.com/mcp --title Calendar
+  mcpctl register --server-json server.json --protocol 2025-11-25 --skill search
   mcpctl register --module calendar --from-mcp http://127.0.0.1:3000/mcp
   mcpctl register --module everything \
       --from-mcp-command "node /opt/everything/dist/index.js stdio"`,
@@ -92,6 +116,10 @@ and --skill.`,
 			opts.MCP = nil
 			if src.URL != "" || src.Command != "" {
 				opts.MCP = src
+			}
+			opts.set = map[string]bool{}
+			for _, name := range []string{"version", "description", "title", "remote"} {
+				opts.set[name] = cmd.Flags().Changed(name)
 			}
 			if err := opts.complete(); err != nil {
 				return err
@@ -110,13 +138,22 @@ and --skill.`,
 	fl.StringVar(&opts.CapabilitiesFile, "capabilities", "", "file with the capability advertisement, a JSON object (- for stdin)")
 	fl.StringArrayVar(&opts.Skills, "skill", nil, "skill as NAME or NAME=DESCRIPTION (repeatable)")
 	fl.StringVar(&opts.Traceparent, "traceparent", "", "W3C traceparent header for the registration (env "+EnvTraceparent+")")
+	fl.StringArrayVar(&opts.Remotes, "remote", nil, "URL where the server is reached (repeatable)")
+	fl.StringVar(&opts.RemoteType, "remote-type", heartbeat.RemoteStreamableHTTP, "transport of every --remote: streamable-http or sse")
+	fl.StringVar(&opts.Description, "description", "", "what the server does, 1-100 characters")
+	fl.StringVar(&opts.Title, "title", "", "the server's display name, 1-100 characters")
+	fl.StringVar(&opts.ServerJSON, "server-json", "", "read name, version, description, title and remotes from an official server.json")
 	fl.StringVar(&src.URL, "from-mcp", "", "learn the registration from the MCP server at this streamable HTTP URL")
 	fl.StringVar(&src.Command, "from-mcp-command", "", "learn the registration from the MCP server this command runs over stdio")
 	fl.BoolVar(&src.ProbeRevisions, "probe-revisions", true, "with --from-mcp*: ask a server without server/discover about each other revision (one initialize each)")
 	fl.DurationVar(&src.Timeout, "mcp-timeout", defaultMCPTimeout, "with --from-mcp*: how long learning from the MCP server may take")
-	_ = cmd.MarkFlagRequired("module")
+	cmd.MarkFlagsOneRequired("module", "server-json")
+	cmd.MarkFlagsMutuallyExclusive("module", "server-json")
 	_ = cmd.MarkFlagFilename("capabilities", "json")
+	_ = cmd.MarkFlagFilename("server-json", "json")
 	cmd.MarkFlagsMutuallyExclusive("from-mcp", "from-mcp-command")
+	cmd.MarkFlagsMutuallyExclusive("server-json", "from-mcp")
+	cmd.MarkFlagsMutuallyExclusive("server-json", "from-mcp-command")
 	for _, src := range []string{"from-mcp", "from-mcp-command"} {
 		for _, other := range []string{"protocol", "skill", "capabilities"} {
 			cmd.MarkFlagsMutuallyExclusive(src, other)
@@ -125,8 +162,17 @@ and --skill.`,
 	return cmd
 }
 
-// complete checks the flags and reads the capabilities file and skills.
+// complete checks the flags and reads the capabilities file, the skills,
+// the remotes and the server.json.
 func (o *registerOptions) complete() error {
+	if err := o.completeRemotes(); err != nil {
+		return err
+	}
+	if o.ServerJSON != "" {
+		if err := o.readServerJSON(); err != nil {
+			return err
+		}
+	}
 	if o.Module == "" {
 		return usagef("--module is empty")
 	}
@@ -248,6 +294,13 @@ func registerRun(ctx context.Context, opts *registerOptions) error {
 		if req, err = learnFromMCP(ctx, opts); err != nil {
 			return err
 		}
+	}
+	req.Remotes = opts.RemoteList
+	if opts.Description != "" {
+		req.Description = &opts.Description
+	}
+	if opts.Title != "" {
+		req.Title = &opts.Title
 	}
 	srv, created, err := c.Register(ctx, req, opts.Traceparent)
 	if err != nil {

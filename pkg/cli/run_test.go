@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -57,7 +58,8 @@ func TestRegisterRun(t *testing.T) {
   "registered_at": "2026-05-17T10:00:00Z",
   "deregistered_at": null,
   "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
-  "heartbeat_interval_seconds": 10
+  "heartbeat_interval_seconds": 10,
+  "remotes": []
 }
 `, id, b.tenant)
 	if ts.out.String() != want {
@@ -164,6 +166,7 @@ heartbeat_interval_seconds: 10
 last_heartbeat_at: "2026-05-17T10:00:15Z"
 module_name: calendar
 registered_at: "2026-05-17T10:00:00Z"
+remotes: []
 server_id: %s
 status: healthy
 supported_protocols:
@@ -261,5 +264,28 @@ func TestAuditListRun(t *testing.T) {
 	}
 	if got := strings.Count(ts.out.String(), "\n"); got != 1 {
 		t.Fatalf("audit list --limit 1 printed %d lines:\n%s", got, ts.out)
+	}
+}
+
+// register sends the remotes, description and title, and mcpd returns them.
+func TestRegisterRunRemotes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ts := newTestIO()
+	remotes := []heartbeat.Remote{{Type: heartbeat.RemoteSSE, URL: "https://cal.example/sse"}}
+	opts := &registerOptions{
+		IO: ts.io, Client: b.clientFunc(), Printer: b.printer(ts, output.JSON),
+		Module: "calendar", Version: "1.3.2", Protocols: []string{"2025-06-18"},
+		RemoteList: remotes, Description: "The calendar", Title: "Calendar",
+	}
+	if err := registerRun(context.Background(), opts); err != nil {
+		t.Fatal(err)
+	}
+	var got heartbeat.Server
+	if err := json.Unmarshal(ts.out.Bytes(), &got); err != nil {
+		t.Fatalf("register -o json printed %q: %v", ts.out, err)
+	}
+	if !reflect.DeepEqual(got.Remotes, remotes) || got.Description != "The calendar" || got.Title != "Calendar" {
+		t.Fatalf("registered %+v", got)
 	}
 }

@@ -144,5 +144,8 @@ func (r *Registrar) decorate(s Server) Server {
 	if s.SupportedProtocols == nil {
 		s.SupportedProtocols = []string{}
 	}
+	if s.Remotes == nil {
+		s.Remotes = []Remote{}
+	}
 	return s
 }

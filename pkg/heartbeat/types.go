@@ -13,6 +13,20 @@ type SkillInfo struct {
 	Description string `json:"description,omitempty"`
 }
 
+// Remote is where a server is reached, in the official MCP registry's
+// server.json terms: a transport type (RemoteStreamableHTTP or RemoteSSE)
+// and an absolute http or https URL.
+type Remote struct {
+	Type string `json:"type"`
+	URL  string `json:"url"`
+}
+
+// The transport types of a Remote.
+const (
+	RemoteStreamableHTTP = "streamable-http"
+	RemoteSSE            = "sse"
+)
+
 // ServerInfo is what a server says of itself when it registers.
 type ServerInfo struct {
 	ModuleName              string
@@ -20,7 +34,12 @@ type ServerInfo struct {
 	SupportedProtocols      []string
 	CapabilityAdvertisement json.RawMessage // a JSON object, or nil
 	Skills                  []SkillInfo     // the complete set; skills not named are removed
-	TraceID                 string          // 32 lowercase hex; empty: the store makes one
+	// Remotes, Description and Title replace the server's own on every
+	// registration; none is the empty list or string.
+	Remotes     []Remote
+	Description string
+	Title       string
+	TraceID     string // 32 lowercase hex; empty: the store makes one
 	// MaxServers is the tenant's quota, set by the Registrar, not the
 	// server: when positive, a new (tenant, module) is refused with
 	// ErrQuotaExceeded while the tenant has this many servers that are not
@@ -42,6 +61,10 @@ type Server struct {
 	DeregisteredAt          *time.Time      `json:"deregistered_at"`
 	TraceID                 string          `json:"trace_id"`
 	HeartbeatIntervalSecs   float64         `json:"heartbeat_interval_seconds"`
+	// Remotes is where the server is reached, [] when it did not say.
+	Remotes     []Remote `json:"remotes"`
+	Description string   `json:"description,omitempty"`
+	Title       string   `json:"title,omitempty"`
 }
 
 // Reasons a skill is unavailable that mcpd itself sets and a recovery undoes.
@@ -170,6 +193,8 @@ type SkillEntry struct {
 	ServerStatus       Status   `json:"server_status"`
 	Version            string   `json:"version"`
 	SupportedProtocols []string `json:"supported_protocols"`
+	// Remotes is where the skill's server is reached, [] when it did not say.
+	Remotes []Remote `json:"remotes"`
 }
 
 // SkillPage is one page of skills, the cursor of the next, and the horizon

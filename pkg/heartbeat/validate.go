@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -27,6 +28,9 @@ const (
 	MaxProtocols     = 16
 	MaxSkills        = 256
 	MaxSkillNameLen  = 128
+	MaxRemotes       = 8
+	MaxRemoteURLLen  = 2048
+	MaxDescription   = 100 // characters of a description or a title
 )
 
 // PublishedProtocols are the MCP revisions published when this build was
@@ -105,8 +109,69 @@ func (info ServerInfo) Validate() error {
 		}
 		seen[s.Name] = true
 	}
+	if len(info.Remotes) > MaxRemotes {
+		return &FieldError{"remotes", fmt.Sprintf("at most %d remotes, has %d", MaxRemotes, len(info.Remotes))}
+	}
+	for i, r := range info.Remotes {
+		if r.Type != RemoteStreamableHTTP && r.Type != RemoteSSE {
+			return &FieldError{fmt.Sprintf("remotes[%d].type", i),
+				fmt.Sprintf("%q is not a remote transport (%s or %s)", truncate(r.Type), RemoteStreamableHTTP, RemoteSSE)}
+		}
+		if reason := RemoteURLProblem(r.URL); reason != "" {
+			return &FieldError{fmt.Sprintf("remotes[%d].url", i), reason}
+		}
+	}
+	if err := checkLabel("description", info.Description); err != nil {
+		return err
+	}
+	if err := checkLabel("title", info.Title); err != nil {
+		return err
+	}
 	if info.TraceID != "" && !ValidTraceID(info.TraceID) {
 		return &FieldError{"trace_id", "must be 32 lowercase hex digits"}
+	}
+	return nil
+}
+
+// RemoteURLProblem says why s is not a remote's URL: an absolute http or
+// https URL of at most MaxRemoteURLLen bytes, with a host, without user
+// information or a fragment. "" when it is one.
+func RemoteURLProblem(s string) string {
+	switch {
+	case s == "":
+		return "is required"
+	case len(s) > MaxRemoteURLLen:
+		return fmt.Sprintf("must be at most %d bytes", MaxRemoteURLLen)
+	case unstorableText(s) != "":
+		return unstorableText(s)
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return "must be an absolute http or https URL"
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "must be an absolute http or https URL (scheme http or https)"
+	case u.Host == "" || u.Hostname() == "":
+		return "must name a host"
+	case u.User != nil:
+		return "must not hold user information (user:password@)"
+	case u.Fragment != "" || strings.Contains(s, "#"):
+		return "must not hold a fragment (#...)"
+	}
+	return ""
+}
+
+// checkLabel checks an optional description or title: empty, or 1-100
+// characters of storable text.
+func checkLabel(field, s string) error {
+	if s == "" {
+		return nil
+	}
+	if reason := unstorableText(s); reason != "" {
+		return &FieldError{field, reason}
+	}
+	if n := utf8.RuneCountInString(s); n > MaxDescription {
+		return &FieldError{field, fmt.Sprintf("must be 1-%d characters, has %d", MaxDescription, n)}
 	}
 	return nil
 }

@@ -157,7 +157,7 @@ func (s *Store) FindSkills(ctx context.Context, tenantID uuid.UUID, f heartbeat.
 			Skill: heartbeat.Skill{SkillID: m.k.id, ServerID: m.srv.id, Name: m.k.name, Description: m.k.desc,
 				Available: m.k.reason == ""},
 			ModuleName: m.srv.module, ServerStatus: m.srv.status, Version: m.srv.version,
-			SupportedProtocols: slices.Clone(m.srv.protocols),
+			SupportedProtocols: slices.Clone(m.srv.protocols), Remotes: cloneRemotes(m.srv.remotes),
 		}
 		if m.k.reason != "" {
 			reason := m.k.reason

@@ -116,8 +116,14 @@ type server struct {
 	registeredAt   int64
 	deregisteredAt int64 // 0: not deregistered
 	traceID        string
-	skills         []skill // by name
-	events         []int32 // positions in its tenant's events
+	remotes        []heartbeat.Remote
+	description    string
+	title          string
+	// statusChanged is when the registration or status last changed: the
+	// time of its latest event (Unix microseconds).
+	statusChanged int64
+	skills        []skill // by name
+	events        []int32 // positions in its tenant's events
 }
 
 type skill struct {
@@ -215,6 +221,9 @@ func (s *Store) Register(ctx context.Context, tenantID uuid.UUID, info heartbeat
 	srv.version = s.interned.str(info.Version)
 	srv.protocols = protocols
 	srv.caps = caps
+	srv.remotes = cloneRemotes(info.Remotes)
+	srv.description = info.Description
+	srv.title = info.Title
 	srv.status = heartbeat.StatusHealthy
 	srv.lastHeartbeat = now
 	srv.deregisteredAt = 0
@@ -571,6 +580,7 @@ func (s *Store) appendEvent(t *tenant, srv *server, kind heartbeat.EventKind, fr
 		version: srv.version, protocols: srv.protocols, affected: affected,
 	})
 	srv.events = append(srv.events, int32(len(t.events)-1))
+	srv.statusChanged = at
 	s.feed.appended(t)
 	return t.events[len(t.events)-1].public(srv.tenant)
 }
@@ -580,7 +590,7 @@ func (srv *server) public() heartbeat.Server {
 		ServerID: srv.id, TenantID: srv.tenant, ModuleName: srv.module, Version: srv.version,
 		SupportedProtocols: slices.Clone(srv.protocols), CapabilityAdvertisement: slices.Clone(srv.caps),
 		Status: srv.status, LastHeartbeatAt: micros(srv.lastHeartbeat), RegisteredAt: micros(srv.registeredAt),
-		TraceID: srv.traceID,
+		TraceID: srv.traceID, Remotes: cloneRemotes(srv.remotes), Description: srv.description, Title: srv.title,
 	}
 	if out.SupportedProtocols == nil {
 		out.SupportedProtocols = []string{}
@@ -614,6 +624,14 @@ func (e *event) public(tenantID uuid.UUID) heartbeat.Event {
 		out.FromStatus = &from
 	}
 	return out
+}
+
+// cloneRemotes copies a server's remotes; none is an empty list.
+func cloneRemotes(r []heartbeat.Remote) []heartbeat.Remote {
+	if len(r) == 0 {
+		return []heartbeat.Remote{}
+	}
+	return slices.Clone(r)
 }
 
 // cloneCaps copies a capability advertisement; JSON null or nothing is nil.

@@ -29,6 +29,7 @@ func fixture() []heartbeat.Server {
 			RegisteredAt:            now.Add(-2 * time.Hour),
 			TraceID:                 "4bf92f3577b34da6a3ce929d0e0e4736",
 			HeartbeatIntervalSecs:   10,
+			Remotes:                 []heartbeat.Remote{},
 		},
 		{
 			ServerID:              uuid.MustParse("7a2d3b5f-9c1e-4d4f-8a7b-2e3f4a5b6c7d"),
@@ -42,6 +43,7 @@ func fixture() []heartbeat.Server {
 			DeregisteredAt:        &dereg,
 			TraceID:               "00f067aa0ba902b700f067aa0ba902b7",
 			HeartbeatIntervalSecs: 10,
+			Remotes:               []heartbeat.Remote{},
 		},
 	}
 }
@@ -206,7 +208,8 @@ func TestServersJSON(t *testing.T) {
     "registered_at": "2026-05-17T08:00:17Z",
     "deregistered_at": null,
     "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
-    "heartbeat_interval_seconds": 10
+    "heartbeat_interval_seconds": 10,
+    "remotes": []
   }
 ]
 `
@@ -227,6 +230,7 @@ heartbeat_interval_seconds: 10
 last_heartbeat_at: "2026-05-17T09:57:17Z"
 module_name: mail
 registered_at: "2026-05-15T08:00:17Z"
+remotes: []
 server_id: 7a2d3b5f-9c1e-4d4f-8a7b-2e3f4a5b6c7d
 status: deregistered
 supported_protocols:

@@ -43,6 +43,7 @@ func (s *Store) Register(ctx context.Context, tenant uuid.UUID, info heartbeat.S
 	if protocols == nil {
 		protocols = []string{}
 	}
+	remotes := encodeRemotes(info.Remotes)
 	err := s.inTenant(ctx, tenant, func(tx pgx.Tx) error {
 		var (
 			from          *string
@@ -60,9 +61,11 @@ func (s *Store) Register(ctx context.Context, tenant uuid.UUID, info heartbeat.S
 				srv, err = scanServer(tx.QueryRow(ctx, `
 UPDATE mcp_servers
 SET version = $2, supported_protocols = $3, capability_advertisement = $4, status = 'healthy',
-    last_heartbeat_at = COALESCE($5::timestamptz, now()), deregistered_at = NULL
+    last_heartbeat_at = COALESCE($5::timestamptz, now()), deregistered_at = NULL,
+    remotes = $6, description = $7, title = $8
 WHERE server_id = $1
-RETURNING `+serverColumns, id, info.Version, protocols, caps, s.now()))
+RETURNING `+serverColumns, id, info.Version, protocols, caps, s.now(),
+					remotes, nullIfEmpty(info.Description), nullIfEmpty(info.Title)))
 				if err != nil {
 					return fmt.Errorf("update server: %w", err)
 				}
@@ -84,10 +87,13 @@ RETURNING `+serverColumns, id, info.Version, protocols, caps, s.now()))
 				}
 				srv, err = scanServer(tx.QueryRow(ctx, `
 INSERT INTO mcp_servers (server_id, tenant_id, module_name, version, supported_protocols,
-                         capability_advertisement, status, last_heartbeat_at, registered_at, trace_id)
-VALUES ($1, $2, $3, $4, $5, $6, 'healthy', COALESCE($7::timestamptz, now()), COALESCE($7::timestamptz, now()), $8)
+                         capability_advertisement, status, last_heartbeat_at, registered_at, trace_id,
+                         remotes, description, title, status_changed_at)
+VALUES ($1, $2, $3, $4, $5, $6, 'healthy', COALESCE($7::timestamptz, now()), COALESCE($7::timestamptz, now()), $8,
+        $9, $10, $11, COALESCE($7::timestamptz, now()))
 ON CONFLICT (tenant_id, module_name) DO NOTHING
-RETURNING `+serverColumns, uuid.New(), tenant, info.ModuleName, info.Version, protocols, caps, s.now(), info.TraceID))
+RETURNING `+serverColumns, uuid.New(), tenant, info.ModuleName, info.Version, protocols, caps, s.now(), info.TraceID,
+					remotes, nullIfEmpty(info.Description), nullIfEmpty(info.Title)))
 				if errors.Is(err, pgx.ErrNoRows) && attempt < 3 {
 					continue // a concurrent registration inserted it first: update that row
 				}
@@ -262,6 +268,8 @@ type heartbeatRow struct {
 	caps                                    []byte
 	lastHeartbeat, registered, deregistered *time.Time
 	traceID                                 *string
+	remotes                                 []byte
+	description, title                      *string
 
 	seq                               *int64
 	eventID, evTenant, evServer       *uuid.UUID
@@ -273,7 +281,7 @@ type heartbeatRow struct {
 func (r *heartbeatRow) dest() []any {
 	return []any{&r.prevID, &r.prevStatus,
 		&r.serverID, &r.tenantID, &r.module, &r.version, &r.protocols, &r.caps, &r.status,
-		&r.lastHeartbeat, &r.registered, &r.deregistered, &r.traceID,
+		&r.lastHeartbeat, &r.registered, &r.deregistered, &r.traceID, &r.remotes, &r.description, &r.title,
 		&r.seq, &r.eventID, &r.evTenant, &r.kind, &r.evServer, &r.evModule, &r.from, &r.to, &r.evTrace,
 		&r.occurred, &r.body}
 }
@@ -293,7 +301,9 @@ func (r *heartbeatRow) server() (heartbeat.Server, error) {
 		RegisteredAt:       *r.registered,
 		DeregisteredAt:     r.deregistered,
 	}
-	finishServer(&srv, r.caps, r.traceID)
+	if err := finishServer(&srv, r.caps, r.traceID, r.remotes, r.description, r.title); err != nil {
+		return heartbeat.Server{}, err
+	}
 	return srv, nil
 }
 

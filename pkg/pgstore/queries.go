@@ -77,7 +77,7 @@ func (s *Store) Servers(ctx context.Context, tenant uuid.UUID, f heartbeat.Serve
 var serversPageSQL = `
 SELECT server_id, tenant_id, module_name, version, supported_protocols,
        CASE WHEN n < $5 AND before < $6 THEN capability_advertisement END,
-       status, last_heartbeat_at, registered_at, deregistered_at, trace_id, n, before
+       status, last_heartbeat_at, registered_at, deregistered_at, trace_id, remotes, description, title, n, before
 FROM (
     SELECT ` + serverColumns + `,
            row_number() OVER w AS n,
@@ -272,7 +272,7 @@ func (s *Store) FindSkills(ctx context.Context, tenant uuid.UUID, f heartbeat.Sk
 	)
 	page.Skills, page.Horizon, err = queryInTenantAt(ctx, s, tenant, collectSkillEntry, `
 SELECT sk.skill_id, sk.server_id, sk.name, sk.description, sk.available, sk.unavailable_reason,
-       s.module_name, s.status, s.version, s.supported_protocols
+       s.module_name, s.status, s.version, s.supported_protocols, s.remotes
 FROM mcp_skills sk
 JOIN mcp_servers s ON s.server_id = sk.server_id AND s.tenant_id = sk.tenant_id
 WHERE sk.tenant_id = $1
@@ -301,12 +301,19 @@ LIMIT $9`, tenant, name, module, f.Available, protocol, status, afterName, after
 
 func collectSkillEntry(row pgx.CollectableRow) (heartbeat.SkillEntry, error) {
 	var (
-		sk     heartbeat.SkillEntry
-		status string
+		sk      heartbeat.SkillEntry
+		status  string
+		remotes []byte
 	)
-	err := row.Scan(&sk.SkillID, &sk.ServerID, &sk.Name, &sk.Description, &sk.Available, &sk.UnavailableReason,
-		&sk.ModuleName, &status, &sk.Version, &sk.SupportedProtocols)
+	if err := row.Scan(&sk.SkillID, &sk.ServerID, &sk.Name, &sk.Description, &sk.Available, &sk.UnavailableReason,
+		&sk.ModuleName, &status, &sk.Version, &sk.SupportedProtocols, &remotes); err != nil {
+		return sk, err
+	}
 	sk.ServerStatus = heartbeat.Status(status)
+	var err error
+	if sk.Remotes, err = decodeRemotes(remotes); err != nil {
+		return sk, err
+	}
 	if sk.SupportedProtocols == nil {
 		sk.SupportedProtocols = []string{}
 	}

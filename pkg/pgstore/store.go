@@ -223,7 +223,8 @@ func (s *Store) inTenant(ctx context.Context, tenant uuid.UUID, fn func(tx pgx.T
 
 // serverColumns is the column list every server read scans with scanServer.
 const serverColumns = `server_id, tenant_id, module_name, version, supported_protocols,
-	capability_advertisement, status, last_heartbeat_at, registered_at, deregistered_at, trace_id`
+	capability_advertisement, status, last_heartbeat_at, registered_at, deregistered_at, trace_id,
+	remotes, description, title`
 
 func prefixed(prefix string) string {
 	cols := strings.Split(serverColumns, ",")
@@ -238,24 +239,72 @@ type rowScanner interface{ Scan(dest ...any) error }
 // scanServer scans a row of serverColumns and then into extra.
 func scanServer(row rowScanner, extra ...any) (heartbeat.Server, error) {
 	var (
-		srv     heartbeat.Server
-		caps    []byte
-		status  string
-		traceID *string
+		srv         heartbeat.Server
+		caps        []byte
+		status      string
+		traceID     *string
+		remotes     []byte
+		desc, title *string
 	)
 	dest := append([]any{&srv.ServerID, &srv.TenantID, &srv.ModuleName, &srv.Version, &srv.SupportedProtocols,
-		&caps, &status, &srv.LastHeartbeatAt, &srv.RegisteredAt, &srv.DeregisteredAt, &traceID}, extra...)
+		&caps, &status, &srv.LastHeartbeatAt, &srv.RegisteredAt, &srv.DeregisteredAt, &traceID,
+		&remotes, &desc, &title}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return heartbeat.Server{}, err
 	}
 	srv.Status = heartbeat.Status(status)
-	finishServer(&srv, caps, traceID)
+	if err := finishServer(&srv, caps, traceID, remotes, desc, title); err != nil {
+		return heartbeat.Server{}, err
+	}
 	return srv, nil
 }
 
+// decodeRemotes decodes the remotes column; none is an empty list.
+func decodeRemotes(raw []byte) ([]heartbeat.Remote, error) {
+	out := []heartbeat.Remote{}
+	if len(raw) == 0 {
+		return out, nil
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, fmt.Errorf("decode remotes: %w", err)
+	}
+	if out == nil {
+		out = []heartbeat.Remote{}
+	}
+	return out, nil
+}
+
+// encodeRemotes is the remotes column of a registration.
+func encodeRemotes(r []heartbeat.Remote) []byte {
+	if len(r) == 0 {
+		return []byte("[]")
+	}
+	b, _ := json.Marshal(r) // strings only: cannot fail
+	return b
+}
+
+// nullIfEmpty is a nullable text parameter: NULL for "".
+func nullIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
 // finishServer fills in what every read of a server row decodes the same
-// way: the nullable capabilities and trace id, and UTC times.
-func finishServer(srv *heartbeat.Server, caps []byte, traceID *string) {
+// way: the nullable capabilities, trace id, description and title, the
+// remotes, and UTC times.
+func finishServer(srv *heartbeat.Server, caps []byte, traceID *string, remotes []byte, desc, title *string) error {
+	var err error
+	if srv.Remotes, err = decodeRemotes(remotes); err != nil {
+		return err
+	}
+	if desc != nil {
+		srv.Description = *desc
+	}
+	if title != nil {
+		srv.Title = *title
+	}
 	if caps != nil {
 		srv.CapabilityAdvertisement = json.RawMessage(caps)
 	}
@@ -268,6 +317,7 @@ func finishServer(srv *heartbeat.Server, caps []byte, traceID *string) {
 		t := srv.DeregisteredAt.UTC()
 		srv.DeregisteredAt = &t
 	}
+	return nil
 }
 
 // eventColumns is the column list every event read scans with scanEvent.

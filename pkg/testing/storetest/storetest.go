@@ -59,6 +59,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	all = append(all, feedCases...)
 	all = append(all, quotaCases...)
 	all = append(all, pageBytesCases...)
+	all = append(all, remotesCases...)
 	for _, c := range all {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

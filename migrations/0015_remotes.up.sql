@@ -1,0 +1,149 @@
+-- Where a server is reached, and how it describes itself, in the official
+-- MCP registry's server.json terms (issue 20): remotes (a JSON array of
+-- {"type", "url"}, at most 8, [] when none), description and title (1-100
+-- characters, NULL when not given). A registration sets them; a
+-- re-registration replaces them. Audit bodies never hold them
+-- (mcp_audit_body is unchanged).
+--
+-- status_changed_at is when the server's registration or status last
+-- changed: the occurred_at of its latest audit event. The registry API's
+-- updated_since and its health block read it. One trigger keeps it, on the
+-- audit table, so that every path that writes an event (registration,
+-- heartbeat recovery, sweep, deregistration, and any later function that
+-- writes one) keeps it without knowing of it: a statement-level trigger,
+-- one UPDATE per statement that writes events, none on the heartbeat path
+-- of healthy servers (which writes no event).
+ALTER TABLE mcp_servers
+    ADD COLUMN remotes jsonb NOT NULL DEFAULT '[]'::jsonb
+        CHECK (jsonb_typeof(remotes) = 'array' AND jsonb_array_length(remotes) <= 8),
+    ADD COLUMN description text CHECK (char_length(description) BETWEEN 1 AND 100),
+    ADD COLUMN title text CHECK (char_length(title) BETWEEN 1 AND 100),
+    ADD COLUMN status_changed_at timestamptz NOT NULL DEFAULT now();
+
+UPDATE mcp_servers s SET status_changed_at = a.at
+FROM (SELECT server_id, max(occurred_at) AS at FROM mcp_audit_events GROUP BY server_id) a
+WHERE s.server_id = a.server_id;
+
+GRANT UPDATE (remotes, description, title) ON mcp_servers TO cyberos_app;
+
+CREATE FUNCTION mcp_servers_status_changed() RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = public, pg_temp
+AS $$
+BEGIN
+    UPDATE mcp_servers s SET status_changed_at = e.at
+    FROM (SELECT n.server_id, max(n.occurred_at) AS at FROM mcp_new_events n GROUP BY n.server_id) e
+    WHERE s.server_id = e.server_id AND s.status_changed_at IS DISTINCT FROM e.at;
+    RETURN NULL;
+END
+$$;
+REVOKE ALL ON FUNCTION mcp_servers_status_changed() FROM PUBLIC;
+
+CREATE TRIGGER mcp_audit_events_status_changed
+    AFTER INSERT ON mcp_audit_events
+    REFERENCING NEW TABLE AS mcp_new_events
+    FOR EACH STATEMENT EXECUTE FUNCTION mcp_servers_status_changed();
+
+-- The heartbeat functions (0007, bodies as of 0013) return the server
+-- object, which now carries its remotes, description and title: the same
+-- bodies, three more columns after s_trace_id.
+DROP FUNCTION mcp_heartbeat(uuid[], uuid[], timestamptz);
+DROP FUNCTION mcp_heartbeat_healthy(uuid[], uuid[], timestamptz);
+
+CREATE FUNCTION mcp_heartbeat(p_tenants uuid[], p_servers uuid[], p_now timestamp with time zone) RETURNS TABLE(o_tenant_id uuid, o_server_id uuid, o_prev_status text, s_server_id uuid, s_tenant_id uuid, s_module_name text, s_version text, s_protocols text[], s_capabilities jsonb, s_status text, s_last_heartbeat timestamp with time zone, s_registered_at timestamp with time zone, s_deregistered_at timestamp with time zone, s_trace_id text, s_remotes jsonb, s_description text, s_title text, e_seq bigint, e_event_id uuid, e_tenant_id uuid, e_kind text, e_server_id uuid, e_module_name text, e_from_status text, e_to_status text, e_trace_id text, e_occurred_at timestamp with time zone, e_body jsonb)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_now timestamptz := COALESCE(p_now, now());
+BEGIN
+-- Lock first, in server_id order (so that concurrent batches cannot
+-- deadlock), in a statement of its own: the next statement then takes its
+-- snapshot after any sweep that held these rows has committed, and sees the
+-- skills that sweep took away.
+PERFORM 1
+FROM mcp_servers s
+JOIN unnest(p_tenants, p_servers) AS r(tenant_id, server_id)
+  ON s.server_id = r.server_id AND s.tenant_id = r.tenant_id
+ORDER BY s.server_id
+FOR UPDATE OF s;
+
+RETURN QUERY
+WITH prev AS (
+    SELECT DISTINCT s.server_id, s.tenant_id, s.status
+    FROM mcp_servers s
+    JOIN unnest(p_tenants, p_servers) AS r(tenant_id, server_id)
+      ON s.server_id = r.server_id AND s.tenant_id = r.tenant_id
+), upd AS (
+    UPDATE mcp_servers s
+    SET last_heartbeat_at = v_now, status = 'healthy'
+    FROM prev p
+    WHERE s.server_id = p.server_id AND p.status <> 'deregistered'
+    RETURNING s.server_id, s.tenant_id, s.module_name, s.version, s.supported_protocols,
+              s.capability_advertisement, s.status, s.last_heartbeat_at, s.registered_at,
+              s.deregistered_at, s.trace_id, s.remotes, s.description, s.title, p.status AS from_status
+), restored AS (
+    UPDATE mcp_skills k
+    SET available = true, unavailable_reason = NULL
+    FROM upd u
+    WHERE k.server_id = u.server_id AND u.from_status = 'unhealthy'
+      AND k.unavailable_reason = 'server_unhealthy'
+    RETURNING k.server_id, k.name
+), ev AS (
+    INSERT INTO mcp_audit_events
+        (event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
+         trace_id, occurred_at, body)
+    SELECT gen_random_uuid(), u.tenant_id, 'mcp.server.recovered', u.server_id, u.module_name,
+           u.from_status, u.status, u.trace_id, u.last_heartbeat_at,
+           mcp_audit_body(u.server_id, u.module_name, u.status, u.version, u.supported_protocols,
+                          (SELECT jsonb_agg(x.name ORDER BY x.name) FROM restored x WHERE x.server_id = u.server_id))
+    FROM upd u
+    WHERE u.from_status IN ('degraded', 'unhealthy')
+    RETURNING mcp_audit_events.seq, mcp_audit_events.event_id, mcp_audit_events.tenant_id,
+              mcp_audit_events.kind, mcp_audit_events.server_id, mcp_audit_events.module_name,
+              mcp_audit_events.from_status, mcp_audit_events.to_status,
+              mcp_audit_events.trace_id, mcp_audit_events.occurred_at, mcp_audit_events.body
+)
+SELECT p.tenant_id, p.server_id, p.status,
+       u.server_id, u.tenant_id, u.module_name, u.version, u.supported_protocols,
+       u.capability_advertisement, u.status, u.last_heartbeat_at, u.registered_at,
+       u.deregistered_at, u.trace_id::text, u.remotes, u.description, u.title,
+       e.seq, e.event_id, e.tenant_id, e.kind, e.server_id, e.module_name, e.from_status,
+       e.to_status, e.trace_id::text, e.occurred_at, e.body
+FROM prev p
+LEFT JOIN upd u ON u.server_id = p.server_id
+LEFT JOIN ev e ON e.server_id = p.server_id;
+END
+$$;
+
+CREATE FUNCTION mcp_heartbeat_healthy(p_tenants uuid[], p_servers uuid[], p_now timestamp with time zone) RETURNS TABLE(s_server_id uuid, s_tenant_id uuid, s_module_name text, s_version text, s_protocols text[], s_capabilities jsonb, s_status text, s_last_heartbeat timestamp with time zone, s_registered_at timestamp with time zone, s_deregistered_at timestamp with time zone, s_trace_id text, s_remotes jsonb, s_description text, s_title text)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+#variable_conflict use_column
+BEGIN
+RETURN QUERY
+WITH upd AS (
+    UPDATE mcp_servers s
+    SET last_heartbeat_at = COALESCE(p_now, now())
+    FROM unnest(p_tenants, p_servers) AS r(tenant_id, server_id)
+    WHERE s.server_id = r.server_id AND s.tenant_id = r.tenant_id AND s.status = 'healthy'
+    RETURNING s.server_id, s.tenant_id, s.module_name, s.version, s.supported_protocols,
+              s.capability_advertisement, s.status, s.last_heartbeat_at, s.registered_at,
+              s.deregistered_at, s.trace_id::text AS trace_id, s.remotes, s.description, s.title
+)
+SELECT u.server_id, u.tenant_id, u.module_name, u.version, u.supported_protocols,
+       u.capability_advertisement, u.status, u.last_heartbeat_at, u.registered_at,
+       u.deregistered_at, u.trace_id, u.remotes, u.description, u.title
+FROM upd u;
+END
+$$;
+
+REVOKE ALL ON FUNCTION mcp_heartbeat(uuid[], uuid[], timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mcp_heartbeat(uuid[], uuid[], timestamptz) TO cyberos_app;
+REVOKE ALL ON FUNCTION mcp_heartbeat_healthy(uuid[], uuid[], timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mcp_heartbeat_healthy(uuid[], uuid[], timestamptz) TO cyberos_app;
