@@ -121,7 +121,7 @@ func TestToolsBothRevisions(t *testing.T) {
 			}
 			if p.Providers[0].Status != "healthy" || p.Providers[1].Status != "degraded" ||
 				p.Providers[0].ServerID != a.ServerID.String() || p.Providers[0].Version != "1.0.0" ||
-				len(p.Providers[0].SupportedProtocols) != 1 {
+				len(p.Providers[0].SupportedProtocols) != 1 || !hasRemote(p.Providers[0]) || !hasRemote(p.Providers[1]) {
 				t.Fatalf("providers %+v", p.Providers)
 			}
 			if p := findSkill(t, cs, map[string]any{"name": "nobody"}); len(p.Providers) != 0 || p.Skill != "nobody" {
@@ -157,7 +157,7 @@ func TestToolsBothRevisions(t *testing.T) {
 			}
 			var d mcpserve.ServerDetail
 			decodeStructured(t, res, &d)
-			if d.Server.ServerID != a.ServerID.String() || len(d.Skills) != 2 {
+			if d.Server.ServerID != a.ServerID.String() || len(d.Skills) != 2 || len(d.Server.Remotes) != 1 {
 				t.Fatalf("get_server: %+v", d)
 			}
 			for _, args := range []map[string]any{
@@ -228,7 +228,7 @@ func notifyDeathAndRecovery(t *testing.T, e *env, rev string) {
 	tenant := uuid.New()
 	srv := e.register(t, tenant, "search-a", "search")
 	cs, rec := e.connect(t, e.token(t, tenant, "mcp:read"), rev)
-	if p := findSkill(t, cs, map[string]any{"name": "search"}); len(p.Providers) != 1 {
+	if p := findSkill(t, cs, map[string]any{"name": "search"}); len(p.Providers) != 1 || !hasRemote(p.Providers[0]) {
 		t.Fatalf("find_skill: %+v", p)
 	}
 	uri := mcpserve.SkillURI("search")

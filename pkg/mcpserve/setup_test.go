@@ -128,7 +128,8 @@ func (e *env) token(t *testing.T, tenant uuid.UUID, scope string) string {
 
 func (e *env) register(t *testing.T, tenant uuid.UUID, module string, skills ...string) heartbeat.Server {
 	t.Helper()
-	info := heartbeat.ServerInfo{ModuleName: module, Version: "1.0.0", SupportedProtocols: []string{rev2025}}
+	info := heartbeat.ServerInfo{ModuleName: module, Version: "1.0.0", SupportedProtocols: []string{rev2025},
+		Remotes: []heartbeat.Remote{{Type: heartbeat.RemoteStreamableHTTP, URL: remoteURL(module)}}}
 	for _, s := range skills {
 		info.Skills = append(info.Skills, heartbeat.SkillInfo{Name: s})
 	}
@@ -155,6 +156,15 @@ func (e *env) sweep(t *testing.T, d time.Duration) []heartbeat.Event {
 		t.Fatalf("sweep: %v", err)
 	}
 	return evs
+}
+
+// remoteURL is where the tests say a module is reached.
+func remoteURL(module string) string { return "https://" + module + ".example/mcp" }
+
+// hasRemote reports whether p carries its module's remote.
+func hasRemote(p mcpserve.Provider) bool {
+	return len(p.Remotes) == 1 && p.Remotes[0].Type == heartbeat.RemoteStreamableHTTP &&
+		p.Remotes[0].URL == remoteURL(p.ModuleName)
 }
 
 // bearer adds a bearer token to every request.

@@ -47,6 +47,8 @@ type Provider struct {
 	Status             string   `json:"status" jsonschema:"healthy or degraded"`
 	Version            string   `json:"version"`
 	SupportedProtocols []string `json:"supported_protocols"`
+	// Remotes is where the server is reached ([] when it did not say).
+	Remotes []heartbeat.Remote `json:"remotes"`
 }
 
 // Providers is the answer of find_skill and the content of
@@ -70,9 +72,11 @@ type ServerSummary struct {
 	Status             string   `json:"status"`
 	Version            string   `json:"version"`
 	SupportedProtocols []string `json:"supported_protocols"`
-	LastHeartbeatAt    string   `json:"last_heartbeat_at"`
-	RegisteredAt       string   `json:"registered_at"`
-	DeregisteredAt     *string  `json:"deregistered_at"`
+	// Remotes is where the server is reached ([] when it did not say).
+	Remotes         []heartbeat.Remote `json:"remotes"`
+	LastHeartbeatAt string             `json:"last_heartbeat_at"`
+	RegisteredAt    string             `json:"registered_at"`
+	DeregisteredAt  *string            `json:"deregistered_at"`
 }
 
 // ServerList is the answer of list_servers, ordered by module name.
@@ -220,7 +224,7 @@ func (t *tenant) providers(ctx context.Context, name, protocol string) (Provider
 			}
 			out.Providers = append(out.Providers, Provider{
 				ModuleName: sk.ModuleName, ServerID: sk.ServerID.String(), Status: string(sk.ServerStatus),
-				Version: sk.Version, SupportedProtocols: nonNil(sk.SupportedProtocols),
+				Version: sk.Version, SupportedProtocols: nonNil(sk.SupportedProtocols), Remotes: remotes(sk.Remotes),
 			})
 		}
 		if page.Next == nil {
@@ -297,9 +301,9 @@ func (t *tenant) fault(ctx context.Context, what string, err error) error {
 func summarize(s heartbeat.Server) ServerSummary {
 	out := ServerSummary{
 		ServerID: s.ServerID.String(), ModuleName: s.ModuleName, Status: string(s.Status), Version: s.Version,
-		SupportedProtocols: nonNil(s.SupportedProtocols),
-		LastHeartbeatAt:    s.LastHeartbeatAt.UTC().Format(time.RFC3339Nano),
-		RegisteredAt:       s.RegisteredAt.UTC().Format(time.RFC3339Nano),
+		SupportedProtocols: nonNil(s.SupportedProtocols), Remotes: remotes(s.Remotes),
+		LastHeartbeatAt: s.LastHeartbeatAt.UTC().Format(time.RFC3339Nano),
+		RegisteredAt:    s.RegisteredAt.UTC().Format(time.RFC3339Nano),
 	}
 	if s.DeregisteredAt != nil {
 		d := s.DeregisteredAt.UTC().Format(time.RFC3339Nano)
@@ -313,6 +317,13 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+func remotes(r []heartbeat.Remote) []heartbeat.Remote {
+	if r == nil {
+		return []heartbeat.Remote{}
+	}
+	return r
 }
 
 func textResult(text string) *mcp.CallToolResult {
@@ -329,6 +340,9 @@ func renderProviders(p Providers) string {
 	fmt.Fprintf(&b, "%d live provider(s) of skill %q:", len(p.Providers), p.Skill)
 	for _, pr := range p.Providers {
 		fmt.Fprintf(&b, "\n- %s %s (%s, server %s)", pr.ModuleName, pr.Version, pr.Status, pr.ServerID)
+		for _, r := range pr.Remotes {
+			fmt.Fprintf(&b, " %s %s", r.Type, r.URL)
+		}
 	}
 	return b.String()
 }

@@ -134,7 +134,8 @@ func TestTypeScriptClient(t *testing.T) {
 	if ready.Server["name"] != "mcpd" {
 		t.Errorf("server %v", ready.Server)
 	}
-	if len(ready.Providers) != 1 || ready.Providers[0].ModuleName != "search-a" || ready.Providers[0].Status != "healthy" {
+	if len(ready.Providers) != 1 || ready.Providers[0].ModuleName != "search-a" || ready.Providers[0].Status != "healthy" ||
+		!hasRemote(ready.Providers[0]) {
 		t.Errorf("find_skill(search): %+v", ready.Providers)
 	}
 	if ready.Text == "" {
