@@ -13,7 +13,7 @@ import (
 // app role, under row-level security), whose feed the hub polls.
 func TestPostgres(t *testing.T) {
 	t.Parallel()
-	pg := func(t *testing.T, clock clockwork.Clock) testStore {
+	pg := func(t testing.TB, clock clockwork.Clock) testStore {
 		st := pgstore.New(pgtest.NewDB(t).App, pgstore.Options{Clock: clock})
 		t.Cleanup(st.Close)
 		return st

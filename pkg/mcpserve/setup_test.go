@@ -52,7 +52,7 @@ type env struct {
 
 type envOptions struct {
 	// store makes the store; nil: memstore.
-	store func(t *testing.T, clock clockwork.Clock) testStore
+	store func(t testing.TB, clock clockwork.Clock) testStore
 	// interval is the heartbeat interval; zero: testInterval.
 	interval time.Duration
 	// limits are the tenants' limits; nil: none.
@@ -67,7 +67,7 @@ type testStore interface {
 	heartbeat.LiveCounter
 }
 
-func setup(t *testing.T, opts ...envOptions) *env {
+func setup(t testing.TB, opts ...envOptions) *env {
 	t.Helper()
 	var o envOptions
 	if len(opts) > 0 {
@@ -117,7 +117,7 @@ func setup(t *testing.T, opts ...envOptions) *env {
 	return &env{url: srv.URL + "/mcp", store: store, clock: clock, reg: reg, monitor: mon, mcp: mh, secret: secret, logs: logs}
 }
 
-func (e *env) token(t *testing.T, tenant uuid.UUID, scope string) string {
+func (e *env) token(t testing.TB, tenant uuid.UUID, scope string) string {
 	t.Helper()
 	tok, err := auth.Issue(e.secret, tenant, "test", scope, time.Hour, time.Now())
 	if err != nil {
@@ -126,7 +126,7 @@ func (e *env) token(t *testing.T, tenant uuid.UUID, scope string) string {
 	return tok
 }
 
-func (e *env) register(t *testing.T, tenant uuid.UUID, module string, skills ...string) heartbeat.Server {
+func (e *env) register(t testing.TB, tenant uuid.UUID, module string, skills ...string) heartbeat.Server {
 	t.Helper()
 	info := heartbeat.ServerInfo{ModuleName: module, Version: "1.0.0", SupportedProtocols: []string{rev2025},
 		Remotes: []heartbeat.Remote{{Type: heartbeat.RemoteStreamableHTTP, URL: remoteURL(module)}}}
@@ -140,7 +140,7 @@ func (e *env) register(t *testing.T, tenant uuid.UUID, module string, skills ...
 	return srv
 }
 
-func (e *env) heartbeat(t *testing.T, tenant, id uuid.UUID) {
+func (e *env) heartbeat(t testing.TB, tenant, id uuid.UUID) {
 	t.Helper()
 	if _, err := e.reg.Heartbeat(t.Context(), tenant, id); err != nil {
 		t.Fatalf("heartbeat: %v", err)
@@ -148,7 +148,7 @@ func (e *env) heartbeat(t *testing.T, tenant, id uuid.UUID) {
 }
 
 // sweep advances the fake clock by d and sweeps.
-func (e *env) sweep(t *testing.T, d time.Duration) []heartbeat.Event {
+func (e *env) sweep(t testing.TB, d time.Duration) []heartbeat.Event {
 	t.Helper()
 	e.clock.Advance(d)
 	evs, err := e.monitor.Sweep(t.Context(), e.clock.Now())
