@@ -122,7 +122,7 @@ func openRaw(ctx context.Context, hc *http.Client, url, token, rev, uri string) 
 }
 
 // openSessions opens n subscribed sessions, half on each revision.
-func openSessions(b *testing.B, ctx context.Context, hc *http.Client, url, token, uri string, n int) []*rawSession {
+func openSessions(ctx context.Context, b *testing.B, hc *http.Client, url, token, uri string, n int) []*rawSession {
 	b.Helper()
 	sessions := make([]*rawSession, n)
 	var wg sync.WaitGroup
@@ -169,7 +169,7 @@ func BenchmarkNotify1000Sessions(b *testing.B) {
 	tok := e.token(b, tenant, "mcp:read")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sessions := openSessions(b, ctx, benchClient(), e.url, tok, mcpserve.SkillURI("search"), n)
+	sessions := openSessions(ctx, b, benchClient(), e.url, tok, mcpserve.SkillURI("search"), n)
 	for e.mcp.Subscribed(tenant) < n {
 		time.Sleep(time.Millisecond)
 	}
@@ -248,7 +248,7 @@ func BenchmarkIdleSession(b *testing.B) {
 
 		hc = benchClient()
 		before = inUse()
-		sessions := openSessions(b, ctx, hc, e.url, tok, mcpserve.SkillURI("search"), n)
+		sessions := openSessions(ctx, b, hc, e.url, tok, mcpserve.SkillURI("search"), n)
 		for e.mcp.Subscribed(tenant) < int64(n) {
 			time.Sleep(time.Millisecond)
 		}
