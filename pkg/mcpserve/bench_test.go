@@ -214,9 +214,6 @@ func BenchmarkNotify1000Sessions(b *testing.B) {
 func BenchmarkIdleSession(b *testing.B) {
 	const n = 1000
 	e := setup(b)
-	tenant := uuid.New()
-	e.register(b, tenant, "search-a", "search")
-	tok := e.token(b, tenant, "mcp:read")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -230,6 +227,11 @@ func BenchmarkIdleSession(b *testing.B) {
 	defer plain.Close()
 
 	for range b.N {
+		// A tenant of its own each round, whose subscriptions are counted
+		// from zero.
+		tenant := uuid.New()
+		e.register(b, tenant, "search-a", "search")
+		tok := e.token(b, tenant, "mcp:read")
 		hc := benchClient()
 		before := inUse()
 		var bodies []io.Closer
