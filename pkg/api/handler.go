@@ -68,9 +68,12 @@ type HandlerOptions struct {
 	MCP MCPServer
 }
 
-// MCPServer serves /mcp for a caller whose token is verified.
+// MCPServer serves /mcp for a caller whose token is verified. A request
+// that opens a stream calls acquireStream first: past the tenant's watch
+// limit it has answered 429 and reports false; else the stream counts as
+// one of the tenant's watch streams until release.
 type MCPServer interface {
-	ServeMCP(w http.ResponseWriter, r *http.Request, claims auth.Claims)
+	ServeMCP(w http.ResponseWriter, r *http.Request, claims auth.Claims, acquireStream func() (release func(), ok bool))
 }
 
 type handler struct {
@@ -160,7 +163,9 @@ func NewHandler(opts HandlerOptions) http.Handler {
 	mux.Handle(RouteFindSkills, h.authorized(auth.ScopeRead, h.findSkills))
 	mux.Handle(RouteWatch, h.authenticated(auth.ScopeRead, h.watch))
 	if opts.MCP != nil {
-		mux.Handle(RouteMCP, h.authenticated(auth.ScopeRead, opts.MCP.ServeMCP))
+		mux.Handle(RouteMCP, h.authenticated(auth.ScopeRead, func(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
+			opts.MCP.ServeMCP(w, r, claims, func() (func(), bool) { return h.acquireWatch(w, r, claims.TenantID) })
+		}))
 	}
 	// The three POST-only paths would otherwise be taken for a server_id
 	// by GET: answer them as the wrong method they are.

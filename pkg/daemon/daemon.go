@@ -180,11 +180,8 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	// Watch streams end when the server shuts down (RegisterOnShutdown).
 	var streams context.Context
 	streams, d.stopStreams = context.WithCancel(context.WithoutCancel(ctx))
-	limits := limit.New(limit.Options{
-		Rate: d.cfg.TenantRateLimit, Burst: d.cfg.TenantRateBurst, MaxWatches: d.cfg.TenantMaxWatches,
-	})
 	mcpHandler := mcpserve.New(mcpserve.Options{
-		Reader: registrar, Feed: hub, Version: version.Version, Logger: d.logger, Streams: streams, Limits: limits,
+		Reader: registrar, Feed: hub, Version: version.Version, Logger: d.logger, Streams: streams,
 		RequestTimeout: d.cfg.RequestTimeout,
 	})
 	handler := api.NewHandler(api.HandlerOptions{
@@ -197,7 +194,10 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		},
 		RequestTimeout: d.cfg.RequestTimeout,
 		Feed:           hub, CursorKey: cursorKey, Streams: streams,
-		Limits: limits, MCP: mcpHandler,
+		Limits: limit.New(limit.Options{
+			Rate: d.cfg.TenantRateLimit, Burst: d.cfg.TenantRateBurst, MaxWatches: d.cfg.TenantMaxWatches,
+		}),
+		MCP: mcpHandler,
 	})
 
 	maxConns, err := d.connectionCap()

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/feed"
-	"github.com/cyberos/mcpd/pkg/limit"
 )
 
 // Defaults of Options.
@@ -72,9 +70,6 @@ type Options struct {
 	// Streams ends every open stream when it is done (shutdown); nil:
 	// streams end with their request.
 	Streams context.Context
-	// Limits bounds each tenant's open streams (its watch streams); nil: no
-	// bound. The request rate is the API's to check.
-	Limits *limit.Tenants
 }
 
 // Handler serves /mcp for callers whose token is verified.
@@ -138,8 +133,12 @@ func (h *Handler) Close() {
 	}
 }
 
-// ServeMCP serves one /mcp request of a caller with claims.
-func (h *Handler) ServeMCP(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
+// ServeMCP serves one /mcp request of a caller with claims. A request that
+// opens a stream (a 2025-11-25 GET, a 2026-07-28 subscriptions/listen)
+// first takes one of the tenant's watch streams with acquireStream, which
+// has answered when it reports false.
+func (h *Handler) ServeMCP(w http.ResponseWriter, r *http.Request, claims auth.Claims,
+	acquireStream func() (release func(), ok bool)) {
 	t, err := h.acquire(r.Context(), claims.TenantID)
 	if err != nil {
 		if r.Context().Err() == nil {
@@ -163,9 +162,8 @@ func (h *Handler) ServeMCP(w http.ResponseWriter, r *http.Request, claims auth.C
 		stream = isListen(body)
 	}
 	if stream {
-		release, ok := h.opts.Limits.AcquireWatch(claims.TenantID)
+		release, ok := acquireStream()
 		if !ok {
-			writeRPCError(w, http.StatusTooManyRequests, "too many open streams for this tenant")
 			return
 		}
 		defer release()
@@ -363,9 +361,6 @@ func (s *streamWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 // writeRPCError answers a request the endpoint refuses before MCP sees it.
 func writeRPCError(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
-	if status == http.StatusTooManyRequests {
-		w.Header().Set("Retry-After", strconv.Itoa(1))
-	}
 	w.WriteHeader(status)
 	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil,
 		"error": map[string]any{"code": -32000, "message": msg}})

@@ -483,8 +483,9 @@ func TestStreamLimit(t *testing.T) {
 	}
 	second := e.listen(t.Context(), t, tok, mcpserve.SkillURI("search"))
 	second.Body.Close()
-	if second.StatusCode != http.StatusTooManyRequests {
-		t.Fatalf("second stream: %d, want 429", second.StatusCode)
+	if second.StatusCode != http.StatusTooManyRequests ||
+		second.Header.Get("Content-Type") != "application/problem+json" || second.Header.Get("Retry-After") == "" {
+		t.Fatalf("second stream: %d %v, want the API's 429 problem", second.StatusCode, second.Header)
 	}
 	if code, _ := e.post(t, tok, rev2026, "tools/list", `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",`+
 		`"io.modelcontextprotocol/clientCapabilities":{}}}`); code != http.StatusOK {

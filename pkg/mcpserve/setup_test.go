@@ -108,7 +108,7 @@ func setup(t testing.TB, opts ...envOptions) *env {
 		t.Fatal(err)
 	}
 	mh := mcpserve.New(mcpserve.Options{Reader: reg, Feed: hub, Clock: clock, Version: "1.2.3-test", Logger: logger,
-		Limits: o.limits, Streams: o.streams})
+		Streams: o.streams})
 	t.Cleanup(mh.Close)
 	h := api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: verifier, Logger: logger, Feed: hub, MCP: mh,
 		Limits: o.limits})
