@@ -74,6 +74,17 @@ type HandlerOptions struct {
 	// Tracer gives every request a server span, the child of its
 	// traceparent; nil: no spans, at no cost.
 	Tracer trace.TracerProvider
+	// MCP serves /mcp (mcpd as an MCP server) once the caller's token,
+	// read scope and request rate are checked; nil: no /mcp route.
+	MCP MCPServer
+}
+
+// MCPServer serves /mcp for a caller whose token is verified. A request
+// that opens a stream calls acquireStream first: past the tenant's watch
+// limit it has answered 429 and reports false; else the stream counts as
+// one of the tenant's watch streams until release.
+type MCPServer interface {
+	ServeMCP(w http.ResponseWriter, r *http.Request, claims auth.Claims, acquireStream func() (release func(), ok bool))
 }
 
 type handler struct {
@@ -114,6 +125,8 @@ const (
 	RouteHealthz    = "GET /healthz"
 	RouteReadyz     = "GET /readyz"
 	RouteMetrics    = "GET /metrics"
+	// RouteMCP is the MCP endpoint (Streamable HTTP: GET, POST, DELETE).
+	RouteMCP = "/mcp"
 	// routeUnmatched labels requests that matched no route (404, 405).
 	routeUnmatched = "unmatched"
 )
@@ -171,6 +184,11 @@ func NewHandler(opts HandlerOptions) http.Handler {
 	mux.Handle(RouteAudit, h.authorized(auth.ScopeRead, h.listEvents))
 	mux.Handle(RouteFindSkills, h.authorized(auth.ScopeRead, h.findSkills))
 	mux.Handle(RouteWatch, h.authenticated(auth.ScopeRead, h.watch))
+	if opts.MCP != nil {
+		mux.Handle(RouteMCP, h.authenticated(auth.ScopeRead, func(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
+			opts.MCP.ServeMCP(w, r, claims, func() (func(), bool) { return h.acquireWatch(w, r, claims.TenantID) })
+		}))
+	}
 	// The three POST-only paths would otherwise be taken for a server_id
 	// by GET: answer them as the wrong method they are.
 	for _, verb := range []string{"register", "heartbeat", "deregister"} {

@@ -24,6 +24,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/feed"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/limit"
+	"github.com/cyberos/mcpd/pkg/mcpserve"
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/pgstore"
 	"github.com/cyberos/mcpd/pkg/tracing"
@@ -206,6 +207,10 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	// Watch streams end when the server shuts down (RegisterOnShutdown).
 	var streams context.Context
 	streams, d.stopStreams = context.WithCancel(context.WithoutCancel(ctx))
+	mcpHandler := mcpserve.New(mcpserve.Options{
+		Reader: registrar, Feed: hub, Version: version.Version, Logger: d.logger, Streams: streams,
+		RequestTimeout: d.cfg.RequestTimeout,
+	})
 	handler := api.NewHandler(api.HandlerOptions{
 		Registrar: registrar, Verifier: verifier, Logger: d.logger, Metrics: metrics,
 		// Ready: the store answers, writable, at this build's schema, and the
@@ -221,6 +226,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 			Rate: d.cfg.TenantRateLimit, Burst: d.cfg.TenantRateBurst, MaxWatches: d.cfg.TenantMaxWatches,
 		}),
 		Tracer: tp,
+		MCP:    mcpHandler,
 	})
 
 	maxConns, err := d.connectionCap()
