@@ -76,6 +76,9 @@ type Config struct {
 	// FleetTLS are the sizes of the fleet loads over TLS, each followed by
 	// a round of reconnections and one of mcpd restarted; empty skips them.
 	FleetTLS []int `json:"fleet_tls"`
+	// Anchors: with the fleet loads, the same fleet against a plain
+	// net/http server and pgbench at the fleets' rates (anchor.go).
+	Anchors bool `json:"anchors"`
 }
 
 // DefaultConfig is the full run of make bench.
@@ -88,7 +91,7 @@ func DefaultConfig() Config {
 		Go: "go", EtcdLeases: 1000, ProfileDuration: 10 * time.Second, MaxCalls: 5_000_000,
 		Watchers: []int{1000, 10000},
 		Fleet:    []int{1000, 10000, 30000}, FleetDuration: 30 * time.Second,
-		FleetTLS: []int{10000},
+		FleetTLS: []int{10000}, Anchors: true,
 	}
 }
 
@@ -255,6 +258,7 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	r.mcpd(ctx)
 	r.etcd(ctx) // right after mcpd's loads, so that the machine is as alike as it can be
+	r.anchors(ctx)
 	r.fleet(ctx)
 	r.profile(ctx)
 	r.watchers(ctx)
@@ -430,9 +434,18 @@ func (r *runner) mcpd(ctx context.Context) {
 	before, _ := updateCounts(ctx, r.admin)
 	sampler := startRSSSampler(m.PID())
 	probe := r.startTailProbe(m)
+	wal0, walErr := ReadWAL(ctx, r.admin)
 	cpu0 := TakeCPUSnapshot(m.PID(), r.pg.PID())
 	closed := ClosedLoop(ctx, r.cfg.Clients, r.cfg.Duration, r.cfg.MaxCalls, fleet.Heartbeat)
 	cpu := TakeCPUSnapshot(m.PID(), r.pg.PID()).Since(cpu0)
+	var wal WAL
+	if walErr == nil {
+		var w1 WAL
+		if w1, walErr = ReadWAL(ctx, r.admin); walErr == nil {
+			wal = w1.Since(wal0)
+			r.rep.Details["e2e_closed_wal"] = wal
+		}
+	}
 	r.rep.Details["e2e_closed_tail"] = probe.finish(closed)
 	peak := sampler.stop()
 	r.rep.Details["e2e_closed_cpu"] = cpu
@@ -456,6 +469,12 @@ func (r *runner) mcpd(ctx context.Context) {
 	r.rep.add(Row{ID: "e2e_cpu_mcpd", Measure: "b. mcpd CPU per heartbeat (HTTP, JWT, JSON, log, pgx)", Value: mcpdUS, Unit: unitMicros,
 		Note: "CPU time, not wall time: robust to a busy machine"})
 	r.rep.add(Row{ID: "e2e_cpu_pg", Measure: "b. PostgreSQL CPU per heartbeat (spread over tenants)", Value: pgUS, Unit: unitMicros})
+	if walErr == nil && closed.Calls > 0 {
+		calls := float64(closed.Calls)
+		r.rep.add(Row{ID: "e2e_wal", Measure: "b. WAL bytes per heartbeat, closed loop (batched)", Value: float64(wal.LSN) / calls, Unit: unitBytes,
+			Note: fmt.Sprintf("from the WAL insert position; pg_stat_wal: %.0f bytes, %.2f records and %.3f full-page images per heartbeat",
+				wal.Bytes/calls, float64(wal.Records)/calls, float64(wal.FPI)/calls)})
+	}
 	r.rep.add(Row{ID: "e2e_p50", Measure: "b. mcpd heartbeat p50, closed loop", Value: millis(closed.P50), Unit: unitMillis})
 	r.rep.add(Row{ID: "e2e_p99", Measure: "b. mcpd heartbeat p99, closed loop", Value: millis(closed.P99), Unit: unitMillis})
 	r.rep.add(Row{ID: "e2e_p999", Measure: "b. mcpd heartbeat p99.9, closed loop", Value: millis(closed.P999), Unit: unitMillis,
