@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"slices"
@@ -208,7 +209,11 @@ func MeasureWatchers(ctx context.Context, baseURL string, secret []byte, pid, po
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-		time.Sleep(100 * time.Millisecond)
+		// The next commit at a random phase of the hub's poll: a fixed
+		// pause after the last arrival (which follows a poll) would commit
+		// every transition just after a poll, and time a whole poll
+		// interval each time.
+		time.Sleep(100*time.Millisecond + rand.N(watchPhase))
 	}
 	cancel()
 	wg.Wait()
@@ -272,9 +277,12 @@ func feedReads(ctx context.Context, baseURL string) float64 {
 
 // Targets of the change feed (issue 14).
 const (
-	targetWatchP99        = 250 * time.Millisecond
-	targetWatchRSSKiB     = 30
-	watchXactSlack        = 2 // database transactions/s above the rate with no watcher
+	targetWatchP99    = 250 * time.Millisecond
+	targetWatchRSSKiB = 30
+	watchXactSlack    = 2 // database transactions/s above the rate with no watcher
+	// watchPhase spreads the transitions over the hub's poll interval
+	// (feed.DefaultPollInterval).
+	watchPhase            = 100 * time.Millisecond
 	watchTransitions      = 10
 	watchIdleOnlyWatchers = 0
 )
