@@ -65,6 +65,9 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.StringVar(&cfg.WorkDir, "work-dir", cfg.WorkDir, "where the temporary cluster and logs go; must be on a disk (default: the temporary directory)")
 	fs.BoolVar(&cfg.Keep, "keep", cfg.Keep, "keep the temporary directory (logs)")
 	fs.Int64Var(&cfg.MaxCalls, "max-calls", cfg.MaxCalls, "bound on the calls of any one load")
+	fs.BoolVar(&cfg.Anchors, "anchors", cfg.Anchors, "measure the anchors beside the fleet loads: a plain net/http server and pgbench at the fleets' rates")
+	serveAnchor := fs.Bool(strings.TrimPrefix(bench.AnchorFlag, "-"), false, "serve the plain net/http anchor on --listen instead (the harness starts itself so)")
+	listen := fs.String("listen", "127.0.0.1:0", "with -serve-anchor: the address to serve on")
 	out := fs.String("out", "docs/bench-latest.json", "write the report as JSON here (empty: do not)")
 	md := fs.String("markdown", "", "also write the table as Markdown here")
 	if err := fs.Parse(args); err != nil {
@@ -72,6 +75,16 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return 0
 		}
 		return 2
+	}
+	if *serveAnchor {
+		if os.Getenv("GOGC") == "" {
+			debug.SetGCPercent(100) // the anchor is plain net/http: Go's default
+		}
+		if err := bench.ServeAnchor(ctx, *listen); err != nil {
+			fmt.Fprintf(stderr, "mcpd-bench: anchor: %v\n", err)
+			return 1
+		}
+		return 0
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "mcpd-bench: unexpected arguments %q\n", fs.Args())

@@ -82,6 +82,13 @@ type Hub struct {
 	// recent holds the ids of the events read last, so that Wrote can
 	// tell an event the hub has read already.
 	recent recentIDs
+
+	// hmu guards the shared horizon reads: nextHorizon is the read that
+	// callers now wait for, not yet started; readingHorizon says whether
+	// readHorizons runs.
+	hmu            sync.Mutex
+	nextHorizon    *horizonRead
+	readingHorizon bool
 }
 
 // NewHub returns a Hub over opts.Source; Run makes it read.
@@ -113,8 +120,61 @@ func NewHub(opts Options) *Hub {
 	return h
 }
 
-// Horizon returns the present position of the store.
-func (h *Hub) Horizon(ctx context.Context) (heartbeat.Position, error) { return h.src.Horizon(ctx) }
+// horizonTimeout bounds one read of the horizon that callers share.
+const horizonTimeout = 10 * time.Second
+
+// horizonRead is one read of the store's horizon, shared by every caller
+// that asked for it before it started.
+type horizonRead struct {
+	done chan struct{}
+	pos  heartbeat.Position
+	err  error
+}
+
+// Horizon returns the present position of the store: read after the call,
+// in a read shared with the calls waiting at the same time, so that many
+// watches starting at once (a fleet of watchers reconnecting) cost the
+// store one read per round trip, not one each.
+func (h *Hub) Horizon(ctx context.Context) (heartbeat.Position, error) {
+	h.hmu.Lock()
+	r := h.nextHorizon
+	if r == nil {
+		r = &horizonRead{done: make(chan struct{})}
+		h.nextHorizon = r
+		if !h.readingHorizon {
+			h.readingHorizon = true
+			go h.readHorizons()
+		}
+	}
+	h.hmu.Unlock()
+	select {
+	case <-r.done:
+		return r.pos, r.err
+	case <-ctx.Done():
+		return heartbeat.Position{}, ctx.Err()
+	}
+}
+
+// readHorizons makes the reads that Horizon's callers wait for, one at a
+// time: a caller that comes during a read waits for the next, which starts
+// after its call.
+func (h *Hub) readHorizons() {
+	for {
+		h.hmu.Lock()
+		r := h.nextHorizon
+		h.nextHorizon = nil
+		if r == nil {
+			h.readingHorizon = false
+			h.hmu.Unlock()
+			return
+		}
+		h.hmu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), horizonTimeout)
+		r.pos, r.err = h.src.Horizon(ctx)
+		cancel()
+		close(r.done)
+	}
+}
 
 // Check returns p in the store's current history, or
 // heartbeat.ErrPositionExpired.

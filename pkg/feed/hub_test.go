@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/uuid"
@@ -272,4 +273,91 @@ func TestFollowEnds(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("canceled follow did not end")
 	}
+}
+
+// gatedSource is a memstore whose horizon reads wait for a gate and are
+// counted.
+type gatedSource struct {
+	*memstore.Store
+	gate  chan struct{}
+	mu    sync.Mutex
+	reads int
+}
+
+func (g *gatedSource) Horizon(ctx context.Context) (heartbeat.Position, error) {
+	g.mu.Lock()
+	g.reads++
+	g.mu.Unlock()
+	<-g.gate
+	return g.Store.Horizon(ctx)
+}
+
+func (g *gatedSource) count() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.reads
+}
+
+// Watches starting together share horizon reads: callers that come while
+// a read runs wait for the next one, which starts after their call and so
+// sees what committed before it.
+func TestHorizonReadsShared(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clock := clockwork.NewFakeClock()
+		store := memstore.New(clock)
+		src := &gatedSource{Store: store, gate: make(chan struct{})}
+		hub := feed.NewHub(feed.Options{Source: src, Clock: clock})
+		ctx := t.Context()
+
+		type answer struct {
+			pos heartbeat.Position
+			err error
+		}
+		ask := func(n int) <-chan answer {
+			out := make(chan answer, n)
+			for range n {
+				go func() {
+					p, err := hub.Horizon(ctx)
+					out <- answer{p, err}
+				}()
+			}
+			return out
+		}
+		first := ask(1)
+		synctest.Wait() // the first read runs, held by the gate
+		srv, _, _, err := store.Register(ctx, uuid.New(), heartbeat.ServerInfo{
+			ModuleName: "m", Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		later := ask(100)
+		synctest.Wait() // every later caller waits
+		close(src.gate)
+		if a := <-first; a.err != nil {
+			t.Fatal(a.err)
+		}
+		var want heartbeat.Position
+		for i := range 100 {
+			b := <-later
+			if b.err != nil {
+				t.Fatal(b.err)
+			}
+			if i == 0 {
+				want = b.pos
+			}
+			if b.pos != want {
+				t.Fatalf("callers of one read got %v and %v", want, b.pos)
+			}
+		}
+		if got := src.count(); got != 2 {
+			t.Fatalf("%d horizon reads for 101 callers, want 2 (one running, one shared by the rest)", got)
+		}
+		evs, err := store.Events(ctx, srv.TenantID, heartbeat.EventFilter{Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs.Events) != 1 || want.Compare(evs.Events[0].Position) < 0 {
+			t.Fatalf("the shared read's horizon %v is before the registration's event %v, committed before the call", want, evs.Events)
+		}
+	})
 }

@@ -2,7 +2,12 @@ package pgstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -268,4 +273,109 @@ FROM generate_series(1, 1000) m(m)`, tenant); err != nil {
 			}
 		})
 	}
+}
+
+// BenchmarkListPages times the list reads per page at the store, with the
+// CPU that PostgreSQL spent on each (pg-cpu-µs/op, from /proc: the
+// shared cluster's backends): a page of 100 servers of a tenant of 100, a
+// page of 100 while paging a tenant of 10,000, and a page of 100 events
+// of the audit trail. Each page also reads the feed's horizon.
+func BenchmarkListPages(b *testing.B) {
+	db := pgtest.NewDB(b)
+	seed(b, db, 1, 100)
+	ctx := context.Background()
+	small := uuid.MustParse(pgtestTenant(b, db))
+	big := uuid.New()
+	if _, err := db.Admin.Exec(ctx, `
+INSERT INTO mcp_servers (server_id, tenant_id, module_name, version, supported_protocols, status,
+                         last_heartbeat_at, registered_at, trace_id)
+SELECT gen_random_uuid(), $1, 'module-' || lpad(m::text, 5, '0'), '1.0.0', ARRAY['2025-06-18'], 'healthy',
+       now(), now(), md5(m::text)
+FROM generate_series(1, 10000) m`, big); err != nil {
+		b.Fatal(err)
+	}
+	st := pgstore.New(db.App, pgstore.Options{})
+	b.Cleanup(st.Close)
+	trail := uuid.New()
+	for i := range 300 {
+		if _, _, _, err := st.Register(ctx, trail, heartbeat.ServerInfo{
+			ModuleName: fmt.Sprintf("module-%03d", i), Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"},
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := db.Admin.Exec(ctx, `VACUUM ANALYZE mcp_servers, mcp_audit_events`); err != nil {
+		b.Fatal(err)
+	}
+	postmaster := pgtest.Shared(b).PID()
+	run := func(b *testing.B, page func() error) {
+		b.ReportAllocs()
+		for range 20 { // plans and caches of the pool's connections
+			if err := page(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		cpu0 := childrenCPU(postmaster)
+		b.ResetTimer()
+		for range b.N {
+			if err := page(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		b.ReportMetric((childrenCPU(postmaster)-cpu0).Seconds()*1e6/float64(b.N), "pg-cpu-µs/op")
+	}
+	b.Run("servers=100", func(b *testing.B) {
+		run(b, func() error {
+			page, err := st.Servers(ctx, small, heartbeat.ServerFilter{Limit: 100})
+			if err == nil && len(page.Servers) != 100 {
+				err = fmt.Errorf("%d servers, want 100", len(page.Servers))
+			}
+			return err
+		})
+	})
+	b.Run("paging-10000", func(b *testing.B) {
+		var next *heartbeat.ServerCursor
+		run(b, func() error {
+			page, err := st.Servers(ctx, big, heartbeat.ServerFilter{Limit: 100, After: next})
+			if err == nil && len(page.Servers) == 0 {
+				err = errors.New("an empty page")
+			}
+			next = page.Next // from the start again after the last page
+			return err
+		})
+	})
+	b.Run("events=100", func(b *testing.B) {
+		run(b, func() error {
+			page, err := st.Events(ctx, trail, heartbeat.EventFilter{Limit: 100})
+			if err == nil && len(page.Events) != 100 {
+				err = fmt.Errorf("%d events, want 100", len(page.Events))
+			}
+			return err
+		})
+	})
+}
+
+// childrenCPU is the CPU time (user and system) of the processes whose
+// parent is pid: a PostgreSQL cluster's backends.
+func childrenCPU(pid int) time.Duration {
+	ents, _ := os.ReadDir("/proc")
+	var ticks int64
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		// state(0) ppid(1) ... utime(11) stime(12)
+		if len(f) < 13 || f[1] != strconv.Itoa(pid) {
+			continue
+		}
+		for _, v := range f[11:13] {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			ticks += n
+		}
+	}
+	return time.Duration(ticks) * (time.Second / 100) // USER_HZ
 }

@@ -183,6 +183,47 @@ func queryInTenant[T any](ctx context.Context, s *Store, tenant uuid.UUID, colle
 	return out, nil
 }
 
+// horizonIntoSettings reads the feed's horizon into the transaction's
+// settings mcpd.feed_timeline and mcpd.feed_horizon, for a statement after
+// it in the same pipeline to read with current_setting. Every transaction
+// below that horizon has ended, so any later snapshot of the transaction
+// sees all that it settles.
+const horizonIntoSettings = `SELECT set_config('mcpd.feed_timeline', timeline::text, true),
+       set_config('mcpd.feed_horizon', horizon::text, true) FROM mcp_feed_horizon()`
+
+// queryInTenantAfterHorizon is queryInTenant that first reads the feed's
+// horizon into the settings of horizonIntoSettings, which sql reads: before
+// the tenant's plan_cache_mode, which would make mcp_feed_horizon plan its
+// query again on every call (as in queryInTenantAt).
+func queryInTenantAfterHorizon[T any](ctx context.Context, s *Store, tenant uuid.UUID, collect pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
+	var pb pgx.Batch
+	pb.Queue(horizonIntoSettings)
+	pb.Queue(setTenantForRead, tenant.String())
+	pb.Queue(sql, args...)
+	br := s.pool.SendBatch(ctx, &pb)
+	fail := func(err error) ([]T, error) {
+		_ = br.Close()
+		return nil, translate(err)
+	}
+	for range 2 {
+		if _, err := br.Exec(); err != nil {
+			return fail(err)
+		}
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return fail(err)
+	}
+	out, err := pgx.CollectRows(rows, collect)
+	if err != nil {
+		return fail(err)
+	}
+	if err := br.Close(); err != nil {
+		return nil, translate(err)
+	}
+	return out, nil
+}
+
 // queryInTenantAt is queryInTenant that also reads the horizon before the
 // query, in the same round trip: a watch from it misses nothing that the
 // query's answer does not reflect.

@@ -58,6 +58,9 @@ type FleetConnOptions struct {
 	TLS *tls.Config
 	// Rounds follow the measured window, one interval each.
 	Rounds []FleetRound
+	// ReadWAL, when set, reads the database's WAL at the measured
+	// window's start and end.
+	ReadWAL func(context.Context) (WAL, error)
 }
 
 // FleetRound is one interval after the measured window, in which every
@@ -135,6 +138,8 @@ type FleetConnResult struct {
 	RSSPerConn float64 `json:"rss_per_conn_bytes"`
 	// Rounds are the results of opts.Rounds.
 	Rounds []FleetRoundResult `json:"rounds,omitempty"`
+	// WAL is what the database wrote in the measured window (opts.ReadWAL).
+	WAL WAL `json:"wal"`
 }
 
 // fleetAnswerLimit bounds the answer read of one heartbeat.
@@ -337,10 +342,20 @@ func FleetConns(ctx context.Context, opts FleetConnOptions) (FleetConnResult, er
 	res.MemConnected, _ = ReadMemory(pid)
 	sleepUntil(begin)
 	cpu1 := TakeCPUSnapshot(pid, opts.PostmasterPID)
+	var wal0 WAL
+	walErr := errors.New("not read")
+	if opts.ReadWAL != nil {
+		wal0, walErr = opts.ReadWAL(ctx)
+	}
 
 	// CPU over the measured window, not the drain after it.
 	sleepUntil(end)
 	cpu := TakeCPUSnapshot(pid, opts.PostmasterPID).Since(cpu1)
+	if walErr == nil {
+		if wal1, err := opts.ReadWAL(ctx); err == nil {
+			res.WAL = wal1.Since(wal0)
+		}
+	}
 	window := time.Since(begin)
 	res.MemLoaded, _ = ReadMemory(pid)
 	res.GoLoaded = goMemory(ctx, opts.Client, opts.BaseURL)
@@ -651,7 +666,8 @@ func (r *runner) fleetLoad(ctx context.Context, n int, withTLS bool) {
 	}
 	opts := FleetConnOptions{BaseURL: m.URL, PID: m.PID(), PostmasterPID: r.pg.PID(), Secret: r.secret, Client: m.Client,
 		Conns: n, Modules: r.cfg.Modules, Interval: fleetInterval, Jitter: fleetJitter, Duration: r.cfg.FleetDuration,
-		MaxCalls: r.cfg.MaxCalls, TLS: spec.TLS}
+		MaxCalls: r.cfg.MaxCalls, TLS: spec.TLS,
+		ReadWAL: func(ctx context.Context) (WAL, error) { return ReadWAL(ctx, r.admin) }}
 	if withTLS {
 		opts.Rounds = []FleetRound{
 			{Name: "resume", Reconnect: true},
@@ -690,6 +706,9 @@ func (r *runner) fleetLoad(ctx context.Context, n int, withTLS bool) {
 	}
 	r.rep.add(cpuRow)
 	r.rep.add(Row{ID: id + "_cpu_pg", Measure: name + ": PostgreSQL CPU per heartbeat", Value: res.PostgresMicros, Unit: unitMicros})
+	if !withTLS {
+		r.anchorRows(id, name, n, res)
+	}
 	l := res.Load
 	r.rep.add(Row{ID: id + "_p99", Measure: name + ": p99", Value: millis(l.P99), Unit: unitMillis,
 		Note: fmt.Sprintf("p50 %.2f ms (wall clock, from the time each heartbeat was due)", millis(l.P50))})

@@ -49,6 +49,23 @@ var (
 // servers 1..servers with clients for d, prepared statements, as the
 // superuser, and reads the share of HOT updates from the statistics.
 func Pgbench(ctx context.Context, pg *pgtest.Cluster, admin *pgxpool.Pool, dir string, servers, clients int, d time.Duration) (PgbenchResult, error) {
+	return PgbenchRun(ctx, pg, admin, dir, PgbenchOptions{Servers: servers, Clients: clients, Duration: d})
+}
+
+// PgbenchOptions is one pgbench run of the heartbeat baseline.
+type PgbenchOptions struct {
+	// Servers are the seeded servers 1..Servers it updates.
+	Servers int
+	Clients int
+	// Rate, when positive, is pgbench's -R: transactions started on a
+	// schedule of that many per second, whatever their latency.
+	Rate     int
+	Duration time.Duration
+}
+
+// PgbenchRun runs pgbench as Pgbench does, at o.Rate when it is set.
+func PgbenchRun(ctx context.Context, pg *pgtest.Cluster, admin *pgxpool.Pool, dir string, o PgbenchOptions) (PgbenchResult, error) {
+	servers, clients, d := o.Servers, o.Clients, o.Duration
 	bin, err := findPgbench(pg)
 	if err != nil {
 		return PgbenchResult{}, fmt.Errorf("pgbench not found (it ships with the PostgreSQL server package): %w", err)
@@ -63,10 +80,14 @@ func Pgbench(ctx context.Context, pg *pgtest.Cluster, admin *pgxpool.Pool, dir s
 	}
 	ctx, cancel := context.WithTimeout(ctx, d+time.Minute)
 	defer cancel()
-	logPrefix := filepath.Join(dir, fmt.Sprintf("pgbench-%d-log", clients))
-	cmd := exec.CommandContext(ctx, bin, "-h", "127.0.0.1", "-p", strconv.Itoa(pg.Port()), "-U", "postgres",
+	logPrefix := filepath.Join(dir, fmt.Sprintf("pgbench-%d-%d-log", clients, o.Rate))
+	args := []string{"-h", "127.0.0.1", "-p", strconv.Itoa(pg.Port()), "-U", "postgres",
 		"-n", "-M", "prepared", "-c", strconv.Itoa(clients), "-j", strconv.Itoa(min(clients, 2)),
-		"-T", strconv.Itoa(int(d.Seconds())), "-l", "--log-prefix", logPrefix, "-f", script, Database)
+		"-T", strconv.Itoa(int(d.Seconds())), "-l", "--log-prefix", logPrefix, "-f", script}
+	if o.Rate > 0 {
+		args = append(args, "-R", strconv.Itoa(o.Rate))
+	}
+	cmd := exec.CommandContext(ctx, bin, append(args, Database)...)
 	cmd.Dir = dir
 	cmd.Env = cleanEnv()
 	out, err := cmd.CombinedOutput()

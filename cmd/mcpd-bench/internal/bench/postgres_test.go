@@ -120,6 +120,25 @@ func TestHarnessOnPostgres(t *testing.T) {
 	if pgb.TPS <= 0 || pgb.Clients != 2 {
 		t.Fatalf("pgbench: %+v", pgb)
 	}
+	// The anchor: pgbench at a rate, and the WAL it writes.
+	wal0, err := ReadWAL(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rated, err := PgbenchRun(ctx, pg, admin, work, PgbenchOptions{Servers: tenants * modules, Clients: 2, Rate: 50, Duration: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rated.TPS < 25 || rated.TPS > 75 {
+		t.Fatalf("pgbench -R 50: %.1f transactions/s", rated.TPS)
+	}
+	wal1, err := ReadWAL(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := wal1.Since(wal0); w.LSN <= 0 {
+		t.Fatalf("pgbench -R 50 wrote no WAL: %+v", w)
+	}
 
 	if err := SeedBigTenant(ctx, admin, 250, at); err != nil {
 		t.Fatal(err)

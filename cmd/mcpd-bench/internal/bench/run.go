@@ -79,6 +79,9 @@ type Config struct {
 	// Tracing measures the heartbeat loop with tracing off, on at 100 %
 	// and on at 1 % sampling, spans sent to a receiver in this process.
 	Tracing bool `json:"tracing"`
+	// Anchors: with the fleet loads, the same fleet against a plain
+	// net/http server and pgbench at the fleets' rates (anchor.go).
+	Anchors bool `json:"anchors"`
 }
 
 // DefaultConfig is the full run of make bench.
@@ -93,6 +96,7 @@ func DefaultConfig() Config {
 		Fleet:    []int{1000, 10000, 30000}, FleetDuration: 30 * time.Second,
 		FleetTLS: []int{10000},
 		Tracing:  true,
+		Anchors:  true,
 	}
 }
 
@@ -260,6 +264,7 @@ func (r *runner) run(ctx context.Context) error {
 	r.mcpd(ctx)
 	r.etcd(ctx) // right after mcpd's loads, so that the machine is as alike as it can be
 	r.tracingCost(ctx)
+	r.anchors(ctx)
 	r.fleet(ctx)
 	r.profile(ctx)
 	r.watchers(ctx)
@@ -435,9 +440,18 @@ func (r *runner) mcpd(ctx context.Context) {
 	before, _ := updateCounts(ctx, r.admin)
 	sampler := startRSSSampler(m.PID())
 	probe := r.startTailProbe(m)
+	wal0, walErr := ReadWAL(ctx, r.admin)
 	cpu0 := TakeCPUSnapshot(m.PID(), r.pg.PID())
 	closed := ClosedLoop(ctx, r.cfg.Clients, r.cfg.Duration, r.cfg.MaxCalls, fleet.Heartbeat)
 	cpu := TakeCPUSnapshot(m.PID(), r.pg.PID()).Since(cpu0)
+	var wal WAL
+	if walErr == nil {
+		var w1 WAL
+		if w1, walErr = ReadWAL(ctx, r.admin); walErr == nil {
+			wal = w1.Since(wal0)
+			r.rep.Details["e2e_closed_wal"] = wal
+		}
+	}
 	r.rep.Details["e2e_closed_tail"] = probe.finish(closed)
 	peak := sampler.stop()
 	r.rep.Details["e2e_closed_cpu"] = cpu
@@ -461,6 +475,12 @@ func (r *runner) mcpd(ctx context.Context) {
 	r.rep.add(Row{ID: "e2e_cpu_mcpd", Measure: "b. mcpd CPU per heartbeat (HTTP, JWT, JSON, log, pgx)", Value: mcpdUS, Unit: unitMicros,
 		Note: "CPU time, not wall time: robust to a busy machine"})
 	r.rep.add(Row{ID: "e2e_cpu_pg", Measure: "b. PostgreSQL CPU per heartbeat (spread over tenants)", Value: pgUS, Unit: unitMicros})
+	if walErr == nil && closed.Calls > 0 {
+		calls := float64(closed.Calls)
+		r.rep.add(Row{ID: "e2e_wal", Measure: "b. WAL bytes per heartbeat, closed loop (batched)", Value: float64(wal.LSN) / calls, Unit: unitBytes,
+			Note: fmt.Sprintf("from the WAL insert position; pg_stat_wal: %.0f bytes, %.2f records and %.3f full-page images per heartbeat",
+				wal.Bytes/calls, float64(wal.Records)/calls, float64(wal.FPI)/calls)})
+	}
 	r.rep.add(Row{ID: "e2e_p50", Measure: "b. mcpd heartbeat p50, closed loop", Value: millis(closed.P50), Unit: unitMillis})
 	r.rep.add(Row{ID: "e2e_p99", Measure: "b. mcpd heartbeat p99, closed loop", Value: millis(closed.P99), Unit: unitMillis})
 	r.rep.add(Row{ID: "e2e_p999", Measure: "b. mcpd heartbeat p99.9, closed loop", Value: millis(closed.P999), Unit: unitMillis,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"slices"
@@ -37,8 +38,10 @@ type WatchResult struct {
 	// per watcher, in bytes.
 	RSSPerWatcher float64 `json:"rss_per_watcher_bytes"`
 	// IdleCPU is mcpd's CPU with the watchers open and nothing happening,
-	// in cores.
-	IdleCPU float64 `json:"idle_cpu_cores"`
+	// in cores; IdlePostgresCPU PostgreSQL's meanwhile (mcpd's feed reads,
+	// sweeps and the rest of what it does when idle).
+	IdleCPU         float64 `json:"idle_cpu_cores"`
+	IdlePostgresCPU float64 `json:"idle_postgres_cpu_cores"`
 	// DBXactPerSec is the database's transactions per second over the idle
 	// period (mcpd's feed reads and everything else it does when idle).
 	DBXactPerSec float64 `json:"db_xact_per_second"`
@@ -48,15 +51,19 @@ type WatchResult struct {
 	FirstError      string  `json:"first_error,omitempty"`
 }
 
-// watchIdle is how long an idle watcher load is observed.
-const watchIdle = 5 * time.Second
+// watchIdle is how long an idle watcher load is observed, after
+// watchSettle.
+const (
+	watchIdle   = 5 * time.Second
+	watchSettle = 11 * time.Second
+)
 
 // MeasureWatchers opens n watch streams of one fresh tenant on the mcpd at
 // baseURL (tokens signed by secret), observes mcpd (pid) idle for
 // watchIdle, then commits transitions registrations one at a time and
 // times their arrival at every watcher. admin reads the database's
 // transaction count.
-func MeasureWatchers(ctx context.Context, baseURL string, secret []byte, pid int, admin *pgxpool.Pool, n, transitions int) (WatchResult, error) {
+func MeasureWatchers(ctx context.Context, baseURL string, secret []byte, pid, postmasterPID int, admin *pgxpool.Pool, n, transitions int) (WatchResult, error) {
 	res := WatchResult{Watchers: n, Transitions: transitions}
 	tenant := uuid.New()
 	tok, err := auth.Issue(secret, tenant, "mcpd-bench", auth.ScopeRead+" "+auth.ScopeWrite, 2*time.Hour, time.Now())
@@ -151,7 +158,12 @@ func MeasureWatchers(ctx context.Context, baseURL string, secret []byte, pid int
 	}
 	up.Wait()
 	res.Connected = n - int(errs.Load())
-	time.Sleep(time.Second) // let the connections settle
+	// Let the connections settle, and the statistics of the reads that
+	// opened them reach pg_stat_database: a backend that flushed its
+	// counters less than a second before keeps the next ones until it has
+	// been idle for 10 s (PostgreSQL's PGSTAT_IDLE_INTERVAL), which would
+	// count the watches' start in the idle window.
+	time.Sleep(watchSettle)
 
 	// Idle: CPU, RSS, the database's transactions and the feed's reads.
 	xact0, err := dbXacts(ctx, admin)
@@ -159,16 +171,16 @@ func MeasureWatchers(ctx context.Context, baseURL string, secret []byte, pid int
 		return res, err
 	}
 	reads0 := feedReads(ctx, baseURL)
-	cpu0 := TakeCPUSnapshot(pid, 0)
+	cpu0 := TakeCPUSnapshot(pid, postmasterPID)
 	t0 := time.Now()
 	time.Sleep(watchIdle)
-	cpu := TakeCPUSnapshot(pid, 0).Since(cpu0)
+	cpu := TakeCPUSnapshot(pid, postmasterPID).Since(cpu0)
 	idleFor := time.Since(t0).Seconds()
 	xact1, err := dbXacts(ctx, admin)
 	if err != nil {
 		return res, err
 	}
-	res.IdleCPU = cpu.Server
+	res.IdleCPU, res.IdlePostgresCPU = cpu.Server, cpu.Postgres
 	res.DBXactPerSec = float64(xact1-xact0) / idleFor
 	res.FeedReadsPerSec = (feedReads(ctx, baseURL) - reads0) / idleFor
 	with, err := ReadMemory(pid)
@@ -197,7 +209,11 @@ func MeasureWatchers(ctx context.Context, baseURL string, secret []byte, pid int
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-		time.Sleep(100 * time.Millisecond)
+		// The next commit at a random phase of the hub's poll: a fixed
+		// pause after the last arrival (which follows a poll) would commit
+		// every transition just after a poll, and time a whole poll
+		// interval each time.
+		time.Sleep(100*time.Millisecond + rand.N(watchPhase))
 	}
 	cancel()
 	wg.Wait()
@@ -261,8 +277,12 @@ func feedReads(ctx context.Context, baseURL string) float64 {
 
 // Targets of the change feed (issue 14).
 const (
-	targetWatchP99        = 250 * time.Millisecond
-	targetWatchRSSKiB     = 30
+	targetWatchP99    = 250 * time.Millisecond
+	targetWatchRSSKiB = 30
+	watchXactSlack    = 2 // database transactions/s above the rate with no watcher
+	// watchPhase spreads the transitions over the hub's poll interval
+	// (feed.DefaultPollInterval).
+	watchPhase            = 100 * time.Millisecond
 	watchTransitions      = 10
 	watchIdleOnlyWatchers = 0
 )
@@ -294,7 +314,7 @@ func (r *runner) watchers(ctx context.Context) {
 	var results []WatchResult
 	for _, n := range append([]int{watchIdleOnlyWatchers}, r.cfg.Watchers...) {
 		r.log.Info("watchers on one mcpd", "watchers", n)
-		res, err := MeasureWatchers(ctx, m.URL, r.secret, m.PID(), r.admin, n, watchTransitions)
+		res, err := MeasureWatchers(ctx, m.URL, r.secret, m.PID(), r.pg.PID(), r.admin, n, watchTransitions)
 		results = append(results, res)
 		if n == 0 {
 			// No watcher: only the idle figures mean something.
@@ -306,7 +326,8 @@ func (r *runner) watchers(ctx context.Context) {
 		}
 		if n == 0 {
 			r.rep.add(Row{ID: "watch_0_xact", Measure: "g. database transactions/s, mcpd idle, no watcher", Value: res.DBXactPerSec,
-				Unit: unitPerSecond, Note: fmt.Sprintf("feed reads %.1f/s; mcpd idle CPU %.2f %% of a core", res.FeedReadsPerSec, 100*res.IdleCPU)})
+				Unit: unitPerSecond, Note: fmt.Sprintf("feed reads %.1f/s; mcpd idle CPU %.2f %% of a core, PostgreSQL's meanwhile %.2f %%",
+					res.FeedReadsPerSec, 100*res.IdleCPU, 100*res.IdlePostgresCPU)})
 			continue
 		}
 		note := fmt.Sprintf("%d connected, %d of %d deliveries, %d errors; p50 %.1f ms, max %.1f ms (wall clock)",
@@ -321,8 +342,8 @@ func (r *runner) watchers(ctx context.Context) {
 		r.rep.add(Row{ID: fmt.Sprintf("watch_%d_cpu", n), Measure: fmt.Sprintf("g. mcpd CPU, %s idle watchers", groupThousands(float64(n))),
 			Value: 100 * res.IdleCPU, Unit: unitPercent, Note: "of one core, CPU time over 5 s"})
 		r.rep.add(Row{ID: fmt.Sprintf("watch_%d_xact", n), Measure: fmt.Sprintf("g. database transactions/s, %s idle watchers", groupThousands(float64(n))),
-			Value: res.DBXactPerSec, Unit: unitPerSecond, Target: results[0].DBXactPerSec * 1.5, Direction: AtMost,
-			Note: fmt.Sprintf("feed reads %.1f/s; target: at most 1.5x the rate with no watcher (no growth with watchers)", res.FeedReadsPerSec)})
+			Value: res.DBXactPerSec, Unit: unitPerSecond, Target: results[0].DBXactPerSec + watchXactSlack, Direction: AtMost,
+			Note: fmt.Sprintf("feed reads %.1f/s; target: at most the rate with no watcher + %d/s (no growth with watchers)", res.FeedReadsPerSec, watchXactSlack)})
 	}
 	r.rep.Details["watchers"] = results
 }
