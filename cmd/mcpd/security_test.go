@@ -12,8 +12,10 @@ import (
 // of the migrated schema, those of migrations to come included: each runs
 // with a fixed search_path (so that an object the caller creates cannot
 // stand in for one the function uses), PUBLIC may not execute it, and only
-// cyberos_app may. migrations/schema_test.go checks the two of 0004 by
-// name; this one finds them all (docs/security.md).
+// cyberos_app may. A trigger function (0015's) cannot be called at all,
+// only fired by its trigger, so nobody but its owner may execute it.
+// migrations/schema_test.go checks the two of 0004 by name; this one finds
+// them all (docs/security.md).
 func TestEverySecurityDefinerIsFenced(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
@@ -21,7 +23,8 @@ func TestEverySecurityDefinerIsFenced(t *testing.T) {
 	rows, err := db.Admin.Query(ctx, `
 SELECT p.oid::regprocedure::text, coalesce(p.proconfig, '{}'),
        has_function_privilege('public', p.oid, 'EXECUTE'),
-       has_function_privilege('cyberos_app', p.oid, 'EXECUTE')
+       has_function_privilege('cyberos_app', p.oid, 'EXECUTE'),
+       p.prorettype = 'trigger'::regtype
 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
 WHERE p.prosecdef AND n.nspname = 'public'
 ORDER BY 1`)
@@ -35,15 +38,20 @@ ORDER BY 1`)
 			name        string
 			config      []string
 			public, app bool
+			trigger     bool
 		)
-		if err := rows.Scan(&name, &config, &public, &app); err != nil {
+		if err := rows.Scan(&name, &config, &public, &app, &trigger); err != nil {
 			t.Fatal(err)
 		}
 		names = append(names, name)
 		if !slices.Contains(config, "search_path=public, pg_temp") {
 			t.Errorf("%s: security definer without a fixed search_path (config %v)", name, config)
 		}
-		if public || !app {
+		if trigger {
+			if public || app {
+				t.Errorf("%s: trigger function executable by PUBLIC %v, by cyberos_app %v; want neither", name, public, app)
+			}
+		} else if public || !app {
 			t.Errorf("%s: executable by PUBLIC %v, by cyberos_app %v; want false, true", name, public, app)
 		}
 	}
