@@ -63,6 +63,11 @@ type HandlerOptions struct {
 	// The request rate is checked for every /v1 call once its token is
 	// verified.
 	Limits *limit.Tenants
+	// UI serves the web board under /ui/ (and /ui redirects there); nil:
+	// no board, those paths are 404.
+	UI http.Handler
+	// UIRedirect answers GET /ui when UI is set.
+	UIRedirect http.Handler
 }
 
 type handler struct {
@@ -98,6 +103,8 @@ const (
 	RouteHealthz    = "GET /healthz"
 	RouteReadyz     = "GET /readyz"
 	RouteMetrics    = "GET /metrics"
+	RouteUI         = "GET /ui/"
+	RouteUIRoot     = "GET /ui"
 	// routeUnmatched labels requests that matched no route (404, 405).
 	routeUnmatched = "unmatched"
 )
@@ -157,6 +164,12 @@ func NewHandler(opts HandlerOptions) http.Handler {
 	mux.HandleFunc(RouteHealthz, h.healthz)
 	mux.HandleFunc(RouteReadyz, h.readyz)
 	mux.Handle(RouteMetrics, h.metrics.Handler())
+	if opts.UI != nil {
+		mux.Handle(RouteUI, opts.UI)
+		if opts.UIRedirect != nil {
+			mux.Handle(RouteUIRoot, opts.UIRedirect)
+		}
+	}
 	return h.instrument(mux)
 }
 

@@ -46,6 +46,7 @@ const (
 	KeyTenantRateLimit        = "tenant-rate-limit"
 	KeyTenantRateBurst        = "tenant-rate-burst"
 	KeyTenantMaxWatches       = "tenant-max-watches"
+	KeyUI                     = "ui"
 )
 
 // EnvPrefix starts the name of every environment variable of mcpd.
@@ -142,6 +143,8 @@ type Config struct {
 	// TenantMaxWatches is the most concurrent watch streams of a tenant;
 	// 0: no limit.
 	TenantMaxWatches int
+	// UI serves the read-only web board at /ui/.
+	UI bool
 }
 
 // DefaultMonitorPeriodFor is the monitor period when none is given: the
@@ -171,6 +174,7 @@ func Default() Config {
 		TenantRateLimit:   DefaultTenantRateLimit,
 		TenantRateBurst:   DefaultTenantRateBurst,
 		TenantMaxWatches:  DefaultTenantMaxWatches,
+		UI:                true,
 	}
 }
 

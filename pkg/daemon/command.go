@@ -156,6 +156,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.Float64(config.KeyTenantRateLimit, d.TenantRateLimit, "API requests per second of one tenant, per mcpd process; past it 429 (0: no limit)")
 	fs.Int(config.KeyTenantRateBurst, d.TenantRateBurst, "requests a tenant may make at once above --tenant-rate-limit")
 	fs.Int(config.KeyTenantMaxWatches, d.TenantMaxWatches, "concurrent watch streams of one tenant, per mcpd process; past it 429 (0: no limit)")
+	fs.Bool(config.KeyUI, d.UI, "serve the read-only web board at /ui/ (--ui=false turns it off)")
 }
 
 // settingKeys are the keys of config.Config, the ones a file may hold.
@@ -167,6 +168,7 @@ var settingKeys = []string{
 	config.KeyBlindAfter, config.KeyMassLossShare, config.KeyMassLossMin,
 	config.KeyTLSCertFile, config.KeyTLSKeyFile, config.KeyTLSClientCAFile, config.KeyMaxConnections,
 	config.KeyTenantMaxServers, config.KeyTenantRateLimit, config.KeyTenantRateBurst, config.KeyTenantMaxWatches,
+	config.KeyUI,
 }
 
 // LoadConfig reads the configuration from fs (parsed flags, defined by
@@ -227,6 +229,7 @@ func LoadConfig(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (confi
 		TenantRateLimit:        r.float(config.KeyTenantRateLimit),
 		TenantRateBurst:        r.int(config.KeyTenantRateBurst),
 		TenantMaxWatches:       r.int(config.KeyTenantMaxWatches),
+		UI:                     r.bool(config.KeyUI),
 	}
 	if !r.set(config.KeyMonitorPeriod) {
 		cfg.MonitorPeriod = config.DefaultMonitorPeriodFor(cfg.HeartbeatInterval)

@@ -104,7 +104,7 @@ dev: true
 	def := config.Default()
 	if cfg.Listen != def.Listen || cfg.HeartbeatInterval != def.HeartbeatInterval || cfg.MonitorPeriod != def.MonitorPeriod ||
 		cfg.LogFormat != def.LogFormat || cfg.LogLevel != def.LogLevel || cfg.ShutdownTimeout != def.ShutdownTimeout ||
-		cfg.Dev || cfg.DatabaseURL != "" || cfg.AlertmanagerURLs != nil {
+		cfg.Dev || cfg.DatabaseURL != "" || cfg.AlertmanagerURLs != nil || !cfg.UI {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 }
@@ -148,7 +148,7 @@ func TestEveryFlagHasAnEnvVariable(t *testing.T) {
 		"MCPD_TLS_CERT_FILE": "/c", "MCPD_TLS_KEY_FILE": "/k", "MCPD_TLS_CLIENT_CA_FILE": "/ca",
 		"MCPD_MAX_CONNECTIONS":    "500",
 		"MCPD_TENANT_MAX_SERVERS": "0", "MCPD_TENANT_RATE_LIMIT": "2.5", "MCPD_TENANT_RATE_BURST": "9",
-		"MCPD_TENANT_MAX_WATCHES": "7",
+		"MCPD_TENANT_MAX_WATCHES": "7", "MCPD_UI": "false",
 	}
 	cfg, err := load(t, nil, env)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/auth"
+	"github.com/cyberos/mcpd/pkg/board"
 	"github.com/cyberos/mcpd/pkg/config"
 	"github.com/cyberos/mcpd/pkg/feed"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
@@ -179,6 +180,10 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	// Watch streams end when the server shuts down (RegisterOnShutdown).
 	var streams context.Context
 	streams, d.stopStreams = context.WithCancel(context.WithoutCancel(ctx))
+	var ui, uiRedirect http.Handler
+	if d.cfg.UI {
+		ui, uiRedirect = board.Handler(), board.Redirect()
+	}
 	handler := api.NewHandler(api.HandlerOptions{
 		Registrar: registrar, Verifier: verifier, Logger: d.logger, Metrics: metrics,
 		// Ready: the store answers, writable, at this build's schema, and the
@@ -192,6 +197,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		Limits: limit.New(limit.Options{
 			Rate: d.cfg.TenantRateLimit, Burst: d.cfg.TenantRateBurst, MaxWatches: d.cfg.TenantMaxWatches,
 		}),
+		UI: ui, UIRedirect: uiRedirect,
 	})
 
 	maxConns, err := d.connectionCap()
@@ -260,6 +266,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		d.watchdog = startBackground(ctx, d.notifier.runWatchdog)
 	}
 	if demo != nil {
+		demo.board = d.cfg.UI
 		demo.print(d.stdout, d.baseURL())
 	}
 	return nil
