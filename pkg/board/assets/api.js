@@ -143,12 +143,16 @@ export class Follower {
         const { value, done } = await reader.read();
         if (done) return;
         this.armIdle();
+        const t0 = performance.now();
         buf += value;
         const batch = [];
-        let nl;
-        while ((nl = buf.search(/\r\n|\r|\n/)) >= 0) {
-          const line = buf.slice(0, nl);
-          buf = buf.slice(nl + (buf[nl] === '\r' && buf[nl + 1] === '\n' ? 2 : 1));
+        // Lines end in LF (or CRLF); mcpd sends no lone CR. One pass with
+        // an index, so that a large chunk is not copied line by line.
+        let pos = 0;
+        for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n', pos)) {
+          let line = buf.slice(pos, nl);
+          pos = nl + 1;
+          if (line.endsWith('\r')) line = line.slice(0, -1);
           if (line === '') {
             if (ev.data.length || ev.id !== null) this.dispatch(ev, batch);
             ev = { id: null, event: '', data: [] };
@@ -163,6 +167,8 @@ export class Follower {
           else if (field === 'event') ev.event = val;
           else if (field === 'data') ev.data.push(val);
         }
+        buf = buf.slice(pos);
+        performance.measure('mcpd:feed', { start: t0, end: performance.now() });
         if (batch.length) this.cb.onEvents(batch);
       }
     } finally {

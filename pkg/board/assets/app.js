@@ -39,10 +39,13 @@ function fmtAge(ms) {
   return `${Math.floor(hr / 24)}d ${hr % 24}h`;
 }
 
+// fmtTime gives a time as YYYY-MM-DD HH:MM:SS in the browser's zone.
 function fmtTime(iso) {
   if (!iso) return '—';
   const d = new Date(iso);
-  return Number.isNaN(d.getTime()) ? iso : d.toLocaleString();
+  if (Number.isNaN(d.getTime())) return iso;
+  const p = (n) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
 }
 
 // heartbeatAge says how long ago a server last heartbeated. Heartbeats are
@@ -134,6 +137,9 @@ class Session {
       for (const ev of this.skillsLog) this.registry.apply(ev);
       this.skillsLog = null;
       render();
+      if (performance.getEntriesByName('mcpd:signin', 'mark').length) {
+        performance.measure('mcpd:skills-listed', 'mcpd:signin');
+      }
     } catch (err) {
       this.skillsLog = null;
       this.fail(err);
@@ -374,11 +380,13 @@ function serverRow(s) {
     tr.dataset.status = s.status;
   }
   tr.server = s;
-  if (s.changedAt && tr.flashed !== s.changedAt) {
+  if (s.changedAt && tr.flashed !== s.changedAt && performance.now() - s.changedAt < 2500) {
+    // Highlight a row that just changed. Two classes of the same animation
+    // take turns, so that it restarts without forcing a layout.
     tr.flashed = s.changedAt;
-    tr.classList.remove('changed');
-    void tr.offsetWidth; // restart the animation
-    tr.classList.add('changed');
+    const next = tr.classList.contains('changed-a') ? 'changed-b' : 'changed-a';
+    tr.classList.remove('changed-a', 'changed-b');
+    tr.classList.add(next);
   }
   updateAge(tr, Date.now());
   return tr;
@@ -537,9 +545,9 @@ function renderServer() {
   }
   const ol = $('server-audit');
   ol.replaceChildren(...(v.audit ? events.slice().reverse().map((e) => h('li', { className: `k-${e.to_status}` },
-    h('time', { dateTime: e.occurred_at }, fmtTime(e.occurred_at)), ' ',
-    h('span', { className: 'kind' }, e.kind.replace('mcp.server.', '')), ' ',
-    h('span', { className: 'muted' }, `${e.from_status || 'new'} → ${e.to_status}, version ${e.body ? e.body.version : ''}`)))
+    h('time', { dateTime: e.occurred_at }, fmtTime(e.occurred_at)),
+    h('span', null, h('span', { className: 'kind' }, e.kind.replace('mcp.server.', '')), ' ',
+      h('span', { className: 'muted' }, `${e.from_status || 'new'} → ${e.to_status} · version ${e.body ? e.body.version : ''}`))))
     : [h('li', { className: 'muted' }, 'Loading…')]));
   if (v.audit && !events.length) ol.replaceChildren(h('li', { className: 'muted' }, 'No events.'));
 }
@@ -586,7 +594,14 @@ function renderSkills(params) {
 
 // ---- wiring ---------------------------------------------------------------------
 
+// The board's own measures (what docs/performance.md reports) are kept to
+// the latest thousand of each, so that a board open for days holds no more.
+const MEASURES = ['mcpd:feed', 'mcpd:apply', 'mcpd:render'];
+
 function tick() {
+  for (const m of MEASURES) {
+    if (performance.getEntriesByName(m, 'measure').length > 1000) performance.clearMeasures(m);
+  }
   if (!session) return;
   const now = Date.now();
   const r = parseRoute();
