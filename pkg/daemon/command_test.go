@@ -191,6 +191,34 @@ func TestTenantLimitSettings(t *testing.T) {
 	}
 }
 
+// --ui is on by default; the flag, MCPD_UI and the file's ui key set it,
+// in that order of precedence.
+func TestUISetting(t *testing.T) {
+	t.Parallel()
+	file := writeFile(t, "ui.yaml", "ui: false\n")
+	cases := []struct {
+		args []string
+		env  map[string]string
+		want bool
+	}{
+		{nil, nil, true},
+		{[]string{"--ui=false"}, nil, false},
+		{nil, map[string]string{"MCPD_UI": "false"}, false},
+		{[]string{"--config", file}, nil, false},
+		{[]string{"--config", file}, map[string]string{"MCPD_UI": "true"}, true},
+		{[]string{"--ui=true"}, map[string]string{"MCPD_UI": "false"}, true},
+	}
+	for _, c := range cases {
+		cfg, err := load(t, append(c.args, "--dev"), c.env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.UI != c.want {
+			t.Errorf("%v %v: ui %v, want %v", c.args, c.env, cfg.UI, c.want)
+		}
+	}
+}
+
 func TestLoadConfigErrors(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
