@@ -9,8 +9,10 @@ import (
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"github.com/jonboulle/clockwork"
 
+	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
@@ -86,6 +88,19 @@ func TestBrowserBoard(t *testing.T) {
 		` && location.hash.includes('module=cal')`)
 	b.run(chromedp.Click(chromedp.CSS(`#clear-filters`)))
 	b.until("filters cleared", `document.querySelectorAll('#servers-table tbody tr').length === 2`)
+	// By keyboard: Tab from the module field reaches the next control, and
+	// Enter on a focused count button filters.
+	eval[int](b, `document.getElementById('module-filter').focus(), 0`)
+	b.run(chromedp.KeyEvent(kb.Tab))
+	if !eval[bool](b, `document.activeElement.id === 'clear-filters'`) {
+		t.Fatalf("Tab from the module field went to %s", eval[string](b, `document.activeElement.outerHTML`))
+	}
+	eval[int](b, `document.querySelector('#counts [data-status=healthy]').focus(), 0`)
+	b.run(chromedp.KeyEvent(kb.Enter))
+	b.until("keyboard filter", `document.querySelectorAll('#servers-table tbody tr').length === 1 && `+statusOf("calendar")+` === 'healthy'`+
+		` && document.querySelector('#counts [data-status=healthy]').getAttribute('aria-pressed') === 'true'`)
+	b.run(chromedp.Click(chromedp.CSS(`#clear-filters`)))
+	b.until("filters cleared again", `document.querySelectorAll('#servers-table tbody tr').length === 2`)
 
 	// The skills page: "send" has no available provider and comes first.
 	b.run(chromedp.Navigate(base + "/ui/#/skills"))
@@ -123,6 +138,17 @@ func TestBrowserBoard(t *testing.T) {
 	// Sign out: the token is gone.
 	b.run(chromedp.Click(chromedp.CSS(`#signout`)))
 	b.until("signed out", `!document.getElementById('signin-view').hidden && sessionStorage.length === 0`)
+
+	// A token that expires while the board is open: back to the sign-in,
+	// saying why.
+	short, err := auth.Issue(ten.secret, ten.id, "board-test", auth.ScopeRead, 2*time.Second, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.signIn(short)
+	b.until("signed in briefly", statusOf("calendar")+` === 'healthy'`)
+	b.until("expired while open", `!document.getElementById('signin-view').hidden && `+
+		`/expired/.test(document.getElementById('signin-error').textContent) && sessionStorage.length === 0`)
 }
 
 // auth403Scope is a scope that is neither mcp:read nor mcp:write.
