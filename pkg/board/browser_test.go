@@ -250,3 +250,48 @@ func TestBrowserReconnectAfterRestart(t *testing.T) {
 	}
 	checkRequests(t, b, base, ten.read)
 }
+
+// TestBrowserRelistsOn410: mcpd --dev restarts with the same secret, its
+// memory trail gone, so the board's last id is answered 410; the board
+// lists again and follows from the new list: the old process's servers go,
+// the new one's show.
+func TestBrowserRelistsOn410(t *testing.T) {
+	b := newBrowser(t)
+	ten, secretFile := newTenant(t)
+	cfg := devConfig(secretFile)
+	cfg.ShutdownTimeout = 5 * time.Second
+	d, stop := startDaemon(t, cfg, nil)
+	base := "http://" + d.Addr()
+	c := client.New(base, ten.write)
+	defer c.CloseIdleConnections()
+	register(t, c, "alpha", "query")
+
+	b.run(chromedp.Navigate(base + "/ui/"))
+	b.signIn(ten.read)
+	b.until("listed", statusOf("alpha")+` === 'healthy'`)
+	b.until("live", `document.getElementById('conn').dataset.state === 'live'`)
+	eval[int](b, `window.noReload = 1`)
+	// An event, so that the board holds an id of this process's trail.
+	register(t, c, "beta", "query")
+	b.until("beta", statusOf("beta")+` === 'healthy'`)
+
+	stop()
+	cfg.Listen = d.Addr()
+	startDaemon(t, cfg, nil)
+	register(t, c, "gamma", "plot")
+	b.until("listed again", statusOf("gamma")+` === 'healthy' && `+statusOf("alpha")+` === '' && `+
+		`document.getElementById('conn').dataset.state === 'live'`)
+	b.until("gamma's skills", `document.querySelector('#servers-table tbody tr').cells[5].textContent === '1/1'`)
+	if !eval[bool](b, `window.noReload === 1`) {
+		t.Fatal("the page was reloaded")
+	}
+	lists := 0
+	for _, r := range b.requests() {
+		if strings.Contains(r, "/v1/mcp/servers?") {
+			lists++
+		}
+	}
+	if lists != 2 {
+		t.Fatalf("%d lists of servers, want 2 (the first, and one after the 410)", lists)
+	}
+}

@@ -73,7 +73,7 @@ export class API {
 // id it received after a dropped connection. Callbacks:
 //   onEvents(events)   a batch of audit events, in commit order
 //   onState(state, n)  'connecting', 'live' or 'reconnecting' (attempt n)
-//   onExpired()        410: the position is gone; list again
+//   onExpired()        410 (or 400): the position cannot be resumed; list again
 //   onAuth(err)        401 or 403: the token no longer serves
 export class Follower {
   constructor(api, cursor, callbacks) {
@@ -99,7 +99,9 @@ export class Follower {
       try {
         const res = await fetch(url('/v1/mcp/watch', { cursor: this.cursor }),
           init(this.api.token, this.abort.signal, { Accept: 'text/event-stream' }));
-        if (res.status === 410) {
+        // 410: the position is gone; 400: it is not one of this tenant's
+        // (another mcpd's memory trail). Either way: list again.
+        if (res.status === 410 || res.status === 400) {
           this.stopped = true;
           this.cb.onExpired();
           return;

@@ -108,7 +108,21 @@ class Session {
   // the first page's watch_cursor, then lists the skills.
   async list() {
     setConn('listing');
-    const { items, watchCursor } = await this.api.listAll('/v1/mcp/servers', 'servers', {}, this.abort.signal);
+    let listed = null;
+    // mcpd may be restarting: try again, with the same backoff as the feed,
+    // until it answers or refuses the token.
+    for (let attempt = 1; !listed; attempt++) {
+      try {
+        listed = await this.api.listAll('/v1/mcp/servers', 'servers', {}, this.abort.signal);
+      } catch (err) {
+        if (this.ended || (err instanceof APIError && [400, 401, 403, 404].includes(err.status))) throw err;
+        setConn('reconnecting', attempt);
+        const wait = Math.min(5000, 250 * 2 ** Math.min(attempt - 1, 5));
+        await new Promise((r) => setTimeout(r, wait));
+        if (this.ended) return;
+      }
+    }
+    const { items, watchCursor } = listed;
     if (this.ended) return;
     this.registry.setServers(items);
     this.registry.skills = null;
