@@ -77,6 +77,11 @@ type HandlerOptions struct {
 	// MCP serves /mcp (mcpd as an MCP server) once the caller's token,
 	// read scope and request rate are checked; nil: no /mcp route.
 	MCP MCPServer
+	// UI serves the web board under /ui/ (and /ui redirects there); nil:
+	// no board, those paths are 404.
+	UI http.Handler
+	// UIRedirect answers GET /ui when UI is set.
+	UIRedirect http.Handler
 }
 
 // MCPServer serves /mcp for a caller whose token is verified. A request
@@ -126,7 +131,9 @@ const (
 	RouteReadyz     = "GET /readyz"
 	RouteMetrics    = "GET /metrics"
 	// RouteMCP is the MCP endpoint (Streamable HTTP: GET, POST, DELETE).
-	RouteMCP = "/mcp"
+	RouteMCP    = "/mcp"
+	RouteUI     = "GET /ui/"
+	RouteUIRoot = "GET /ui"
 	// routeUnmatched labels requests that matched no route (404, 405).
 	routeUnmatched = "unmatched"
 )
@@ -205,6 +212,12 @@ func NewHandler(opts HandlerOptions) http.Handler {
 	mux.HandleFunc(RouteHealthz, h.healthz)
 	mux.HandleFunc(RouteReadyz, h.readyz)
 	mux.Handle(RouteMetrics, h.metrics.Handler())
+	if opts.UI != nil {
+		mux.Handle(RouteUI, opts.UI)
+		if opts.UIRedirect != nil {
+			mux.Handle(RouteUIRoot, opts.UIRedirect)
+		}
+	}
 	return h.instrument(mux)
 }
 

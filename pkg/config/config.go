@@ -49,6 +49,7 @@ const (
 	KeyTenantRateBurst        = "tenant-rate-burst"
 	KeyTenantMaxWatches       = "tenant-max-watches"
 	KeyRegistryNamespace      = "registry-namespace"
+	KeyUI                     = "ui"
 )
 
 // EnvPrefix starts the name of every environment variable of mcpd.
@@ -159,6 +160,8 @@ type Config struct {
 	// RegistryNamespace is the namespace of the server names of the MCP
 	// registry API (/v0.1): "<namespace>/<module_name>".
 	RegistryNamespace string
+	// UI serves the read-only web board at /ui/.
+	UI bool
 }
 
 // DefaultMonitorPeriodFor is the monitor period when none is given: the
@@ -189,6 +192,7 @@ func Default() Config {
 		TenantRateBurst:   DefaultTenantRateBurst,
 		TenantMaxWatches:  DefaultTenantMaxWatches,
 		RegistryNamespace: DefaultRegistryNamespace,
+		UI:                true,
 	}
 }
 

@@ -158,6 +158,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.Int(config.KeyTenantRateBurst, d.TenantRateBurst, "requests a tenant may make at once above --tenant-rate-limit")
 	fs.Int(config.KeyTenantMaxWatches, d.TenantMaxWatches, "concurrent watch streams of one tenant, per mcpd process; past it 429 (0: no limit)")
 	fs.String(config.KeyRegistryNamespace, d.RegistryNamespace, "namespace of the server names of the MCP registry API (/v0.1): NAMESPACE/MODULE")
+	fs.Bool(config.KeyUI, d.UI, "serve the read-only web board at /ui/ (--ui=false turns it off)")
 }
 
 // settingKeys are the keys of config.Config, the ones a file may hold.
@@ -170,6 +171,7 @@ var settingKeys = []string{
 	config.KeyTLSCertFile, config.KeyTLSKeyFile, config.KeyTLSClientCAFile, config.KeyMaxConnections,
 	config.KeyTenantMaxServers, config.KeyTenantRateLimit, config.KeyTenantRateBurst, config.KeyTenantMaxWatches,
 	config.KeyRegistryNamespace,
+	config.KeyUI,
 }
 
 // LoadConfig reads the configuration from fs (parsed flags, defined by
@@ -232,6 +234,7 @@ func LoadConfig(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (confi
 		TenantRateBurst:        r.int(config.KeyTenantRateBurst),
 		TenantMaxWatches:       r.int(config.KeyTenantMaxWatches),
 		RegistryNamespace:      r.string(config.KeyRegistryNamespace),
+		UI:                     r.bool(config.KeyUI),
 	}
 	if !r.set(config.KeyMonitorPeriod) {
 		cfg.MonitorPeriod = config.DefaultMonitorPeriodFor(cfg.HeartbeatInterval)

@@ -104,7 +104,7 @@ dev: true
 	def := config.Default()
 	if cfg.Listen != def.Listen || cfg.HeartbeatInterval != def.HeartbeatInterval || cfg.MonitorPeriod != def.MonitorPeriod ||
 		cfg.LogFormat != def.LogFormat || cfg.LogLevel != def.LogLevel || cfg.ShutdownTimeout != def.ShutdownTimeout ||
-		cfg.Dev || cfg.DatabaseURL != "" || cfg.AlertmanagerURLs != nil {
+		cfg.Dev || cfg.DatabaseURL != "" || cfg.AlertmanagerURLs != nil || !cfg.UI {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 }
@@ -148,7 +148,7 @@ func TestEveryFlagHasAnEnvVariable(t *testing.T) {
 		"MCPD_TLS_CERT_FILE": "/c", "MCPD_TLS_KEY_FILE": "/k", "MCPD_TLS_CLIENT_CA_FILE": "/ca",
 		"MCPD_MAX_CONNECTIONS":    "500",
 		"MCPD_TENANT_MAX_SERVERS": "0", "MCPD_TENANT_RATE_LIMIT": "2.5", "MCPD_TENANT_RATE_BURST": "9",
-		"MCPD_TENANT_MAX_WATCHES": "7", "MCPD_REGISTRY_NAMESPACE": "com.example",
+		"MCPD_TENANT_MAX_WATCHES": "7", "MCPD_REGISTRY_NAMESPACE": "com.example", "MCPD_UI": "false",
 	}
 	cfg, err := load(t, nil, env)
 	if err != nil {
@@ -221,6 +221,34 @@ func TestAdminListenSetting(t *testing.T) {
 	}
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--admin-listen") {
 		t.Fatalf("--admin-listen 9001: %v, want an error naming it", err)
+	}
+}
+
+// --ui is on by default; the flag, MCPD_UI and the file's ui key set it,
+// in that order of precedence.
+func TestUISetting(t *testing.T) {
+	t.Parallel()
+	file := writeFile(t, "ui.yaml", "ui: false\n")
+	cases := []struct {
+		args []string
+		env  map[string]string
+		want bool
+	}{
+		{nil, nil, true},
+		{[]string{"--ui=false"}, nil, false},
+		{nil, map[string]string{"MCPD_UI": "false"}, false},
+		{[]string{"--config", file}, nil, false},
+		{[]string{"--config", file}, map[string]string{"MCPD_UI": "true"}, true},
+		{[]string{"--ui=true"}, map[string]string{"MCPD_UI": "false"}, true},
+	}
+	for _, c := range cases {
+		cfg, err := load(t, append(c.args, "--dev"), c.env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.UI != c.want {
+			t.Errorf("%v %v: ui %v, want %v", c.args, c.env, cfg.UI, c.want)
+		}
 	}
 }
 

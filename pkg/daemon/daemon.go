@@ -20,6 +20,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/auth"
+	"github.com/cyberos/mcpd/pkg/board"
 	"github.com/cyberos/mcpd/pkg/config"
 	"github.com/cyberos/mcpd/pkg/feed"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
@@ -211,6 +212,10 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		Reader: registrar, Feed: hub, Version: version.Version, Logger: d.logger, Streams: streams,
 		RequestTimeout: d.cfg.RequestTimeout,
 	})
+	var ui, uiRedirect http.Handler
+	if d.cfg.UI {
+		ui, uiRedirect = board.Handler(), board.Redirect()
+	}
 	handler := api.NewHandler(api.HandlerOptions{
 		Registrar: registrar, Verifier: verifier, Logger: d.logger, Metrics: metrics,
 		// Ready: the store answers, writable, at this build's schema, and the
@@ -227,6 +232,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		}),
 		Tracer: tp,
 		MCP:    mcpHandler,
+		UI:     ui, UIRedirect: uiRedirect,
 	})
 
 	maxConns, err := d.connectionCap()
@@ -316,6 +322,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		d.watchdog = startBackground(ctx, d.notifier.runWatchdog)
 	}
 	if demo != nil {
+		demo.board = d.cfg.UI
 		demo.print(d.stdout, d.baseURL())
 	}
 	return nil

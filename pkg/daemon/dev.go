@@ -51,6 +51,7 @@ type devBanner struct {
 	token      string
 	expires    time.Time
 	generated  bool // the secret file is this run's own, removed on exit
+	board      bool // the web board is served at /ui/
 }
 
 func newDevBanner(secretFile string, now time.Time) (*devBanner, error) {
@@ -71,10 +72,14 @@ func (b *devBanner) print(w io.Writer, baseURL string) {
 	if b.generated {
 		note = ", removed on exit"
 	}
+	boardLine := ""
+	if b.board {
+		boardLine = "  board        " + baseURL + "/ui/ (paste the token to sign in)\n"
+	}
 	fmt.Fprintf(w, `mcpd is running in dev mode: in-memory store, nothing is kept after it stops.
 
   API          %[1]s
-  secret file  %[2]s (HS256%[7]s)
+%[8]s  secret file  %[2]s (HS256%[7]s)
   tenant       %[3]s
   token        %[4]s
                (scope "%[5]s", expires %[6]s)
@@ -96,7 +101,7 @@ Try it:
     -d '{"server_id":"SERVER_ID"}'
   curl -s -H "Authorization: Bearer $MCPCTL_TOKEN" %[1]s/v1/mcp/servers
 
-`, baseURL, b.secretFile, b.tenant, b.token, devScope, b.expires.Format(time.RFC3339), note)
+`, baseURL, b.secretFile, b.tenant, b.token, devScope, b.expires.Format(time.RFC3339), note, boardLine)
 }
 
 // devCursorKey derives the cursor key of mcpd --dev from the operator's
