@@ -217,6 +217,15 @@ func (h *handler) listServers(w http.ResponseWriter, r *http.Request, claims aut
 
 // parseEventFilter reads the filters that the audit list and the watch
 // share: server_id, module_name and kind.
+// kindList names every audit event kind, for problems.
+var kindList = func() string {
+	names := make([]string, len(heartbeat.EventKinds))
+	for i, k := range heartbeat.EventKinds {
+		names[i] = string(k)
+	}
+	return strings.Join(names, ", ")
+}()
+
 func parseEventFilter(q url.Values) (heartbeat.EventFilter, *Problem) {
 	var f heartbeat.EventFilter
 	if s := q.Get("server_id"); s != "" {
@@ -233,8 +242,7 @@ func parseEventFilter(q url.Values) (heartbeat.EventFilter, *Problem) {
 	if k := q.Get("kind"); k != "" {
 		kind, err := heartbeat.ParseEventKind(k)
 		if err != nil {
-			return f, validationProblem("kind", "must be one of mcp.server.registered, mcp.server.degraded, "+
-				"mcp.server.unhealthy, mcp.server.recovered, mcp.server.deregistered")
+			return f, validationProblem("kind", "must be one of "+kindList)
 		}
 		f.Kind = kind
 	}

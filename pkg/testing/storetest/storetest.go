@@ -397,6 +397,8 @@ func checkEvent(ev heartbeat.Event, tenant uuid.UUID, w evWant) error {
 		return errors.New("nil event_id")
 	case ev.Kind != w.kind:
 		return fmt.Errorf("kind %s, want %s", ev.Kind, w.kind)
+	case !ev.Kind.Spec().Allows(heartbeat.Status(from), ev.ToStatus):
+		return fmt.Errorf("kind %s from %q to %s: a transition heartbeat.Kinds does not allow", ev.Kind, from, ev.ToStatus)
 	case ev.TenantID != tenant:
 		return fmt.Errorf("tenant %s, want %s", ev.TenantID, tenant)
 	case ev.ServerID != w.srv.ServerID || ev.Body.ServerID != w.srv.ServerID:
