@@ -27,9 +27,18 @@ type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
+// reader is what the handler reads from the store without the Registrar:
+// skills and the audit trail, and the check of a cursor into the trail.
+type reader interface {
+	heartbeat.AuditReader
+	Skills(ctx context.Context, tenant, serverID uuid.UUID) ([]heartbeat.Skill, error)
+	FindSkills(ctx context.Context, tenant uuid.UUID, f heartbeat.SkillFilter) (heartbeat.SkillPage, error)
+}
+
 // HandlerOptions configures NewHandler.
 type HandlerOptions struct {
-	// Registrar serves every /v1 call; required.
+	// Registrar serves every /v1 call that changes a server or reads one;
+	// required. Skills and the audit trail are read from its store.
 	Registrar *heartbeat.Registrar
 	// Verifier checks bearer tokens; required.
 	Verifier *auth.Verifier
@@ -67,6 +76,7 @@ type HandlerOptions struct {
 
 type handler struct {
 	reg     *heartbeat.Registrar
+	store   reader // the Registrar's store, for what needs no Registrar
 	verify  *auth.Verifier
 	logger  *slog.Logger
 	metrics *Metrics
@@ -119,6 +129,9 @@ func NewHandler(opts HandlerOptions) http.Handler {
 		limits: opts.Limits,
 
 		streamWriteTimeout: opts.StreamWriteTimeout,
+	}
+	if h.reg != nil {
+		h.store = h.reg.Store()
 	}
 	if h.cursorKey == nil {
 		h.cursorKey = func(context.Context) ([]byte, error) { return nil, nil }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -8,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/google/uuid"
 
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
@@ -159,13 +162,10 @@ func (h *handler) listSkills(w http.ResponseWriter, r *http.Request, claims auth
 		writeProblem(w, r, p)
 		return
 	}
-	skills, err := h.reg.Skills(r.Context(), claims.TenantID, id)
+	skills, err := h.store.Skills(r.Context(), claims.TenantID, id)
 	if err != nil {
 		writeProblem(w, r, h.errorProblem(r, err))
 		return
-	}
-	if skills == nil {
-		skills = []heartbeat.Skill{}
 	}
 	h.writeJSON(w, r, http.StatusOK, SkillList{Skills: skills})
 }
@@ -204,12 +204,8 @@ func (h *handler) listServers(w http.ResponseWriter, r *http.Request, claims aut
 		writeProblem(w, r, h.errorProblem(r, err))
 		return
 	}
-	servers := page.Servers
-	if servers == nil {
-		servers = []heartbeat.Server{}
-	}
 	h.writeServerList(w, r, ServerList{
-		Servers:     servers,
+		Servers:     page.Servers,
 		NextCursor:  cc.encodeServerCursor(claims.TenantID, page.Next),
 		WatchCursor: cc.encodePosition(claims.TenantID, page.Horizon),
 	})
@@ -266,42 +262,37 @@ func (h *handler) listEvents(w http.ResponseWriter, r *http.Request, claims auth
 		return
 	}
 	if c := q.Get("cursor"); c != "" {
-		pos, err := cc.decodePosition(claims.TenantID, c)
-		if err != nil {
+		f.After, err = h.checkCursor(r.Context(), cc, claims.TenantID, c)
+		if errors.Is(err, errBadCursor) {
 			writeProblem(w, r, badCursorProblem())
 			return
 		}
-		if f.After, err = h.reg.CheckPosition(r.Context(), claims.TenantID, pos); err != nil {
+		if err != nil {
 			writeProblem(w, r, h.errorProblem(r, err))
 			return
 		}
 	}
-	page, err := h.reg.Events(r.Context(), claims.TenantID, f)
+	page, err := h.store.Events(r.Context(), claims.TenantID, f)
 	if err != nil {
 		writeProblem(w, r, h.errorProblem(r, err))
 		return
 	}
 	h.writeJSON(w, r, http.StatusOK, EventList{
-		Events:      publicEvents(page.Events),
+		Events:      page.Events,
 		NextCursor:  cc.encodeNextPosition(claims.TenantID, page.Next),
 		WatchCursor: cc.encodePosition(claims.TenantID, page.Horizon),
 	})
 }
 
-// publicEvents returns events as the API gives them: lists never null.
-func publicEvents(events []heartbeat.Event) []heartbeat.Event {
-	if events == nil {
-		return []heartbeat.Event{}
+// checkCursor decodes a cursor into tenant's trail and checks it with the
+// store: the one route of a list's and a watch's cursor. errBadCursor: not
+// a cursor of this tenant's trail.
+func (h *handler) checkCursor(ctx context.Context, cc *cursorCodec, tenant uuid.UUID, cursor string) (heartbeat.Position, error) {
+	pos, err := cc.decodePosition(tenant, cursor)
+	if err != nil {
+		return heartbeat.Position{}, err
 	}
-	for i := range events {
-		if events[i].Body.SkillsAffected == nil {
-			events[i].Body.SkillsAffected = []string{}
-		}
-		if events[i].Body.SupportedProtocols == nil {
-			events[i].Body.SupportedProtocols = []string{}
-		}
-	}
-	return events
+	return h.store.CheckPosition(ctx, tenant, pos)
 }
 
 func (h *handler) findSkills(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
@@ -355,7 +346,7 @@ func (h *handler) findSkills(w http.ResponseWriter, r *http.Request, claims auth
 		}
 		f.After = after
 	}
-	page, err := h.reg.FindSkills(r.Context(), claims.TenantID, f)
+	page, err := h.store.FindSkills(r.Context(), claims.TenantID, f)
 	if err != nil {
 		writeProblem(w, r, h.errorProblem(r, err))
 		return

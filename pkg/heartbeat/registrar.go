@@ -10,7 +10,9 @@ import (
 
 // Registrar is the lifecycle of servers as their owners drive it: register,
 // heartbeat, deregister. It validates, writes through the Store, logs with
-// the server's trace id, and hands each transition to the alert sink.
+// the server's trace id, and hands each transition to the alert sink; it
+// reads servers to report the heartbeat interval in them. Reads that need
+// none of this go to the store's roles directly.
 type Registrar struct {
 	store    Store
 	sink     AlertSink
@@ -118,31 +120,11 @@ func (r *Registrar) Servers(ctx context.Context, tenant uuid.UUID, f ServerFilte
 	return page, nil
 }
 
-// Skills returns the skills of one of tenant's servers.
-func (r *Registrar) Skills(ctx context.Context, tenant, serverID uuid.UUID) ([]Skill, error) {
-	return r.store.Skills(ctx, tenant, serverID)
-}
-
-// Events returns a page of tenant's audit trail.
-func (r *Registrar) Events(ctx context.Context, tenant uuid.UUID, f EventFilter) (EventPage, error) {
-	return r.store.Events(ctx, tenant, f)
-}
-
-// FindSkills returns a page of skills across tenant's servers.
-func (r *Registrar) FindSkills(ctx context.Context, tenant uuid.UUID, f SkillFilter) (SkillPage, error) {
-	return r.store.FindSkills(ctx, tenant, f)
-}
-
-// CheckPosition returns p in the store's current history when tenant's
-// trail can be resumed after it, else ErrPositionExpired.
-func (r *Registrar) CheckPosition(ctx context.Context, tenant uuid.UUID, p Position) (Position, error) {
-	return r.store.CheckPosition(ctx, tenant, p)
-}
+// Store returns the store the Registrar writes through, for the reads
+// that need nothing of the Registrar (skills, the audit trail).
+func (r *Registrar) Store() Store { return r.store }
 
 func (r *Registrar) decorate(s Server) Server {
 	s.HeartbeatIntervalSecs = r.interval
-	if s.SupportedProtocols == nil {
-		s.SupportedProtocols = []string{}
-	}
 	return s
 }
