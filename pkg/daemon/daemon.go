@@ -88,10 +88,9 @@ type Daemon struct {
 	secretFile string // the --dev secret this daemon wrote, removed on stop
 	serveErr   chan error
 
-	monitor *heartbeat.Monitor
-	// Goroutines until Stop: the change feed's hub, the alert dispatcher
-	// and the systemd watchdog (nil when not run).
-	feed, alerts, watchdog *background
+	// jobs runs the background work until Stop: the change feed's hub,
+	// the monitor, the alert dispatcher and the systemd watchdog.
+	jobs supervisor
 	// stopStreams ends every watch stream (at shutdown).
 	stopStreams context.CancelFunc
 }
@@ -133,6 +132,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	d.started = true
 	defer func() {
 		if err != nil {
+			_ = d.jobs.stop(context.WithoutCancel(ctx))
 			d.closeResources()
 		}
 	}()
@@ -236,14 +236,15 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		close(d.serveErr)
 	}()
 
-	if err := monitor.Start(); err != nil {
-		return err
-	}
-	d.monitor = monitor
-	d.feed = startBackground(ctx, func(ctx context.Context) error {
+	if err := d.jobs.start(ctx, "change feed", runFunc(func(ctx context.Context) error {
 		hub.Run(ctx)
 		return nil
-	})
+	})); err != nil {
+		return err
+	}
+	if err := d.jobs.start(ctx, "monitor", monitor); err != nil {
+		return err
+	}
 
 	storeKind := "postgres"
 	if d.cfg.Dev {
@@ -253,11 +254,15 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		"heartbeat_interval", d.cfg.HeartbeatInterval.String(), "monitor_period", d.cfg.MonitorPeriod.String(),
 		"tls", d.tls != nil, "mtls", d.cfg.TLSClientCAFile != "", "max_connections", maxConns)
 	if dispatcher != nil {
-		d.alerts = startBackground(ctx, dispatcher.Run)
+		if err := d.jobs.start(ctx, "alert delivery", runFunc(dispatcher.Run)); err != nil {
+			return err
+		}
 	}
 	d.notifier.notify("READY=1\nSTATUS=serving on " + ln.Addr().String())
 	if d.notifier.watchdog > 0 {
-		d.watchdog = startBackground(ctx, d.notifier.runWatchdog)
+		if err := d.jobs.start(ctx, "watchdog", runFunc(d.notifier.runWatchdog)); err != nil {
+			return err
+		}
 	}
 	if demo != nil {
 		demo.print(d.stdout, d.baseURL())
@@ -444,16 +449,9 @@ func (d *Daemon) Stop(ctx context.Context) error {
 			_ = d.srv.Close()
 		}
 	}
-	_ = d.feed.stop()
-	if d.monitor != nil {
-		if err := d.monitor.Stop(ctx); err != nil {
-			errs = append(errs, err)
-		}
+	if err := d.jobs.stop(ctx); err != nil {
+		errs = append(errs, err)
 	}
-	if err := d.alerts.stop(); err != nil {
-		errs = append(errs, fmt.Errorf("stop alert delivery: %w", err))
-	}
-	_ = d.watchdog.stop()
 	d.closeResources()
 	d.stopErr = errors.Join(errs...)
 	if d.stopErr != nil {

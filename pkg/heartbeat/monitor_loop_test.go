@@ -60,10 +60,10 @@ func (b *blocking) next(t *testing.T) context.Context {
 func TestMonitorStartStop(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	b, m, clock := newBlocking(t)
-	if err := m.Start(); err != nil {
+	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Start(); err == nil {
+	if err := m.Start(context.Background()); err == nil {
 		t.Fatal("a second Start: no error")
 	}
 	ctx := b.next(t) // the initial sweep, before any tick
@@ -95,7 +95,7 @@ func TestMonitorStartStop(t *testing.T) {
 func TestMonitorStopBounded(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	b, m, _ := newBlocking(t)
-	if err := m.Start(); err != nil {
+	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	sweepCtx := b.next(t)
@@ -122,7 +122,7 @@ func TestMonitorHealthy(t *testing.T) {
 	if err := m.Healthy(); err != nil {
 		t.Fatalf("Healthy before any sweep: %v", err)
 	}
-	if err := m.Start(); err != nil {
+	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = m.Stop(context.Background()) }()

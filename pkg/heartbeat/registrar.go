@@ -1,6 +1,7 @@
 package heartbeat
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -35,20 +36,11 @@ type RegistrarOptions struct {
 
 // NewRegistrar returns a Registrar over opts.Store.
 func NewRegistrar(opts RegistrarOptions) *Registrar {
-	logger := opts.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	sink := opts.Sink
-	if sink == nil {
-		sink = LogSink{Logger: logger}
-	}
-	interval := opts.HeartbeatInterval
-	if interval == 0 {
-		interval = DefaultHeartbeatInterval.Seconds()
-	}
-	return &Registrar{store: opts.Store, sink: sink, logger: logger, interval: interval,
-		quota: max(opts.MaxServersPerTenant, 0)}
+	logger := cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
+	return &Registrar{store: opts.Store, logger: logger,
+		sink:     cmp.Or[AlertSink](opts.Sink, LogSink{Logger: logger}),
+		interval: cmp.Or(opts.HeartbeatInterval, DefaultHeartbeatInterval.Seconds()),
+		quota:    max(opts.MaxServersPerTenant, 0)}
 }
 
 // Register validates info and registers it for tenant; created reports a new
