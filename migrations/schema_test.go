@@ -541,11 +541,12 @@ func TestSweepAndCountsAreTheOnlyWayAcross(t *testing.T) {
 
 func TestFunctionsAreNotPublic(t *testing.T) {
 	t.Parallel()
-	db := pgtest.NewDB(t)
+	// Reads and a role made in a transaction rolled back: no commit.
+	tx := pgtest.AdminTx(t)
 	for _, fn := range []string{"mcp_sweep(timestamptz, interval, interval, integer)", "mcp_status_counts()",
 		"mcp_heartbeat(uuid[], uuid[], timestamptz)", "mcp_heartbeat_healthy(uuid[], uuid[], timestamptz)"} {
 		var public, app bool
-		if err := db.Admin.QueryRow(ctx, `SELECT has_function_privilege('public', $1, 'EXECUTE'),
+		if err := tx.QueryRow(ctx, `SELECT has_function_privilege('public', $1, 'EXECUTE'),
 			has_function_privilege('cyberos_app', $1, 'EXECUTE')`, fn).Scan(&public, &app); err != nil {
 			t.Fatal(err)
 		}
@@ -554,7 +555,7 @@ func TestFunctionsAreNotPublic(t *testing.T) {
 		}
 		var definer bool
 		var config []string
-		if err := db.Admin.QueryRow(ctx, `SELECT prosecdef, coalesce(proconfig, '{}') FROM pg_proc WHERE oid = $1::regprocedure`,
+		if err := tx.QueryRow(ctx, `SELECT prosecdef, coalesce(proconfig, '{}') FROM pg_proc WHERE oid = $1::regprocedure`,
 			fn).Scan(&definer, &config); err != nil {
 			t.Fatal(err)
 		}
@@ -564,19 +565,13 @@ func TestFunctionsAreNotPublic(t *testing.T) {
 	}
 	// A role outside cyberos_app is refused.
 	outsider := "mcpd_outsider_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
-	if _, err := db.Admin.Exec(ctx, `CREATE ROLE `+outsider+` NOLOGIN`); err != nil {
+	if _, err := tx.Exec(ctx, `CREATE ROLE `+outsider+` NOLOGIN`); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = db.Admin.Exec(context.WithoutCancel(ctx), `DROP ROLE IF EXISTS `+outsider) })
-	tx, err := db.Admin.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
 	if _, err := tx.Exec(ctx, `SET LOCAL ROLE `+outsider); err != nil {
 		t.Fatal(err)
 	}
-	_, err = tx.Exec(ctx, `SELECT * FROM mcp_status_counts()`)
+	_, err := tx.Exec(ctx, `SELECT * FROM mcp_status_counts()`)
 	wantState(t, "an outsider calls mcp_status_counts", err, insufficientPrivilege)
 }
 
