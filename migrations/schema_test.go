@@ -336,17 +336,46 @@ func TestServerColumnsTheAppMayNotChange(t *testing.T) {
 	}
 }
 
+// tenantTx returns a transaction of the app role with auth.tenant_id set
+// to tenant, rolled back when the test ends (pgtest.AppTx): for a case that
+// needs no commit.
+func tenantTx(t *testing.T, tenant uuid.UUID) pgx.Tx {
+	t.Helper()
+	tx := pgtest.AppTx(t)
+	if _, err := tx.Exec(ctx, `SELECT set_config('auth.tenant_id', $1, true)`, tenant.String()); err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
+// inSavepoint runs stmt in a savepoint of tx, rolled back when it fails,
+// so that tx goes on after an error the case expects.
+func inSavepoint(t *testing.T, tx pgx.Tx, stmt string, args ...any) error {
+	t.Helper()
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sp.Exec(ctx, stmt, args...); err != nil {
+		if rerr := sp.Rollback(ctx); rerr != nil {
+			t.Fatal(rerr)
+		}
+		return err
+	}
+	return sp.Commit(ctx)
+}
+
 func TestAuditIsAppendOnly(t *testing.T) {
 	t.Parallel()
-	db := pgtest.NewDB(t)
 	a := uuid.New()
-	srv := seed(t, db, a, "calendar")
-	if err := asTenant(t, db.App, a, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO mcp_audit_events
-			(event_id, tenant_id, kind, server_id, module_name, to_status, occurred_at, body)
-			VALUES ($1, $2, 'mcp.server.registered', $3, 'calendar', 'healthy', now(), '{}')`, uuid.New(), a, srv)
-		return err
-	}); err != nil {
+	tx := tenantTx(t, a)
+	srv, err := insertServer(tx, a, "calendar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO mcp_audit_events
+		(event_id, tenant_id, kind, server_id, module_name, to_status, occurred_at, body)
+		VALUES ($1, $2, 'mcp.server.registered', $3, 'calendar', 'healthy', now(), '{}')`, uuid.New(), a, srv); err != nil {
 		t.Fatal(err)
 	}
 	for _, stmt := range []string{
@@ -355,20 +384,13 @@ func TestAuditIsAppendOnly(t *testing.T) {
 		`DELETE FROM mcp_audit_events`,
 		`TRUNCATE mcp_audit_events`,
 	} {
-		err := asTenant(t, db.App, a, func(tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, stmt)
-			return err
-		})
-		wantState(t, stmt, err, insufficientPrivilege)
+		wantState(t, stmt, inSavepoint(t, tx, stmt), insufficientPrivilege)
 	}
-	err := asTenant(t, db.App, a, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO mcp_audit_events
-			(event_id, tenant_id, kind, server_id, module_name, to_status, occurred_at, body)
-			VALUES ($1, $2, 'mcp.server.exploded', $3, 'calendar', 'healthy', now(), '{}')`, uuid.New(), a, srv)
-		return err
-	})
+	err = inSavepoint(t, tx, `INSERT INTO mcp_audit_events
+		(event_id, tenant_id, kind, server_id, module_name, to_status, occurred_at, body)
+		VALUES ($1, $2, 'mcp.server.exploded', $3, 'calendar', 'healthy', now(), '{}')`, uuid.New(), a, srv)
 	wantState(t, "a sixth event kind", err, checkViolation)
-	if n := count(t, db.Admin, `SELECT count(*) FROM mcp_audit_events`); n != 1 {
+	if n := count(t, tx, `SELECT count(*) FROM mcp_audit_events WHERE tenant_id = $1`, a); n != 1 {
 		t.Fatalf("%d audit events, want 1", n)
 	}
 }
