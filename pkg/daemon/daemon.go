@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -101,20 +102,15 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	d := &Daemon{cfg: cfg, logger: opts.Logger, stdout: opts.Stdout, clock: opts.Clock, storeClock: opts.Clock,
-		tlsCheck: opts.TLSCheckInterval, reload: opts.Reload, done: make(chan struct{})}
-	if d.logger == nil {
-		d.logger = slog.New(slog.DiscardHandler)
-	}
-	if d.stdout == nil {
-		d.stdout = io.Discard
-	}
-	if d.clock == nil {
-		d.clock = clockwork.NewRealClock()
+	d := &Daemon{cfg: cfg, storeClock: opts.Clock, tlsCheck: opts.TLSCheckInterval, reload: opts.Reload,
+		done:   make(chan struct{}),
+		logger: cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)),
+		stdout: cmp.Or[io.Writer](opts.Stdout, io.Discard),
+		clock:  cmp.Or[clockwork.Clock](opts.Clock, clockwork.NewRealClock()),
 	}
 	getenv := opts.Getenv
 	if getenv == nil {
-		getenv = os.Getenv
+		getenv = os.Getenv // a func: cmp.Or takes comparable values only
 	}
 	d.notifier = newNotifier(getenv, d.logger)
 	return d, nil
