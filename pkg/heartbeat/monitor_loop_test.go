@@ -58,7 +58,7 @@ func (b *blocking) next(t *testing.T) context.Context {
 // Start sweeps at once, each sweep with its deadline, then every period;
 // Stop waits for the sweep in flight to finish.
 func TestMonitorStartStop(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	b, m, clock := newBlocking(t)
 	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -93,7 +93,7 @@ func TestMonitorStartStop(t *testing.T) {
 
 // A Stop whose context ends cancels the sweep in flight and says so.
 func TestMonitorStopBounded(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	b, m, _ := newBlocking(t)
 	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -111,7 +111,7 @@ func TestMonitorStopBounded(t *testing.T) {
 
 // Healthy reports a failing sweep until one succeeds.
 func TestMonitorHealthy(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	boom := errors.New("connection refused")
 	b, m := setupMonitor(t, func(call int) error {
 		if call == 1 {
