@@ -18,8 +18,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cyberos/mcpd/migrations"
-	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/schema"
+	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
@@ -336,17 +336,46 @@ func TestServerColumnsTheAppMayNotChange(t *testing.T) {
 	}
 }
 
+// tenantTx returns a transaction of the app role with auth.tenant_id set
+// to tenant, rolled back when the test ends (pgtest.AppTx): for a case that
+// needs no commit.
+func tenantTx(t *testing.T, tenant uuid.UUID) pgx.Tx {
+	t.Helper()
+	tx := pgtest.AppTx(t)
+	if _, err := tx.Exec(ctx, `SELECT set_config('auth.tenant_id', $1, true)`, tenant.String()); err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
+// inSavepoint runs stmt in a savepoint of tx, rolled back when it fails,
+// so that tx goes on after an error the case expects.
+func inSavepoint(t *testing.T, tx pgx.Tx, stmt string, args ...any) error {
+	t.Helper()
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sp.Exec(ctx, stmt, args...); err != nil {
+		if rerr := sp.Rollback(ctx); rerr != nil {
+			t.Fatal(rerr)
+		}
+		return err
+	}
+	return sp.Commit(ctx)
+}
+
 func TestAuditIsAppendOnly(t *testing.T) {
 	t.Parallel()
-	db := pgtest.NewDB(t)
 	a := uuid.New()
-	srv := seed(t, db, a, "calendar")
-	if err := asTenant(t, db.App, a, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO mcp_audit_events
-			(event_id, tenant_id, kind, server_id, module_name, to_status, occurred_at, body)
-			VALUES ($1, $2, 'mcp.server.registered', $3, 'calendar', 'healthy', now(), '{}')`, uuid.New(), a, srv)
-		return err
-	}); err != nil {
+	tx := tenantTx(t, a)
+	srv, err := insertServer(tx, a, "calendar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO mcp_audit_events
+		(event_id, tenant_id, kind, server_id, module_name, to_status, occurred_at, body)
+		VALUES ($1, $2, 'mcp.server.registered', $3, 'calendar', 'healthy', now(), '{}')`, uuid.New(), a, srv); err != nil {
 		t.Fatal(err)
 	}
 	for _, stmt := range []string{
@@ -355,20 +384,13 @@ func TestAuditIsAppendOnly(t *testing.T) {
 		`DELETE FROM mcp_audit_events`,
 		`TRUNCATE mcp_audit_events`,
 	} {
-		err := asTenant(t, db.App, a, func(tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, stmt)
-			return err
-		})
-		wantState(t, stmt, err, insufficientPrivilege)
+		wantState(t, stmt, inSavepoint(t, tx, stmt), insufficientPrivilege)
 	}
-	err := asTenant(t, db.App, a, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO mcp_audit_events
-			(event_id, tenant_id, kind, server_id, module_name, to_status, occurred_at, body)
-			VALUES ($1, $2, 'mcp.server.exploded', $3, 'calendar', 'healthy', now(), '{}')`, uuid.New(), a, srv)
-		return err
-	})
+	err = inSavepoint(t, tx, `INSERT INTO mcp_audit_events
+		(event_id, tenant_id, kind, server_id, module_name, to_status, occurred_at, body)
+		VALUES ($1, $2, 'mcp.server.exploded', $3, 'calendar', 'healthy', now(), '{}')`, uuid.New(), a, srv)
 	wantState(t, "a sixth event kind", err, checkViolation)
-	if n := count(t, db.Admin, `SELECT count(*) FROM mcp_audit_events`); n != 1 {
+	if n := count(t, tx, `SELECT count(*) FROM mcp_audit_events WHERE tenant_id = $1`, a); n != 1 {
 		t.Fatalf("%d audit events, want 1", n)
 	}
 }
@@ -541,11 +563,12 @@ func TestSweepAndCountsAreTheOnlyWayAcross(t *testing.T) {
 
 func TestFunctionsAreNotPublic(t *testing.T) {
 	t.Parallel()
-	db := pgtest.NewDB(t)
+	// Reads and a role made in a transaction rolled back: no commit.
+	tx := pgtest.AdminTx(t)
 	for _, fn := range []string{"mcp_sweep(timestamptz, interval, interval, integer)", "mcp_status_counts()",
 		"mcp_heartbeat(uuid[], uuid[], timestamptz)", "mcp_heartbeat_healthy(uuid[], uuid[], timestamptz)"} {
 		var public, app bool
-		if err := db.Admin.QueryRow(ctx, `SELECT has_function_privilege('public', $1, 'EXECUTE'),
+		if err := tx.QueryRow(ctx, `SELECT has_function_privilege('public', $1, 'EXECUTE'),
 			has_function_privilege('cyberos_app', $1, 'EXECUTE')`, fn).Scan(&public, &app); err != nil {
 			t.Fatal(err)
 		}
@@ -554,7 +577,7 @@ func TestFunctionsAreNotPublic(t *testing.T) {
 		}
 		var definer bool
 		var config []string
-		if err := db.Admin.QueryRow(ctx, `SELECT prosecdef, coalesce(proconfig, '{}') FROM pg_proc WHERE oid = $1::regprocedure`,
+		if err := tx.QueryRow(ctx, `SELECT prosecdef, coalesce(proconfig, '{}') FROM pg_proc WHERE oid = $1::regprocedure`,
 			fn).Scan(&definer, &config); err != nil {
 			t.Fatal(err)
 		}
@@ -564,19 +587,13 @@ func TestFunctionsAreNotPublic(t *testing.T) {
 	}
 	// A role outside cyberos_app is refused.
 	outsider := "mcpd_outsider_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
-	if _, err := db.Admin.Exec(ctx, `CREATE ROLE `+outsider+` NOLOGIN`); err != nil {
+	if _, err := tx.Exec(ctx, `CREATE ROLE `+outsider+` NOLOGIN`); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = db.Admin.Exec(context.WithoutCancel(ctx), `DROP ROLE IF EXISTS `+outsider) })
-	tx, err := db.Admin.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
 	if _, err := tx.Exec(ctx, `SET LOCAL ROLE `+outsider); err != nil {
 		t.Fatal(err)
 	}
-	_, err = tx.Exec(ctx, `SELECT * FROM mcp_status_counts()`)
+	_, err := tx.Exec(ctx, `SELECT * FROM mcp_status_counts()`)
 	wantState(t, "an outsider calls mcp_status_counts", err, insufficientPrivilege)
 }
 

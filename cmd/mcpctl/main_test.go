@@ -18,6 +18,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 // The test binary runs main when this variable is set, so that the tests
@@ -92,16 +93,12 @@ func TestInterruptStopsSimulation(t *testing.T) {
 	// Interrupt once both servers are registered.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for {
+	if !testwait.Wait(20*time.Second, func() bool {
 		page, err := store.CountByStatus(ctx)
-		if err == nil && page[heartbeat.StatusHealthy] == 2 {
-			break
-		}
-		if ctx.Err() != nil {
-			_ = cmd.Process.Kill()
-			t.Fatal("the simulation did not register its servers")
-		}
-		time.Sleep(20 * time.Millisecond)
+		return err == nil && page[heartbeat.StatusHealthy] == 2
+	}) {
+		_ = cmd.Process.Kill()
+		t.Fatal("the simulation did not register its servers")
 	}
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)

@@ -194,15 +194,14 @@ func TestFailover(t *testing.T) {
 	// As a failover manager would, promote only after a while (here five
 	// intervals, longer than the 3I that makes a silent server unhealthy):
 	// meanwhile mcpd is not ready and answers writes 503.
-	for time.Since(crashed) < 5*e2eInterval {
+	testwait.Throughout(t, 5*e2eInterval-time.Since(crashed), func() {
 		if err := c.Readyz(ctx); !isUnavailable(err) {
 			t.Fatalf("readyz with no primary: %v; want 503", err)
 		}
 		if !p.running() {
 			t.Fatalf("mcpd exited with no primary: %v", p.err)
 		}
-		time.Sleep(pollStep)
-	}
+	})
 	standby.Promote(t)
 	regMu.Lock()
 	promoted = time.Now()

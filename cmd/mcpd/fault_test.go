@@ -201,7 +201,7 @@ func databaseOutage(t *testing.T, protected bool, args ...string) {
 		return out[1]["503"] > 0
 	})
 	// Keep the database down for the outage, checking mcpd all along.
-	for time.Since(stopped) < outage {
+	testwait.Throughout(t, outage-time.Since(stopped), func() {
 		if err := c.Readyz(ctx); !isUnavailable(err) {
 			t.Fatalf("readyz while the database is down: %v", err)
 		}
@@ -211,8 +211,7 @@ func databaseOutage(t *testing.T, protected bool, args ...string) {
 		if !p.running() {
 			t.Fatalf("mcpd exited during the outage: %v", p.err)
 		}
-		time.Sleep(pollStep)
-	}
+	})
 	if _, _, err := c.Register(ctx, api.RegisterRequest{ModuleName: "outage-new", Version: "1.0.0",
 		SupportedProtocols: []string{"2025-06-18"}}, ""); !isUnavailable(err) {
 		t.Fatalf("register while the database is down: %v", err)

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"runtime"
 	"runtime/debug"
 	"testing"
 	"time"
+
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 func TestGCPercentFor(t *testing.T) {
@@ -44,14 +47,9 @@ func TestGCTunerRunsAfterEachCollection(t *testing.T) {
 	for i := range 3 {
 		before := gcTunings.Load()
 		runtime.GC()
-		deadline := time.Now().Add(5 * time.Second)
-		for gcTunings.Load() == before {
-			if time.Now().After(deadline) {
-				t.Fatalf("collection %d: the tuner did not run", i+1)
-			}
-			runtime.Gosched()
-			time.Sleep(time.Millisecond)
-		}
+		testwait.Until(t, fmt.Sprintf("the tuner after collection %d", i+1), 5*time.Second, func() bool {
+			return gcTunings.Load() != before
+		})
 	}
 	// The test's live heap is small: 400 %.
 	if p := debug.SetGCPercent(postgresGCPercent); p != postgresGCPercent {

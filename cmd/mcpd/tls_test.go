@@ -92,13 +92,9 @@ func TestTLSAndMTLSEndToEnd(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for servedSerial(t, p.addr, clientPair) != third.Cert.SerialNumber.String() {
-		if time.Now().After(deadline) {
-			t.Fatal("SIGHUP: the new certificate not served within 2s")
-		}
-		time.Sleep(pollStep)
-	}
+	testwait.Until(t, "SIGHUP: the new certificate served", 2*time.Second, func() bool {
+		return servedSerial(t, p.addr, clientPair) == third.Cert.SerialNumber.String()
+	})
 	// A broken file on SIGHUP keeps the certificate and the process.
 	rename(t, keyFile, []byte("broken"))
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {

@@ -44,13 +44,11 @@ func TestAgentMCPHeadersAndRefusal(t *testing.T) {
 	for _, status := range []int32{http.StatusUnauthorized, http.StatusForbidden} {
 		refuse.Store(status)
 		before := reg.heartbeats.Load()
-		deadline := time.Now().Add(5 * testInterval)
-		for time.Now().Before(deadline) {
+		testwait.Throughout(t, 5*testInterval, func() {
 			if s, _ := reg.server(t, "calendar"); s.Status != heartbeat.StatusHealthy {
 				t.Fatalf("status %s while the server answers %d", s.Status, status)
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		})
 		if n := reg.heartbeats.Load() - before; n < 3 {
 			t.Fatalf("%d heartbeats in 5 intervals of %d answers, want about 5", n, status)
 		}

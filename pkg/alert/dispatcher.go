@@ -448,7 +448,7 @@ func (d *Dispatcher) alertsFor(ctx context.Context, ds *destination, events []he
 	now := d.clock.Now()
 	if ds.resending && ds.fetched != ds.round {
 		for i := range events {
-			if events[i].Kind == heartbeat.KindUnhealthy && !ds.stillUnhealthy(&events[i]) {
+			if events[i].Kind.Spec().Alert == heartbeat.AlertFires && !ds.stillUnhealthy(&events[i]) {
 				if err := d.fetchUnhealthy(ctx, ds); err != nil {
 					return nil, nil, err
 				}
@@ -466,8 +466,9 @@ func (d *Dispatcher) alertsFor(ctx context.Context, ds *destination, events []he
 			Event: ev, TenantID: ev.TenantID, ServerID: ev.ServerID, ModuleName: ev.ModuleName,
 			Version: ev.Body.Version, TraceID: ev.TraceID,
 		}
+		spec := ev.Kind.Spec()
 		switch {
-		case ev.Kind == heartbeat.KindUnhealthy:
+		case spec.Alert == heartbeat.AlertFires:
 			a.Firing, a.StartsAt, a.EndsAt = true, ev.OccurredAt, now.Add(holdFactor*d.resend)
 			if ds.resending {
 				// A destination that holds firing alerts gets one only
@@ -479,11 +480,10 @@ func (d *Dispatcher) alertsFor(ctx context.Context, ds *destination, events []he
 				}
 				a.LastHeartbeatAt = ds.unhealthyByID[ev.ServerID].LastHeartbeatAt
 			}
-		case ev.Kind != heartbeat.KindUnhealthy && ev.FromStatus != nil && *ev.FromStatus == heartbeat.StatusUnhealthy:
+		case spec.Alert != heartbeat.AlertNone && ev.FromStatus != nil && *ev.FromStatus == heartbeat.StatusUnhealthy:
 			// A recovery, a deregistration or a registration again.
 			a.EndsAt = ev.OccurredAt
-			if ev.Kind != heartbeat.KindDeregistered {
-				// A registration counts as a heartbeat.
+			if spec.Heartbeat {
 				a.LastHeartbeatAt = ev.OccurredAt
 			}
 		default:

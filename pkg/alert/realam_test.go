@@ -131,22 +131,28 @@ func freeAddr(t *testing.T) string {
 func waitReady(base string, exited <-chan error) error {
 	client := &http.Client{Timeout: time.Second}
 	defer client.CloseIdleConnections()
-	deadline := time.Now().Add(waitTimeout)
-	for time.Now().Before(deadline) {
+	var exitErr error
+	ready := testwait.Wait(waitTimeout, func() bool {
 		select {
 		case err := <-exited:
-			return fmt.Errorf("exited: %v", err)
+			exitErr = fmt.Errorf("exited: %v", err)
+			return true
 		default:
 		}
-		if resp, err := client.Get(base + "/-/ready"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+		resp, err := client.Get(base + "/-/ready")
+		if err != nil {
+			return false
 		}
-		time.Sleep(20 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	switch {
+	case exitErr != nil:
+		return exitErr
+	case !ready:
+		return fmt.Errorf("not ready within %v", waitTimeout)
 	}
-	return fmt.Errorf("not ready within %v", waitTimeout)
+	return nil
 }
 
 // gettableAlert is what GET /api/v2/alerts returns of an alert.
@@ -277,14 +283,13 @@ func TestRealAlertmanagerSkill(t *testing.T) {
 		}
 		return nil
 	}
-	deadline := time.Now().Add(waitTimeout)
 	var got *gettableAlert
-	for got = find(); got == nil; got = find() {
-		if time.Now().After(deadline) {
-			t.Fatalf("alert %v never active; active: %+v", want, activeAlerts(t, client, base))
+	testwait.Poll(t, "the skill alert active", waitTimeout, func() error {
+		if got = find(); got == nil {
+			return fmt.Errorf("alert %v not active; active: %+v", want, activeAlerts(t, client, base))
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	if !got.StartsAt.Equal(evs[0].OccurredAt.Truncate(time.Millisecond)) ||
 		got.Annotations["summary"] != fmt.Sprintf("skill %q of tenant %s is unavailable on every MCP server", "search", tenant) {
 		t.Fatalf("active alert %+v", got)
@@ -296,11 +301,10 @@ func TestRealAlertmanagerSkill(t *testing.T) {
 		t.Fatalf("heartbeat: %v, %v", ev, err)
 	}
 	d.Transition(ctx, *ev)
-	deadline = time.Now().Add(waitTimeout)
-	for find() != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("alert still active after the recovery: %+v", find())
+	testwait.Poll(t, "the skill alert resolved after the recovery", waitTimeout, func() error {
+		if a := find(); a != nil {
+			return fmt.Errorf("still active: %+v", a)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }

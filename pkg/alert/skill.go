@@ -51,7 +51,7 @@ func skillKeys(events []heartbeat.Event) ([]heartbeat.SkillKey, map[heartbeat.Sk
 	taken := make(map[heartbeat.SkillKey]bool)
 	for i := range events {
 		ev := &events[i]
-		takes := ev.Kind == heartbeat.KindUnhealthy || ev.Kind == heartbeat.KindDeregistered
+		takes := ev.Kind.Spec().TakesSkills
 		for _, name := range ev.Body.SkillsAffected {
 			k := heartbeat.SkillKey{TenantID: ev.TenantID, Skill: name}
 			if _, seen := at[k]; !seen {

@@ -29,9 +29,18 @@ type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
+// reader is what the handler reads from the store without the Registrar:
+// skills and the audit trail, and the check of a cursor into the trail.
+type reader interface {
+	heartbeat.AuditReader
+	Skills(ctx context.Context, tenant, serverID uuid.UUID) ([]heartbeat.Skill, error)
+	FindSkills(ctx context.Context, tenant uuid.UUID, f heartbeat.SkillFilter) (heartbeat.SkillPage, error)
+}
+
 // HandlerOptions configures NewHandler.
 type HandlerOptions struct {
-	// Registrar serves every /v1 call; required.
+	// Registrar serves every /v1 call that changes a server or reads one;
+	// required. Skills and the audit trail are read from its store.
 	Registrar *heartbeat.Registrar
 	// Verifier checks bearer tokens; required.
 	Verifier *auth.Verifier
@@ -94,6 +103,7 @@ type MCPServer interface {
 
 type handler struct {
 	reg     *heartbeat.Registrar
+	store   reader // the Registrar's store, for what needs no Registrar
 	verify  *auth.Verifier
 	logger  *slog.Logger
 	metrics *Metrics
@@ -158,6 +168,9 @@ func NewHandler(opts HandlerOptions) http.Handler {
 		tracer:    tracing.Tracer(opts.Tracer, tracerName),
 
 		streamWriteTimeout: opts.StreamWriteTimeout,
+	}
+	if h.reg != nil {
+		h.store = h.reg.Store()
 	}
 	if h.cursorKey == nil {
 		h.cursorKey = func(context.Context) ([]byte, error) { return nil, nil }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -218,13 +219,10 @@ func (h *handler) listSkills(w http.ResponseWriter, r *http.Request, claims auth
 		writeProblem(w, r, p)
 		return
 	}
-	skills, err := h.reg.Skills(r.Context(), claims.TenantID, id)
+	skills, err := h.store.Skills(r.Context(), claims.TenantID, id)
 	if err != nil {
 		writeProblem(w, r, h.errorProblem(r, err))
 		return
-	}
-	if skills == nil {
-		skills = []heartbeat.Skill{}
 	}
 	h.writeJSON(w, r, http.StatusOK, SkillList{Skills: skills})
 }
@@ -263,15 +261,11 @@ func (h *handler) listServers(w http.ResponseWriter, r *http.Request, claims aut
 		writeProblem(w, r, h.errorProblem(r, err))
 		return
 	}
-	servers := page.Servers
-	if servers == nil {
-		servers = []heartbeat.Server{}
-	}
 	if span := h.recording(r); span != nil {
-		span.SetAttributes(attrTenant.String(claims.TenantID.String()), attrCount.Int(len(servers)))
+		span.SetAttributes(attrTenant.String(claims.TenantID.String()), attrCount.Int(len(page.Servers)))
 	}
 	h.writeServerList(w, r, ServerList{
-		Servers:     servers,
+		Servers:     page.Servers,
 		NextCursor:  cc.encodeServerCursor(claims.TenantID, page.Next),
 		WatchCursor: cc.encodePosition(claims.TenantID, page.Horizon),
 	})
@@ -279,6 +273,15 @@ func (h *handler) listServers(w http.ResponseWriter, r *http.Request, claims aut
 
 // parseEventFilter reads the filters that the audit list and the watch
 // share: server_id, module_name and kind.
+// kindList names every audit event kind, for problems.
+var kindList = func() string {
+	names := make([]string, len(heartbeat.EventKinds))
+	for i, k := range heartbeat.EventKinds {
+		names[i] = string(k)
+	}
+	return strings.Join(names, ", ")
+}()
+
 func parseEventFilter(q url.Values) (heartbeat.EventFilter, *Problem) {
 	var f heartbeat.EventFilter
 	if s := q.Get("server_id"); s != "" {
@@ -295,8 +298,7 @@ func parseEventFilter(q url.Values) (heartbeat.EventFilter, *Problem) {
 	if k := q.Get("kind"); k != "" {
 		kind, err := heartbeat.ParseEventKind(k)
 		if err != nil {
-			return f, validationProblem("kind", "must be one of mcp.server.registered, mcp.server.degraded, "+
-				"mcp.server.unhealthy, mcp.server.recovered, mcp.server.deregistered")
+			return f, validationProblem("kind", "must be one of "+kindList)
 		}
 		f.Kind = kind
 	}
@@ -320,17 +322,17 @@ func (h *handler) listEvents(w http.ResponseWriter, r *http.Request, claims auth
 		return
 	}
 	if c := q.Get("cursor"); c != "" {
-		pos, err := cc.decodePosition(claims.TenantID, c)
-		if err != nil {
+		f.After, err = h.checkCursor(r.Context(), cc, claims.TenantID, c)
+		if errors.Is(err, errBadCursor) {
 			writeProblem(w, r, badCursorProblem())
 			return
 		}
-		if f.After, err = h.reg.CheckPosition(r.Context(), claims.TenantID, pos); err != nil {
+		if err != nil {
 			writeProblem(w, r, h.errorProblem(r, err))
 			return
 		}
 	}
-	page, err := h.reg.Events(r.Context(), claims.TenantID, f)
+	page, err := h.store.Events(r.Context(), claims.TenantID, f)
 	if err != nil {
 		writeProblem(w, r, h.errorProblem(r, err))
 		return
@@ -339,26 +341,21 @@ func (h *handler) listEvents(w http.ResponseWriter, r *http.Request, claims auth
 		span.SetAttributes(attrTenant.String(claims.TenantID.String()), attrCount.Int(len(page.Events)))
 	}
 	h.writeJSON(w, r, http.StatusOK, EventList{
-		Events:      publicEvents(page.Events),
+		Events:      page.Events,
 		NextCursor:  cc.encodeNextPosition(claims.TenantID, page.Next),
 		WatchCursor: cc.encodePosition(claims.TenantID, page.Horizon),
 	})
 }
 
-// publicEvents returns events as the API gives them: lists never null.
-func publicEvents(events []heartbeat.Event) []heartbeat.Event {
-	if events == nil {
-		return []heartbeat.Event{}
+// checkCursor decodes a cursor into tenant's trail and checks it with the
+// store: the one route of a list's and a watch's cursor. errBadCursor: not
+// a cursor of this tenant's trail.
+func (h *handler) checkCursor(ctx context.Context, cc *cursorCodec, tenant uuid.UUID, cursor string) (heartbeat.Position, error) {
+	pos, err := cc.decodePosition(tenant, cursor)
+	if err != nil {
+		return heartbeat.Position{}, err
 	}
-	for i := range events {
-		if events[i].Body.SkillsAffected == nil {
-			events[i].Body.SkillsAffected = []string{}
-		}
-		if events[i].Body.SupportedProtocols == nil {
-			events[i].Body.SupportedProtocols = []string{}
-		}
-	}
-	return events
+	return h.store.CheckPosition(ctx, tenant, pos)
 }
 
 func (h *handler) findSkills(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
@@ -412,7 +409,7 @@ func (h *handler) findSkills(w http.ResponseWriter, r *http.Request, claims auth
 		}
 		f.After = after
 	}
-	page, err := h.reg.FindSkills(r.Context(), claims.TenantID, f)
+	page, err := h.store.FindSkills(r.Context(), claims.TenantID, f)
 	if err != nil {
 		writeProblem(w, r, h.errorProblem(r, err))
 		return

@@ -104,11 +104,7 @@ func (h *handler) watchStart(ctx context.Context, tenant uuid.UUID, cursor strin
 	if cursor == "" {
 		return h.feed.Horizon(ctx)
 	}
-	pos, err := cc.decodePosition(tenant, cursor)
-	if err != nil {
-		return heartbeat.Position{}, err
-	}
-	return h.feed.Check(ctx, tenant, pos)
+	return h.checkCursor(ctx, cc, tenant, cursor)
 }
 
 // sseSink writes a watch's events and bookmarks to its client.
@@ -128,7 +124,7 @@ type sseSink struct {
 
 func (s *sseSink) Events(events []heartbeat.Event) error {
 	s.buf = s.buf[:0]
-	for _, ev := range publicEvents(events) {
+	for _, ev := range events {
 		if f := s.frames.get(ev.EventID); f != nil {
 			s.buf = append(s.buf, f...)
 			continue

@@ -12,6 +12,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/mcpinspect/mcptest"
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 // A stdio MCP server for these tests is this test binary started again;
@@ -172,22 +173,17 @@ func TestAgentCommandRuns(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { errc <- agentRun(ctx, opts) }()
 	var srv heartbeat.Server
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	if !testwait.Wait(10*time.Second, func() bool {
 		all, err := b.client.AllServers(context.Background(), clientListOf("files"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(all) == 1 && all[0].Status == heartbeat.StatusHealthy {
+		if err == nil && len(all) == 1 && all[0].Status == heartbeat.StatusHealthy {
 			srv = all[0]
-			break
+			return true
 		}
-		if time.Now().After(deadline) {
-			cancel()
-			<-errc
-			t.Fatalf("not registered within 10s; stderr:\n%s", ts.errOut)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return false
+	}) {
+		cancel()
+		<-errc
+		t.Fatalf("not registered within 10s; stderr:\n%s", ts.errOut)
 	}
 	if srv.Version != "1.2.3" || srv.SupportedProtocols[0] != "2026-07-28" {
 		t.Fatalf("registered %+v", srv)

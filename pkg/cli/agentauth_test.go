@@ -12,6 +12,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/mcpinspect/mcptest"
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 func TestMCPHeaders(t *testing.T) {
@@ -67,21 +68,13 @@ func TestAgentTokenFile(t *testing.T) {
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() { errc <- agentRun(ctx, opts) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	if !testwait.Wait(10*time.Second, func() bool {
 		all, err := b.client.AllServers(context.Background(), clientListOf("files"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(all) == 1 && all[0].Status == heartbeat.StatusHealthy {
-			break
-		}
-		if time.Now().After(deadline) {
-			cancel()
-			<-errc
-			t.Fatalf("not registered within 10s with the token file; stderr:\n%s", ts.errOut)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return err == nil && len(all) == 1 && all[0].Status == heartbeat.StatusHealthy
+	}) {
+		cancel()
+		<-errc
+		t.Fatalf("not registered within 10s with the token file; stderr:\n%s", ts.errOut)
 	}
 	cancel()
 	if err := <-errc; err != nil {

@@ -38,8 +38,7 @@ func newCmdAuditList(f *Factory, runF func(*auditListOptions) error) *cobra.Comm
 		Aliases: []string{"ls"},
 		Short:   "List audit events, oldest first",
 		Long: `List the audit events of the token's tenant, oldest first: one event per
-transition, of five kinds (mcp.server.registered, mcp.server.degraded,
-mcp.server.unhealthy, mcp.server.recovered, mcp.server.deregistered).`,
+transition, of these kinds:` + kindHelp(),
 		Example: `  mcpctl audit list --server-id 6f1c2a4e-8b0d-4c3e-9f6a-1d2e3f4a5b6c
   mcpctl audit list --kind mcp.server.unhealthy -o json`,
 		Args: exactArgs(),
@@ -73,7 +72,7 @@ mcp.server.unhealthy, mcp.server.recovered, mcp.server.deregistered).`,
 	fl.StringVar(&opts.ServerIDFlag, "server-id", "", "only events about this server")
 	fl.StringVar(&opts.KindFlag, "kind", "", "only events of this kind, e.g. mcp.server.unhealthy")
 	fl.IntVar(&opts.Limit, "limit", 0, "print at most this many events, the oldest (0: all)")
-	_ = cmd.RegisterFlagCompletionFunc("kind", fixedCompletions(kindNames()...))
+	_ = cmd.RegisterFlagCompletionFunc("kind", kindCompletions)
 	_ = cmd.RegisterFlagCompletionFunc("server-id", completeServerIDs(f))
 	return cmd
 }

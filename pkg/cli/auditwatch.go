@@ -82,7 +82,7 @@ with exit 1: list again (mcpctl audit list) and watch from the present.`,
 	fl.StringVar(&opts.Module, "module", "", "only events about this module's server")
 	fl.StringVar(&opts.KindFlag, "kind", "", "only events of this kind, e.g. mcp.server.unhealthy")
 	fl.StringVar(&opts.Cursor, "cursor", "", "start after this position (an event's id, a list's watch_cursor); default: the present")
-	_ = cmd.RegisterFlagCompletionFunc("kind", fixedCompletions(kindNames()...))
+	_ = cmd.RegisterFlagCompletionFunc("kind", kindCompletions)
 	_ = cmd.RegisterFlagCompletionFunc("server-id", completeServerIDs(f))
 	return cmd
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/output"
 	"github.com/cyberos/mcpd/pkg/testing/testlog"
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 func TestSkillsListRun(t *testing.T) {
@@ -138,17 +139,14 @@ func startAuditWatch(t *testing.T, b *bundle, f output.Format, tty bool, mod fun
 // waitFor waits until the output has n lines, for at most 10 s.
 func (w *watching) waitFor(t *testing.T, n int) string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		out := w.out.String()
-		if strings.Count(out, "\n") >= n {
-			return out
+	var out string
+	testwait.Poll(t, fmt.Sprintf("%d lines", n), 10*time.Second, func() error {
+		if out = w.out.String(); strings.Count(out, "\n") < n {
+			return fmt.Errorf("%d lines:\n%s\nstderr:\n%s", strings.Count(out, "\n"), out, w.errOut)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10s, %d lines, want %d:\n%s\nstderr:\n%s", strings.Count(out, "\n"), n, out, w.errOut)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
+	return out
 }
 
 // stop cancels the watch, as SIGINT does, and returns its error.
@@ -244,8 +242,8 @@ func TestAuditWatchStructured(t *testing.T) {
 	// YAML: documents after "---", registrations only.
 	var docs []heartbeat.Event
 	out := ym.waitFor(t, 2)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.Wait(10*time.Second, func() bool {
+		out = ym.out.String()
 		docs = docs[:0]
 		dec := yaml.NewDecoder(strings.NewReader(out))
 		for {
@@ -255,12 +253,8 @@ func TestAuditWatchStructured(t *testing.T) {
 			}
 			docs = append(docs, heartbeat.Event{Kind: heartbeat.EventKind(fmt.Sprint(m["kind"])), ModuleName: fmt.Sprint(m["module_name"])})
 		}
-		if len(docs) >= 2 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-		out = ym.out.String()
-	}
+		return len(docs) >= 2
+	})
 	if len(docs) != 2 || docs[0].ModuleName != "calendar" || docs[1].ModuleName != "mail" ||
 		docs[1].Kind != heartbeat.KindRegistered || !strings.HasPrefix(out, "---\n") || strings.Count(out, "---\n") != 2 {
 		t.Fatalf("yaml:\n%s\n%+v", out, docs)

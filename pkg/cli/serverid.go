@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -57,10 +58,20 @@ func statusNames() []string {
 	return names
 }
 
-func kindNames() []string {
-	names := make([]string, len(heartbeat.EventKinds))
-	for i, k := range heartbeat.EventKinds {
-		names[i] = string(k)
+// kindCompletions completes a --kind flag: every kind, with its help.
+func kindCompletions(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	out := make([]cobra.Completion, len(heartbeat.Kinds))
+	for i, k := range heartbeat.Kinds {
+		out[i] = cobra.CompletionWithDesc(string(k.Kind), k.Help)
 	}
-	return names
+	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
+// kindHelp lists every kind with its help, for a command's long help.
+func kindHelp() string {
+	var b strings.Builder
+	for _, k := range heartbeat.Kinds {
+		fmt.Fprintf(&b, "\n  %-25s %s", k.Kind, k.Help)
+	}
+	return b.String()
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/testing/testlog"
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
 	"github.com/cyberos/mcpd/pkg/tui"
 )
 
@@ -85,13 +86,9 @@ func TestWatchBoardFollowsTheAPI(t *testing.T) {
 	go func() { done <- watchRun(ctx, opts) }()
 	waitOut := func(want string) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !strings.Contains(out.String(), want) {
-			if time.Now().After(deadline) {
-				t.Fatalf("the board never showed %q", want)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		testwait.Until(t, "the board showing "+want, 10*time.Second, func() bool {
+			return strings.Contains(out.String(), want)
+		})
 	}
 	waitOut("live")
 	// A registration after the list reaches the board through the feed.

@@ -1,14 +1,12 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -127,51 +125,29 @@ which beats the file, which beats the default.`,
 	return cmd
 }
 
-// AddFlags defines every setting of config.Config on fs, with its default.
+// AddFlags defines every setting of config.Settings on fs, with its
+// default from config.Default, and --config.
 func AddFlags(fs *pflag.FlagSet) {
 	d := config.Default()
 	fs.String(keyConfig, "", "YAML config file whose keys are the flag names (env MCPD_CONFIG)")
-	fs.String(config.KeyListen, d.Listen, "host:port of the HTTP API")
-	fs.String(config.KeyAdminListen, "", "host:port of a plain HTTP listener for /healthz, /readyz and /metrics only, so that probes never wait behind API connections (default off)")
-	fs.String(config.KeyDatabaseURL, "", "PostgreSQL URL of the store (required unless --dev)")
-	fs.Bool(config.KeyDev, false, "in-memory store, fresh HS256 secret, prints a ready demo token")
-	fs.Duration(config.KeyHeartbeatInterval, d.HeartbeatInterval, "heartbeat interval I: degraded after 2I of silence, unhealthy after 3I")
-	fs.Duration(config.KeyMonitorPeriod, d.MonitorPeriod, "how often the monitor sweeps (at most the heartbeat interval)")
-	fs.Duration(config.KeyRequestTimeout, d.RequestTimeout, "deadline of one API call; past it the call answers 503")
-	fs.Duration(config.KeyShutdownTimeout, d.ShutdownTimeout, "how long a stop waits for in-flight requests")
-	fs.String(config.KeyAuthJWTSecretFile, "", "file holding the HS256 secret (at least 32 bytes)")
-	fs.String(config.KeyAuthJWKSFile, "", "JWKS file with the public keys for RS256, ES256 and EdDSA tokens")
-	fs.StringSlice(config.KeyAlertmanagerURL, nil, "Alertmanager base URL (repeatable, or a comma-separated list)")
-	fs.String(config.KeyAlertWebhookURL, "", "URL that receives alerts as JSON")
-	fs.String(config.KeyAlertWebhookSecretFile, "", "file holding the secret that signs webhook bodies")
-	fs.String(config.KeyLogFormat, d.LogFormat, "log format: json or text")
-	fs.String(config.KeyLogLevel, d.LogLevel, "log level: debug, info, warn or error")
-	fs.Duration(config.KeyBlindAfter, 0, "gap between successful sweeps after which the registry counts as blind and no server pays for it (0: max(2 monitor periods, interval); negative: off)")
-	fs.Float64(config.KeyMassLossShare, d.MassLossShare, "share of a tenant's live servers going unhealthy in one sweep that raises MCPRegistryMassHeartbeatLoss")
-	fs.Int(config.KeyMassLossMin, d.MassLossMin, "fewest servers going unhealthy in one sweep that raise MCPRegistryMassHeartbeatLoss")
-	fs.String(config.KeyTLSCertFile, "", "PEM certificate chain: with --tls-key-file the API speaks HTTPS only (TLS 1.2+); reloaded when it changes and on SIGHUP")
-	fs.String(config.KeyTLSKeyFile, "", "PEM private key of --tls-cert-file")
-	fs.String(config.KeyTLSClientCAFile, "", "PEM CA certificates: every connection must present a client certificate they sign (mTLS)")
-	fs.Int(config.KeyMaxConnections, d.MaxConnections, "most open connections to the API; more wait in the kernel's backlog (must fit the open-file limit)")
-	fs.Int(config.KeyTenantMaxServers, d.TenantMaxServers, "most servers that are not deregistered a tenant may have; a new module past it is 403 (0: no quota)")
-	fs.Float64(config.KeyTenantRateLimit, d.TenantRateLimit, "API requests per second of one tenant, per mcpd process; past it 429 (0: no limit)")
-	fs.Int(config.KeyTenantRateBurst, d.TenantRateBurst, "requests a tenant may make at once above --tenant-rate-limit")
-	fs.Int(config.KeyTenantMaxWatches, d.TenantMaxWatches, "concurrent watch streams of one tenant, per mcpd process; past it 429 (0: no limit)")
-	fs.String(config.KeyRegistryNamespace, d.RegistryNamespace, "namespace of the server names of the MCP registry API (/v0.1): NAMESPACE/MODULE")
-	fs.Bool(config.KeyUI, d.UI, "serve the read-only web board at /ui/ (--ui=false turns it off)")
-}
-
-// settingKeys are the keys of config.Config, the ones a file may hold.
-var settingKeys = []string{
-	config.KeyListen, config.KeyAdminListen, config.KeyDatabaseURL, config.KeyDev, config.KeyHeartbeatInterval,
-	config.KeyMonitorPeriod, config.KeyRequestTimeout, config.KeyShutdownTimeout,
-	config.KeyAuthJWTSecretFile, config.KeyAuthJWKSFile, config.KeyAlertmanagerURL,
-	config.KeyAlertWebhookURL, config.KeyAlertWebhookSecretFile, config.KeyLogFormat, config.KeyLogLevel,
-	config.KeyBlindAfter, config.KeyMassLossShare, config.KeyMassLossMin,
-	config.KeyTLSCertFile, config.KeyTLSKeyFile, config.KeyTLSClientCAFile, config.KeyMaxConnections,
-	config.KeyTenantMaxServers, config.KeyTenantRateLimit, config.KeyTenantRateBurst, config.KeyTenantMaxWatches,
-	config.KeyRegistryNamespace,
-	config.KeyUI,
+	for _, st := range config.Settings {
+		switch def := st.Field(&d).(type) {
+		case *string:
+			fs.String(st.Name, *def, st.Usage)
+		case *bool:
+			fs.Bool(st.Name, *def, st.Usage)
+		case *time.Duration:
+			fs.Duration(st.Name, *def, st.Usage)
+		case *float64:
+			fs.Float64(st.Name, *def, st.Usage)
+		case *int:
+			fs.Int(st.Name, *def, st.Usage)
+		case *[]string:
+			fs.StringSlice(st.Name, *def, st.Usage)
+		default:
+			panic(fmt.Sprintf("config setting %s: no flag of type %T", st.Name, def))
+		}
+	}
 }
 
 // LoadConfig reads the configuration from fs (parsed flags, defined by
@@ -183,12 +159,12 @@ func LoadConfig(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (confi
 	// touch the process environment.
 	v := viper.New()
 	env := map[string]string{}
-	for _, key := range settingKeys {
-		if err := v.BindPFlag(key, fs.Lookup(key)); err != nil {
-			return config.Config{}, fmt.Errorf("bind --%s: %w", key, err)
+	for _, st := range config.Settings {
+		if err := v.BindPFlag(st.Name, fs.Lookup(st.Name)); err != nil {
+			return config.Config{}, fmt.Errorf("bind --%s: %w", st.Name, err)
 		}
-		if val, ok := lookupEnv(config.EnvName(key)); ok && val != "" {
-			env[key] = val
+		if val, ok := lookupEnv(config.EnvName(st.Name)); ok && val != "" {
+			env[st.Name] = val
 		}
 	}
 
@@ -206,35 +182,22 @@ func LoadConfig(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (confi
 	}
 
 	r := reader{v: v, fs: fs, env: env, file: path}
-	cfg := config.Config{
-		Listen:                 r.string(config.KeyListen),
-		AdminListen:            r.string(config.KeyAdminListen),
-		DatabaseURL:            r.string(config.KeyDatabaseURL),
-		Dev:                    r.bool(config.KeyDev),
-		HeartbeatInterval:      r.duration(config.KeyHeartbeatInterval),
-		MonitorPeriod:          r.duration(config.KeyMonitorPeriod),
-		RequestTimeout:         r.duration(config.KeyRequestTimeout),
-		ShutdownTimeout:        r.duration(config.KeyShutdownTimeout),
-		AuthJWTSecretFile:      r.string(config.KeyAuthJWTSecretFile),
-		AuthJWKSFile:           r.string(config.KeyAuthJWKSFile),
-		AlertmanagerURLs:       r.strings(config.KeyAlertmanagerURL),
-		AlertWebhookURL:        r.string(config.KeyAlertWebhookURL),
-		AlertWebhookSecretFile: r.string(config.KeyAlertWebhookSecretFile),
-		LogFormat:              r.string(config.KeyLogFormat),
-		LogLevel:               r.string(config.KeyLogLevel),
-		BlindAfter:             r.duration(config.KeyBlindAfter),
-		MassLossShare:          r.float(config.KeyMassLossShare),
-		MassLossMin:            r.int(config.KeyMassLossMin),
-		TLSCertFile:            r.string(config.KeyTLSCertFile),
-		TLSKeyFile:             r.string(config.KeyTLSKeyFile),
-		TLSClientCAFile:        r.string(config.KeyTLSClientCAFile),
-		MaxConnections:         r.int(config.KeyMaxConnections),
-		TenantMaxServers:       r.int(config.KeyTenantMaxServers),
-		TenantRateLimit:        r.float(config.KeyTenantRateLimit),
-		TenantRateBurst:        r.int(config.KeyTenantRateBurst),
-		TenantMaxWatches:       r.int(config.KeyTenantMaxWatches),
-		RegistryNamespace:      r.string(config.KeyRegistryNamespace),
-		UI:                     r.bool(config.KeyUI),
+	var cfg config.Config
+	for _, st := range config.Settings {
+		switch f := st.Field(&cfg).(type) {
+		case *string:
+			*f = r.string(st.Name)
+		case *bool:
+			*f = r.bool(st.Name)
+		case *time.Duration:
+			*f = r.duration(st.Name)
+		case *float64:
+			*f = r.float(st.Name)
+		case *int:
+			*f = r.int(st.Name)
+		case *[]string:
+			*f = r.strings(st.Name)
+		}
 	}
 	if !r.set(config.KeyMonitorPeriod) {
 		cfg.MonitorPeriod = config.DefaultMonitorPeriodFor(cfg.HeartbeatInterval)
@@ -263,7 +226,7 @@ func readConfigFile(v *viper.Viper, path string) error {
 	}
 	var unknown []string
 	for k := range doc {
-		if !slices.Contains(settingKeys, k) {
+		if _, ok := config.Lookup(k); !ok {
 			unknown = append(unknown, strconv.Quote(k))
 		}
 	}
@@ -271,8 +234,8 @@ func readConfigFile(v *viper.Viper, path string) error {
 		sort.Strings(unknown)
 		return fmt.Errorf("unknown keys %s (keys are the flag names, like heartbeat-interval)", strings.Join(unknown, ", "))
 	}
-	v.SetConfigType("yaml")
-	if err := v.ReadConfig(bytes.NewReader(b)); err != nil {
+	// Parsed once: viper takes the document as read.
+	if err := v.MergeConfigMap(doc); err != nil {
 		return fmt.Errorf("read: %w", err)
 	}
 	return nil

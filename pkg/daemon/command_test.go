@@ -386,3 +386,65 @@ func TestRegistryNamespace(t *testing.T) {
 		}
 	}
 }
+
+// TestEverySettingPrecedence: every setting of config.Settings is a flag,
+// an environment variable and a file key, and a flag beats the
+// environment, which beats the file, which beats the default.
+func TestEverySettingPrecedence(t *testing.T) {
+	t.Parallel()
+	for _, st := range config.Settings {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			// The values of the file, the environment and the flag.
+			var file, env, flag string
+			switch st.Field(&config.Config{}).(type) {
+			case *string:
+				file, env, flag = "from-file", "from-env", "from-flag"
+			case *bool:
+				file, env, flag = "true", "false", "true"
+			case *time.Duration:
+				file, env, flag = "11s", "12s", "13s"
+			case *float64:
+				file, env, flag = "0.11", "0.12", "0.13"
+			case *int:
+				file, env, flag = "11", "12", "13"
+			case *[]string:
+				file, env, flag = "http://file", "http://env", "http://flag"
+			default:
+				t.Fatalf("a setting of type %T", st.Field(&config.Config{}))
+			}
+			got := func(args []string, envs map[string]string) any {
+				t.Helper()
+				cfg, err := load(t, args, envs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return reflect.ValueOf(st.Field(&cfg)).Elem().Interface()
+			}
+			want := func(s string) any {
+				t.Helper()
+				cfg, err := load(t, []string{"--" + st.Name + "=" + s}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return reflect.ValueOf(st.Field(&cfg)).Elem().Interface()
+			}
+			def := config.Default()
+			if g, w := got(nil, nil), reflect.ValueOf(st.Field(&def)).Elem().Interface(); !reflect.DeepEqual(g, w) {
+				t.Errorf("nothing given: %v, want the default %v", g, w)
+			}
+			path := writeFile(t, "mcpd.yaml", st.Name+": "+file+"\n")
+			name := config.EnvName(st.Name)
+			if g, w := got([]string{"--config", path}, nil), want(file); !reflect.DeepEqual(g, w) {
+				t.Errorf("file: %v, want %v", g, w)
+			}
+			if g, w := got([]string{"--config", path}, map[string]string{name: env}), want(env); !reflect.DeepEqual(g, w) {
+				t.Errorf("file and %s: %v, want %v", name, g, w)
+			}
+			args := []string{"--config", path, "--" + st.Name + "=" + flag}
+			if g, w := got(args, map[string]string{name: env}), want(flag); !reflect.DeepEqual(g, w) {
+				t.Errorf("file, %s and flag: %v, want %v", name, g, w)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -106,10 +107,9 @@ type Daemon struct {
 	// last at stop.
 	tracing *tracing.Provider
 
-	monitor *heartbeat.Monitor
-	// Goroutines until Stop: the change feed's hub, the alert dispatcher
-	// and the systemd watchdog (nil when not run).
-	feed, alerts, watchdog *background
+	// jobs runs the background work until Stop: the change feed's hub,
+	// the monitor, the alert dispatcher and the systemd watchdog.
+	jobs supervisor
 	// stopStreams ends every watch stream (at shutdown).
 	stopStreams context.CancelFunc
 }
@@ -120,23 +120,16 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	d := &Daemon{cfg: cfg, logger: opts.Logger, stdout: opts.Stdout, clock: opts.Clock, storeClock: opts.Clock,
-		tlsCheck: opts.TLSCheckInterval, reload: opts.Reload, done: make(chan struct{}), headerWait: opts.ReadHeaderTimeout}
-	if d.headerWait <= 0 {
-		d.headerWait = readHeaderTimeout
-	}
-	if d.logger == nil {
-		d.logger = slog.New(slog.DiscardHandler)
-	}
-	if d.stdout == nil {
-		d.stdout = io.Discard
-	}
-	if d.clock == nil {
-		d.clock = clockwork.NewRealClock()
+	d := &Daemon{cfg: cfg, storeClock: opts.Clock, tlsCheck: opts.TLSCheckInterval, reload: opts.Reload,
+		done:       make(chan struct{}),
+		logger:     cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)),
+		stdout:     cmp.Or[io.Writer](opts.Stdout, io.Discard),
+		clock:      cmp.Or[clockwork.Clock](opts.Clock, clockwork.NewRealClock()),
+		headerWait: cmp.Or(max(opts.ReadHeaderTimeout, 0), readHeaderTimeout),
 	}
 	getenv := opts.Getenv
 	if getenv == nil {
-		getenv = os.Getenv
+		getenv = os.Getenv // a func: cmp.Or takes comparable values only
 	}
 	d.getenv = getenv
 	d.notifier = newNotifier(getenv, d.logger)
@@ -155,6 +148,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	d.started = true
 	defer func() {
 		if err != nil {
+			_ = d.jobs.stop(context.WithoutCancel(ctx))
 			d.closeResources()
 		}
 	}()
@@ -209,7 +203,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	var streams context.Context
 	streams, d.stopStreams = context.WithCancel(context.WithoutCancel(ctx))
 	mcpHandler := mcpserve.New(mcpserve.Options{
-		Reader: registrar, Feed: hub, Version: version.Version, Logger: d.logger, Streams: streams,
+		Reader: mcpserve.Reader{ServerSource: registrar, SkillSource: store}, Feed: hub, Version: version.Version, Logger: d.logger, Streams: streams,
 		RequestTimeout: d.cfg.RequestTimeout,
 	})
 	var ui, uiRedirect http.Handler
@@ -297,14 +291,15 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		close(d.serveErr)
 	}()
 
-	if err := monitor.Start(); err != nil {
-		return err
-	}
-	d.monitor = monitor
-	d.feed = startBackground(ctx, func(ctx context.Context) error {
+	if err := d.jobs.start(ctx, "change feed", runFunc(func(ctx context.Context) error {
 		hub.Run(ctx)
 		return nil
-	})
+	})); err != nil {
+		return err
+	}
+	if err := d.jobs.start(ctx, "monitor", monitor); err != nil {
+		return err
+	}
 
 	storeKind := "postgres"
 	if d.cfg.Dev {
@@ -315,11 +310,15 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		"tls", d.tls != nil, "mtls", d.cfg.TLSClientCAFile != "", "max_connections", maxConns,
 		"traces", d.tracing.Enabled())
 	if dispatcher != nil {
-		d.alerts = startBackground(ctx, dispatcher.Run)
+		if err := d.jobs.start(ctx, "alert delivery", runFunc(dispatcher.Run)); err != nil {
+			return err
+		}
 	}
 	d.notifier.notify("READY=1\nSTATUS=serving on " + ln.Addr().String())
 	if d.notifier.watchdog > 0 {
-		d.watchdog = startBackground(ctx, d.notifier.runWatchdog)
+		if err := d.jobs.start(ctx, "watchdog", runFunc(d.notifier.runWatchdog)); err != nil {
+			return err
+		}
 	}
 	if demo != nil {
 		demo.board = d.cfg.UI
@@ -559,16 +558,9 @@ func (d *Daemon) Stop(ctx context.Context) error {
 			_ = d.adminSrv.Close()
 		}
 	}
-	_ = d.feed.stop()
-	if d.monitor != nil {
-		if err := d.monitor.Stop(ctx); err != nil {
-			errs = append(errs, err)
-		}
+	if err := d.jobs.stop(ctx); err != nil {
+		errs = append(errs, err)
 	}
-	if err := d.alerts.stop(); err != nil {
-		errs = append(errs, fmt.Errorf("stop alert delivery: %w", err))
-	}
-	_ = d.watchdog.stop()
 	d.closeResources()
 	d.stopErr = errors.Join(errs...)
 	if d.stopErr != nil {

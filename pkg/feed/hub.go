@@ -14,13 +14,11 @@ import (
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 )
 
-// Source is the store's side of the feed.
+// Source is the store's side of the feed: every tenant's trail as it
+// commits, and one tenant's trail to catch a watch up.
 type Source interface {
-	ReadFeed(ctx context.Context, after heartbeat.Position, limit int) (heartbeat.FeedBatch, error)
-	FeedChanged() <-chan struct{}
-	Horizon(ctx context.Context) (heartbeat.Position, error)
+	heartbeat.FeedReader
 	Events(ctx context.Context, tenant uuid.UUID, f heartbeat.EventFilter) (heartbeat.EventPage, error)
-	CheckPosition(ctx context.Context, tenant uuid.UUID, p heartbeat.Position) (heartbeat.Position, error)
 }
 
 // Defaults of Options.
@@ -174,12 +172,6 @@ func (h *Hub) readHorizons() {
 		cancel()
 		close(r.done)
 	}
-}
-
-// Check returns p in the store's current history, or
-// heartbeat.ErrPositionExpired.
-func (h *Hub) Check(ctx context.Context, tenant uuid.UUID, p heartbeat.Position) (heartbeat.Position, error) {
-	return h.src.CheckPosition(ctx, tenant, p)
 }
 
 // Run reads the feed until ctx ends. Read errors are logged and retried

@@ -1,6 +1,7 @@
 package heartbeat
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -95,30 +96,16 @@ func DefaultBlindAfter(period, interval time.Duration) time.Duration {
 
 // NewMonitor returns a Monitor with opts, defaults filled in.
 func NewMonitor(opts MonitorOptions) *Monitor {
-	m := &Monitor{store: opts.Store, sink: opts.Sink, logger: opts.Logger, clock: opts.Clock,
-		interval: opts.HeartbeatInterval, period: opts.Period, batch: opts.Batch, observe: opts.Observe,
-		trace: opts.Trace}
-	if m.logger == nil {
-		m.logger = slog.New(slog.DiscardHandler)
-	}
-	if m.sink == nil {
-		m.sink = LogSink{Logger: m.logger}
-	}
-	if m.clock == nil {
-		m.clock = clockwork.NewRealClock()
-	}
-	if m.interval <= 0 {
-		m.interval = DefaultHeartbeatInterval
-	}
-	if m.period <= 0 {
-		m.period = DefaultMonitorPeriod
-	}
-	if m.batch <= 0 {
-		m.batch = DefaultSweepBatch
-	}
-	m.sweepTimeout = opts.SweepTimeout
-	if m.sweepTimeout <= 0 {
-		m.sweepTimeout = m.interval
+	logger := cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
+	interval := cmp.Or(max(opts.HeartbeatInterval, 0), DefaultHeartbeatInterval)
+	m := &Monitor{store: opts.Store, logger: logger, observe: opts.Observe,
+		sink:         cmp.Or[AlertSink](opts.Sink, LogSink{Logger: logger}),
+		clock:        cmp.Or[clockwork.Clock](opts.Clock, clockwork.NewRealClock()),
+		interval:     interval,
+		period:       cmp.Or(max(opts.Period, 0), DefaultMonitorPeriod),
+		batch:        cmp.Or(max(opts.Batch, 0), DefaultSweepBatch),
+		sweepTimeout: cmp.Or(max(opts.SweepTimeout, 0), interval),
+		trace:        opts.Trace,
 	}
 	m.blindAfter, m.onBlind = opts.BlindAfter, opts.OnBlind
 	switch {
@@ -128,12 +115,8 @@ func NewMonitor(opts MonitorOptions) *Monitor {
 		m.blindAfter = 0
 	}
 	m.massLossShare, m.massLossMin, m.onMassLoss = opts.MassLossShare, opts.MassLossMin, opts.OnMassLoss
-	if m.massLossShare <= 0 {
-		m.massLossShare = DefaultMassLossShare
-	}
-	if m.massLossMin <= 0 {
-		m.massLossMin = DefaultMassLossMin
-	}
+	m.massLossShare = cmp.Or(max(m.massLossShare, 0), DefaultMassLossShare)
+	m.massLossMin = cmp.Or(max(m.massLossMin, 0), DefaultMassLossMin)
 	return m
 }
 
@@ -143,14 +126,15 @@ var errMonitorStarted = errors.New("monitor: already started")
 // Start runs the monitor's loop in the background: a sweep at once and then
 // every period, each bounded by the sweep timeout, until Stop. A failed
 // sweep is logged, Healthy reports it until a sweep succeeds, and the loop
-// goes on. Sweeps use the store's own clock. A monitor starts once.
-func (m *Monitor) Start() error {
+// goes on. Sweeps use the store's own clock and ctx's values; only Stop
+// ends the loop, not ctx. A monitor starts once.
+func (m *Monitor) Start(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.done != nil {
 		return errMonitorStarted
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.stop, m.done, m.cancel = make(chan struct{}), make(chan struct{}), cancel
 	ticker := m.clock.NewTicker(m.period)
 	go func() {
@@ -208,7 +192,7 @@ func (m *Monitor) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		cancel()
 		<-done
-		return fmt.Errorf("stop monitor: %w", ctx.Err())
+		return fmt.Errorf("sweep in flight: %w", ctx.Err())
 	}
 }
 
@@ -225,7 +209,7 @@ func (m *Monitor) Healthy() error {
 
 // Run is Start, then Stop when ctx ends; it returns nil.
 func (m *Monitor) Run(ctx context.Context) error {
-	if err := m.Start(); err != nil {
+	if err := m.Start(ctx); err != nil {
 		return err
 	}
 	<-ctx.Done()

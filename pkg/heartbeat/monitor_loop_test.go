@@ -58,12 +58,12 @@ func (b *blocking) next(t *testing.T) context.Context {
 // Start sweeps at once, each sweep with its deadline, then every period;
 // Stop waits for the sweep in flight to finish.
 func TestMonitorStartStop(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	b, m, clock := newBlocking(t)
-	if err := m.Start(); err != nil {
+	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Start(); err == nil {
+	if err := m.Start(context.Background()); err == nil {
 		t.Fatal("a second Start: no error")
 	}
 	ctx := b.next(t) // the initial sweep, before any tick
@@ -93,9 +93,9 @@ func TestMonitorStartStop(t *testing.T) {
 
 // A Stop whose context ends cancels the sweep in flight and says so.
 func TestMonitorStopBounded(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	b, m, _ := newBlocking(t)
-	if err := m.Start(); err != nil {
+	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	sweepCtx := b.next(t)
@@ -111,7 +111,7 @@ func TestMonitorStopBounded(t *testing.T) {
 
 // Healthy reports a failing sweep until one succeeds.
 func TestMonitorHealthy(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	boom := errors.New("connection refused")
 	b, m := setupMonitor(t, func(call int) error {
 		if call == 1 {
@@ -122,7 +122,7 @@ func TestMonitorHealthy(t *testing.T) {
 	if err := m.Healthy(); err != nil {
 		t.Fatalf("Healthy before any sweep: %v", err)
 	}
-	if err := m.Start(); err != nil {
+	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = m.Stop(context.Background()) }()

@@ -153,7 +153,7 @@ func kindsOf(evs []heartbeat.Event) []heartbeat.EventKind {
 }
 
 func TestMonitorRunSweepsAtStartAndEveryPeriod(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	b, m := setupMonitor(t, nil)
 	srv := b.register(t, "calendar")
 	stop := runMonitor(t, m)
@@ -195,7 +195,7 @@ func TestMonitorRunSweepsAtStartAndEveryPeriod(t *testing.T) {
 }
 
 func TestMonitorRunStopsOnCancel(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	b, m := setupMonitor(t, nil)
 	b.register(t, "calendar")
 	stop := runMonitor(t, m)
@@ -208,7 +208,7 @@ func TestMonitorRunStopsOnCancel(t *testing.T) {
 }
 
 func TestMonitorRunGoesOnAfterStoreError(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	boom := errors.New("connection refused")
 	b, m := setupMonitor(t, func(call int) error {
 		if call <= 2 {
@@ -254,7 +254,7 @@ func TestMonitorRunGoesOnAfterStoreError(t *testing.T) {
 }
 
 func TestMonitorRunDoesNotLogCanceled(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	b, m := setupMonitor(t, func(call int) error {
 		if call == 1 {
 			return fmt.Errorf("query: %w", context.Canceled)

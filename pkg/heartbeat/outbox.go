@@ -8,17 +8,10 @@ import (
 )
 
 // IsAlertEvent reports whether an audit event of kind, from status from
-// (nil: none), is in the alert outbox: unhealthy fires an alert; recovered,
-// deregistered and registered again from unhealthy may resolve one.
-func IsAlertEvent(kind EventKind, from *Status) bool {
-	switch kind {
-	case KindUnhealthy, KindRecovered, KindDeregistered:
-		return true
-	case KindRegistered:
-		return from != nil && *from == StatusUnhealthy
-	}
-	return false
-}
+// (nil: none), is in the alert outbox, as Kinds says: unhealthy fires an
+// alert; recovered, deregistered and registered again from unhealthy may
+// resolve one.
+func IsAlertEvent(kind EventKind, from *Status) bool { return kind.Spec().InOutbox(from) }
 
 // AlertOutbox is a store whose audit trail is the alert outbox: each
 // destination has a durable cursor, claimed by one replica at a time.

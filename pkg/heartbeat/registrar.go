@@ -1,6 +1,7 @@
 package heartbeat
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -12,7 +13,9 @@ import (
 
 // Registrar is the lifecycle of servers as their owners drive it: register,
 // heartbeat, deregister. It validates, writes through the Store, logs with
-// the server's trace id, and hands each transition to the alert sink.
+// the server's trace id, and hands each transition to the alert sink; it
+// reads servers to report the heartbeat interval in them. Reads that need
+// none of this go to the store's roles directly.
 //
 // Its logs do not grow with the fleet: a heartbeat is logged at info level
 // only when it is the first after the server's registration through this
@@ -52,20 +55,11 @@ type RegistrarOptions struct {
 
 // NewRegistrar returns a Registrar over opts.Store.
 func NewRegistrar(opts RegistrarOptions) *Registrar {
-	logger := opts.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	sink := opts.Sink
-	if sink == nil {
-		sink = LogSink{Logger: logger}
-	}
-	interval := opts.HeartbeatInterval
-	if interval == 0 {
-		interval = DefaultHeartbeatInterval.Seconds()
-	}
-	return &Registrar{store: opts.Store, sink: sink, logger: logger, interval: interval,
-		quota: max(opts.MaxServersPerTenant, 0), unbeaten: make(map[uuid.UUID]struct{})}
+	logger := cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
+	return &Registrar{store: opts.Store, logger: logger,
+		sink:     cmp.Or[AlertSink](opts.Sink, LogSink{Logger: logger}),
+		interval: cmp.Or(opts.HeartbeatInterval, DefaultHeartbeatInterval.Seconds()),
+		quota:    max(opts.MaxServersPerTenant, 0), unbeaten: make(map[uuid.UUID]struct{})}
 }
 
 // Register validates info and registers it for tenant; created reports a new
@@ -176,34 +170,11 @@ func (r *Registrar) Servers(ctx context.Context, tenant uuid.UUID, f ServerFilte
 	return page, nil
 }
 
-// Skills returns the skills of one of tenant's servers.
-func (r *Registrar) Skills(ctx context.Context, tenant, serverID uuid.UUID) ([]Skill, error) {
-	return r.store.Skills(ctx, tenant, serverID)
-}
-
-// Events returns a page of tenant's audit trail.
-func (r *Registrar) Events(ctx context.Context, tenant uuid.UUID, f EventFilter) (EventPage, error) {
-	return r.store.Events(ctx, tenant, f)
-}
-
-// FindSkills returns a page of skills across tenant's servers.
-func (r *Registrar) FindSkills(ctx context.Context, tenant uuid.UUID, f SkillFilter) (SkillPage, error) {
-	return r.store.FindSkills(ctx, tenant, f)
-}
-
-// CheckPosition returns p in the store's current history when tenant's
-// trail can be resumed after it, else ErrPositionExpired.
-func (r *Registrar) CheckPosition(ctx context.Context, tenant uuid.UUID, p Position) (Position, error) {
-	return r.store.CheckPosition(ctx, tenant, p)
-}
+// Store returns the store the Registrar writes through, for the reads
+// that need nothing of the Registrar (skills, the audit trail).
+func (r *Registrar) Store() Store { return r.store }
 
 func (r *Registrar) decorate(s Server) Server {
 	s.HeartbeatIntervalSecs = r.interval
-	if s.SupportedProtocols == nil {
-		s.SupportedProtocols = []string{}
-	}
-	if s.Remotes == nil {
-		s.Remotes = []Remote{}
-	}
 	return s
 }

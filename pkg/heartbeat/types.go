@@ -98,8 +98,8 @@ const (
 	KindDeregistered EventKind = "mcp.server.deregistered"
 )
 
-// EventKinds lists the five kinds.
-var EventKinds = []EventKind{KindRegistered, KindDegraded, KindUnhealthy, KindRecovered, KindDeregistered}
+// EventKinds lists the kinds of Kinds, in its order.
+var EventKinds = eventKinds()
 
 // ParseEventKind returns the kind named s, or an error for anything else.
 func ParseEventKind(s string) (EventKind, error) {

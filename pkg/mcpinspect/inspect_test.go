@@ -13,6 +13,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/mcpinspect/mcptest"
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 // testTools are five tools, in the order the SDK lists them (by name);
@@ -205,11 +206,7 @@ func TestSessionLivenessAndToolsChanged(t *testing.T) {
 			// Control of a stdio server goes through a file it polls.
 			eventually := func(what string, cond func() bool) {
 				t.Helper()
-				for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-					if time.Now().After(deadline) {
-						t.Fatalf("%s: not within 5s", what)
-					}
-				}
+				testwait.Until(t, what, 5*time.Second, cond)
 			}
 			f.setPing(mcptest.PingFail)
 			eventually("ping fails", func() bool { return ping() != nil })

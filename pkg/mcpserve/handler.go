@@ -46,7 +46,8 @@ const headerProtocolVersion = "Mcp-Protocol-Version"
 
 // Options configures New.
 type Options struct {
-	// Reader answers the tools and resources; required (the Registrar).
+	// Reader answers the tools and resources; required: the Registrar for
+	// servers, the store for skills.
 	Reader Reader
 	// Feed drives notifications; required.
 	Feed *feed.Hub

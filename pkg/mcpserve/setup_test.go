@@ -107,7 +107,7 @@ func setup(t testing.TB, opts ...envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mh := mcpserve.New(mcpserve.Options{Reader: reg, Feed: hub, Clock: clock, Version: "1.2.3-test", Logger: logger,
+	mh := mcpserve.New(mcpserve.Options{Reader: mcpserve.Reader{ServerSource: reg, SkillSource: reg.Store()}, Feed: hub, Clock: clock, Version: "1.2.3-test", Logger: logger,
 		Streams: o.streams})
 	t.Cleanup(mh.Close)
 	h := api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: verifier, Logger: logger, Feed: hub, MCP: mh,

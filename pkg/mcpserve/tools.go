@@ -15,12 +15,23 @@ import (
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 )
 
-// Reader is what the endpoint reads of the registry: the Registrar.
-type Reader interface {
+// ServerSource reads a tenant's servers as the API shows them: the
+// Registrar, which reports the heartbeat interval in each.
+type ServerSource interface {
 	Server(ctx context.Context, tenant, serverID uuid.UUID) (heartbeat.Server, error)
 	Servers(ctx context.Context, tenant uuid.UUID, f heartbeat.ServerFilter) (heartbeat.ServerPage, error)
+}
+
+// SkillSource reads a tenant's skills: the store.
+type SkillSource interface {
 	Skills(ctx context.Context, tenant, serverID uuid.UUID) ([]heartbeat.Skill, error)
 	FindSkills(ctx context.Context, tenant uuid.UUID, f heartbeat.SkillFilter) (heartbeat.SkillPage, error)
+}
+
+// Reader is what the endpoint reads of the registry.
+type Reader struct {
+	ServerSource
+	SkillSource
 }
 
 // Tool names.

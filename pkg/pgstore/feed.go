@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -71,38 +70,25 @@ func scanFeedRow(row rowScanner, extra ...any) (feedRow, error) {
 		timeline int64
 		hz       string
 		txid     *string
-		seq      *int64
-		eventID  *uuid.UUID
-		tenant   *uuid.UUID
-		kind     *string
-		server   *uuid.UUID
-		module   *string
-		from     *string
-		to       *string
-		trace    *string
-		occurred *time.Time
-		body     []byte
+		r        eventRow
 	)
-	dest := append([]any{&timeline, &hz, &txid, &seq, &eventID, &tenant, &kind, &server, &module,
-		&from, &to, &trace, &occurred, &body}, extra...)
+	dest := append(r.appendDest(append(make([]any, 0, 14+len(extra)), &timeline, &hz, &txid)), extra...)
 	if err := row.Scan(dest...); err != nil {
 		return out, err
 	}
 	var err error
-	if out.horizon, err = horizonPosition(timeline, hz); err != nil || seq == nil {
+	if out.horizon, err = horizonPosition(timeline, hz); err != nil || r.seq == nil {
 		return out, err // seq NULL: the horizon alone
 	}
 	x, err := parseXid8(*txid)
 	if err != nil {
 		return out, err
 	}
-	ev := &out.ev
-	ev.Seq, ev.EventID, ev.TenantID, ev.ServerID, ev.ModuleName = *seq, *eventID, *tenant, *server, *module
-	ev.Kind, ev.ToStatus = heartbeat.EventKind(*kind), heartbeat.Status(*to)
-	ev.OccurredAt = *occurred
-	ev.Position = heartbeat.Position{Epoch: out.horizon.Epoch, TxID: x, Seq: *seq}
-	out.ok = true
-	return out, finishEvent(ev, from, trace, body)
+	if out.ev, out.ok, err = r.event(); err != nil || !out.ok {
+		return out, err
+	}
+	out.ev.Position = heartbeat.Position{Epoch: out.horizon.Epoch, TxID: x, Seq: *r.seq}
+	return out, nil
 }
 
 // feedEvents splits rows of feedColumns into the events and the horizon.

@@ -41,30 +41,23 @@ FROM mcp_sweep_guarded($1::timestamptz, $2::bigint * interval '1 microsecond', $
 	var res heartbeat.SweepResult
 	for rows.Next() {
 		var (
-			eventID, tenant, server *uuid.UUID
-			kind, module, from, to  *string
-			trace                   *string
-			occurred                *time.Time
-			body                    []byte
-			blindFrom, blindUntil   *time.Time
-			blindNew                bool
+			r                     eventRow
+			blindFrom, blindUntil *time.Time
+			blindNew              bool
 		)
-		if err := rows.Scan(&eventID, &tenant, &kind, &server, &module, &from, &to, &trace, &occurred, &body,
-			&blindFrom, &blindUntil, &blindNew); err != nil {
+		if err := rows.Scan(append(r.appendDestNoSeq(make([]any, 0, 13)), &blindFrom, &blindUntil, &blindNew)...); err != nil {
 			return heartbeat.SweepResult{}, translate(err)
 		}
 		if blindNew && res.Opened == nil && blindFrom != nil && blindUntil != nil {
 			res.Opened = &heartbeat.BlindWindow{From: blindFrom.UTC(), Until: blindUntil.UTC()}
 		}
-		if eventID == nil {
-			continue
-		}
-		ev := heartbeat.Event{EventID: *eventID, TenantID: *tenant, Kind: heartbeat.EventKind(*kind), ServerID: *server,
-			ModuleName: *module, ToStatus: heartbeat.Status(*to), OccurredAt: *occurred}
-		if err := finishEvent(&ev, from, trace, body); err != nil {
+		ev, ok, err := r.event()
+		if err != nil {
 			return heartbeat.SweepResult{}, err
 		}
-		res.Events = append(res.Events, ev)
+		if ok {
+			res.Events = append(res.Events, ev)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return heartbeat.SweepResult{}, translate(err)

@@ -297,19 +297,13 @@ type heartbeatRow struct {
 	remotes                                 []byte
 	description, title                      *string
 
-	seq                               *int64
-	eventID, evTenant, evServer       *uuid.UUID
-	kind, evModule, from, to, evTrace *string
-	occurred                          *time.Time
-	body                              []byte
+	ev eventRow
 }
 
 func (r *heartbeatRow) dest() []any {
-	return []any{&r.prevID, &r.prevStatus,
+	return r.ev.appendDest(append(make([]any, 0, 24), &r.prevID, &r.prevStatus,
 		&r.serverID, &r.tenantID, &r.module, &r.version, &r.protocols, &r.caps, &r.status,
-		&r.lastHeartbeat, &r.registered, &r.deregistered, &r.traceID, &r.remotes, &r.description, &r.title,
-		&r.seq, &r.eventID, &r.evTenant, &r.kind, &r.evServer, &r.evModule, &r.from, &r.to, &r.evTrace,
-		&r.occurred, &r.body}
+		&r.lastHeartbeat, &r.registered, &r.deregistered, &r.traceID, &r.remotes, &r.description, &r.title))
 }
 
 func (r *heartbeatRow) server() (heartbeat.Server, error) {
@@ -334,20 +328,8 @@ func (r *heartbeatRow) server() (heartbeat.Server, error) {
 }
 
 func (r *heartbeatRow) event() (*heartbeat.Event, error) {
-	if r.eventID == nil {
-		return nil, nil
-	}
-	ev := heartbeat.Event{
-		Seq:        *r.seq,
-		EventID:    *r.eventID,
-		TenantID:   *r.evTenant,
-		Kind:       heartbeat.EventKind(*r.kind),
-		ServerID:   *r.evServer,
-		ModuleName: *r.evModule,
-		ToStatus:   heartbeat.Status(*r.to),
-		OccurredAt: *r.occurred,
-	}
-	if err := finishEvent(&ev, r.from, r.evTrace, r.body); err != nil {
+	ev, ok, err := r.ev.event()
+	if err != nil || !ok {
 		return nil, err
 	}
 	return &ev, nil

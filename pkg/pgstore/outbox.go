@@ -115,20 +115,14 @@ func readClaim(br pgx.BatchResults, claim *alertClaim) (leased bool, err error) 
 	defer rows.Close()
 	for rows.Next() {
 		var (
-			ev    heartbeat.Event
-			txid  string
-			kind  string
-			from  *string
-			to    string
-			trace *string
-			body  []byte
+			txid string
+			r    eventRow
 		)
-		if err := rows.Scan(&txid, &ev.Seq, &ev.EventID, &ev.TenantID, &kind, &ev.ServerID, &ev.ModuleName,
-			&from, &to, &trace, &ev.OccurredAt, &body); err != nil {
+		if err := rows.Scan(r.appendDest(append(make([]any, 0, 12), &txid))...); err != nil {
 			return leased, err
 		}
-		ev.Kind, ev.ToStatus = heartbeat.EventKind(kind), heartbeat.Status(to)
-		if err := finishEvent(&ev, from, trace, body); err != nil {
+		ev, _, err := r.event()
+		if err != nil {
 			return leased, err
 		}
 		claim.events = append(claim.events, ev)

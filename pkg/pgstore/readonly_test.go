@@ -13,6 +13,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/pgstore"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 // On a database that answers but cannot write (a standby, or here
@@ -104,19 +105,15 @@ func TestPingWhenCommitsWait(t *testing.T) {
 	t.Cleanup(waiting.Close)
 	// The server applies the reload in the background: within a few
 	// seconds commits start waiting.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.Until(t, "Ping unavailable while commits wait for a standby that is gone", 10*time.Second, func() bool {
 		pctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		err := waiting.Ping(pctx)
 		cancel()
-		if errors.Is(err, heartbeat.ErrUnavailable) {
-			break
-		}
-		if err != nil || time.Now().After(deadline) {
+		if err != nil && !errors.Is(err, heartbeat.ErrUnavailable) {
 			t.Fatalf("Ping while commits wait for a standby that is gone: %v; want heartbeat.ErrUnavailable", err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err != nil
+	})
 	if _, err := waiting.Servers(ctx, uuid.New(), heartbeat.ServerFilter{Limit: 10}); err != nil {
 		t.Fatalf("a read while commits wait: %v", err)
 	}
@@ -126,11 +123,7 @@ func TestPingWhenCommitsWait(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline = time.Now().Add(10 * time.Second)
-	for waiting.Ping(ctx) != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("Ping still failing after the standby requirement was lifted")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Poll(t, "Ping after the standby requirement was lifted", 10*time.Second, func() error {
+		return waiting.Ping(ctx)
+	})
 }

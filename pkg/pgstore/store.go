@@ -384,42 +384,69 @@ const eventColumns = `seq, event_id, tenant_id, kind, server_id, module_name, fr
 	trace_id, occurred_at, body`
 
 func scanEvent(row rowScanner) (heartbeat.Event, error) {
-	var (
-		ev      heartbeat.Event
-		kind    string
-		from    *string
-		to      string
-		traceID *string
-		body    []byte
-	)
-	if err := row.Scan(&ev.Seq, &ev.EventID, &ev.TenantID, &kind, &ev.ServerID, &ev.ModuleName, &from, &to,
-		&traceID, &ev.OccurredAt, &body); err != nil {
+	var r eventRow
+	if err := row.Scan(r.appendDest(make([]any, 0, 11))...); err != nil {
 		return heartbeat.Event{}, err
 	}
-	ev.Kind = heartbeat.EventKind(kind)
-	ev.ToStatus = heartbeat.Status(to)
-	err := finishEvent(&ev, from, traceID, body)
+	ev, _, err := r.event()
 	return ev, err
 }
 
-// finishEvent fills in what every read of an audit row decodes the same
-// way: the nullable from status and trace id, UTC time, and the body.
-func finishEvent(ev *heartbeat.Event, from, traceID *string, body []byte) error {
-	if from != nil {
-		st := heartbeat.Status(*from)
+// eventRow is where every read scans an audit row, whatever else the row
+// holds: the columns of eventColumns, each nullable, since some functions
+// return rows that carry no event (a feed's horizon, a sweep's window).
+type eventRow struct {
+	seq                           *int64
+	eventID, tenant, server       *uuid.UUID
+	kind, module, from, to, trace *string
+	occurred                      *time.Time
+	body                          []byte
+}
+
+// appendDest appends the destinations of eventColumns to d, in order.
+func (r *eventRow) appendDest(d []any) []any {
+	return r.appendDestNoSeq(append(d, &r.seq))
+}
+
+// appendDestNoSeq appends the destinations of eventColumns but seq, for
+// the functions that do not return it.
+func (r *eventRow) appendDestNoSeq(d []any) []any {
+	return append(d, &r.eventID, &r.tenant, &r.kind, &r.server, &r.module, &r.from, &r.to, &r.trace,
+		&r.occurred, &r.body)
+}
+
+// event decodes the row's event, the same way for every read: UTC time,
+// nil from status for none, the body with its lists never nil. ok is
+// false, with no error, when the row carries no event (event_id NULL).
+func (r *eventRow) event() (ev heartbeat.Event, ok bool, err error) {
+	if r.eventID == nil {
+		return heartbeat.Event{}, false, nil
+	}
+	if r.tenant == nil || r.kind == nil || r.server == nil || r.module == nil || r.to == nil || r.occurred == nil {
+		return heartbeat.Event{}, false, fmt.Errorf("audit row %s: a required column is null", *r.eventID)
+	}
+	ev = heartbeat.Event{EventID: *r.eventID, TenantID: *r.tenant, Kind: heartbeat.EventKind(*r.kind),
+		ServerID: *r.server, ModuleName: *r.module, ToStatus: heartbeat.Status(*r.to), OccurredAt: r.occurred.UTC()}
+	if r.seq != nil {
+		ev.Seq = *r.seq
+	}
+	if r.from != nil {
+		st := heartbeat.Status(*r.from)
 		ev.FromStatus = &st
 	}
-	if traceID != nil {
-		ev.TraceID = strings.TrimSpace(*traceID)
+	if r.trace != nil {
+		ev.TraceID = strings.TrimSpace(*r.trace)
 	}
-	ev.OccurredAt = ev.OccurredAt.UTC()
-	if err := json.Unmarshal(body, &ev.Body); err != nil {
-		return fmt.Errorf("decode event body: %w", err)
+	if err := json.Unmarshal(r.body, &ev.Body); err != nil {
+		return heartbeat.Event{}, false, fmt.Errorf("decode event body: %w", err)
 	}
 	if ev.Body.SkillsAffected == nil {
 		ev.Body.SkillsAffected = []string{}
 	}
-	return nil
+	if ev.Body.SupportedProtocols == nil {
+		ev.Body.SupportedProtocols = []string{} // a body that names none
+	}
+	return ev, true, nil
 }
 
 // Ping reports whether the database answers, its schema is the one this

@@ -16,6 +16,7 @@ import (
 	"github.com/cyberos/mcpd/migrations"
 	"github.com/cyberos/mcpd/pkg/schema"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
@@ -291,26 +292,19 @@ func TestUpWhileAnotherDatabaseCreatesTheRole(t *testing.T) {
 	go func() { done <- schema.Up(ctx, db.AdminURL) }()
 
 	// Wait (bounded) until Up blocks on the uncommitted role.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testwait.Until(t, "Up waiting for the other session's role", 20*time.Second, func() bool {
 		var waiting bool
 		if err := other.Admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
 			WHERE datname = $1 AND wait_event_type = 'Lock' AND wait_event = 'transactionid')`, db.Name).Scan(&waiting); err != nil {
 			t.Fatal(err)
-		}
-		if waiting {
-			break
 		}
 		select {
 		case err := <-done:
 			t.Fatalf("Up returned %v before the role was committed", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("Up never waited for the other session's role")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return waiting
+	})
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}

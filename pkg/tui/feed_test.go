@@ -14,6 +14,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/testing/testlog"
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 func TestListThenWatchFromItsCursor(t *testing.T) {
@@ -208,13 +209,12 @@ func TestRunFollowsTheFeed(t *testing.T) {
 		t.Fatal("Run never watched")
 	}
 	// The stream said it is up: the header shows it.
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(out.String(), "live") {
-		if time.Now().After(deadline) {
-			t.Fatalf("never shown live:\n%q", out.String())
+	testwait.Poll(t, "shown live", 5*time.Second, func() error {
+		if s := out.String(); !strings.Contains(s, "live") {
+			return fmt.Errorf("the screen: %q", s)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	cancel()
 	select {
 	case err := <-done:

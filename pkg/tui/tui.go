@@ -413,10 +413,18 @@ func (m *Model) apply(ev *heartbeat.Event) tea.Cmd {
 	e.touch++
 	e.Status = ev.ToStatus
 	e.changedAt = ev.OccurredAt
-	switch ev.Kind {
-	case heartbeat.KindRegistered:
-		// A registration is a heartbeat, and may bring a new version.
+	// What the kind means, from heartbeat.Kinds: a registration or a
+	// recovery is a heartbeat; a registration may bring a new version.
+	spec := ev.Kind.Spec()
+	if spec.Heartbeat {
 		e.LastHeartbeatAt = ev.OccurredAt
+	}
+	switch {
+	case spec.To == heartbeat.StatusDeregistered:
+		at := ev.OccurredAt
+		e.DeregisteredAt = &at
+	case spec.Allows(heartbeat.StatusDeregistered, ev.ToStatus):
+		// A kind that brings a server back describes it anew.
 		e.DeregisteredAt = nil
 		if ev.Body.Version != "" {
 			e.Version = ev.Body.Version
@@ -424,12 +432,6 @@ func (m *Model) apply(ev *heartbeat.Event) tea.Cmd {
 		if len(ev.Body.SupportedProtocols) > 0 {
 			e.SupportedProtocols = ev.Body.SupportedProtocols
 		}
-	case heartbeat.KindRecovered:
-		// Only a heartbeat recovers a server.
-		e.LastHeartbeatAt = ev.OccurredAt
-	case heartbeat.KindDeregistered:
-		at := ev.OccurredAt
-		e.DeregisteredAt = &at
 	}
 	return cmd
 }

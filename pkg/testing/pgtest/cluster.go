@@ -50,6 +50,11 @@ type Cluster struct {
 
 	tmplOnce sync.Once
 	tmplErr  error
+
+	rbOnce  sync.Once // the rollback database of Tx
+	rbErr   error
+	rbName  string
+	rbPools [2]*pgxpool.Pool // superuser, app role
 }
 
 // startTimeout bounds initdb and pg_ctl start and stop.
@@ -332,7 +337,7 @@ func externalCluster(conn string) (*Cluster, error) {
 func (c *Cluster) Destroy() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var errs []error
+	errs := []error{c.closeRollbackDB()}
 	if c.external {
 		errs = append(errs, c.dropExternal())
 	}

@@ -10,7 +10,9 @@
 //
 // Each database comes with two pools: Admin, the superuser that owns it, and
 // App, a login role that holds only cyberos_app, as mcpd's own role does in
-// production. Tests that stop and start the server get a private Cluster;
+// production. A case that needs no commit and one connection runs instead in
+// a transaction that is rolled back (AppTx, AdminTx), on one database that
+// all such cases share. Tests that stop and start the server get a private Cluster;
 // a private cluster can have a streaming standby (StartStandby, Promote,
 // Crash) for failover tests, and any cluster a pgbouncer in transaction
 // mode in front of it (StartPgBouncer) for pooler tests. StartCluster

@@ -20,6 +20,7 @@ import (
 	"github.com/cyberos/mcpd/migrations"
 	"github.com/cyberos/mcpd/pkg/schema"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
@@ -265,21 +266,17 @@ func TestPanicStopsSharedCluster(t *testing.T) {
 	}
 	// The watchdog stops the server and removes the directory after the
 	// process is gone; give it a bounded while.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testwait.Poll(t, "the watchdog's cleanup after the helper panicked", 30*time.Second, func() error {
 		_, statErr := os.Stat(dir)
 		conn, dialErr := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), time.Second)
 		if dialErr == nil {
 			_ = conn.Close()
 		}
 		if errors.Is(statErr, os.ErrNotExist) && dialErr != nil {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the helper panicked: data dir %s stat err %v, port %d dial err %v", dir, statErr, port, dialErr)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("data dir %s stat err %v, port %d dial err %v", dir, statErr, port, dialErr)
+	})
 }
 
 func TestExternalServer(t *testing.T) {

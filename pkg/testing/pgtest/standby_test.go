@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 // A synchronous standby has every acknowledged commit of its primary, is
@@ -41,15 +42,8 @@ func TestStandbyFailover(t *testing.T) {
 	if err := onStandby.QueryRow(ctx, `SELECT count(*) FROM acked`).Scan(&n); err != nil || n != 100 {
 		t.Fatalf("after promotion: %d acknowledged rows, %v; want 100", n, err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.Poll(t, "a write on the promoted standby", 10*time.Second, func() error {
 		_, err := onStandby.Exec(ctx, `INSERT INTO acked VALUES (101)`)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("write on the promoted standby: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err
+	})
 }

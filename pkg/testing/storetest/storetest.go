@@ -217,6 +217,9 @@ func (e *env) skills(id uuid.UUID) []heartbeat.Skill {
 	if err != nil {
 		e.t.Fatalf("skills %s: %v", id, err)
 	}
+	if skills == nil {
+		e.t.Fatalf("skills %s: nil, want a list", id)
+	}
 	return skills
 }
 
@@ -261,6 +264,9 @@ func (e *env) allEvents(tenant uuid.UUID, f heartbeat.EventFilter) []heartbeat.E
 		page, err := e.store.Events(e.ctx, tenant, f)
 		if err != nil {
 			e.t.Fatalf("events %+v: %v", f, err)
+		}
+		if page.Events == nil {
+			e.t.Fatalf("events %+v: nil, want a list", f)
 		}
 		if f.Limit > 0 && len(page.Events) > f.Limit {
 			e.t.Fatalf("events: %d on a page of limit %d", len(page.Events), f.Limit)
@@ -352,6 +358,9 @@ func (e *env) checkServer(srv heartbeat.Server, w srvWant) {
 	if !heartbeat.ValidTraceID(srv.TraceID) {
 		e.t.Fatalf("server %q: trace_id %q is not 32 lowercase hex digits", srv.ModuleName, srv.TraceID)
 	}
+	if srv.SupportedProtocols == nil {
+		e.t.Fatalf("server %q: supported_protocols nil, want a list (the store is where lists stop being nil)", srv.ModuleName)
+	}
 }
 
 func (e *env) sameTime(what string, got, want time.Time) {
@@ -401,6 +410,10 @@ func checkEvent(ev heartbeat.Event, tenant uuid.UUID, w evWant) error {
 		return errors.New("nil event_id")
 	case ev.Kind != w.kind:
 		return fmt.Errorf("kind %s, want %s", ev.Kind, w.kind)
+	case ev.Body.SkillsAffected == nil || ev.Body.SupportedProtocols == nil:
+		return errors.New("body skills_affected or supported_protocols nil, want a list")
+	case !ev.Kind.Spec().Allows(heartbeat.Status(from), ev.ToStatus):
+		return fmt.Errorf("kind %s from %q to %s: a transition heartbeat.Kinds does not allow", ev.Kind, from, ev.ToStatus)
 	case ev.TenantID != tenant:
 		return fmt.Errorf("tenant %s, want %s", ev.TenantID, tenant)
 	case ev.ServerID != w.srv.ServerID || ev.Body.ServerID != w.srv.ServerID:
