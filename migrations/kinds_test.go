@@ -4,12 +4,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 )
 
 // TestEventKindsMatchTable: the schema knows exactly the kinds of
-// heartbeat.Kinds, and its alert outbox takes exactly the events the table
+// registry.Kinds, and its alert outbox takes exactly the events the table
 // puts in it, so that a kind added to one and not the other fails here.
 func TestEventKindsMatchTable(t *testing.T) {
 	t.Parallel()
@@ -32,31 +32,31 @@ func TestEventKindsMatchTable(t *testing.T) {
 		return ok != nil && *ok
 	}
 	checkExpr := strings.TrimPrefix(check, "CHECK ")
-	for _, k := range heartbeat.EventKinds {
+	for _, k := range registry.EventKinds {
 		if !holds(checkExpr, string(k), nil) {
-			t.Errorf("the schema refuses kind %s of heartbeat.Kinds: %s", k, check)
+			t.Errorf("the schema refuses kind %s of registry.Kinds: %s", k, check)
 		}
 	}
 	if holds(checkExpr, "mcp.server.unknown", nil) {
-		t.Errorf("the schema takes a kind not in heartbeat.Kinds: %s", check)
+		t.Errorf("the schema takes a kind not in registry.Kinds: %s", check)
 	}
 
 	// The alert outbox (its index, which its functions follow) takes an
-	// event exactly when heartbeat.IsAlertEvent does.
+	// event exactly when registry.IsAlertEvent does.
 	var pred string
 	if err := tx.QueryRow(ctx, `SELECT pg_get_expr(i.indpred, i.indrelid) FROM pg_index i
 		WHERE i.indexrelid = 'mcp_audit_events_alert_idx'::regclass`).Scan(&pred); err != nil {
 		t.Fatalf("alert index: %v", err)
 	}
-	froms := append([]heartbeat.Status{heartbeat.NoStatus}, heartbeat.Statuses...)
-	for _, k := range heartbeat.EventKinds {
+	froms := append([]registry.Status{registry.NoStatus}, registry.Statuses...)
+	for _, k := range registry.EventKinds {
 		for _, from := range froms {
-			var fromArg, fromPtr = any(nil), (*heartbeat.Status)(nil)
-			if from != heartbeat.NoStatus {
+			var fromArg, fromPtr = any(nil), (*registry.Status)(nil)
+			if from != registry.NoStatus {
 				fromArg, fromPtr = string(from), &from
 			}
-			if got, want := holds(pred, string(k), fromArg), heartbeat.IsAlertEvent(k, fromPtr); got != want {
-				t.Errorf("kind %s from %q: in the schema's alert outbox %t, in heartbeat.Kinds' %t (%s)",
+			if got, want := holds(pred, string(k), fromArg), registry.IsAlertEvent(k, fromPtr); got != want {
+				t.Errorf("kind %s from %q: in the schema's alert outbox %t, in registry.Kinds' %t (%s)",
 					k, from, got, want, pred)
 			}
 		}

@@ -16,8 +16,9 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/auth"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
@@ -70,7 +71,7 @@ func TestExitCodes(t *testing.T) {
 func TestInterruptStopsSimulation(t *testing.T) {
 	t.Parallel()
 	store := memstore.New(nil)
-	reg := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{Store: store, HeartbeatInterval: 10})
+	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: store, HeartbeatInterval: 10})
 	secret := []byte(strings.Repeat("k", 8) + uuid.NewString())
 	verifier, err := auth.NewVerifier(auth.VerifierOptions{HMACSecret: secret})
 	if err != nil {
@@ -95,7 +96,7 @@ func TestInterruptStopsSimulation(t *testing.T) {
 	defer cancel()
 	if !testwait.Wait(20*time.Second, func() bool {
 		page, err := store.CountByStatus(ctx)
-		return err == nil && page[heartbeat.StatusHealthy] == 2
+		return err == nil && page[registry.StatusHealthy] == 2
 	}) {
 		_ = cmd.Process.Kill()
 		t.Fatal("the simulation did not register its servers")

@@ -22,7 +22,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/client"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/testing/testlog"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
@@ -166,24 +166,24 @@ func TestLifecycleOverHTTP(t *testing.T) {
 	srv, created, err := c.Register(ctx, api.RegisterRequest{
 		ModuleName: "calendar", Version: "1.3.2", SupportedProtocols: []string{"2025-06-18"},
 		CapabilityAdvertisement: json.RawMessage(`{"tools":{"listChanged":true}}`),
-		Skills:                  []heartbeat.SkillInfo{{Name: "search", Description: "find events"}, {Name: "book"}},
+		Skills:                  []registry.SkillInfo{{Name: "search", Description: "find events"}, {Name: "book"}},
 	}, tp)
 	if err != nil || !created {
 		t.Fatalf("register: created %v err %v", created, err)
 	}
-	if srv.TraceID != "4bf92f3577b34da6a3ce929d0e0e4736" || srv.HeartbeatIntervalSecs != 0.2 || srv.Status != heartbeat.StatusHealthy {
+	if srv.TraceID != "4bf92f3577b34da6a3ce929d0e0e4736" || srv.HeartbeatIntervalSecs != 0.2 || srv.Status != registry.StatusHealthy {
 		t.Fatalf("registered %+v", srv)
 	}
 	again, created, err := c.Register(ctx, api.RegisterRequest{ModuleName: "calendar", Version: "1.3.3",
-		SupportedProtocols: []string{"2025-06-18"}, Skills: []heartbeat.SkillInfo{{Name: "search"}, {Name: "book"}}}, tp)
+		SupportedProtocols: []string{"2025-06-18"}, Skills: []registry.SkillInfo{{Name: "search"}, {Name: "book"}}}, tp)
 	if err != nil || created || again.ServerID != srv.ServerID || again.Version != "1.3.3" {
 		t.Fatalf("re-register: %+v created %v err %v", again, created, err)
 	}
-	if hb, err := c.Heartbeat(ctx, srv.ServerID); err != nil || hb.Status != heartbeat.StatusHealthy {
+	if hb, err := c.Heartbeat(ctx, srv.ServerID); err != nil || hb.Status != registry.StatusHealthy {
 		t.Fatalf("heartbeat: %+v %v", hb, err)
 	}
 
-	status := func() heartbeat.Status {
+	status := func() registry.Status {
 		s, err := c.Server(ctx, srv.ServerID)
 		if err != nil {
 			t.Fatal(err)
@@ -191,20 +191,20 @@ func TestLifecycleOverHTTP(t *testing.T) {
 		return s.Status
 	}
 	// Silence: degraded at 2I, unhealthy at 3I.
-	testwait.Eventually(t, "away from healthy", func() bool { return status() != heartbeat.StatusHealthy })
-	testwait.Eventually(t, "unhealthy", func() bool { return status() == heartbeat.StatusUnhealthy })
+	testwait.Eventually(t, "away from healthy", func() bool { return status() != registry.StatusHealthy })
+	testwait.Eventually(t, "unhealthy", func() bool { return status() == registry.StatusUnhealthy })
 	skills, err := c.Skills(ctx, srv.ServerID)
 	if err != nil || len(skills) != 2 {
 		t.Fatalf("skills: %+v %v", skills, err)
 	}
 	for _, s := range skills {
-		if s.Available || s.UnavailableReason == nil || *s.UnavailableReason != heartbeat.ReasonServerUnhealthy {
+		if s.Available || s.UnavailableReason == nil || *s.UnavailableReason != registry.ReasonServerUnhealthy {
 			t.Fatalf("skill %s while unhealthy: %+v", s.Name, s)
 		}
 	}
 
 	// A heartbeat brings it back, skills too.
-	if hb, err := c.Heartbeat(ctx, srv.ServerID); err != nil || hb.Status != heartbeat.StatusHealthy {
+	if hb, err := c.Heartbeat(ctx, srv.ServerID); err != nil || hb.Status != registry.StatusHealthy {
 		t.Fatalf("heartbeat from unhealthy: %+v %v", hb, err)
 	}
 	skills, err = c.Skills(ctx, srv.ServerID)
@@ -218,7 +218,7 @@ func TestLifecycleOverHTTP(t *testing.T) {
 	}
 
 	dereg, err := c.Deregister(ctx, srv.ServerID)
-	if err != nil || dereg.Status != heartbeat.StatusDeregistered || dereg.DeregisteredAt == nil {
+	if err != nil || dereg.Status != registry.StatusDeregistered || dereg.DeregisteredAt == nil {
 		t.Fatalf("deregister: %+v %v", dereg, err)
 	}
 	var prob *api.Problem
@@ -379,7 +379,7 @@ func TestDatabaseRestartSurvived(t *testing.T) {
 	testwait.Eventually(t, "ready again", func() bool { return c.Readyz(ctx) == nil })
 	testwait.Eventually(t, "heartbeat again", func() bool {
 		hb, err := c.Heartbeat(ctx, srv.ServerID)
-		return err == nil && hb.Status == heartbeat.StatusHealthy
+		return err == nil && hb.Status == registry.StatusHealthy
 	})
 	if _, _, err := c.Register(ctx, api.RegisterRequest{ModuleName: "mail", Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}, ""); err != nil {
 		t.Fatalf("register after restart: %v", err)

@@ -18,7 +18,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/alert"
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/client"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
@@ -284,17 +284,17 @@ func TestFailover(t *testing.T) {
 	degraded, unhealthy := 0, 0
 	for _, id := range ids {
 		for _, e := range st.events[id] {
-			if e.seq > baseline && e.kind == heartbeat.KindDegraded {
+			if e.seq > baseline && e.kind == registry.KindDegraded {
 				degraded++
 			}
-			if e.seq > baseline && e.kind == heartbeat.KindUnhealthy {
+			if e.seq > baseline && e.kind == registry.KindUnhealthy {
 				unhealthy++
 			}
 		}
 	}
-	if st.count(silentBefore, heartbeat.KindUnhealthy) != 1 || st.count(silentAfter, heartbeat.KindUnhealthy) != 1 {
+	if st.count(silentBefore, registry.KindUnhealthy) != 1 || st.count(silentAfter, registry.KindUnhealthy) != 1 {
 		t.Fatalf("silent servers' unhealthy events: %d before, %d after; want one each",
-			st.count(silentBefore, heartbeat.KindUnhealthy), st.count(silentAfter, heartbeat.KindUnhealthy))
+			st.count(silentBefore, registry.KindUnhealthy), st.count(silentAfter, registry.KindUnhealthy))
 	}
 	metrics := get(t, "http://"+p.addr+"/metrics")
 	t.Logf("FIGURE failover: primary crashed, standby promoted %s later; ready %s, every server heartbeated %s, "+

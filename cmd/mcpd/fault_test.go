@@ -16,7 +16,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/client"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
@@ -67,7 +67,7 @@ func (b *beater) run(id uuid.UUID) {
 		b.mu.Lock()
 		b.outcomes[phase][statusOf(err)]++
 		switch {
-		case err == nil && srv.Status == heartbeat.StatusHealthy:
+		case err == nil && srv.Status == registry.StatusHealthy:
 			b.lastOK[id] = time.Now()
 		case err == nil:
 			b.bad = append(b.bad, fmt.Sprintf("heartbeat answered with status %s", srv.Status))
@@ -128,7 +128,7 @@ func registerN(t *testing.T, clients []*client.Client, prefix string, n, skills 
 		req := api.RegisterRequest{ModuleName: fmt.Sprintf("%s-%03d", prefix, i), Version: "1.0.0",
 			SupportedProtocols: []string{"2025-06-18"}}
 		for k := range skills {
-			req.Skills = append(req.Skills, heartbeat.SkillInfo{Name: fmt.Sprintf("skill-%d", k)})
+			req.Skills = append(req.Skills, registry.SkillInfo{Name: fmt.Sprintf("skill-%d", k)})
 		}
 		srv, _, err := clients[i%len(clients)].Register(context.Background(), req, "")
 		if err != nil {
@@ -249,8 +249,8 @@ func databaseOutage(t *testing.T, protected bool, args ...string) {
 	for _, id := range ids {
 		var deg, unh bool
 		for _, e := range st.events[id] {
-			deg = deg || e.seq > baseline && e.kind == heartbeat.KindDegraded
-			unh = unh || e.seq > baseline && e.kind == heartbeat.KindUnhealthy
+			deg = deg || e.seq > baseline && e.kind == registry.KindDegraded
+			unh = unh || e.seq > baseline && e.kind == registry.KindUnhealthy
 		}
 		if deg {
 			degraded++
@@ -326,7 +326,7 @@ func TestSIGKILLUnderLoad(t *testing.T) {
 				req := api.RegisterRequest{ModuleName: fmt.Sprintf("kill-%d-%03d", w, i), Version: "1.0.0",
 					SupportedProtocols: []string{"2025-06-18"}}
 				for k := range skillsPer {
-					req.Skills = append(req.Skills, heartbeat.SkillInfo{Name: fmt.Sprintf("skill-%d", k), Description: "d"})
+					req.Skills = append(req.Skills, registry.SkillInfo{Name: fmt.Sprintf("skill-%d", k), Description: "d"})
 				}
 				srv, _, err := ca.Register(ctx, req, "")
 				if err != nil {
@@ -381,17 +381,17 @@ func TestSIGKILLUnderLoad(t *testing.T) {
 		if _, ok := st.servers[id]; !ok {
 			t.Fatalf("acknowledged registration of %s (%s) lost", module, id)
 		}
-		if n := st.count(id, heartbeat.KindRegistered); n != 1 {
+		if n := st.count(id, registry.KindRegistered); n != 1 {
 			t.Fatalf("%s has %d registration events", module, n)
 		}
 	}
-	if srv, err := cb.Server(ctx, canary); err != nil || srv.Status == heartbeat.StatusUnhealthy {
+	if srv, err := cb.Server(ctx, canary); err != nil || srv.Status == registry.StatusUnhealthy {
 		t.Fatalf("canary right after the restart: %+v %v", srv, err)
 	}
 	rows := len(st.servers) - 1 // the canary
 	testwait.Until(t, "the canary unhealthy under the second process", pollCap, func() bool {
 		srv, err := cb.Server(ctx, canary)
-		return err == nil && srv.Status == heartbeat.StatusUnhealthy
+		return err == nil && srv.Status == registry.StatusUnhealthy
 	})
 	toUnhealthy := time.Since(restart)
 	testwait.Until(t, "every silent server unhealthy", pollCap, func() bool {
@@ -402,7 +402,7 @@ func TestSIGKILLUnderLoad(t *testing.T) {
 	st = readState(t, db.Admin)
 	assertConsistent(t, st, func(string) int { return skillsPer })
 	evs := st.events[canary]
-	if last := evs[len(evs)-1]; last.kind != heartbeat.KindUnhealthy || !last.occurred.After(killedAt) {
+	if last := evs[len(evs)-1]; last.kind != registry.KindUnhealthy || !last.occurred.After(killedAt) {
 		t.Fatalf("canary's last event %s at %s, the kill at %s", last.kind, last.occurred, killedAt)
 	}
 	assertNoPanic(t, "the killed mcpd", a.stderr.String())
@@ -483,7 +483,7 @@ func TestReplicaKilledMidSweep(t *testing.T) {
 	st := readState(t, db.Admin)
 	assertConsistent(t, st, func(string) int { return 2 })
 	straight := 0
-	counts := map[heartbeat.EventKind]int{}
+	counts := map[registry.EventKind]int{}
 	for i, id := range ids {
 		var after []auditEvent
 		for _, e := range st.events[id] {
@@ -511,8 +511,8 @@ func TestReplicaKilledMidSweep(t *testing.T) {
 	}
 	t.Logf("FIGURE replicas: 3 replicas, replica 1 SIGKILLed after %d transition(s) of the silence were written; "+
 		"%d servers, the silence wrote degraded %d, unhealthy %d, other 0 (%d went straight to unhealthy); all "+
-		"unhealthy %s after the last heartbeat (3I = %s)", transitions, n, counts[heartbeat.KindDegraded],
-		counts[heartbeat.KindUnhealthy], straight, allUnhealthy.Round(time.Millisecond), 3*e2eInterval)
+		"unhealthy %s after the last heartbeat (3I = %s)", transitions, n, counts[registry.KindDegraded],
+		counts[registry.KindUnhealthy], straight, allUnhealthy.Round(time.Millisecond), 3*e2eInterval)
 }
 
 // timedCall is one call made while the database is slow.

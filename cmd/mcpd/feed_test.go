@@ -16,7 +16,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/client"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
@@ -160,7 +160,7 @@ func TestWatchExactlyOnceAcrossReplicas(t *testing.T) {
 			for i := range each {
 				srv, _, err := c.Register(ctx, api.RegisterRequest{
 					ModuleName: fmt.Sprintf("w%02d-m%02d", w, i), Version: "1.0.0",
-					SupportedProtocols: []string{"2025-06-18"}, Skills: []heartbeat.SkillInfo{{Name: "s"}},
+					SupportedProtocols: []string{"2025-06-18"}, Skills: []registry.SkillInfo{{Name: "s"}},
 				}, "")
 				if err != nil {
 					errs <- err
@@ -299,7 +299,7 @@ func TestWatchCursorsAndSIGTERM(t *testing.T) {
 	}
 	select {
 	case m := <-got:
-		if m.Event.ModuleName != "bravo" || m.Event.Kind != heartbeat.KindRegistered {
+		if m.Event.ModuleName != "bravo" || m.Event.Kind != registry.KindRegistered {
 			t.Fatalf("first message: %+v", m)
 		}
 	case <-time.After(pollCap):

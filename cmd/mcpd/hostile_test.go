@@ -21,7 +21,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/auth"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
@@ -173,7 +173,7 @@ func TestHostileInput(t *testing.T) {
 		deep := strings.Repeat(`{"a":`, 5000) + "1" + strings.Repeat("}", 5000)
 		big := strings.Repeat("x", api.MaxBodyBytes-200)
 		var skills []string
-		for i := range heartbeat.MaxSkills {
+		for i := range registry.MaxSkills {
 			skills = append(skills, fmt.Sprintf(`{"name":"%s-%03d"}`, strings.Repeat("s", 120), i))
 		}
 		for _, c := range []struct {
@@ -182,7 +182,7 @@ func TestHostileInput(t *testing.T) {
 		}{
 			{"deep", `,"capability_advertisement":` + deep, 0},
 			{"big", `,"capability_advertisement":{"x":"` + big + `"}`, 0},
-			{"many-skills", `,"skills":[` + strings.Join(skills, ",") + `]`, heartbeat.MaxSkills},
+			{"many-skills", `,"skills":[` + strings.Join(skills, ",") + `]`, registry.MaxSkills},
 			{"unicode", `,"skills":[{"name":"日本語 ✓ \ud83d\ude00","description":"\u200b\u202e rtl"}]`, 1},
 			{"escapes", `,"capability_advertisement":{"q":"'; DROP TABLE mcp_servers; --","b":"\\\"\\\\","c":"\\u0000"}`, 0},
 		} {
@@ -256,11 +256,11 @@ func TestHostileInput(t *testing.T) {
 			module := fmt.Sprintf("trace-%02d", i)
 			hdr := http.Header{"Traceparent": {tp}}
 			b := h.want(t, http.StatusCreated, "", http.MethodPost, regPath, "", hdr, registerJSON(module, ""))
-			var srv heartbeat.Server
+			var srv registry.Server
 			if err := json.Unmarshal(b, &srv); err != nil {
 				t.Fatal(err)
 			}
-			if !heartbeat.ValidTraceID(srv.TraceID) || strings.Contains(strings.ToLower(tp), srv.TraceID) {
+			if !registry.ValidTraceID(srv.TraceID) || strings.Contains(strings.ToLower(tp), srv.TraceID) {
 				t.Fatalf("traceparent %q gave trace_id %q: want a new random one", truncated([]byte(tp)), srv.TraceID)
 			}
 			valid[module] = 0

@@ -17,7 +17,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/simulate"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 )
@@ -266,13 +266,13 @@ func falseAlarms(st dbState, interval, slack time.Duration, reps []*proc) alarms
 				a.warmup++
 				continue
 			}
-			if e.kind != heartbeat.KindDegraded && e.kind != heartbeat.KindUnhealthy || !e.occurred.Before(s.lastHB) {
+			if e.kind != registry.KindDegraded && e.kind != registry.KindUnhealthy || !e.occurred.Before(s.lastHB) {
 				continue
 			}
 			a.buckets[int(e.occurred.Sub(cutoff)/(10*time.Second))*10]++
-			due := heartbeat.DegradedAfter(interval)
-			if e.kind == heartbeat.KindUnhealthy {
-				due, unh = heartbeat.UnhealthyAfter(interval), true
+			due := registry.DegradedAfter(interval)
+			if e.kind == registry.KindUnhealthy {
+				due, unh = registry.UnhealthyAfter(interval), true
 			} else {
 				deg = true
 			}

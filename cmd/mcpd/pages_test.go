@@ -18,7 +18,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/auth"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 )
 
@@ -46,7 +46,7 @@ func peakRSS(t *testing.T, pid int) int64 {
 // 1,000 servers with 244 KB advertisements each took mcpd from 17 MB to
 // 968 MB resident (3.6 GB for 4 at once), answering in 7-10 s, past the
 // request timeout. Now 4 concurrent first pages with limit=1000 each answer
-// a page bounded by bytes (heartbeat.MaxPageBytes) with a next_cursor,
+// a page bounded by bytes (registry.MaxPageBytes) with a next_cursor,
 // within the request timeout, mcpd's peak resident size stays under
 // 256 MiB, and paging through gives every server once. Short: 200 servers;
 // MCPD_LONG=1: 1,000.
@@ -116,7 +116,7 @@ FROM generate_series(1, $2) m(m)`, tenant, n); err != nil {
 			mu.Lock()
 			defer mu.Unlock()
 			worst = max(worst, took)
-			if list.NextCursor == nil || len(list.Servers) >= n || size > heartbeat.MaxPageBytes+2*256<<10 {
+			if list.NextCursor == nil || len(list.Servers) >= n || size > registry.MaxPageBytes+2*256<<10 {
 				t.Errorf("first page: %d servers, %d bytes, next_cursor %v: want a page bounded by bytes", len(list.Servers), size, list.NextCursor)
 			}
 		}()

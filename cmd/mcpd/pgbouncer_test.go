@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cyberos/mcpd/pkg/client"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
@@ -56,7 +56,7 @@ func TestThroughPgBouncer(t *testing.T) {
 	silent := runs[0].servers[modules-1]
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	watched := make(chan heartbeat.Event, 100)
+	watched := make(chan registry.Event, 100)
 	watchDone := make(chan error, 1)
 	go func() {
 		watchDone <- runs[0].clients[1].Watch(wctx, client.WatchParams{ServerID: silent.String()}, func(m client.WatchEvent) error {
@@ -93,9 +93,9 @@ func TestThroughPgBouncer(t *testing.T) {
 				if s.TenantID != tr.id {
 					t.Fatalf("tenant %d lists %s of tenant %s", i, s.ModuleName, s.TenantID)
 				}
-				want := heartbeat.StatusHealthy
+				want := registry.StatusHealthy
 				if s.ServerID == silent {
-					want = heartbeat.StatusUnhealthy
+					want = registry.StatusUnhealthy
 				}
 				if s.Status != want {
 					t.Fatalf("tenant %d: %s is %s, want %s", i, s.ModuleName, s.Status, want)
@@ -118,7 +118,7 @@ func TestThroughPgBouncer(t *testing.T) {
 		}
 	})
 	// The watch saw the silent server go degraded, then unhealthy.
-	var kinds []heartbeat.EventKind
+	var kinds []registry.EventKind
 	for len(kinds) < 2 {
 		select {
 		case ev := <-watched:
@@ -127,7 +127,7 @@ func TestThroughPgBouncer(t *testing.T) {
 			t.Fatalf("the watch through pgbouncer saw %v, want degraded and unhealthy", kinds)
 		}
 	}
-	if kinds[0] != heartbeat.KindDegraded || kinds[1] != heartbeat.KindUnhealthy {
+	if kinds[0] != registry.KindDegraded || kinds[1] != registry.KindUnhealthy {
 		t.Fatalf("the watch through pgbouncer saw %v, want degraded then unhealthy", kinds)
 	}
 	stopWatch()
@@ -136,7 +136,7 @@ func TestThroughPgBouncer(t *testing.T) {
 	}
 	st := readState(t, db.Admin)
 	assertConsistent(t, st, nil)
-	if n := st.count(silent, heartbeat.KindUnhealthy); n != 1 {
+	if n := st.count(silent, registry.KindUnhealthy); n != 1 {
 		t.Fatalf("the silent server has %d unhealthy events, want 1", n)
 	}
 	for _, p := range reps {

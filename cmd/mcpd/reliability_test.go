@@ -18,7 +18,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/auth"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // Helpers of the reliability tests (docs/reliability.md): fault injection,
@@ -77,7 +77,7 @@ func statusOf(err error) string {
 type auditEvent struct {
 	seq      int64
 	server   uuid.UUID
-	kind     heartbeat.EventKind
+	kind     registry.EventKind
 	from     *string
 	to       string
 	occurred time.Time
@@ -138,7 +138,7 @@ GROUP BY s.server_id`)
 		if err := rows.Scan(&e.seq, &e.server, &kind, &e.from, &e.to, &e.occurred); err != nil {
 			t.Fatalf("scan event: %v", err)
 		}
-		e.kind = heartbeat.EventKind(kind)
+		e.kind = registry.EventKind(kind)
 		if _, ok := st.servers[e.server]; !ok {
 			st.orphans = append(st.orphans, e)
 			continue
@@ -152,7 +152,7 @@ GROUP BY s.server_id`)
 }
 
 // count returns how many events of kind server has.
-func (st dbState) count(server uuid.UUID, kind heartbeat.EventKind) int {
+func (st dbState) count(server uuid.UUID, kind registry.EventKind) int {
 	n := 0
 	for _, e := range st.events[server] {
 		if e.kind == kind {
@@ -184,7 +184,7 @@ func assertConsistent(t *testing.T, st dbState, skillsOf func(module string) int
 		if len(evs) == 0 {
 			t.Fatalf("server %s (%s) has no audit event", s.module, id)
 		}
-		if evs[0].kind != heartbeat.KindRegistered || evs[0].from != nil {
+		if evs[0].kind != registry.KindRegistered || evs[0].from != nil {
 			t.Fatalf("server %s: trail starts with %s from %v, not a registration", s.module, evs[0].kind, evs[0].from)
 		}
 		for i := 1; i < len(evs); i++ {

@@ -16,8 +16,9 @@ import (
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/client"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/pgstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/testing/testlog"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
@@ -52,10 +53,10 @@ func startSkewedReplica(t *testing.T, databaseURL string, secret []byte, clock c
 	}
 	store := pgstore.New(pool, pgstore.Options{Logger: logger})
 	metrics := api.NewMetrics(api.MetricsOptions{Counter: store, Logger: logger})
-	sink := metrics.Sink(heartbeat.LogSink{Logger: logger})
-	reg := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{Store: store, Sink: sink, Logger: logger,
+	sink := metrics.Sink(registry.LogSink{Logger: logger})
+	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: store, Sink: sink, Logger: logger,
 		HeartbeatInterval: e2eInterval.Seconds()})
-	mon := heartbeat.NewMonitor(heartbeat.MonitorOptions{Store: store, Sink: sink, Logger: logger, Clock: clock,
+	mon := lifecycle.NewMonitor(lifecycle.MonitorOptions{Store: store, Sink: sink, Logger: logger, Clock: clock,
 		HeartbeatInterval: e2eInterval, Period: e2ePeriod, Observe: metrics.ObserveSweep})
 	verifier, err := auth.NewVerifier(auth.VerifierOptions{HMACSecret: secret, Now: clock.Now})
 	if err != nil {
@@ -150,9 +151,9 @@ func TestClockSkewedReplica(t *testing.T) {
 				last := evs[0].occurred // the registration is the last heartbeat
 				for _, e := range evs[1:] {
 					lag := e.occurred.Sub(last)
-					due := heartbeat.DegradedAfter(e2eInterval)
-					if e.kind == heartbeat.KindUnhealthy {
-						due = heartbeat.UnhealthyAfter(e2eInterval)
+					due := registry.DegradedAfter(e2eInterval)
+					if e.kind == registry.KindUnhealthy {
+						due = registry.UnhealthyAfter(e2eInterval)
 					}
 					if lag < due || lag > due+tolerance {
 						t.Fatalf("silent-%03d %s after %s of silence by the database's clock, want %s to %s",
@@ -165,7 +166,7 @@ func TestClockSkewedReplica(t *testing.T) {
 			assertNoPanic(t, "the normal replica", normal.stderr.String())
 			t.Logf("FIGURE clock skew %s: 0 false transitions (alive-000 through both replicas), 0 lost; silent "+
 				"servers (via skewed, via normal) by the database's clock: %v (due 2I = %s, 3I = %s)",
-				offset, lags, heartbeat.DegradedAfter(e2eInterval), heartbeat.UnhealthyAfter(e2eInterval))
+				offset, lags, registry.DegradedAfter(e2eInterval), registry.UnhealthyAfter(e2eInterval))
 		})
 	}
 }

@@ -15,8 +15,8 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/alert"
 	"github.com/cyberos/mcpd/pkg/api"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/pgstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
@@ -73,7 +73,7 @@ func TestSkillOutageAcrossReplicas(t *testing.T) {
 	var alpha uuid.UUID
 	for _, m := range []string{"alpha", "beta"} {
 		srv, _, err := c0.Register(ctx, api.RegisterRequest{ModuleName: m, Version: "1.0.0",
-			SupportedProtocols: []string{"2025-06-18"}, Skills: []heartbeat.SkillInfo{{Name: "search"}}}, "")
+			SupportedProtocols: []string{"2025-06-18"}, Skills: []registry.SkillInfo{{Name: "search"}}}, "")
 		if err != nil {
 			t.Fatal(err)
 		}

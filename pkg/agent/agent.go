@@ -19,8 +19,8 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/apiwire"
 	"github.com/cyberos/mcpd/pkg/client"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/mcpinspect"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // Defaults of Options.
@@ -39,9 +39,9 @@ const (
 
 // Registry is what the agent calls of mcpd; *client.Client is one.
 type Registry interface {
-	Register(ctx context.Context, req apiwire.RegisterRequest, traceparent string) (heartbeat.Server, bool, error)
-	Heartbeat(ctx context.Context, serverID uuid.UUID) (heartbeat.Server, error)
-	Deregister(ctx context.Context, serverID uuid.UUID) (heartbeat.Server, error)
+	Register(ctx context.Context, req apiwire.RegisterRequest, traceparent string) (registry.Server, bool, error)
+	Heartbeat(ctx context.Context, serverID uuid.UUID) (registry.Server, error)
+	Deregister(ctx context.Context, serverID uuid.UUID) (registry.Server, error)
 }
 
 // Options configure an Agent. Module, Target and Registry are required;
@@ -97,7 +97,7 @@ type Options struct {
 	// close together into one re-registration.
 	ChangeDebounce time.Duration
 	// Interval is the heartbeat interval until mcpd says one (its answers'
-	// heartbeat_interval_seconds); zero: heartbeat.DefaultHeartbeatInterval.
+	// heartbeat_interval_seconds); zero: registry.DefaultHeartbeatInterval.
 	Interval time.Duration
 }
 
@@ -118,7 +118,7 @@ type Agent struct {
 	restarts    int       // consecutive failed or short-lived connections
 	reconnectAt time.Time // no connection attempt before this
 
-	server     *heartbeat.Server        // mcpd's last answer about the server
+	server     *registry.Server         // mcpd's last answer about the server
 	registered *apiwire.RegisterRequest // what was registered last
 	interval   time.Duration
 	dirty      bool  // describe the server before the next heartbeat
@@ -141,10 +141,10 @@ type Agent struct {
 
 // New returns an agent, checking the options.
 func New(opts Options) (*Agent, error) {
-	if !heartbeat.ValidModuleName(opts.Module) {
+	if !registry.ValidModuleName(opts.Module) {
 		return nil, fmt.Errorf("agent: module name %q: want 1-63 of [a-z0-9-], starting with a letter", opts.Module)
 	}
-	if opts.Version != "" && !heartbeat.ValidVersion(opts.Version) {
+	if opts.Version != "" && !registry.ValidVersion(opts.Version) {
 		return nil, fmt.Errorf("agent: version %q is not a semantic version", opts.Version)
 	}
 	if err := opts.Target.Validate(); err != nil {
@@ -167,7 +167,7 @@ func New(opts Options) (*Agent, error) {
 	def(&opts.RestartMin, DefaultRestartMin)
 	def(&opts.RestartMax, DefaultRestartMax)
 	def(&opts.ChangeDebounce, DefaultChangeDebounce)
-	def(&opts.Interval, heartbeat.DefaultHeartbeatInterval)
+	def(&opts.Interval, registry.DefaultHeartbeatInterval)
 	if opts.Jitter == 0 {
 		opts.Jitter = DefaultJitter
 	}
@@ -452,7 +452,7 @@ func (a *Agent) register(ctx context.Context, reg mcpinspect.Registration) error
 	return nil
 }
 
-func (a *Agent) callOK(srv heartbeat.Server) {
+func (a *Agent) callOK(srv registry.Server) {
 	if a.callFails > 0 {
 		a.log.Info("mcpd answers again", "failures", a.callFails)
 	}
@@ -538,10 +538,10 @@ func (a *Agent) describe(ctx context.Context) (mcpinspect.Registration, error) {
 	}
 	// Over HTTP, the URL probed is where the server is reached.
 	if !a.opts.Target.Stdio() {
-		if reason := heartbeat.RemoteURLProblem(a.opts.Target.URL); reason != "" {
+		if reason := registry.RemoteURLProblem(a.opts.Target.URL); reason != "" {
 			reg.Warnings = append(reg.Warnings, "the MCP server's URL is not registered as its remote: it "+reason)
 		} else {
-			reg.Request.Remotes = []heartbeat.Remote{{Type: heartbeat.RemoteStreamableHTTP, URL: a.opts.Target.URL}}
+			reg.Request.Remotes = []registry.Remote{{Type: registry.RemoteStreamableHTTP, URL: a.opts.Target.URL}}
 		}
 	}
 	return reg, nil
@@ -573,8 +573,8 @@ func (a *Agent) probeTraceparent() string {
 	if a.server != nil {
 		traceID = a.server.TraceID
 	}
-	if !heartbeat.ValidTraceID(traceID) {
-		traceID = heartbeat.TraceIDFromTraceparent(a.opts.Traceparent)
+	if !registry.ValidTraceID(traceID) {
+		traceID = registry.TraceIDFromTraceparent(a.opts.Traceparent)
 	}
 	if traceID == "" {
 		return ""

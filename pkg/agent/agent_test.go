@@ -18,9 +18,9 @@ import (
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/client"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/mcpinspect"
 	"github.com/cyberos/mcpd/pkg/mcpinspect/mcptest"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
@@ -30,7 +30,7 @@ var testTools = []mcptest.Tool{
 	{Name: "share"},
 }
 
-func skillNames(sk []heartbeat.Skill) []string {
+func skillNames(sk []registry.Skill) []string {
 	var names []string
 	for _, s := range sk {
 		names = append(names, s.Name)
@@ -41,12 +41,12 @@ func skillNames(sk []heartbeat.Skill) []string {
 
 // allSkills checks whether every skill is available (or unavailable for the
 // cascade's reason).
-func allSkills(sk []heartbeat.Skill, available bool) bool {
+func allSkills(sk []registry.Skill, available bool) bool {
 	for _, s := range sk {
 		if s.Available != available {
 			return false
 		}
-		if !available && (s.UnavailableReason == nil || *s.UnavailableReason != heartbeat.ReasonServerUnhealthy) {
+		if !available && (s.UnavailableReason == nil || *s.UnavailableReason != registry.ReasonServerUnhealthy) {
 			return false
 		}
 	}
@@ -92,7 +92,7 @@ func TestAgentLifecycle(t *testing.T) {
 			}
 			ag := start(t, fastOptions(reg, "calendar", c.target))
 
-			srv := reg.waitStatus(t, "calendar", heartbeat.StatusHealthy, 5*time.Second)
+			srv := reg.waitStatus(t, "calendar", registry.StatusHealthy, 5*time.Second)
 			if srv.Version != "1.4.0" || srv.SupportedProtocols[0] != c.protocol || srv.HeartbeatIntervalSecs != testInterval.Seconds() {
 				t.Fatalf("registered %+v", srv)
 			}
@@ -100,9 +100,9 @@ func TestAgentLifecycle(t *testing.T) {
 				t.Fatalf("capabilities %s", srv.CapabilityAdvertisement)
 			}
 			// Over HTTP the URL it probes is the server's remote; over stdio none.
-			wantRemotes := []heartbeat.Remote{}
+			wantRemotes := []registry.Remote{}
 			if transport == "http" {
-				wantRemotes = []heartbeat.Remote{{Type: heartbeat.RemoteStreamableHTTP, URL: c.target.URL}}
+				wantRemotes = []registry.Remote{{Type: registry.RemoteStreamableHTTP, URL: c.target.URL}}
 			}
 			if !slices.Equal(srv.Remotes, wantRemotes) {
 				t.Fatalf("remotes %+v, want %+v", srv.Remotes, wantRemotes)
@@ -116,16 +116,16 @@ func TestAgentLifecycle(t *testing.T) {
 			// TestAgentHeartbeatsOncePerInterval, on a fake clock).
 			before := reg.heartbeats.Load()
 			testwait.Eventually(t, "three more heartbeats", func() bool { return reg.heartbeats.Load()-before >= 3 })
-			if s, _ := reg.server(t, "calendar"); s.Status != heartbeat.StatusHealthy {
+			if s, _ := reg.server(t, "calendar"); s.Status != registry.StatusHealthy {
 				t.Fatalf("status %s while the server answers", s.Status)
 			}
 
 			for _, mode := range []mcptest.PingMode{mcptest.PingFail, mcptest.PingHang} {
 				c.setPing(mode)
-				reg.waitStatus(t, "calendar", heartbeat.StatusUnhealthy, 5*time.Second)
+				reg.waitStatus(t, "calendar", registry.StatusUnhealthy, 5*time.Second)
 				testwait.Until(t, "skills unavailable", 2*time.Second, func() bool { return allSkills(reg.skills(t, srv.ServerID), false) })
 				c.setPing(mcptest.PingOK)
-				back := reg.waitStatus(t, "calendar", heartbeat.StatusHealthy, 5*time.Second)
+				back := reg.waitStatus(t, "calendar", registry.StatusHealthy, 5*time.Second)
 				if back.ServerID != srv.ServerID {
 					t.Fatalf("recovered as %s, want the same server %s", back.ServerID, srv.ServerID)
 				}
@@ -148,7 +148,7 @@ func TestAgentLifecycle(t *testing.T) {
 			if err := ag.stop(t); err != nil {
 				t.Fatalf("Run returned %v after cancel, want nil", err)
 			}
-			if s, _ := reg.server(t, "calendar"); s.Status != heartbeat.StatusDeregistered || s.DeregisteredAt == nil {
+			if s, _ := reg.server(t, "calendar"); s.Status != registry.StatusDeregistered || s.DeregisteredAt == nil {
 				t.Fatalf("after stop: %+v", s)
 			}
 			logs := ag.logs.String()
@@ -166,7 +166,7 @@ func TestAgentRestartsStdioServer(t *testing.T) {
 	reg := setupRegistry(t)
 	c, st := stdioServer(t, mcptest.Config{Name: "files", Version: "1.0.0", Tools: testTools})
 	ag := start(t, fastOptions(reg, "files", c.target))
-	srv := reg.waitStatus(t, "files", heartbeat.StatusHealthy, 5*time.Second)
+	srv := reg.waitStatus(t, "files", registry.StatusHealthy, 5*time.Second)
 
 	// An upgrade: the next start is another version with another tool.
 	st.Update(t, func(cfg *mcptest.Config) {
@@ -178,7 +178,7 @@ func TestAgentRestartsStdioServer(t *testing.T) {
 	testwait.Until(t, "a restart", 5*time.Second, func() bool { return st.Starts() >= 2 && st.PID() != first })
 	testwait.Until(t, "the new version registered", 5*time.Second, func() bool {
 		s, _ := reg.server(t, "files")
-		return s.Version == "1.1.0" && s.Status == heartbeat.StatusHealthy
+		return s.Version == "1.1.0" && s.Status == registry.StatusHealthy
 	})
 	if s, _ := reg.server(t, "files"); s.ServerID != srv.ServerID {
 		t.Fatalf("re-registered as %s, want the same server %s", s.ServerID, srv.ServerID)
@@ -196,10 +196,10 @@ func TestAgentRestartsStdioServer(t *testing.T) {
 	st.Update(t, func(cfg *mcptest.Config) { cfg.ExitAtStart = 3 })
 	starts := st.Starts()
 	st.Kill(t)
-	reg.waitStatus(t, "files", heartbeat.StatusUnhealthy, 5*time.Second)
+	reg.waitStatus(t, "files", registry.StatusUnhealthy, 5*time.Second)
 	testwait.Until(t, "more restarts", 3*time.Second, func() bool { return st.Starts() >= starts+3 })
 	st.Update(t, func(cfg *mcptest.Config) { cfg.ExitAtStart = 0 })
-	reg.waitStatus(t, "files", heartbeat.StatusHealthy, 5*time.Second)
+	reg.waitStatus(t, "files", registry.StatusHealthy, 5*time.Second)
 }
 
 func TestAgentRegistryDownThenUp(t *testing.T) {
@@ -207,17 +207,17 @@ func TestAgentRegistryDownThenUp(t *testing.T) {
 	reg := setupRegistry(t)
 	c := httpServer(t, mcptest.Config{Name: "calendar-server", Version: "1.4.0", Tools: testTools})
 	ag := start(t, fastOptions(reg, "calendar", c.target))
-	srv := reg.waitStatus(t, "calendar", heartbeat.StatusHealthy, 5*time.Second)
+	srv := reg.waitStatus(t, "calendar", registry.StatusHealthy, 5*time.Second)
 
 	for _, mode := range []registryMode{registry503, registryReset} {
 		failed := strings.Count(ag.logs.String(), "heartbeat failed")
 		reg.mode.Store(mode)
-		reg.waitStatus(t, "calendar", heartbeat.StatusUnhealthy, 3*time.Second)
+		reg.waitStatus(t, "calendar", registry.StatusUnhealthy, 3*time.Second)
 		testwait.Until(t, "the backoff at its cap", 3*time.Second, func() bool {
 			return strings.Count(ag.logs.String(), "heartbeat failed") >= failed+4 // 20, 40, 80, 150 ms
 		})
 		reg.mode.Store(registryUp)
-		back := reg.waitStatus(t, "calendar", heartbeat.StatusHealthy, 3*time.Second)
+		back := reg.waitStatus(t, "calendar", registry.StatusHealthy, 3*time.Second)
 		if back.ServerID != srv.ServerID {
 			t.Fatalf("after %s: server %s, want %s", mode, back.ServerID, srv.ServerID)
 		}
@@ -232,14 +232,14 @@ func TestAgentRegistersAgainOn404And409(t *testing.T) {
 	reg := setupRegistry(t)
 	c := httpServer(t, mcptest.Config{Name: "calendar-server", Version: "1.4.0", Tools: testTools})
 	ag := start(t, fastOptions(reg, "calendar", c.target))
-	srv := reg.waitStatus(t, "calendar", heartbeat.StatusHealthy, 5*time.Second)
+	srv := reg.waitStatus(t, "calendar", registry.StatusHealthy, 5*time.Second)
 
 	// Someone deregisters it: the next heartbeat gets 409, the agent
 	// registers the same server again.
 	if _, err := reg.client.Deregister(context.Background(), srv.ServerID); err != nil {
 		t.Fatal(err)
 	}
-	back := reg.waitStatus(t, "calendar", heartbeat.StatusHealthy, 3*time.Second)
+	back := reg.waitStatus(t, "calendar", registry.StatusHealthy, 3*time.Second)
 	if back.ServerID != srv.ServerID || back.DeregisteredAt != nil {
 		t.Fatalf("after 409: %+v", back)
 	}
@@ -247,7 +247,7 @@ func TestAgentRegistersAgainOn404And409(t *testing.T) {
 	// mcpd forgot everything (an in-memory mcpd restarted): 404, and the
 	// agent registers it anew, skills and all.
 	reg.restartEmpty(t)
-	fresh := reg.waitStatus(t, "calendar", heartbeat.StatusHealthy, 3*time.Second)
+	fresh := reg.waitStatus(t, "calendar", registry.StatusHealthy, 3*time.Second)
 	if fresh.ServerID == srv.ServerID || len(reg.skills(t, fresh.ServerID)) != len(testTools) {
 		t.Fatalf("after 404: %+v", fresh)
 	}
@@ -301,7 +301,7 @@ func TestAgentPermanentErrors(t *testing.T) {
 	// The version given overrides the server's.
 	opts.Registry = reg.client
 	ag := start(t, opts)
-	if s := reg.waitStatus(t, "odd", heartbeat.StatusHealthy, 5*time.Second); s.Version != "2.0.0" {
+	if s := reg.waitStatus(t, "odd", registry.StatusHealthy, 5*time.Second); s.Version != "2.0.0" {
 		t.Fatalf("version %s", s.Version)
 	}
 	_ = ag
@@ -412,18 +412,18 @@ func TestAgentReconnectsToRestartedHTTPServer(t *testing.T) {
 		})
 	}})
 	ag := start(t, fastOptions(reg, "calendar", mcpinspect.Target{URL: url}))
-	srv := reg.waitStatus(t, "calendar", heartbeat.StatusHealthy, 5*time.Second)
+	srv := reg.waitStatus(t, "calendar", registry.StatusHealthy, 5*time.Second)
 	mu.Lock()
 	up = false
 	old := cur
 	mu.Unlock()
-	reg.waitStatus(t, "calendar", heartbeat.StatusUnhealthy, 5*time.Second)
+	reg.waitStatus(t, "calendar", registry.StatusUnhealthy, 5*time.Second)
 	mu.Lock()
 	cur, up = mcptest.NewServer(cfg), true
 	mu.Unlock()
 	old.Close()
 	t.Cleanup(func() { mu.Lock(); defer mu.Unlock(); cur.Close() })
-	back := reg.waitStatus(t, "calendar", heartbeat.StatusHealthy, 5*time.Second)
+	back := reg.waitStatus(t, "calendar", registry.StatusHealthy, 5*time.Second)
 	if back.ServerID != srv.ServerID {
 		t.Fatalf("recovered as %s, want %s", back.ServerID, srv.ServerID)
 	}
@@ -439,8 +439,8 @@ func TestAgentServerEverything(t *testing.T) {
 	opts := fastOptions(reg, "everything", mcpinspect.Target{Command: cmd})
 	opts.ConnectTimeout, opts.ProbeTimeout, opts.ProbeRevisions = 20*time.Second, time.Second, true
 	ag := start(t, opts)
-	srv := reg.waitStatus(t, "everything", heartbeat.StatusHealthy, 30*time.Second)
-	if !heartbeat.ValidVersion(srv.Version) || !slices.Equal(srv.SupportedProtocols, []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}) {
+	srv := reg.waitStatus(t, "everything", registry.StatusHealthy, 30*time.Second)
+	if !registry.ValidVersion(srv.Version) || !slices.Equal(srv.SupportedProtocols, []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}) {
 		t.Fatalf("registered %+v", srv)
 	}
 	if got := skillNames(reg.skills(t, srv.ServerID)); !slices.Contains(got, "echo") {
@@ -449,13 +449,13 @@ func TestAgentServerEverything(t *testing.T) {
 	// Kept healthy for a few intervals by pings to node.
 	before := reg.heartbeats.Load()
 	testwait.Eventually(t, "three more heartbeats", func() bool { return reg.heartbeats.Load()-before >= 3 })
-	if s, _ := reg.server(t, "everything"); s.Status != heartbeat.StatusHealthy {
+	if s, _ := reg.server(t, "everything"); s.Status != registry.StatusHealthy {
 		t.Fatalf("status %s", s.Status)
 	}
 	if err := ag.stop(t); err != nil {
 		t.Fatal(err)
 	}
-	if s, _ := reg.server(t, "everything"); s.Status != heartbeat.StatusDeregistered {
+	if s, _ := reg.server(t, "everything"); s.Status != registry.StatusDeregistered {
 		t.Fatalf("after stop: %s", s.Status)
 	}
 }

@@ -11,9 +11,9 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/cyberos/mcpd/pkg/api"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/mcpinspect"
 	"github.com/cyberos/mcpd/pkg/mcpinspect/mcptest"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // countingRegistry answers every call as a healthy mcpd with a heartbeat
@@ -26,25 +26,25 @@ type countingRegistry struct {
 	registers, beats, deregist int
 }
 
-func (r *countingRegistry) answer() heartbeat.Server {
-	return heartbeat.Server{ServerID: r.id, Status: heartbeat.StatusHealthy, HeartbeatIntervalSecs: r.interval.Seconds()}
+func (r *countingRegistry) answer() registry.Server {
+	return registry.Server{ServerID: r.id, Status: registry.StatusHealthy, HeartbeatIntervalSecs: r.interval.Seconds()}
 }
 
-func (r *countingRegistry) Register(context.Context, api.RegisterRequest, string) (heartbeat.Server, bool, error) {
+func (r *countingRegistry) Register(context.Context, api.RegisterRequest, string) (registry.Server, bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.registers++
 	return r.answer(), r.registers == 1, nil
 }
 
-func (r *countingRegistry) Heartbeat(context.Context, uuid.UUID) (heartbeat.Server, error) {
+func (r *countingRegistry) Heartbeat(context.Context, uuid.UUID) (registry.Server, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.beats++
 	return r.answer(), nil
 }
 
-func (r *countingRegistry) Deregister(context.Context, uuid.UUID) (heartbeat.Server, error) {
+func (r *countingRegistry) Deregister(context.Context, uuid.UUID) (registry.Server, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.deregist++
@@ -99,7 +99,7 @@ func TestAgentHeartbeatsOncePerInterval(t *testing.T) {
 	srv := mcptest.NewServer(mcptest.Config{Name: "calendar-server", Version: "1.4.0", Tools: testTools})
 	target := mcpinspect.Target{URL: mcptest.ServeHTTP(t, srv, mcptest.HTTPOptions{})}
 	reg := &countingRegistry{interval: 30 * time.Second, id: uuid.New()}
-	opts := fastOptions(&registry{}, "calendar", target)
+	opts := fastOptions(&testRegistry{}, "calendar", target)
 	opts.Registry = reg
 	clock, waits := clockAgent(t, opts)
 
@@ -123,7 +123,7 @@ func TestAgentRestartBackoff(t *testing.T) {
 	t.Parallel()
 	st := mcptest.NewStdio(t, mcptest.Config{Name: "files", Version: "1.0.0", Tools: testTools, ExitAtStart: 3})
 	reg := &countingRegistry{interval: 30 * time.Second, id: uuid.New()}
-	opts := fastOptions(&registry{}, "files", mcpinspect.Target{Command: st.Command})
+	opts := fastOptions(&testRegistry{}, "files", mcpinspect.Target{Command: st.Command})
 	opts.Registry = reg
 	opts.RestartMin, opts.RestartMax = time.Second, 8*time.Second
 	clock, waits := clockAgent(t, opts)

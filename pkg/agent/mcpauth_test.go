@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/mcpinspect"
 	"github.com/cyberos/mcpd/pkg/mcpinspect/mcptest"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
@@ -39,13 +39,13 @@ func TestAgentMCPHeadersAndRefusal(t *testing.T) {
 	opts := fastOptions(reg, "calendar", mcpinspect.Target{URL: url})
 	opts.MCPHeader = http.Header{"Authorization": {"Bearer mcp-secret"}, "X-Tenant": {"acme"}}
 	ag := start(t, opts)
-	srvReg := reg.waitStatus(t, "calendar", heartbeat.StatusHealthy, 5*time.Second)
+	srvReg := reg.waitStatus(t, "calendar", registry.StatusHealthy, 5*time.Second)
 
 	for _, status := range []int32{http.StatusUnauthorized, http.StatusForbidden} {
 		refuse.Store(status)
 		before := reg.heartbeats.Load()
 		testwait.Throughout(t, 5*testInterval, func() {
-			if s, _ := reg.server(t, "calendar"); s.Status != heartbeat.StatusHealthy {
+			if s, _ := reg.server(t, "calendar"); s.Status != registry.StatusHealthy {
 				t.Fatalf("status %s while the server answers %d", s.Status, status)
 			}
 		})
@@ -55,10 +55,10 @@ func TestAgentMCPHeadersAndRefusal(t *testing.T) {
 	}
 
 	down.Store(true)
-	reg.waitStatus(t, "calendar", heartbeat.StatusUnhealthy, 5*time.Second)
+	reg.waitStatus(t, "calendar", registry.StatusUnhealthy, 5*time.Second)
 	down.Store(false)
 	refuse.Store(0)
-	back := reg.waitStatus(t, "calendar", heartbeat.StatusHealthy, 5*time.Second)
+	back := reg.waitStatus(t, "calendar", registry.StatusHealthy, 5*time.Second)
 	if back.ServerID != srvReg.ServerID {
 		t.Fatalf("recovered as %s, want %s", back.ServerID, srvReg.ServerID)
 	}

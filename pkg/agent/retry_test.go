@@ -12,9 +12,9 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/cyberos/mcpd/pkg/apiwire"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/mcpinspect"
 	"github.com/cyberos/mcpd/pkg/mcpinspect/mcptest"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // unavailableRegistry answers every call 503 with a Retry-After.
@@ -25,16 +25,16 @@ func (r unavailableRegistry) problem() error {
 		RetryAfter: r.retryAfter}
 }
 
-func (r unavailableRegistry) Register(context.Context, apiwire.RegisterRequest, string) (heartbeat.Server, bool, error) {
-	return heartbeat.Server{}, false, r.problem()
+func (r unavailableRegistry) Register(context.Context, apiwire.RegisterRequest, string) (registry.Server, bool, error) {
+	return registry.Server{}, false, r.problem()
 }
 
-func (r unavailableRegistry) Heartbeat(context.Context, uuid.UUID) (heartbeat.Server, error) {
-	return heartbeat.Server{}, r.problem()
+func (r unavailableRegistry) Heartbeat(context.Context, uuid.UUID) (registry.Server, error) {
+	return registry.Server{}, r.problem()
 }
 
-func (r unavailableRegistry) Deregister(context.Context, uuid.UUID) (heartbeat.Server, error) {
-	return heartbeat.Server{}, r.problem()
+func (r unavailableRegistry) Deregister(context.Context, uuid.UUID) (registry.Server, error) {
+	return registry.Server{}, r.problem()
 }
 
 // TestAgentRetriesHonourRetryAfterSpreadAndCapped: an agent whose calls get
@@ -91,7 +91,7 @@ func TestAgentReconnectBackoffCappedByInterval(t *testing.T) {
 	t.Parallel()
 	st := mcptest.NewStdio(t, mcptest.Config{Name: "files", Version: "1.0.0", Tools: testTools, ExitAtStart: 8})
 	reg := &countingRegistry{interval: 5 * time.Second, id: uuid.New()}
-	opts := fastOptions(&registry{}, "files", mcpinspect.Target{Command: st.Command})
+	opts := fastOptions(&testRegistry{}, "files", mcpinspect.Target{Command: st.Command})
 	opts.Registry = reg
 	opts.Interval = 5 * time.Second
 	opts.RestartMin, opts.RestartMax = time.Second, 30*time.Second

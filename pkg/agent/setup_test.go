@@ -17,9 +17,10 @@ import (
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/client"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/mcpinspect"
 	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/testlog"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
@@ -31,9 +32,9 @@ const (
 	testPeriod   = 50 * time.Millisecond
 )
 
-// registry is the real API over a memstore, swept by a monitor, behind a
+// testRegistry is the real API over a memstore, swept by a monitor, behind a
 // switch that can make it fail or forget everything.
-type registry struct {
+type testRegistry struct {
 	url    string
 	client *client.Client
 	secret []byte
@@ -57,9 +58,9 @@ const (
 	registryReset registryMode = "reset" // connection dropped
 )
 
-func setupRegistry(t *testing.T) *registry {
+func setupRegistry(t *testing.T) *testRegistry {
 	t.Helper()
-	r := &registry{secret: []byte(strings.Repeat("k", 16) + uuid.NewString()[:16]), tenant: uuid.New()}
+	r := &testRegistry{secret: []byte(strings.Repeat("k", 16) + uuid.NewString()[:16]), tenant: uuid.New()}
 	r.mode.Store(registryUp)
 	r.restartEmpty(t)
 	srv := httptest.NewServer(http.HandlerFunc(r.serve))
@@ -82,10 +83,10 @@ func setupRegistry(t *testing.T) *registry {
 
 // restartEmpty replaces the store with an empty one, as a restart of
 // mcpd --dev does.
-func (r *registry) restartEmpty(t *testing.T) {
+func (r *testRegistry) restartEmpty(t *testing.T) {
 	t.Helper()
 	store := memstore.New(clockwork.NewRealClock())
-	reg := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{Store: store, HeartbeatInterval: testInterval.Seconds()})
+	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: store, HeartbeatInterval: testInterval.Seconds()})
 	verifier, err := auth.NewVerifier(auth.VerifierOptions{HMACSecret: r.secret})
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +95,7 @@ func (r *registry) restartEmpty(t *testing.T) {
 	done := make(chan struct{})
 	// Blind-window protection off: at these compressed intervals a starved
 	// test machine would open windows and hold back the marks tests wait for.
-	mon := heartbeat.NewMonitor(heartbeat.MonitorOptions{Store: store, HeartbeatInterval: testInterval, Period: testPeriod, BlindAfter: -1})
+	mon := lifecycle.NewMonitor(lifecycle.MonitorOptions{Store: store, HeartbeatInterval: testInterval, Period: testPeriod, BlindAfter: -1})
 	go func() { defer close(done); _ = mon.Run(ctx) }()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -105,7 +106,7 @@ func (r *registry) restartEmpty(t *testing.T) {
 	r.stopMon = func() { cancel(); <-done }
 }
 
-func (r *registry) serve(w http.ResponseWriter, req *http.Request) {
+func (r *testRegistry) serve(w http.ResponseWriter, req *http.Request) {
 	mode := r.mode.Load().(registryMode)
 	if req.Method != http.MethodPost {
 		mode = registryUp
@@ -134,7 +135,7 @@ func (r *registry) serve(w http.ResponseWriter, req *http.Request) {
 }
 
 // server returns the registered server of module; ok false when there is none.
-func (r *registry) server(t *testing.T, module string) (heartbeat.Server, bool) {
+func (r *testRegistry) server(t *testing.T, module string) (registry.Server, bool) {
 	t.Helper()
 	all, err := r.client.AllServers(context.Background(), client.ListServersParams{ModuleName: module})
 	if err != nil {
@@ -145,10 +146,10 @@ func (r *registry) server(t *testing.T, module string) (heartbeat.Server, bool) 
 			return s, true
 		}
 	}
-	return heartbeat.Server{}, false
+	return registry.Server{}, false
 }
 
-func (r *registry) skills(t *testing.T, id uuid.UUID) []heartbeat.Skill {
+func (r *testRegistry) skills(t *testing.T, id uuid.UUID) []registry.Skill {
 	t.Helper()
 	sk, err := r.client.Skills(context.Background(), id)
 	if err != nil {
@@ -158,9 +159,9 @@ func (r *registry) skills(t *testing.T, id uuid.UUID) []heartbeat.Skill {
 }
 
 // waitStatus waits until module's server has status s.
-func (r *registry) waitStatus(t *testing.T, module string, s heartbeat.Status, d time.Duration) heartbeat.Server {
+func (r *testRegistry) waitStatus(t *testing.T, module string, s registry.Status, d time.Duration) registry.Server {
 	t.Helper()
-	var srv heartbeat.Server
+	var srv registry.Server
 	testwait.Until(t, module+" "+string(s), d, func() bool {
 		var ok bool
 		srv, ok = r.server(t, module)
@@ -193,7 +194,7 @@ func (r *running) stop(t *testing.T) error {
 }
 
 // fastOptions are Options for tests: short waits throughout.
-func fastOptions(reg *registry, module string, target mcpinspect.Target) Options {
+func fastOptions(reg *testRegistry, module string, target mcpinspect.Target) Options {
 	return Options{
 		Module: module, Target: target, Registry: reg.client,
 		ProbeTimeout: 100 * time.Millisecond, ConnectTimeout: 2 * time.Second, CallTimeout: time.Second,

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/mcpinspect"
 	"github.com/cyberos/mcpd/pkg/mcpinspect/mcptest"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
@@ -41,7 +41,7 @@ func TestAgentProbesCarryTheServersTrace(t *testing.T) {
 	opts.Traceparent = "00-" + trace + "-00f067aa0ba902b7-01"
 	start(t, opts)
 
-	s := reg.waitStatus(t, "calendar", heartbeat.StatusHealthy, 5*time.Second)
+	s := reg.waitStatus(t, "calendar", registry.StatusHealthy, 5*time.Second)
 	if s.TraceID != trace {
 		t.Fatalf("trace_id %s, want the traceparent's %s", s.TraceID, trace)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // AlertName is the alertname label of the alert an unhealthy server raises.
@@ -31,7 +31,7 @@ const Severity = "critical"
 type Alert struct {
 	// Event is the audit event that fired or resolved the alert; nil for a
 	// periodic re-send of a firing alert, a mass loss or a skill outage.
-	Event *heartbeat.Event
+	Event *registry.Event
 	// Firing is true for a server that is unhealthy (a skill that is
 	// unavailable), false once resolved.
 	Firing     bool
@@ -51,7 +51,7 @@ type Alert struct {
 	EndsAt time.Time
 	// MassLoss, when set, makes this an MCPRegistryMassHeartbeatLoss alert
 	// about the tenant rather than about one server (no event, no server).
-	MassLoss *heartbeat.MassLoss
+	MassLoss *registry.MassLoss
 	// Skill, when set, makes this an MCPSkillUnavailable alert about a
 	// skill name of the tenant rather than about one server (no event, no
 	// server).

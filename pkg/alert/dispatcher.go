@@ -18,7 +18,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // Defaults of DispatcherOptions.
@@ -50,7 +50,7 @@ const (
 // DispatcherOptions configures a Dispatcher.
 type DispatcherOptions struct {
 	// Outbox is the store's alert outbox (required).
-	Outbox heartbeat.AlertOutbox
+	Outbox registry.AlertOutbox
 	// SkillAlerts, when set, is the store's record of the skill outage
 	// alerts (MCPSkillUnavailable) each destination fires; nil: no skill
 	// outage alerts.
@@ -80,7 +80,7 @@ type DispatcherOptions struct {
 // Dispatcher delivers the alert outbox to its destinations, each in a
 // goroutine of its own with its own cursor and backoff.
 type Dispatcher struct {
-	outbox     heartbeat.AlertOutbox
+	outbox     registry.AlertOutbox
 	skills     SkillAlerts
 	logger     *slog.Logger
 	clock      clockwork.Clock
@@ -120,8 +120,8 @@ type destination struct {
 	lastSkillCheck time.Time
 	// unhealthy is the store's list of unhealthy servers as fetched in
 	// round fetched, for Resending destinations.
-	unhealthy     []heartbeat.UnhealthyServer
-	unhealthyByID map[uuid.UUID]heartbeat.UnhealthyServer
+	unhealthy     []registry.UnhealthyServer
+	unhealthyByID map[uuid.UUID]registry.UnhealthyServer
 	fetched       int64
 	// massPending are mass-loss alerts not yet delivered.
 	massPending []Alert
@@ -221,11 +221,11 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 // Transition wakes every idle destination for an event of an alert kind, so
 // that it is sent before the next poll, and for a registration that offers
 // skills, so that a skill outage it ends is resolved then rather than at
-// the next resend interval; it never blocks. It fits heartbeat.AlertSink,
+// the next resend interval; it never blocks. It fits registry.AlertSink,
 // chained after the sink that logs.
-func (d *Dispatcher) Transition(_ context.Context, ev heartbeat.Event) {
-	recheck := d.skills != nil && ev.Kind == heartbeat.KindRegistered && len(ev.Body.SkillsAffected) > 0
-	if !recheck && !heartbeat.IsAlertEvent(ev.Kind, ev.FromStatus) {
+func (d *Dispatcher) Transition(_ context.Context, ev registry.Event) {
+	recheck := d.skills != nil && ev.Kind == registry.KindRegistered && len(ev.Body.SkillsAffected) > 0
+	if !recheck && !registry.IsAlertEvent(ev.Kind, ev.FromStatus) {
 		return
 	}
 	for _, ds := range d.dests {
@@ -243,8 +243,8 @@ func (d *Dispatcher) Transition(_ context.Context, ev heartbeat.Event) {
 // Resending destination (Alertmanager), best effort: it is not in the
 // outbox, so it is lost if mcpd stops before sending it, and it lapses by
 // itself after three resend intervals. It never blocks; it fits
-// heartbeat.MonitorOptions.OnMassLoss.
-func (d *Dispatcher) MassLoss(l heartbeat.MassLoss) {
+// lifecycle.MonitorOptions.OnMassLoss.
+func (d *Dispatcher) MassLoss(l registry.MassLoss) {
 	now := d.clock.Now()
 	a := Alert{Firing: true, TenantID: l.TenantID, StartsAt: now, EndsAt: now.Add(holdFactor * d.resend), MassLoss: &l}
 	for _, ds := range d.dests {
@@ -422,11 +422,11 @@ func (d *Dispatcher) round(ctx context.Context, ds *destination) (more bool, err
 // deliveredPrefix is how many events at the front of claimed were among
 // delivered: claimed starts at the cursor, which may have moved on into
 // delivered (another replica) or past it.
-func deliveredPrefix(claimed, delivered []heartbeat.Event) int {
+func deliveredPrefix(claimed, delivered []registry.Event) int {
 	if len(claimed) == 0 {
 		return 0
 	}
-	j := slices.IndexFunc(delivered, func(e heartbeat.Event) bool { return e.EventID == claimed[0].EventID })
+	j := slices.IndexFunc(delivered, func(e registry.Event) bool { return e.EventID == claimed[0].EventID })
 	if j < 0 {
 		return 0
 	}
@@ -444,11 +444,11 @@ func (d *Dispatcher) resendDue(ds *destination) bool {
 // alertsFor turns the claimed events into alerts: unhealthy fires; a
 // recovery, a deregistration or a registration again from unhealthy
 // resolves; other events are passed. eventOf[i] is the position in events of alerts[i].
-func (d *Dispatcher) alertsFor(ctx context.Context, ds *destination, events []heartbeat.Event) ([]Alert, []int, error) {
+func (d *Dispatcher) alertsFor(ctx context.Context, ds *destination, events []registry.Event) ([]Alert, []int, error) {
 	now := d.clock.Now()
 	if ds.resending && ds.fetched != ds.round {
 		for i := range events {
-			if events[i].Kind.Spec().Alert == heartbeat.AlertFires && !ds.stillUnhealthy(&events[i]) {
+			if events[i].Kind.Spec().Alert == registry.AlertFires && !ds.stillUnhealthy(&events[i]) {
 				if err := d.fetchUnhealthy(ctx, ds); err != nil {
 					return nil, nil, err
 				}
@@ -468,7 +468,7 @@ func (d *Dispatcher) alertsFor(ctx context.Context, ds *destination, events []he
 		}
 		spec := ev.Kind.Spec()
 		switch {
-		case spec.Alert == heartbeat.AlertFires:
+		case spec.Alert == registry.AlertFires:
 			a.Firing, a.StartsAt, a.EndsAt = true, ev.OccurredAt, now.Add(holdFactor*d.resend)
 			if ds.resending {
 				// A destination that holds firing alerts gets one only
@@ -480,7 +480,7 @@ func (d *Dispatcher) alertsFor(ctx context.Context, ds *destination, events []he
 				}
 				a.LastHeartbeatAt = ds.unhealthyByID[ev.ServerID].LastHeartbeatAt
 			}
-		case spec.Alert != heartbeat.AlertNone && ev.FromStatus != nil && *ev.FromStatus == heartbeat.StatusUnhealthy:
+		case spec.Alert != registry.AlertNone && ev.FromStatus != nil && *ev.FromStatus == registry.StatusUnhealthy:
 			// A recovery, a deregistration or a registration again.
 			a.EndsAt = ev.OccurredAt
 			if spec.Heartbeat {
@@ -497,7 +497,7 @@ func (d *Dispatcher) alertsFor(ctx context.Context, ds *destination, events []he
 
 // stillUnhealthy reports whether ds's list has ev's server unhealthy since
 // ev.
-func (ds *destination) stillUnhealthy(ev *heartbeat.Event) bool {
+func (ds *destination) stillUnhealthy(ev *registry.Event) bool {
 	u, ok := ds.unhealthyByID[ev.ServerID]
 	return ok && u.UnhealthySince.Equal(ev.OccurredAt)
 }
@@ -508,7 +508,7 @@ func (d *Dispatcher) fetchUnhealthy(ctx context.Context, ds *destination) error 
 		return fmt.Errorf("list unhealthy servers: %w", err)
 	}
 	ds.unhealthy = list
-	ds.unhealthyByID = make(map[uuid.UUID]heartbeat.UnhealthyServer, len(list))
+	ds.unhealthyByID = make(map[uuid.UUID]registry.UnhealthyServer, len(list))
 	for _, u := range list {
 		ds.unhealthyByID[u.ServerID] = u
 	}

@@ -19,8 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cyberos/mcpd/pkg/alert"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
@@ -32,7 +32,7 @@ type memFixture struct {
 	clock  *clockwork.FakeClock
 	store  *memstore.Store
 	tenant uuid.UUID
-	srv    heartbeat.Server
+	srv    registry.Server
 }
 
 func newMemFixture(t *testing.T) *memFixture {
@@ -47,27 +47,27 @@ func newMemFixture(t *testing.T) *memFixture {
 }
 
 // unhealthy moves the clock 35 s on and sweeps: the server turns unhealthy.
-func (f *memFixture) unhealthy(t *testing.T) heartbeat.Event {
+func (f *memFixture) unhealthy(t *testing.T) registry.Event {
 	t.Helper()
 	f.clock.Advance(35 * time.Second)
-	result, err := f.store.Sweep(f.ctx, heartbeat.SweepRequest{Now: time.Time{}, Interval: interval, Limit: 1000})
+	result, err := f.store.Sweep(f.ctx, registry.SweepRequest{Now: time.Time{}, Interval: interval, Limit: 1000})
 	evs := result.Events
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(evs) != 1 || evs[0].Kind != heartbeat.KindUnhealthy {
+	if len(evs) != 1 || evs[0].Kind != registry.KindUnhealthy {
 		t.Fatalf("sweep: %+v, want one unhealthy event", evs)
 	}
 	return evs[0]
 }
 
-func (f *memFixture) heartbeat(t *testing.T) heartbeat.Event {
+func (f *memFixture) heartbeat(t *testing.T) registry.Event {
 	t.Helper()
 	_, ev, err := f.store.Heartbeat(f.ctx, f.tenant, f.srv.ServerID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev == nil || ev.Kind != heartbeat.KindRecovered {
+	if ev == nil || ev.Kind != registry.KindRecovered {
 		t.Fatalf("heartbeat: event %+v, want recovered", ev)
 	}
 	return *ev
@@ -173,7 +173,7 @@ func TestAlertmanagerFiringThenResolved(t *testing.T) {
 		Outbox: f.store, Destinations: []alert.Destination{dest}, Clock: f.clock, PollInterval: time.Hour,
 	})
 	f.unhealthy(t) // at 10:00:35
-	d.Transition(f.ctx, heartbeat.Event{Kind: heartbeat.KindUnhealthy})
+	d.Transition(f.ctx, registry.Event{Kind: registry.KindUnhealthy})
 
 	reqs := am.waitFor(t, "the firing alert", atLeast(1))
 	labels := map[string]any{
@@ -236,7 +236,7 @@ func TestReRegistrationResolves(t *testing.T) {
 		Outbox: f.store, Destinations: []alert.Destination{amDest, hookDest}, Clock: f.clock, PollInterval: time.Hour,
 	})
 	f.unhealthy(t) // at 10:00:35
-	d.Transition(f.ctx, heartbeat.Event{Kind: heartbeat.KindUnhealthy})
+	d.Transition(f.ctx, registry.Event{Kind: registry.KindUnhealthy})
 	am.waitFor(t, "the firing alert", atLeast(1))
 	hook.waitFor(t, "the unhealthy event", atLeast(1))
 
@@ -245,7 +245,7 @@ func TestReRegistrationResolves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev.Kind != heartbeat.KindRegistered || ev.FromStatus == nil || *ev.FromStatus != heartbeat.StatusUnhealthy {
+	if ev.Kind != registry.KindRegistered || ev.FromStatus == nil || *ev.FromStatus != registry.StatusUnhealthy {
 		t.Fatalf("registering again: %+v, want registered from unhealthy", ev)
 	}
 	d.Transition(f.ctx, ev)
@@ -271,7 +271,7 @@ func TestReRegistrationResolves(t *testing.T) {
 	}
 	d.Transition(f.ctx, ev)
 	f.unhealthy(t)
-	d.Transition(f.ctx, heartbeat.Event{Kind: heartbeat.KindUnhealthy})
+	d.Transition(f.ctx, registry.Event{Kind: registry.KindUnhealthy})
 	hooks = hook.waitFor(t, "the next unhealthy event", atLeast(3))
 	if err := json.Unmarshal(hooks[2].body, &body); err != nil {
 		t.Fatal(err)
@@ -460,7 +460,7 @@ func TestAlertmanagerSkipsOverIncidents(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.clock.Advance(25 * time.Second)
-	if _, err := f.store.Sweep(f.ctx, heartbeat.SweepRequest{Now: time.Time{}, Interval: interval, Limit: 1000}); err != nil { // degraded
+	if _, err := f.store.Sweep(f.ctx, registry.SweepRequest{Now: time.Time{}, Interval: interval, Limit: 1000}); err != nil { // degraded
 		t.Fatal(err)
 	}
 	f.heartbeat(t) // recovered from degraded
@@ -468,7 +468,7 @@ func TestAlertmanagerSkipsOverIncidents(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.clock.Advance(35 * time.Second)
-	if _, err := f.store.Sweep(f.ctx, heartbeat.SweepRequest{Now: time.Time{}, Interval: interval, Limit: 1000}); err != nil { // mail (and calendar) unhealthy
+	if _, err := f.store.Sweep(f.ctx, registry.SweepRequest{Now: time.Time{}, Interval: interval, Limit: 1000}); err != nil { // mail (and calendar) unhealthy
 		t.Fatal(err)
 	}
 
@@ -638,7 +638,7 @@ func TestMassLoss(t *testing.T) {
 	d, rounds := startOnClock(t, opts)
 	rounds.settle(dests[0].Name(), dests[1].Name())
 	tenant := uuid.New()
-	d.MassLoss(heartbeat.MassLoss{TenantID: tenant, Unhealthy: 12, Live: 20})
+	d.MassLoss(registry.MassLoss{TenantID: tenant, Unhealthy: 12, Live: 20})
 	// The failed attempt backs off on the fake clock: move it on to the retry.
 	rounds.settle(dests[0].Name())
 	if n := am.attempts(); n != 1 || len(am.requests()) != 0 {

@@ -16,7 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/cyberos/mcpd/pkg/alert"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
@@ -219,11 +219,11 @@ func fast(opts alert.DispatcherOptions) alert.DispatcherOptions {
 	return opts
 }
 
-func serverInfo(module string) heartbeat.ServerInfo {
-	return heartbeat.ServerInfo{
+func serverInfo(module string) registry.ServerInfo {
+	return registry.ServerInfo{
 		ModuleName: module, Version: "1.3.2", SupportedProtocols: []string{"2025-06-18"},
 		CapabilityAdvertisement: []byte(`{"tools":{"listChanged":true}}`),
-		Skills:                  []heartbeat.SkillInfo{{Name: "create-event"}},
+		Skills:                  []registry.SkillInfo{{Name: "create-event"}},
 		TraceID:                 "4bf92f3577b34da6a3ce929d0e0e4736",
 	}
 }

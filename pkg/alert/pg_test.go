@@ -13,9 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cyberos/mcpd/pkg/alert"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/pgstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
@@ -55,10 +55,10 @@ func (f *pgFixture) newPool(t *testing.T) *pgxpool.Pool {
 
 // unhealthyServers registers n servers of one tenant and sweeps them
 // unhealthy; it returns the tenant, the servers and their events.
-func (f *pgFixture) unhealthyServers(t *testing.T, n int) (uuid.UUID, []heartbeat.Server, []heartbeat.Event) {
+func (f *pgFixture) unhealthyServers(t *testing.T, n int) (uuid.UUID, []registry.Server, []registry.Event) {
 	t.Helper()
 	tenant := uuid.New()
-	var servers []heartbeat.Server
+	var servers []registry.Server
 	for i := range n {
 		srv, _, _, err := f.store.Register(f.ctx, tenant, serverInfo(fmt.Sprintf("m%02d", i)))
 		if err != nil {
@@ -66,7 +66,7 @@ func (f *pgFixture) unhealthyServers(t *testing.T, n int) (uuid.UUID, []heartbea
 		}
 		servers = append(servers, srv)
 	}
-	result, err := f.store.Sweep(f.ctx, heartbeat.SweepRequest{Now: f.clock.Now().Add(35 * time.Second), Interval: interval, Limit: 1000})
+	result, err := f.store.Sweep(f.ctx, registry.SweepRequest{Now: f.clock.Now().Add(35 * time.Second), Interval: interval, Limit: 1000})
 	evs := result.Events
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +140,7 @@ func TestTwoReplicas(t *testing.T) {
 	hookA := newReceiver(t, nil)
 	hookB := newReceiver(t, nil)
 	client := httpClient(t)
-	replica := func(outbox heartbeat.AlertOutbox) {
+	replica := func(outbox registry.AlertOutbox) {
 		var dests []alert.Destination
 		for _, u := range []string{hookA.srv.URL, hookB.srv.URL} {
 			w, err := alert.NewWebhook(u, nil, client)
@@ -186,13 +186,13 @@ func TestTwoReplicas(t *testing.T) {
 // The outbox behaves the same on both stores: one claim per destination,
 // partial acknowledgement, pending counts, unhealthy servers.
 func TestOutboxConformance(t *testing.T) {
-	stores := map[string]func(t *testing.T) (heartbeat.Store, heartbeat.AlertOutbox, *clockwork.FakeClock){
-		"memory": func(t *testing.T) (heartbeat.Store, heartbeat.AlertOutbox, *clockwork.FakeClock) {
+	stores := map[string]func(t *testing.T) (registry.Store, registry.AlertOutbox, *clockwork.FakeClock){
+		"memory": func(t *testing.T) (registry.Store, registry.AlertOutbox, *clockwork.FakeClock) {
 			clock := clockwork.NewFakeClockAt(epoch)
 			s := memstore.New(clock)
 			return s, s, clock
 		},
-		"postgres": func(t *testing.T) (heartbeat.Store, heartbeat.AlertOutbox, *clockwork.FakeClock) {
+		"postgres": func(t *testing.T) (registry.Store, registry.AlertOutbox, *clockwork.FakeClock) {
 			f := newPGFixture(t)
 			return f.store, f.store, f.clock
 		},
@@ -203,7 +203,7 @@ func TestOutboxConformance(t *testing.T) {
 			ctx := t.Context()
 			store, outbox, clock := open(t)
 			tenant := uuid.New()
-			var servers []heartbeat.Server
+			var servers []registry.Server
 			for _, m := range []string{"alpha", "beta", "gamma"} {
 				srv, _, _, err := store.Register(ctx, tenant, serverInfo(m))
 				if err != nil {
@@ -212,7 +212,7 @@ func TestOutboxConformance(t *testing.T) {
 				servers = append(servers, srv)
 			}
 			sweptAt := clock.Now().Add(35 * time.Second).UTC()
-			if _, err := store.Sweep(ctx, heartbeat.SweepRequest{Now: sweptAt, Interval: interval, Limit: 1000}); err != nil {
+			if _, err := store.Sweep(ctx, registry.SweepRequest{Now: sweptAt, Interval: interval, Limit: 1000}); err != nil {
 				t.Fatal(err)
 			}
 			clock.Advance(40 * time.Second)
@@ -237,7 +237,7 @@ func TestOutboxConformance(t *testing.T) {
 			if other, err := outbox.ClaimAlerts(ctx, "d", 2); err != nil || other != nil {
 				t.Fatalf("second claim while held: %v, %v; want nil, nil", other, err)
 			}
-			if evs := c.Events(); len(evs) != 2 || evs[0].Kind != heartbeat.KindUnhealthy || evs[0].TenantID != tenant {
+			if evs := c.Events(); len(evs) != 2 || evs[0].Kind != registry.KindUnhealthy || evs[0].TenantID != tenant {
 				t.Fatalf("events %+v", evs)
 			}
 			if err := c.Ack(ctx, 1); err != nil {
@@ -251,11 +251,11 @@ func TestOutboxConformance(t *testing.T) {
 			if err != nil || c == nil {
 				t.Fatalf("claim: %v, %v", c, err)
 			}
-			var kinds []heartbeat.EventKind
+			var kinds []registry.EventKind
 			for _, e := range c.Events() {
 				kinds = append(kinds, e.Kind)
 			}
-			if want := []heartbeat.EventKind{heartbeat.KindUnhealthy, heartbeat.KindUnhealthy, heartbeat.KindRecovered}; fmt.Sprint(kinds) != fmt.Sprint(want) {
+			if want := []registry.EventKind{registry.KindUnhealthy, registry.KindUnhealthy, registry.KindRecovered}; fmt.Sprint(kinds) != fmt.Sprint(want) {
 				t.Fatalf("after ack 1: %v, want %v", kinds, want)
 			}
 			c.Release(ctx)
@@ -294,8 +294,8 @@ func TestOutboxConformance(t *testing.T) {
 				t.Fatalf("claim: %v, %v", c, err)
 			}
 			evs := c.Events()
-			if len(evs) != 1 || evs[0].Kind != heartbeat.KindRegistered || evs[0].ServerID != servers[2].ServerID ||
-				evs[0].FromStatus == nil || *evs[0].FromStatus != heartbeat.StatusUnhealthy {
+			if len(evs) != 1 || evs[0].Kind != registry.KindRegistered || evs[0].ServerID != servers[2].ServerID ||
+				evs[0].FromStatus == nil || *evs[0].FromStatus != registry.StatusUnhealthy {
 				t.Fatalf("after registering gamma (unhealthy) and beta (healthy) again: %+v, want gamma's registration from unhealthy", evs)
 			}
 			if n, _, err := outbox.PendingAlerts(ctx, "d"); err != nil || n != 1 {

@@ -7,8 +7,8 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/cyberos/mcpd/pkg/alert"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/pgstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
@@ -32,7 +32,7 @@ func TestTwoReplicasThroughPgBouncer(t *testing.T) {
 	hookA := newReceiver(t, nil)
 	hookB := newReceiver(t, nil)
 	client := httpClient(t)
-	replica := func(outbox heartbeat.AlertOutbox) {
+	replica := func(outbox registry.AlertOutbox) {
 		var dests []alert.Destination
 		for _, u := range []string{hookA.srv.URL, hookB.srv.URL} {
 			w, err := alert.NewWebhook(u, nil, client)

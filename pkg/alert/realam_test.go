@@ -17,8 +17,8 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/cyberos/mcpd/pkg/alert"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
@@ -206,7 +206,7 @@ func TestRealAlertmanager(t *testing.T) {
 	d, _ := start(t, fast(alert.DispatcherOptions{Outbox: store, Destinations: dests}))
 
 	clock.Advance(35 * time.Second)
-	result, err := store.Sweep(ctx, heartbeat.SweepRequest{Now: time.Time{}, Interval: interval, Limit: 1000})
+	result, err := store.Sweep(ctx, registry.SweepRequest{Now: time.Time{}, Interval: interval, Limit: 1000})
 	evs := result.Events
 	if err != nil || len(evs) != 1 {
 		t.Fatalf("sweep: %v, %v", evs, err)
@@ -253,7 +253,7 @@ func TestRealAlertmanagerSkill(t *testing.T) {
 	store := memstore.New(clock)
 	tenant := uuid.New()
 	info := serverInfo("calendar")
-	info.Skills = []heartbeat.SkillInfo{{Name: "search"}}
+	info.Skills = []registry.SkillInfo{{Name: "search"}}
 	srv, _, _, err := store.Register(ctx, tenant, info)
 	if err != nil {
 		t.Fatal(err)
@@ -265,7 +265,7 @@ func TestRealAlertmanagerSkill(t *testing.T) {
 	d, _ := start(t, fast(alert.DispatcherOptions{Outbox: store, SkillAlerts: store, Destinations: dests}))
 
 	clock.Advance(35 * time.Second)
-	res, err := store.Sweep(ctx, heartbeat.SweepRequest{Interval: interval, Limit: 1000})
+	res, err := store.Sweep(ctx, registry.SweepRequest{Interval: interval, Limit: 1000})
 	evs := res.Events
 	if err != nil || len(evs) != 1 {
 		t.Fatalf("sweep: %v, %v", evs, err)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // SkillAlerts is the store's durable record of the MCPSkillUnavailable
@@ -17,14 +17,14 @@ type SkillAlerts interface {
 	// SkillAlertStates reports, for each key, whether a skill of that name
 	// is available in its tenant now and since when destination's alert
 	// about it fires (zero: not firing).
-	SkillAlertStates(ctx context.Context, destination string, keys []heartbeat.SkillKey) ([]heartbeat.SkillAlertState, error)
+	SkillAlertStates(ctx context.Context, destination string, keys []registry.SkillKey) ([]registry.SkillAlertState, error)
 	// FiringSkillAlerts lists destination's firing alerts, each with
 	// whether a skill of its name is available again.
-	FiringSkillAlerts(ctx context.Context, destination string) ([]heartbeat.SkillAlertState, error)
+	FiringSkillAlerts(ctx context.Context, destination string) ([]registry.SkillAlertState, error)
 	// RecordSkillAlerts records that destination accepted the raise of
 	// raised (firing since their FiringSince) and the resolution of
 	// resolved.
-	RecordSkillAlerts(ctx context.Context, destination string, raised []heartbeat.SkillAlertState, resolved []heartbeat.SkillKey) error
+	RecordSkillAlerts(ctx context.Context, destination string, raised []registry.SkillAlertState, resolved []registry.SkillKey) error
 }
 
 // skillIDSpace is the namespace of the name-based ids of skill alerts.
@@ -32,7 +32,7 @@ var skillIDSpace = uuid.MustParse("4f1c9a52-93a3-4c6e-9a43-3f0d7e6b2c11")
 
 // skillAlertID is the id of the raise (firing) or the resolution of the
 // outage of key that began at since: the same whenever it is sent again.
-func skillAlertID(key heartbeat.SkillKey, since time.Time, firing bool) uuid.UUID {
+func skillAlertID(key registry.SkillKey, since time.Time, firing bool) uuid.UUID {
 	state := "resolved"
 	if firing {
 		state = "firing"
@@ -45,15 +45,15 @@ func skillAlertID(key heartbeat.SkillKey, since time.Time, firing bool) uuid.UUI
 // mention, each with when its outage would have begun: the last event
 // that took a skill of that name away (unhealthy or deregistered), else
 // the last that mentions it.
-func skillKeys(events []heartbeat.Event) ([]heartbeat.SkillKey, map[heartbeat.SkillKey]time.Time) {
-	var keys []heartbeat.SkillKey
-	at := make(map[heartbeat.SkillKey]time.Time)
-	taken := make(map[heartbeat.SkillKey]bool)
+func skillKeys(events []registry.Event) ([]registry.SkillKey, map[registry.SkillKey]time.Time) {
+	var keys []registry.SkillKey
+	at := make(map[registry.SkillKey]time.Time)
+	taken := make(map[registry.SkillKey]bool)
 	for i := range events {
 		ev := &events[i]
 		takes := ev.Kind.Spec().TakesSkills
 		for _, name := range ev.Body.SkillsAffected {
-			k := heartbeat.SkillKey{TenantID: ev.TenantID, Skill: name}
+			k := registry.SkillKey{TenantID: ev.TenantID, Skill: name}
 			if _, seen := at[k]; !seen {
 				keys = append(keys, k)
 			}
@@ -75,7 +75,7 @@ func skillKeys(events []heartbeat.Event) ([]heartbeat.SkillKey, map[heartbeat.Sk
 // caller holds ds's claim, so that one replica decides each raise; the
 // firing set is recorded after ds accepted, so that a crash in between
 // sends again rather than never.
-func (d *Dispatcher) skillRound(ctx context.Context, ds *destination, events []heartbeat.Event) error {
+func (d *Dispatcher) skillRound(ctx context.Context, ds *destination, events []registry.Event) error {
 	if d.skills == nil {
 		return nil
 	}
@@ -92,7 +92,7 @@ func (d *Dispatcher) skillRound(ctx context.Context, ds *destination, events []h
 			ds.skillCheck.Store(true) // try again next round
 		}
 	}()
-	var states []heartbeat.SkillAlertState
+	var states []registry.SkillAlertState
 	if len(keys) > 0 {
 		var err error
 		if states, err = d.skills.SkillAlertStates(ctx, ds.name, keys); err != nil {
@@ -104,7 +104,7 @@ func (d *Dispatcher) skillRound(ctx context.Context, ds *destination, events []h
 		if err != nil {
 			return fmt.Errorf("firing skill alerts: %w", err)
 		}
-		looked := make(map[heartbeat.SkillKey]bool, len(states))
+		looked := make(map[registry.SkillKey]bool, len(states))
 		for _, st := range states {
 			looked[st.SkillKey] = true
 		}
@@ -151,15 +151,15 @@ func (d *Dispatcher) skillRound(ctx context.Context, ds *destination, events []h
 	}
 	// Record what ds accepted, even when a later chunk failed.
 	var (
-		raised   []heartbeat.SkillAlertState
-		resolved []heartbeat.SkillKey
+		raised   []registry.SkillAlertState
+		resolved []registry.SkillKey
 	)
 	for _, a := range alerts[:handled] {
-		key := heartbeat.SkillKey{TenantID: a.TenantID, Skill: a.Skill.Skill}
+		key := registry.SkillKey{TenantID: a.TenantID, Skill: a.Skill.Skill}
 		switch {
 		case a.Skill.Resend:
 		case a.Firing:
-			raised = append(raised, heartbeat.SkillAlertState{SkillKey: key, FiringSince: a.StartsAt})
+			raised = append(raised, registry.SkillAlertState{SkillKey: key, FiringSince: a.StartsAt})
 		default:
 			resolved = append(resolved, key)
 		}

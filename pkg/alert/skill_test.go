@@ -12,15 +12,15 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/cyberos/mcpd/pkg/alert"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 // skillStore is a store with everything the skill outage alerts need.
 type skillStore interface {
-	heartbeat.Store
-	heartbeat.AlertOutbox
+	registry.Store
+	registry.AlertOutbox
 	alert.SkillAlerts
 }
 
@@ -33,16 +33,16 @@ type skillFixture struct {
 	tenant uuid.UUID
 }
 
-func skillInfo(module string, skills ...string) heartbeat.ServerInfo {
+func skillInfo(module string, skills ...string) registry.ServerInfo {
 	info := serverInfo(module)
 	info.Skills = nil
 	for _, s := range skills {
-		info.Skills = append(info.Skills, heartbeat.SkillInfo{Name: s})
+		info.Skills = append(info.Skills, registry.SkillInfo{Name: s})
 	}
 	return info
 }
 
-func (f *skillFixture) register(t *testing.T, module string, skills ...string) heartbeat.Server {
+func (f *skillFixture) register(t *testing.T, module string, skills ...string) registry.Server {
 	t.Helper()
 	srv, _, _, err := f.store.Register(f.ctx, f.tenant, skillInfo(module, skills...))
 	if err != nil {
@@ -53,7 +53,7 @@ func (f *skillFixture) register(t *testing.T, module string, skills ...string) h
 
 // silence moves the clock 35 s on, heartbeats the servers in alive, and
 // sweeps: every other live server of the store turns unhealthy.
-func (f *skillFixture) silence(t *testing.T, alive ...heartbeat.Server) []heartbeat.Event {
+func (f *skillFixture) silence(t *testing.T, alive ...registry.Server) []registry.Event {
 	t.Helper()
 	f.clock.Advance(35 * time.Second)
 	for _, srv := range alive {
@@ -61,7 +61,7 @@ func (f *skillFixture) silence(t *testing.T, alive ...heartbeat.Server) []heartb
 			t.Fatal(err)
 		}
 	}
-	res, err := f.store.Sweep(f.ctx, heartbeat.SweepRequest{Now: f.clock.Now(), Interval: interval, Limit: 1000})
+	res, err := f.store.Sweep(f.ctx, registry.SweepRequest{Now: f.clock.Now(), Interval: interval, Limit: 1000})
 	evs := res.Events
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +77,7 @@ func (f *skillFixture) wake(t *testing.T, ds []*alert.Dispatcher, dests []alert.
 	for _, dst := range dests {
 		testwait.Poll(t, dst.Name()+" delivered", waitTimeout, func() error {
 			for _, d := range ds {
-				d.Transition(f.ctx, heartbeat.Event{Kind: heartbeat.KindUnhealthy})
+				d.Transition(f.ctx, registry.Event{Kind: registry.KindUnhealthy})
 			}
 			n, _, err := f.store.PendingAlerts(f.ctx, dst.Name())
 			if err != nil {
@@ -510,7 +510,7 @@ func TestSkillAlertsConformance(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.register(t, "beta", "book")
-			keys := []heartbeat.SkillKey{
+			keys := []registry.SkillKey{
 				{TenantID: f.tenant, Skill: "search"}, {TenantID: f.tenant, Skill: "book"},
 				{TenantID: f.tenant, Skill: "mail"}, {TenantID: other, Skill: "mail"},
 			}
@@ -534,12 +534,12 @@ func TestSkillAlertsConformance(t *testing.T) {
 				t.Fatalf("states %s, want %s", got, want)
 			}
 			first := epoch.Add(time.Minute)
-			raise := []heartbeat.SkillAlertState{{SkillKey: keys[0], FiringSince: first}, {SkillKey: keys[2], FiringSince: first}}
+			raise := []registry.SkillAlertState{{SkillKey: keys[0], FiringSince: first}, {SkillKey: keys[2], FiringSince: first}}
 			if err := f.store.RecordSkillAlerts(f.ctx, "d", raise, nil); err != nil {
 				t.Fatal(err)
 			}
 			raise[0].FiringSince = first.Add(time.Hour) // raised again: the first time stays
-			if err := f.store.RecordSkillAlerts(f.ctx, "d", raise[:1], []heartbeat.SkillKey{keys[2]}); err != nil {
+			if err := f.store.RecordSkillAlerts(f.ctx, "d", raise[:1], []registry.SkillKey{keys[2]}); err != nil {
 				t.Fatal(err)
 			}
 			at := first.Format(time.RFC3339)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // Headers of a webhook request.
@@ -54,7 +54,7 @@ func (w *Webhook) Name() string { return w.name }
 // Payload is a webhook's body: the audit event as the API shapes it, plus
 // the tenant it belongs to.
 type Payload struct {
-	heartbeat.Event
+	registry.Event
 	TenantID uuid.UUID `json:"tenant_id"`
 }
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // Cursors are opaque to clients: base64url (no padding) of a nonce and the
@@ -92,7 +92,7 @@ func readString(b []byte, maxLen int) (string, []byte, error) {
 }
 
 // encodeServerCursor returns the cursor of the page after c, or nil.
-func (c *cursorCodec) encodeServerCursor(tenant uuid.UUID, sc *heartbeat.ServerCursor) *string {
+func (c *cursorCodec) encodeServerCursor(tenant uuid.UUID, sc *registry.ServerCursor) *string {
 	if sc == nil {
 		return nil
 	}
@@ -101,21 +101,21 @@ func (c *cursorCodec) encodeServerCursor(tenant uuid.UUID, sc *heartbeat.ServerC
 	return &s
 }
 
-func (c *cursorCodec) decodeServerCursor(tenant uuid.UUID, s string) (*heartbeat.ServerCursor, error) {
+func (c *cursorCodec) decodeServerCursor(tenant uuid.UUID, s string) (*registry.ServerCursor, error) {
 	b, err := c.open(tenant, s, cursorKindServers)
 	if err != nil || len(b) < 16 {
 		return nil, errBadCursor
 	}
 	id, _ := uuid.FromBytes(b[:16])
-	module, rest, err := readString(b[16:], heartbeat.MaxModuleNameLen)
-	if err != nil || len(rest) != 0 || !heartbeat.ValidModuleName(module) {
+	module, rest, err := readString(b[16:], registry.MaxModuleNameLen)
+	if err != nil || len(rest) != 0 || !registry.ValidModuleName(module) {
 		return nil, errBadCursor
 	}
-	return &heartbeat.ServerCursor{ModuleName: module, ServerID: id}, nil
+	return &registry.ServerCursor{ModuleName: module, ServerID: id}, nil
 }
 
 // encodePosition returns the cursor of a position in the trail.
-func (c *cursorCodec) encodePosition(tenant uuid.UUID, p heartbeat.Position) string {
+func (c *cursorCodec) encodePosition(tenant uuid.UUID, p registry.Position) string {
 	b := make([]byte, 1, 25)
 	b[0] = cursorKindPosition
 	b = binary.BigEndian.AppendUint64(b, p.Epoch)
@@ -125,7 +125,7 @@ func (c *cursorCodec) encodePosition(tenant uuid.UUID, p heartbeat.Position) str
 }
 
 // encodeNextPosition returns the cursor of p, or nil.
-func (c *cursorCodec) encodeNextPosition(tenant uuid.UUID, p *heartbeat.Position) *string {
+func (c *cursorCodec) encodeNextPosition(tenant uuid.UUID, p *registry.Position) *string {
 	if p == nil {
 		return nil
 	}
@@ -133,24 +133,24 @@ func (c *cursorCodec) encodeNextPosition(tenant uuid.UUID, p *heartbeat.Position
 	return &s
 }
 
-func (c *cursorCodec) decodePosition(tenant uuid.UUID, s string) (heartbeat.Position, error) {
+func (c *cursorCodec) decodePosition(tenant uuid.UUID, s string) (registry.Position, error) {
 	b, err := c.open(tenant, s, cursorKindPosition)
 	if err != nil || len(b) != 24 {
-		return heartbeat.Position{}, errBadCursor
+		return registry.Position{}, errBadCursor
 	}
-	p := heartbeat.Position{
+	p := registry.Position{
 		Epoch: binary.BigEndian.Uint64(b[0:8]),
 		TxID:  binary.BigEndian.Uint64(b[8:16]),
 		Seq:   int64(binary.BigEndian.Uint64(b[16:24])),
 	}
 	if p.Seq < 0 {
-		return heartbeat.Position{}, errBadCursor
+		return registry.Position{}, errBadCursor
 	}
 	return p, nil
 }
 
 // encodeSkillCursor returns the cursor of the skills page after sc, or nil.
-func (c *cursorCodec) encodeSkillCursor(tenant uuid.UUID, sc *heartbeat.SkillCursor) *string {
+func (c *cursorCodec) encodeSkillCursor(tenant uuid.UUID, sc *registry.SkillCursor) *string {
 	if sc == nil {
 		return nil
 	}
@@ -159,18 +159,18 @@ func (c *cursorCodec) encodeSkillCursor(tenant uuid.UUID, sc *heartbeat.SkillCur
 	return &s
 }
 
-func (c *cursorCodec) decodeSkillCursor(tenant uuid.UUID, s string) (*heartbeat.SkillCursor, error) {
+func (c *cursorCodec) decodeSkillCursor(tenant uuid.UUID, s string) (*registry.SkillCursor, error) {
 	b, err := c.open(tenant, s, cursorKindSkills)
 	if err != nil {
 		return nil, errBadCursor
 	}
-	name, b, err := readString(b, 4*heartbeat.MaxSkillNameLen)
+	name, b, err := readString(b, 4*registry.MaxSkillNameLen)
 	if err != nil {
 		return nil, errBadCursor
 	}
-	module, b, err := readString(b, heartbeat.MaxModuleNameLen)
-	if err != nil || len(b) != 0 || name == "" || !heartbeat.ValidModuleName(module) {
+	module, b, err := readString(b, registry.MaxModuleNameLen)
+	if err != nil || len(b) != 0 || name == "" || !registry.ValidModuleName(module) {
 		return nil, errBadCursor
 	}
-	return &heartbeat.SkillCursor{Name: name, ModuleName: module}, nil
+	return &registry.SkillCursor{Name: name, ModuleName: module}, nil
 }

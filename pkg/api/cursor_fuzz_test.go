@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 var (
@@ -31,9 +31,9 @@ func FuzzDecodeCursor(f *testing.F) {
 	id := uuid.MustParse("6f1c2d3e-4f5a-4b6c-8d7e-9f0a1b2c3d4e")
 	b64 := base64.RawURLEncoding.EncodeToString
 	for _, s := range []string{
-		*c.encodeServerCursor(fuzzTenant, &heartbeat.ServerCursor{ModuleName: "calendar", ServerID: id}),
-		c.encodePosition(fuzzTenant, heartbeat.Position{Epoch: 1, TxID: 42, Seq: 7}),
-		*c.encodeSkillCursor(fuzzTenant, &heartbeat.SkillCursor{Name: "search", ModuleName: "calendar"}),
+		*c.encodeServerCursor(fuzzTenant, &registry.ServerCursor{ModuleName: "calendar", ServerID: id}),
+		c.encodePosition(fuzzTenant, registry.Position{Epoch: 1, TxID: 42, Seq: 7}),
+		*c.encodeSkillCursor(fuzzTenant, &registry.SkillCursor{Name: "search", ModuleName: "calendar"}),
 		"", "e30", "%%", "====", "bm90LWpzb24", strings.Repeat("A", maxCursorLen+1),
 		b64([]byte(`{"k":"e","q":42}`)), b64([]byte(`{"k":"s","m":"a","i":"` + id.String() + `"}`)),
 		b64(make([]byte, 60)),
@@ -62,11 +62,11 @@ func FuzzDecodeCursor(f *testing.F) {
 			}
 		}
 		switch {
-		case serr == nil && (sc == nil || !heartbeat.ValidModuleName(sc.ModuleName)):
+		case serr == nil && (sc == nil || !registry.ValidModuleName(sc.ModuleName)):
 			t.Fatalf("%q accepted as the server cursor %+v", s, sc)
 		case perr == nil && pos.Seq < 0:
 			t.Fatalf("%q accepted as the position %+v", s, pos)
-		case kerr == nil && (kc == nil || kc.Name == "" || !heartbeat.ValidModuleName(kc.ModuleName)):
+		case kerr == nil && (kc == nil || kc.Name == "" || !registry.ValidModuleName(kc.ModuleName)):
 			t.Fatalf("%q accepted as the skills cursor %+v", s, kc)
 		}
 	})
@@ -78,12 +78,12 @@ func FuzzDecodeCursor(f *testing.F) {
 // the clear.
 func FuzzCursorRoundTrip(f *testing.F) {
 	f.Add("calendar", []byte("0123456789abcdef"), uint64(1), uint64(7), int64(1), "search")
-	f.Add("a"+strings.Repeat("b", heartbeat.MaxModuleNameLen-1), make([]byte, 16), uint64(1<<40), uint64(1<<62), int64(0),
-		strings.Repeat("ü", heartbeat.MaxSkillNameLen))
+	f.Add("a"+strings.Repeat("b", registry.MaxModuleNameLen-1), make([]byte, 16), uint64(1<<40), uint64(1<<62), int64(0),
+		strings.Repeat("ü", registry.MaxSkillNameLen))
 	f.Fuzz(func(t *testing.T, module string, idBytes []byte, epoch, txid uint64, seq int64, skill string) {
 		c := fuzzCodec(t)
-		if id, err := uuid.FromBytes(idBytes); err == nil && heartbeat.ValidModuleName(module) {
-			want := heartbeat.ServerCursor{ModuleName: module, ServerID: id}
+		if id, err := uuid.FromBytes(idBytes); err == nil && registry.ValidModuleName(module) {
+			want := registry.ServerCursor{ModuleName: module, ServerID: id}
 			s := *c.encodeServerCursor(fuzzTenant, &want)
 			if len(s) > maxCursorLen {
 				t.Fatalf("server cursor of %+v is %d bytes, over the limit %d", want, len(s), maxCursorLen)
@@ -98,8 +98,8 @@ func FuzzCursorRoundTrip(f *testing.F) {
 			if _, err := c.decodeServerCursor(fuzzOther, s); err == nil {
 				t.Fatalf("the server cursor %q is taken for another tenant", s)
 			}
-			if skill != "" && len([]rune(skill)) <= heartbeat.MaxSkillNameLen {
-				want := heartbeat.SkillCursor{Name: skill, ModuleName: module}
+			if skill != "" && len([]rune(skill)) <= registry.MaxSkillNameLen {
+				want := registry.SkillCursor{Name: skill, ModuleName: module}
 				s := *c.encodeSkillCursor(fuzzTenant, &want)
 				got, err := c.decodeSkillCursor(fuzzTenant, s)
 				if err != nil || *got != want || len(s) > maxCursorLen {
@@ -108,7 +108,7 @@ func FuzzCursorRoundTrip(f *testing.F) {
 			}
 		}
 		if seq >= 0 {
-			want := heartbeat.Position{Epoch: epoch, TxID: txid, Seq: seq}
+			want := registry.Position{Epoch: epoch, TxID: txid, Seq: seq}
 			s := c.encodePosition(fuzzTenant, want)
 			got, err := c.decodePosition(fuzzTenant, s)
 			if err != nil || got != want {

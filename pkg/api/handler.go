@@ -14,8 +14,9 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/feed"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/limit"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/tracing"
 )
 
@@ -32,16 +33,16 @@ type Pinger interface {
 // reader is what the handler reads from the store without the Registrar:
 // skills and the audit trail, and the check of a cursor into the trail.
 type reader interface {
-	heartbeat.AuditReader
-	Skills(ctx context.Context, tenant, serverID uuid.UUID) ([]heartbeat.Skill, error)
-	FindSkills(ctx context.Context, tenant uuid.UUID, f heartbeat.SkillFilter) (heartbeat.SkillPage, error)
+	registry.AuditReader
+	Skills(ctx context.Context, tenant, serverID uuid.UUID) ([]registry.Skill, error)
+	FindSkills(ctx context.Context, tenant uuid.UUID, f registry.SkillFilter) (registry.SkillPage, error)
 }
 
 // HandlerOptions configures NewHandler.
 type HandlerOptions struct {
 	// Registrar serves every /v1 call that changes a server or reads one;
 	// required. Skills and the audit trail are read from its store.
-	Registrar *heartbeat.Registrar
+	Registrar *lifecycle.Registrar
 	// Verifier checks bearer tokens; required.
 	Verifier *auth.Verifier
 	// Logger receives faults and, at debug level, one line per request.
@@ -72,7 +73,7 @@ type HandlerOptions struct {
 	StreamWriteTimeout time.Duration
 	// Catalog serves the MCP registry API (/v0.1); nil: those routes are
 	// not served.
-	Catalog heartbeat.CatalogReader
+	Catalog registry.CatalogReader
 	// RegistryNamespace is the namespace of the MCP registry API's server
 	// names; empty: DefaultRegistryNamespace.
 	RegistryNamespace string
@@ -102,7 +103,7 @@ type MCPServer interface {
 }
 
 type handler struct {
-	reg     *heartbeat.Registrar
+	reg     *lifecycle.Registrar
 	store   reader // the Registrar's store, for what needs no Registrar
 	verify  *auth.Verifier
 	logger  *slog.Logger
@@ -120,7 +121,7 @@ type handler struct {
 	frames frameCache
 	limits *limit.Tenants
 	// catalog and namespace serve the MCP registry API (registry.go).
-	catalog   heartbeat.CatalogReader
+	catalog   registry.CatalogReader
 	namespace string
 	// tracer starts the request spans; nil: tracing is off.
 	tracer trace.Tracer

@@ -16,8 +16,8 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/auth"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 func TestRegisterCreatedThenOK(t *testing.T) {
@@ -32,14 +32,14 @@ func TestRegisterCreatedThenOK(t *testing.T) {
 	if ct := resp.header.Get("Content-Type"); ct != api.ContentTypeJSON {
 		t.Fatalf("Content-Type %q", ct)
 	}
-	first := decode[heartbeat.Server](t, resp)
+	first := decode[registry.Server](t, resp)
 	if resp.header.Get("Location") != "/v1/mcp/servers/"+first.ServerID.String() {
 		t.Fatalf("Location %q", resp.header.Get("Location"))
 	}
 	if first.TraceID != "4bf92f3577b34da6a3ce929d0e0e4736" {
 		t.Fatalf("trace_id %q, want the traceparent's", first.TraceID)
 	}
-	if first.TenantID != b.tenant || first.Status != heartbeat.StatusHealthy || first.HeartbeatIntervalSecs != 10 {
+	if first.TenantID != b.tenant || first.Status != registry.StatusHealthy || first.HeartbeatIntervalSecs != 10 {
 		t.Fatalf("server %+v", first)
 	}
 
@@ -49,7 +49,7 @@ func TestRegisterCreatedThenOK(t *testing.T) {
 	if resp.code != http.StatusOK {
 		t.Fatalf("re-register: %d %s", resp.code, resp.body)
 	}
-	second := decode[heartbeat.Server](t, resp)
+	second := decode[registry.Server](t, resp)
 	if second.ServerID != first.ServerID || second.Version != "1.4.0" || len(second.SupportedProtocols) != 2 {
 		t.Fatalf("re-register gave %+v, want server %s at 1.4.0", second, first.ServerID)
 	}
@@ -61,8 +61,8 @@ func TestRegisterTraceIDWithoutTraceparent(t *testing.T) {
 	for i, tp := range []string{"", "garbage", "00-00000000000000000000000000000000-00f067aa0ba902b7-01"} {
 		resp := b.do(t, req{method: http.MethodPost, path: registerPath, body: registerBody(fmt.Sprintf("m%d", i)),
 			header: map[string]string{"traceparent": tp}})
-		srv := decode[heartbeat.Server](t, resp)
-		if !heartbeat.ValidTraceID(srv.TraceID) {
+		srv := decode[registry.Server](t, resp)
+		if !registry.ValidTraceID(srv.TraceID) {
 			t.Fatalf("traceparent %q: trace_id %q is not 32 lowercase hex", tp, srv.TraceID)
 		}
 	}
@@ -71,11 +71,11 @@ func TestRegisterTraceIDWithoutTraceparent(t *testing.T) {
 func TestRegisterInputRules(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	manySkills := make([]string, heartbeat.MaxSkills+1)
+	manySkills := make([]string, registry.MaxSkills+1)
 	for i := range manySkills {
 		manySkills[i] = fmt.Sprintf(`{"name":"s%d"}`, i)
 	}
-	manyProtocols := strings.TrimSuffix(strings.Repeat(`"2025-06-18",`, heartbeat.MaxProtocols+1), ",")
+	manyProtocols := strings.TrimSuffix(strings.Repeat(`"2025-06-18",`, registry.MaxProtocols+1), ",")
 	ok := func(over string) string {
 		// A valid body with over's fields in place of the defaults.
 		base := map[string]json.RawMessage{
@@ -350,11 +350,11 @@ func TestCrossTenantIsNotFound(t *testing.T) {
 	}
 	// The same module name is another server for another tenant.
 	resp := b.do(t, req{method: http.MethodPost, path: registerPath, body: registerBody("calendar"), token: other})
-	if resp.code != http.StatusCreated || decode[heartbeat.Server](t, resp).ServerID == srv.ServerID {
+	if resp.code != http.StatusCreated || decode[registry.Server](t, resp).ServerID == srv.ServerID {
 		t.Fatalf("other tenant's register: %d %s", resp.code, resp.body)
 	}
 	// And the first tenant's server is untouched.
-	if got := decode[heartbeat.Server](t, b.get(t, "/v1/mcp/servers/"+id)); got.Status != heartbeat.StatusHealthy {
+	if got := decode[registry.Server](t, b.get(t, "/v1/mcp/servers/"+id)); got.Status != registry.StatusHealthy {
 		t.Fatalf("status %s", got.Status)
 	}
 }
@@ -369,7 +369,7 @@ func TestHeartbeatAndDeregister(t *testing.T) {
 	if resp.code != http.StatusOK {
 		t.Fatalf("heartbeat: %d %s", resp.code, resp.body)
 	}
-	got := decode[heartbeat.Server](t, resp)
+	got := decode[registry.Server](t, resp)
 	if !got.LastHeartbeatAt.Equal(b.clock.Now()) || got.TraceID != srv.TraceID {
 		t.Fatalf("heartbeat answered %+v", got)
 	}
@@ -379,8 +379,8 @@ func TestHeartbeatAndDeregister(t *testing.T) {
 		if resp.code != http.StatusOK {
 			t.Fatalf("deregister %d: %d %s", i, resp.code, resp.body)
 		}
-		got = decode[heartbeat.Server](t, resp)
-		if got.Status != heartbeat.StatusDeregistered || got.DeregisteredAt == nil {
+		got = decode[registry.Server](t, resp)
+		if got.Status != registry.StatusDeregistered || got.DeregisteredAt == nil {
 			t.Fatalf("deregister answered %+v", got)
 		}
 	}
@@ -393,8 +393,8 @@ func TestHeartbeatAndDeregister(t *testing.T) {
 		t.Fatalf("type %q", p.Type)
 	}
 	// Registering again brings it back under the same id.
-	again := decode[heartbeat.Server](t, b.post(t, registerPath, registerBody("calendar", "search")))
-	if again.ServerID != srv.ServerID || again.Status != heartbeat.StatusHealthy || again.DeregisteredAt != nil {
+	again := decode[registry.Server](t, b.post(t, registerPath, registerBody("calendar", "search")))
+	if again.ServerID != srv.ServerID || again.Status != registry.StatusHealthy || again.DeregisteredAt != nil {
 		t.Fatalf("re-register after deregister: %+v", again)
 	}
 	events := decode[api.EventList](t, b.get(t, "/v1/mcp/audit?server_id="+srv.ServerID.String()))
@@ -414,13 +414,13 @@ func TestLifecycleThroughMonitor(t *testing.T) {
 	srv := b.register(t, "calendar", "search", "book")
 	path := "/v1/mcp/servers/" + srv.ServerID.String()
 	ctx := context.Background()
-	step := func(d time.Duration, want heartbeat.Status, available bool) {
+	step := func(d time.Duration, want registry.Status, available bool) {
 		t.Helper()
 		b.clock.Advance(d)
 		if _, err := b.monitor.Sweep(ctx, time.Time{}); err != nil {
 			t.Fatal(err)
 		}
-		if got := decode[heartbeat.Server](t, b.get(t, path)); got.Status != want {
+		if got := decode[registry.Server](t, b.get(t, path)); got.Status != want {
 			t.Fatalf("after %s: status %s, want %s", d, got.Status, want)
 		}
 		for _, s := range decode[api.SkillList](t, b.get(t, path+"/skills")).Skills {
@@ -429,14 +429,14 @@ func TestLifecycleThroughMonitor(t *testing.T) {
 			}
 		}
 	}
-	step(19*time.Second, heartbeat.StatusHealthy, true) // one miss
-	step(time.Second, heartbeat.StatusDegraded, true)   // 2I
-	step(10*time.Second, heartbeat.StatusUnhealthy, false)
+	step(19*time.Second, registry.StatusHealthy, true) // one miss
+	step(time.Second, registry.StatusDegraded, true)   // 2I
+	step(10*time.Second, registry.StatusUnhealthy, false)
 	resp := b.post(t, "/v1/mcp/servers/heartbeat", `{"server_id":"`+srv.ServerID.String()+`"}`)
-	if got := decode[heartbeat.Server](t, resp); got.Status != heartbeat.StatusHealthy {
+	if got := decode[registry.Server](t, resp); got.Status != registry.StatusHealthy {
 		t.Fatalf("heartbeat from unhealthy: %s", got.Status)
 	}
-	step(0, heartbeat.StatusHealthy, true)
+	step(0, registry.StatusHealthy, true)
 
 	events := decode[api.EventList](t, b.get(t, "/v1/mcp/audit?server_id="+srv.ServerID.String()))
 	var kinds []string
@@ -531,8 +531,8 @@ func TestListAudit(t *testing.T) {
 		t.Fatalf("events %d next %v", len(all.Events), all.NextCursor)
 	}
 	e := all.Events[0]
-	if e.Kind != heartbeat.KindRegistered || e.ServerID != a.ServerID || e.ModuleName != "alpha" || e.FromStatus != nil ||
-		e.ToStatus != heartbeat.StatusHealthy || e.Body.Version != "1.3.2" || e.EventID == uuid.Nil {
+	if e.Kind != registry.KindRegistered || e.ServerID != a.ServerID || e.ModuleName != "alpha" || e.FromStatus != nil ||
+		e.ToStatus != registry.StatusHealthy || e.Body.Version != "1.3.2" || e.EventID == uuid.Nil {
 		t.Fatalf("first event %+v", e)
 	}
 	raw := string(b.get(t, "/v1/mcp/audit?limit=1").body)
@@ -609,7 +609,7 @@ func TestStoreFaults(t *testing.T) {
 		err    error
 		status int
 	}{
-		{"unavailable", fmt.Errorf("heartbeat: %w: connection refused", heartbeat.ErrUnavailable), 503},
+		{"unavailable", fmt.Errorf("heartbeat: %w: connection refused", registry.ErrUnavailable), 503},
 		{"deadline", fmt.Errorf("query: %w", context.DeadlineExceeded), 503},
 		{"connect error", refusedConnectError(t), 503},
 		{"other", errors.New("secret internal detail xyzzy"), 500},
@@ -812,7 +812,7 @@ func refusedConnectError(t *testing.T) error {
 	return fmt.Errorf("heartbeat: %w", err)
 }
 
-func moduleNames(servers []heartbeat.Server) string {
+func moduleNames(servers []registry.Server) string {
 	var names []string
 	for _, s := range servers {
 		names = append(names, s.ModuleName)

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // Results of a heartbeat, the values of mcpd_heartbeats_total's label.
@@ -57,7 +57,7 @@ type MetricsOptions struct {
 	// Registry receives every collector; nil: a new private registry.
 	Registry *prometheus.Registry
 	// Counter, when set, backs mcpd_servers{status} at every scrape.
-	Counter heartbeat.StatusCounter
+	Counter registry.StatusCounter
 	// Logger reports a failed status count.
 	Logger *slog.Logger
 }
@@ -160,13 +160,13 @@ func (m *Metrics) Handler() http.Handler {
 
 // Sink returns an AlertSink that counts each transition and hands it on to
 // next.
-func (m *Metrics) Sink(next heartbeat.AlertSink) heartbeat.AlertSink {
+func (m *Metrics) Sink(next registry.AlertSink) registry.AlertSink {
 	return countingSink{m: m, next: next}
 }
 
-// ObserveSweep records one sweep; it fits heartbeat.MonitorOptions.Observe.
+// ObserveSweep records one sweep; it fits lifecycle.MonitorOptions.Observe.
 // The sweep's transitions are counted by the sink, not here.
-func (m *Metrics) ObserveSweep(d time.Duration, _ []heartbeat.Event, err error) {
+func (m *Metrics) ObserveSweep(d time.Duration, _ []registry.Event, err error) {
 	m.sweeps.Observe(d.Seconds())
 	if err != nil {
 		m.sweepFails.Inc()
@@ -184,10 +184,10 @@ func (m *Metrics) observeHeartbeat(result string) {
 
 type countingSink struct {
 	m    *Metrics
-	next heartbeat.AlertSink
+	next registry.AlertSink
 }
 
-func (s countingSink) Transition(ctx context.Context, ev heartbeat.Event) {
+func (s countingSink) Transition(ctx context.Context, ev registry.Event) {
 	from := ""
 	if ev.FromStatus != nil {
 		from = string(*ev.FromStatus)
@@ -201,7 +201,7 @@ func (s countingSink) Transition(ctx context.Context, ev heartbeat.Event) {
 // statusCollector reports mcpd_servers{status} from the store at each
 // scrape; on a failed count it reports nothing, so that a gap shows.
 type statusCollector struct {
-	counter heartbeat.StatusCounter
+	counter registry.StatusCounter
 	logger  *slog.Logger
 	errors  prometheus.Counter
 }
@@ -221,7 +221,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		c.logger.Warn("count servers by status", "err", err)
 		return
 	}
-	for _, st := range heartbeat.Statuses {
+	for _, st := range registry.Statuses {
 		ch <- prometheus.MustNewConstMetric(serversDesc, prometheus.GaugeValue, float64(counts[st]), string(st))
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/cyberos/mcpd/pkg/api"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // registerLarge registers n servers of the bundle's tenant with
@@ -22,7 +22,7 @@ func (b *bundle) registerLarge(t *testing.T, n, size int) []string {
 	caps := json.RawMessage(`{"tools":{"listChanged":true},"blob":"` + strings.Repeat("y", size) + `"}`)
 	var modules []string
 	for i := range n {
-		info := heartbeat.ServerInfo{ModuleName: fmt.Sprintf("large-%03d", i), Version: "1.0.0",
+		info := registry.ServerInfo{ModuleName: fmt.Sprintf("large-%03d", i), Version: "1.0.0",
 			SupportedProtocols: []string{"2025-06-18"}, CapabilityAdvertisement: caps}
 		if _, _, _, err := b.store.Register(t.Context(), b.tenant, info); err != nil {
 			t.Fatal(err)
@@ -62,8 +62,8 @@ func TestServerListBoundedByBytes(t *testing.T) {
 			if len(list.Servers) >= 24 || list.NextCursor == nil {
 				t.Fatalf("first page: %d servers, next_cursor %v; want a page bounded by bytes", len(list.Servers), list.NextCursor)
 			}
-			if len(resp.body) > heartbeat.MaxPageBytes+300_000 {
-				t.Fatalf("first page is %d bytes, want about %d", len(resp.body), heartbeat.MaxPageBytes)
+			if len(resp.body) > registry.MaxPageBytes+300_000 {
+				t.Fatalf("first page is %d bytes, want about %d", len(resp.body), registry.MaxPageBytes)
 			}
 			t.Logf("first page: %d servers of 200 KB, %d bytes", len(list.Servers), len(resp.body))
 		}

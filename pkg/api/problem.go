@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cyberos/mcpd/pkg/apiwire"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // Problem types: the stable set of "type" URIs that mcpd answers with
@@ -91,7 +91,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
 // isUnavailable reports whether err means the store cannot answer now.
 func isUnavailable(err error) bool {
 	var connectErr *pgconn.ConnectError
-	return errors.Is(err, heartbeat.ErrUnavailable) ||
+	return errors.Is(err, registry.ErrUnavailable) ||
 		errors.Is(err, context.DeadlineExceeded) ||
 		errors.As(err, &connectErr)
 }
@@ -99,20 +99,20 @@ func isUnavailable(err error) bool {
 // errorProblem maps an error of the registrar to the problem the client
 // sees. Faults of mcpd are logged with their cause and never echoed.
 func (h *handler) errorProblem(r *http.Request, err error) *Problem {
-	var fe *heartbeat.FieldError
+	var fe *registry.FieldError
 	switch {
 	case errors.As(err, &fe):
 		return validationProblem(fe.Field, fe.Reason)
-	case errors.Is(err, heartbeat.ErrNotFound):
+	case errors.Is(err, registry.ErrNotFound):
 		return newProblem(http.StatusNotFound, ProblemNotFound, "Server not found",
 			"no server with this server_id for the token's tenant")
-	case errors.Is(err, heartbeat.ErrPositionExpired):
+	case errors.Is(err, registry.ErrPositionExpired):
 		return newProblem(http.StatusGone, ProblemCursorExpired, "Cursor expired",
 			"the position can no longer be resumed from; list again and watch from the list's watch_cursor")
-	case errors.Is(err, heartbeat.ErrDeregistered):
+	case errors.Is(err, registry.ErrDeregistered):
 		return newProblem(http.StatusConflict, ProblemDeregistered, "Server deregistered",
 			"the server is deregistered; register it again")
-	case errors.Is(err, heartbeat.ErrQuotaExceeded):
+	case errors.Is(err, registry.ErrQuotaExceeded):
 		h.metrics.refused(RefusedQuota)
 		return newProblem(http.StatusForbidden, ProblemQuotaExceeded, "Server quota exceeded",
 			"the tenant has as many servers that are not deregistered as it may; deregister one "+

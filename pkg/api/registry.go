@@ -12,7 +12,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/apiwire"
 	"github.com/cyberos/mcpd/pkg/auth"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // The MCP registry API (/v0.1): the read side of the official MCP
@@ -51,7 +51,7 @@ const (
 const cursorKindRegistry = 'r'
 
 // liveStatuses are the statuses listed by default: reachable now.
-var liveStatuses = []heartbeat.Status{heartbeat.StatusHealthy, heartbeat.StatusDegraded}
+var liveStatuses = []registry.Status{registry.StatusHealthy, registry.StatusDegraded}
 
 // registryError is an error answer of /v0.1.
 type registryError struct {
@@ -90,7 +90,7 @@ func registryNotImplemented(w http.ResponseWriter, _ *http.Request) {
 
 // registryQuery is a parsed query of the /v0.1 reads.
 type registryQuery struct {
-	filter heartbeat.CatalogFilter
+	filter registry.CatalogFilter
 	limit  int
 }
 
@@ -99,7 +99,7 @@ type registryQuery struct {
 func (h *handler) parseRegistryQuery(r *http.Request, tenant uuid.UUID, list bool) (registryQuery, *registryError) {
 	q := r.URL.Query()
 	rq := registryQuery{limit: DefaultRegistryLimit,
-		filter: heartbeat.CatalogFilter{SearchPrefix: h.namespace + "/", Statuses: liveStatuses}}
+		filter: registry.CatalogFilter{SearchPrefix: h.namespace + "/", Statuses: liveStatuses}}
 	for name, vs := range q {
 		if len(vs) > 1 {
 			return rq, badRegistryQuery("query parameter %q given more than once", name)
@@ -149,8 +149,8 @@ func (h *handler) parseRegistryQuery(r *http.Request, tenant uuid.UUID, list boo
 		if err != nil {
 			return rq, badRegistryQuery("cursor is not a cursor of this list; use metadata.nextCursor as given")
 		}
-		module, rest, err := readString(b, heartbeat.MaxModuleNameLen)
-		if err != nil || len(rest) != 0 || !heartbeat.ValidModuleName(module) {
+		module, rest, err := readString(b, registry.MaxModuleNameLen)
+		if err != nil || len(rest) != 0 || !registry.ValidModuleName(module) {
 			return rq, badRegistryQuery("cursor is not a cursor of this list; use metadata.nextCursor as given")
 		}
 		rq.filter.AfterModule = module
@@ -199,7 +199,7 @@ func (h *handler) registryList(w http.ResponseWriter, r *http.Request, claims au
 // sent as %2F. ok is false for a name that cannot be one of this tenant's.
 func (h *handler) registryModule(r *http.Request) (string, bool) {
 	module, found := strings.CutPrefix(r.PathValue("serverName"), h.namespace+"/")
-	return module, found && heartbeat.ValidModuleName(module)
+	return module, found && registry.ValidModuleName(module)
 }
 
 // registryVersions answers GET /v0.1/servers/{serverName}/versions: the
@@ -214,7 +214,7 @@ func (h *handler) registryVersions(w http.ResponseWriter, r *http.Request, claim
 		writeRegistryError(w, e)
 		return
 	}
-	h.writeRegistry(w, r, tag, h.registryServerList([]heartbeat.CatalogEntry{en}))
+	h.writeRegistry(w, r, tag, h.registryServerList([]registry.CatalogEntry{en}))
 }
 
 // registryVersion answers GET /v0.1/servers/{serverName}/versions/{version}.
@@ -239,32 +239,32 @@ func (h *handler) registryVersion(w http.ResponseWriter, r *http.Request, claims
 // registryEntry reads the one server named by the path, at version
 // ("latest" or "": any). A server that is not reachable now (unhealthy or
 // deregistered) is found with include_deleted=true only, as on the list.
-func (h *handler) registryEntry(r *http.Request, claims auth.Claims, version string) (heartbeat.CatalogEntry, *registryError) {
+func (h *handler) registryEntry(r *http.Request, claims auth.Claims, version string) (registry.CatalogEntry, *registryError) {
 	rq, e := h.parseRegistryQuery(r, claims.TenantID, false)
 	if e != nil {
-		return heartbeat.CatalogEntry{}, e
+		return registry.CatalogEntry{}, e
 	}
 	module, ok := h.registryModule(r)
 	if !ok {
-		return heartbeat.CatalogEntry{}, &registryError{http.StatusNotFound, "Server not found"}
+		return registry.CatalogEntry{}, &registryError{http.StatusNotFound, "Server not found"}
 	}
 	rq.filter.ModuleName, rq.filter.Limit = module, 1
 	page, err := h.catalog.Catalog(r.Context(), claims.TenantID, rq.filter)
 	if err != nil {
 		p := h.errorProblem(r, err)
-		return heartbeat.CatalogEntry{}, &registryError{p.Status, p.Title}
+		return registry.CatalogEntry{}, &registryError{p.Status, p.Title}
 	}
 	if len(page.Entries) == 0 {
-		return heartbeat.CatalogEntry{}, &registryError{http.StatusNotFound, "Server not found"}
+		return registry.CatalogEntry{}, &registryError{http.StatusNotFound, "Server not found"}
 	}
 	en := page.Entries[0]
 	if version != "" && version != "latest" && version != en.Server.Version {
-		return heartbeat.CatalogEntry{}, &registryError{http.StatusNotFound, "Server version not found"}
+		return registry.CatalogEntry{}, &registryError{http.StatusNotFound, "Server version not found"}
 	}
 	return en, nil
 }
 
-func (h *handler) registryServerList(entries []heartbeat.CatalogEntry) apiwire.RegistryServerList {
+func (h *handler) registryServerList(entries []registry.CatalogEntry) apiwire.RegistryServerList {
 	list := apiwire.RegistryServerList{Servers: make([]apiwire.RegistryServerResponse, len(entries))}
 	for i, en := range entries {
 		list.Servers[i] = h.registryServerResponse(en)
@@ -274,7 +274,7 @@ func (h *handler) registryServerList(entries []heartbeat.CatalogEntry) apiwire.R
 }
 
 // registryServerResponse is en as a ServerResponse of the official API.
-func (h *handler) registryServerResponse(en heartbeat.CatalogEntry) apiwire.RegistryServerResponse {
+func (h *handler) registryServerResponse(en registry.CatalogEntry) apiwire.RegistryServerResponse {
 	srv := en.Server
 	desc := srv.Description
 	if desc == "" {
@@ -282,7 +282,7 @@ func (h *handler) registryServerResponse(en heartbeat.CatalogEntry) apiwire.Regi
 	}
 	remotes := srv.Remotes
 	if remotes == nil {
-		remotes = []heartbeat.Remote{}
+		remotes = []registry.Remote{}
 	}
 	protocols := srv.SupportedProtocols
 	if protocols == nil {
@@ -290,7 +290,7 @@ func (h *handler) registryServerResponse(en heartbeat.CatalogEntry) apiwire.Regi
 	}
 	skills := en.Skills
 	if skills == nil {
-		skills = []heartbeat.SkillState{}
+		skills = []registry.SkillState{}
 	}
 	return apiwire.RegistryServerResponse{
 		Server: apiwire.RegistryServer{

@@ -13,7 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // Types written from the official OpenAPI ("MCP Server Registry API"
@@ -130,7 +130,7 @@ func TestRegistryServerShape(t *testing.T) {
 	body := `{"module_name":"calendar","version":"1.3.2","supported_protocols":["2025-06-18","2025-11-25"],
 		"skills":[{"name":"search"},{"name":"book"}],
 		"remotes":[{"type":"streamable-http","url":"https://cal.example/mcp"}],"description":"The calendar","title":"Calendar"}`
-	srv := decode[heartbeat.Server](t, b.post(t, registerPath, body))
+	srv := decode[registry.Server](t, b.post(t, registerPath, body))
 	b.register(t, "mail")
 	list := b.registryList(t, "")
 	if got := names(list); !slices.Equal(got, []string{"local.mcpd/calendar", "local.mcpd/mail"}) {
@@ -186,12 +186,12 @@ func TestRegistryLiveness(t *testing.T) {
 	dying := b.register(t, "dying", "search")
 	b.register(t, "steady")
 	b.register(t, "gone")
-	goneID := decode[heartbeat.Server](t, b.post(t, registerPath, registerBody("gone"))).ServerID
+	goneID := decode[registry.Server](t, b.post(t, registerPath, registerBody("gone"))).ServerID
 	b.post(t, "/v1/mcp/servers/deregister", `{"server_id":"`+goneID.String()+`"}`)
 	start := b.clock.Now()
 
 	steady := func() {
-		resp := b.post(t, "/v1/mcp/servers/heartbeat", `{"server_id":"`+decode[heartbeat.Server](t, b.post(t, registerPath, registerBody("steady"))).ServerID.String()+`"}`)
+		resp := b.post(t, "/v1/mcp/servers/heartbeat", `{"server_id":"`+decode[registry.Server](t, b.post(t, registerPath, registerBody("steady"))).ServerID.String()+`"}`)
 		if resp.code != http.StatusOK {
 			t.Fatalf("heartbeat: %d", resp.code)
 		}

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/cyberos/mcpd/pkg/apiwire"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // A registration's remotes, description and title come back in the server
@@ -24,8 +24,8 @@ func TestRegisterRemotes(t *testing.T) {
 	if resp.code != http.StatusCreated {
 		t.Fatalf("register: %d %s", resp.code, resp.body)
 	}
-	want := []heartbeat.Remote{{Type: "streamable-http", URL: "https://cal.example/mcp"}, {Type: "sse", URL: "http://cal.example/sse"}}
-	srv := decode[heartbeat.Server](t, resp)
+	want := []registry.Remote{{Type: "streamable-http", URL: "https://cal.example/mcp"}, {Type: "sse", URL: "http://cal.example/sse"}}
+	srv := decode[registry.Server](t, resp)
 	if !reflect.DeepEqual(srv.Remotes, want) || srv.Description != "The team calendar" || srv.Title != "Calendar" {
 		t.Fatalf("server %+v", srv)
 	}

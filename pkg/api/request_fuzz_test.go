@@ -13,7 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cyberos/mcpd/pkg/api"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // readBundle is one handler with a few servers and events, shared by the
@@ -68,7 +68,7 @@ func FuzzListQueries(f *testing.F) {
 				if err := json.Unmarshal(resp.body, &page); err != nil {
 					t.Fatalf("%s?%s: 200 with %s", path, query, resp.body)
 				}
-				if n := len(page.Servers) + len(page.Events); n > heartbeat.MaxPageLimit {
+				if n := len(page.Servers) + len(page.Events); n > registry.MaxPageLimit {
 					t.Fatalf("%s?%s: %d items", path, query, n)
 				}
 			case http.StatusBadRequest:
@@ -84,7 +84,7 @@ func FuzzListQueries(f *testing.F) {
 }
 
 // FuzzRegisterFields: a registration is accepted exactly when its fields
-// keep the contract's rules (heartbeat.ServerInfo.Validate) and hold text
+// keep the contract's rules (registry.ServerInfo.Validate) and hold text
 // that PostgreSQL can store (no NUL, valid UTF-8); otherwise it is a 400
 // naming a field. Never a 5xx.
 func FuzzRegisterFields(f *testing.F) {
@@ -97,7 +97,7 @@ func FuzzRegisterFields(f *testing.F) {
 	f.Add("mail", "1.0.0", "2025-06-18", "s", "d", `{"a":"\ud800","b":"\ud83d\ude00"}`)
 	f.Fuzz(func(t *testing.T, module, version, protocol, skill, desc, caps string) {
 		req := api.RegisterRequest{ModuleName: module, Version: version, SupportedProtocols: []string{protocol},
-			Skills: []heartbeat.SkillInfo{{Name: skill, Description: desc}}}
+			Skills: []registry.SkillInfo{{Name: skill, Description: desc}}}
 		if json.Valid([]byte(caps)) {
 			req.CapabilityAdvertisement = json.RawMessage(caps)
 		}
@@ -110,7 +110,7 @@ func FuzzRegisterFields(f *testing.F) {
 		if err := json.Unmarshal(body, &dec); err != nil {
 			t.Fatalf("decode %s: %v", body, err)
 		}
-		info := heartbeat.ServerInfo{ModuleName: dec.ModuleName, Version: dec.Version, SupportedProtocols: dec.SupportedProtocols,
+		info := registry.ServerInfo{ModuleName: dec.ModuleName, Version: dec.Version, SupportedProtocols: dec.SupportedProtocols,
 			CapabilityAdvertisement: dec.CapabilityAdvertisement, Skills: dec.Skills}
 		accept := info.Validate() == nil && storable(info)
 		// A surrogate escape may be half of a pair or alone (refused): this
@@ -140,7 +140,7 @@ var surrogateEscape = regexp.MustCompile(`\\u[dD][89a-fA-F][0-9a-fA-F]{2}`)
 // storable is the rule of text PostgreSQL can store, written independently
 // of the handler's: no NUL anywhere in a skill or in the capability
 // advertisement's keys and strings, and the advertisement valid UTF-8.
-func storable(info heartbeat.ServerInfo) bool {
+func storable(info registry.ServerInfo) bool {
 	for _, s := range info.Skills {
 		if strings.ContainsRune(s.Name, 0) || strings.ContainsRune(s.Description, 0) {
 			return false

@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/cyberos/mcpd/pkg/auth"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/tracing"
 )
 
@@ -30,7 +30,7 @@ const (
 )
 
 // serverAttrs are the attributes of a span about one server of tenant.
-func serverAttrs(tenant uuid.UUID, srv heartbeat.Server) []attribute.KeyValue {
+func serverAttrs(tenant uuid.UUID, srv registry.Server) []attribute.KeyValue {
 	return []attribute.KeyValue{
 		attrTenant.String(tenant.String()), attrServer.String(srv.ServerID.String()),
 		attrModule.String(srv.ModuleName), attrStatus.String(string(srv.Status)), attrTraceID.String(srv.TraceID),
@@ -44,7 +44,7 @@ func requestTraceID(r *http.Request) string {
 	if id := tracing.TraceID(r.Context()); id != "" {
 		return id
 	}
-	return heartbeat.TraceIDFromTraceparent(r.Header.Get(HeaderTraceparent))
+	return registry.TraceIDFromTraceparent(r.Header.Get(HeaderTraceparent))
 }
 
 func (h *handler) register(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
@@ -53,7 +53,7 @@ func (h *handler) register(w http.ResponseWriter, r *http.Request, claims auth.C
 		writeProblem(w, r, p)
 		return
 	}
-	info := heartbeat.ServerInfo{
+	info := registry.ServerInfo{
 		ModuleName:              req.ModuleName,
 		Version:                 req.Version,
 		SupportedProtocols:      req.SupportedProtocols,
@@ -67,7 +67,7 @@ func (h *handler) register(w http.ResponseWriter, r *http.Request, claims auth.C
 		v    *string
 	}{{"description", req.Description}, {"title", req.Title}} {
 		if f.v != nil && *f.v == "" {
-			writeProblem(w, r, validationProblem(f.name, fmt.Sprintf("must be 1-%d characters", heartbeat.MaxDescription)))
+			writeProblem(w, r, validationProblem(f.name, fmt.Sprintf("must be 1-%d characters", registry.MaxDescription)))
 			return
 		}
 	}
@@ -128,7 +128,7 @@ func (h *handler) heartbeat(w http.ResponseWriter, r *http.Request, claims auth.
 // value (U+0000, "\u0000" in JSON), and invalid UTF-8 in the capability
 // advertisement, which is kept as sent (decoded strings have it replaced
 // by U+FFFD already). Without it such a registration is a 500.
-func unstorableText(info heartbeat.ServerInfo) *Problem {
+func unstorableText(info registry.ServerInfo) *Problem {
 	for i, s := range info.Skills {
 		if strings.ContainsRune(s.Name, 0) {
 			return validationProblem(fmt.Sprintf("skills[%d].name", i), "must not contain the NUL character (U+0000)")
@@ -168,9 +168,9 @@ func heartbeatResult(err error) string {
 	switch {
 	case err == nil:
 		return HeartbeatOK
-	case errors.Is(err, heartbeat.ErrNotFound):
+	case errors.Is(err, registry.ErrNotFound):
 		return HeartbeatNotFound
-	case errors.Is(err, heartbeat.ErrDeregistered):
+	case errors.Is(err, registry.ErrDeregistered):
 		return HeartbeatDeregistered
 	default:
 		return HeartbeatError
@@ -234,7 +234,7 @@ func (h *handler) listServers(w http.ResponseWriter, r *http.Request, claims aut
 		return
 	}
 	q := r.URL.Query()
-	var f heartbeat.ServerFilter
+	var f registry.ServerFilter
 	var p *Problem
 	if f.Status, p = queryStatus(q, "status"); p != nil {
 		writeProblem(w, r, p)
@@ -275,15 +275,15 @@ func (h *handler) listServers(w http.ResponseWriter, r *http.Request, claims aut
 // share: server_id, module_name and kind.
 // kindList names every audit event kind, for problems.
 var kindList = func() string {
-	names := make([]string, len(heartbeat.EventKinds))
-	for i, k := range heartbeat.EventKinds {
+	names := make([]string, len(registry.EventKinds))
+	for i, k := range registry.EventKinds {
 		names[i] = string(k)
 	}
 	return strings.Join(names, ", ")
 }()
 
-func parseEventFilter(q url.Values) (heartbeat.EventFilter, *Problem) {
-	var f heartbeat.EventFilter
+func parseEventFilter(q url.Values) (registry.EventFilter, *Problem) {
+	var f registry.EventFilter
 	if s := q.Get("server_id"); s != "" {
 		id, p := parseServerID(s)
 		if p != nil {
@@ -296,7 +296,7 @@ func parseEventFilter(q url.Values) (heartbeat.EventFilter, *Problem) {
 		return f, p
 	}
 	if k := q.Get("kind"); k != "" {
-		kind, err := heartbeat.ParseEventKind(k)
+		kind, err := registry.ParseEventKind(k)
 		if err != nil {
 			return f, validationProblem("kind", "must be one of "+kindList)
 		}
@@ -350,10 +350,10 @@ func (h *handler) listEvents(w http.ResponseWriter, r *http.Request, claims auth
 // checkCursor decodes a cursor into tenant's trail and checks it with the
 // store: the one route of a list's and a watch's cursor. errBadCursor: not
 // a cursor of this tenant's trail.
-func (h *handler) checkCursor(ctx context.Context, cc *cursorCodec, tenant uuid.UUID, cursor string) (heartbeat.Position, error) {
+func (h *handler) checkCursor(ctx context.Context, cc *cursorCodec, tenant uuid.UUID, cursor string) (registry.Position, error) {
 	pos, err := cc.decodePosition(tenant, cursor)
 	if err != nil {
-		return heartbeat.Position{}, err
+		return registry.Position{}, err
 	}
 	return h.store.CheckPosition(ctx, tenant, pos)
 }
@@ -365,9 +365,9 @@ func (h *handler) findSkills(w http.ResponseWriter, r *http.Request, claims auth
 		return
 	}
 	q := r.URL.Query()
-	var f heartbeat.SkillFilter
+	var f registry.SkillFilter
 	if n := q.Get("name"); n != "" {
-		if !utf8.ValidString(n) || strings.ContainsRune(n, 0) || utf8.RuneCountInString(n) > heartbeat.MaxSkillNameLen {
+		if !utf8.ValidString(n) || strings.ContainsRune(n, 0) || utf8.RuneCountInString(n) > registry.MaxSkillNameLen {
 			writeProblem(w, r, validationProblem("name", "must be 1-128 characters of valid UTF-8"))
 			return
 		}
@@ -387,7 +387,7 @@ func (h *handler) findSkills(w http.ResponseWriter, r *http.Request, claims auth
 		f.Available = &v
 	}
 	if pr := q.Get("protocol"); pr != "" {
-		if !heartbeat.ValidProtocol(pr) {
+		if !registry.ValidProtocol(pr) {
 			writeProblem(w, r, validationProblem("protocol", "must be an MCP revision date YYYY-MM-DD"))
 			return
 		}
@@ -428,19 +428,19 @@ func (h *handler) findSkills(w http.ResponseWriter, r *http.Request, claims auth
 // valid module name.
 func queryModuleName(q url.Values) (string, *Problem) {
 	m := q.Get("module_name")
-	if m != "" && !heartbeat.ValidModuleName(m) {
+	if m != "" && !registry.ValidModuleName(m) {
 		return "", validationProblem("module_name", "must be 1-63 characters of [a-z0-9-], starting with a letter")
 	}
 	return m, nil
 }
 
 // queryStatus reads the query parameter name: empty, or a status.
-func queryStatus(q url.Values, name string) (heartbeat.Status, *Problem) {
+func queryStatus(q url.Values, name string) (registry.Status, *Problem) {
 	s := q.Get(name)
 	if s == "" {
 		return "", nil
 	}
-	st, err := heartbeat.ParseStatus(s)
+	st, err := registry.ParseStatus(s)
 	if err != nil {
 		return "", validationProblem(name, "must be one of healthy, degraded, unhealthy, deregistered")
 	}
@@ -456,11 +456,11 @@ func badCursorProblem() *Problem {
 func parseLimit(q url.Values) (int, *Problem) {
 	s := q.Get("limit")
 	if s == "" {
-		return heartbeat.DefaultPageLimit, nil
+		return registry.DefaultPageLimit, nil
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > heartbeat.MaxPageLimit {
-		return 0, validationProblem("limit", "must be an integer from 1 to "+strconv.Itoa(heartbeat.MaxPageLimit))
+	if err != nil || n < 1 || n > registry.MaxPageLimit {
+		return 0, validationProblem("limit", "must be an integer from 1 to "+strconv.Itoa(registry.MaxPageLimit))
 	}
 	return n, nil
 }

@@ -19,9 +19,10 @@ import (
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/feed"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/limit"
 	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/testlog"
 )
 
@@ -31,25 +32,25 @@ const testInterval = 10 * time.Second
 // fake clock, a tenant and its tokens.
 type bundle struct {
 	handler  http.Handler
-	store    heartbeat.Store
+	store    registry.Store
 	clock    *clockwork.FakeClock
-	monitor  *heartbeat.Monitor
+	monitor  *lifecycle.Monitor
 	metrics  *api.Metrics
 	secret   []byte
 	tenant   uuid.UUID
 	token    string // mcp:read mcp:write
 	readTok  string // mcp:read
 	logs     *testlog.Buffer
-	registry *heartbeat.Registrar
+	registry *lifecycle.Registrar
 }
 
 // testStore is what the tests' stores offer: the API's store, with the
 // monitor's live counts and the metrics' status counts.
 type testStore interface {
-	heartbeat.Store
-	heartbeat.LiveCounter
-	heartbeat.StatusCounter
-	heartbeat.CatalogReader
+	registry.Store
+	registry.LiveCounter
+	registry.StatusCounter
+	registry.CatalogReader
 }
 
 type setupOptions struct {
@@ -82,7 +83,7 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 	logs := &testlog.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	metrics := api.NewMetrics(api.MetricsOptions{Counter: store, Logger: logger})
-	sink := metrics.Sink(heartbeat.LogSink{Logger: logger})
+	sink := metrics.Sink(registry.LogSink{Logger: logger})
 	var hub *feed.Hub
 	if o.feed {
 		hub = feed.NewHub(feed.Options{Source: store, Logger: logger})
@@ -92,9 +93,9 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 		t.Cleanup(func() { cancel(); <-done })
 		sink = hubSink{next: sink, hub: hub}
 	}
-	reg := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{Store: store, Sink: sink, Logger: logger,
+	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: store, Sink: sink, Logger: logger,
 		HeartbeatInterval: testInterval.Seconds(), MaxServersPerTenant: o.maxServers})
-	mon := heartbeat.NewMonitor(heartbeat.MonitorOptions{Store: store, Sink: sink, Logger: logger, Clock: clock,
+	mon := lifecycle.NewMonitor(lifecycle.MonitorOptions{Store: store, Sink: sink, Logger: logger, Clock: clock,
 		HeartbeatInterval: testInterval, Period: testInterval / 2, Observe: metrics.ObserveSweep})
 	pinger := o.pinger
 	if pinger == nil {
@@ -111,11 +112,11 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 
 // hubSink tells the hub of each event the handler wrote, as mcpd does.
 type hubSink struct {
-	next heartbeat.AlertSink
+	next registry.AlertSink
 	hub  *feed.Hub
 }
 
-func (s hubSink) Transition(ctx context.Context, ev heartbeat.Event) {
+func (s hubSink) Transition(ctx context.Context, ev registry.Event) {
 	s.hub.Wrote(ev)
 	s.next.Transition(ctx, ev)
 }
@@ -198,20 +199,20 @@ const registerPath = "/v1/mcp/servers/register"
 func registerBody(module string, skills ...string) string {
 	r := api.RegisterRequest{ModuleName: module, Version: "1.3.2", SupportedProtocols: []string{"2025-06-18"}}
 	for _, s := range skills {
-		r.Skills = append(r.Skills, heartbeat.SkillInfo{Name: s})
+		r.Skills = append(r.Skills, registry.SkillInfo{Name: s})
 	}
 	b, _ := json.Marshal(r)
 	return string(b)
 }
 
 // register registers module for the bundle's tenant and returns the server.
-func (b *bundle) register(t *testing.T, module string, skills ...string) heartbeat.Server {
+func (b *bundle) register(t *testing.T, module string, skills ...string) registry.Server {
 	t.Helper()
 	resp := b.post(t, registerPath, registerBody(module, skills...))
 	if resp.code != http.StatusCreated && resp.code != http.StatusOK {
 		t.Fatalf("register %s: %d %s", module, resp.code, resp.body)
 	}
-	return decode[heartbeat.Server](t, resp)
+	return decode[registry.Server](t, resp)
 }
 
 func decode[T any](t *testing.T, resp response) T {
@@ -278,10 +279,10 @@ func (s *faultStore) fail(ctx context.Context) error {
 	return s.err
 }
 
-func (s *faultStore) Heartbeat(ctx context.Context, tenant, id uuid.UUID) (heartbeat.Server, *heartbeat.Event, error) {
-	return heartbeat.Server{}, nil, s.fail(ctx)
+func (s *faultStore) Heartbeat(ctx context.Context, tenant, id uuid.UUID) (registry.Server, *registry.Event, error) {
+	return registry.Server{}, nil, s.fail(ctx)
 }
 
-func (s *faultStore) Server(ctx context.Context, tenant, id uuid.UUID) (heartbeat.Server, error) {
-	return heartbeat.Server{}, s.fail(ctx)
+func (s *faultStore) Server(ctx context.Context, tenant, id uuid.UUID) (registry.Server, error) {
+	return registry.Server{}, s.fail(ctx)
 }

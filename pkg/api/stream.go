@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // serversHead is how a ServerList without servers starts when encoded.
@@ -53,7 +53,7 @@ func (h *handler) writeServerList(w http.ResponseWriter, r *http.Request, list S
 		if _, err := bw.Write(b); err != nil {
 			return // the client is gone or too slow; nothing more to say
 		}
-		servers[i] = heartbeat.Server{} // sent: let the collector have it
+		servers[i] = registry.Server{} // sent: let the collector have it
 	}
 	_ = bw.WriteByte(']')
 	_, _ = bw.Write(tail)

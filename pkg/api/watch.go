@@ -15,7 +15,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/feed"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // DefaultStreamWriteTimeout bounds each write of a watch stream: a client
@@ -96,10 +96,10 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request, claims auth.Clai
 }
 
 // watchStart returns the position a watch starts after.
-func (h *handler) watchStart(ctx context.Context, tenant uuid.UUID, cursor string) (heartbeat.Position, error) {
+func (h *handler) watchStart(ctx context.Context, tenant uuid.UUID, cursor string) (registry.Position, error) {
 	cc, err := h.codec(ctx)
 	if err != nil {
-		return heartbeat.Position{}, err
+		return registry.Position{}, err
 	}
 	if cursor == "" {
 		return h.feed.Horizon(ctx)
@@ -122,7 +122,7 @@ type sseSink struct {
 	sent int
 }
 
-func (s *sseSink) Events(events []heartbeat.Event) error {
+func (s *sseSink) Events(events []registry.Event) error {
 	s.buf = s.buf[:0]
 	for _, ev := range events {
 		if f := s.frames.get(ev.EventID); f != nil {
@@ -168,12 +168,12 @@ func (c *frameCache) put(id uuid.UUID, frame []byte) {
 	c.frames[id] = slices.Clone(frame)
 }
 
-func (s *sseSink) Bookmark(pos heartbeat.Position) error {
+func (s *sseSink) Bookmark(pos registry.Position) error {
 	s.buf = s.frame(s.buf[:0], pos, EventBookmark, []byte("{}"))
 	return s.write()
 }
 
-func (s *sseSink) frame(b []byte, pos heartbeat.Position, event string, data []byte) []byte {
+func (s *sseSink) frame(b []byte, pos registry.Position, event string, data []byte) []byte {
 	b = append(b, "id: "...)
 	b = append(b, s.cursors.encodePosition(s.tenant, pos)...)
 	b = append(b, "\nevent: "...)

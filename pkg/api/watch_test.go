@@ -20,8 +20,9 @@ import (
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/feed"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
@@ -59,7 +60,7 @@ func startWatchServerReading(t *testing.T, key []byte, writeTimeout, readTimeout
 		defer close(done)
 		hub.Run(ctx)
 	}()
-	reg := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{Store: store})
+	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: store})
 	srv := httptest.NewUnstartedServer(api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: verifier, Metrics: metrics,
 		Feed: hub, CursorKey: func(context.Context) ([]byte, error) { return key, nil }, Streams: ctx,
 		StreamWriteTimeout: writeTimeout}))
@@ -99,10 +100,10 @@ func (w *watchServer) get(t *testing.T, path string, header map[string]string) *
 
 func (w *watchServer) register(t *testing.T, module string, skills int, nameLen int) {
 	t.Helper()
-	info := heartbeat.ServerInfo{ModuleName: module, Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}
+	info := registry.ServerInfo{ModuleName: module, Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}
 	for i := range skills {
 		name := fmt.Sprintf("%04d-", i) + strings.Repeat("x", max(nameLen-5, 0))
-		info.Skills = append(info.Skills, heartbeat.SkillInfo{Name: name})
+		info.Skills = append(info.Skills, registry.SkillInfo{Name: name})
 	}
 	if _, _, _, err := w.store.Register(context.Background(), w.tenant, info); err != nil {
 		t.Fatal(err)
@@ -145,7 +146,7 @@ func TestWatchStream(t *testing.T) {
 		!strings.HasPrefix(lines[2], `data: {"event_id":`) || lines[3] != "" {
 		t.Fatalf("first message:\n%s", strings.Join(lines, "\n"))
 	}
-	var ev heartbeat.Event
+	var ev registry.Event
 	if err := json.Unmarshal([]byte(strings.TrimPrefix(lines[2], "data: ")), &ev); err != nil || ev.ModuleName != "alpha" {
 		t.Fatalf("event %+v %v", ev, err)
 	}
@@ -301,7 +302,7 @@ func TestWatchOutlivesReadTimeout(t *testing.T) {
 	defer resp.Body.Close()
 	// Past the read timeout, then an event: it must still arrive.
 	time.Sleep(600 * time.Millisecond)
-	if _, _, _, err := store.Register(context.Background(), tenant, heartbeat.ServerInfo{
+	if _, _, _, err := store.Register(context.Background(), tenant, registry.ServerInfo{
 		ModuleName: "late", Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // The MCP registry API (/v0.1): the read side of the official MCP registry
@@ -42,12 +42,12 @@ type RegistryServerResponse struct {
 // RegistryServer is a server as a server.json (schema 2025-12-11)
 // describes it.
 type RegistryServer struct {
-	Schema      string             `json:"$schema"`
-	Name        string             `json:"name"`
-	Description string             `json:"description"`
-	Title       string             `json:"title,omitempty"`
-	Version     string             `json:"version"`
-	Remotes     []heartbeat.Remote `json:"remotes"`
+	Schema      string            `json:"$schema"`
+	Name        string            `json:"name"`
+	Description string            `json:"description"`
+	Title       string            `json:"title,omitempty"`
+	Version     string            `json:"version"`
+	Remotes     []registry.Remote `json:"remotes"`
 }
 
 // RegistryMeta is the _meta of a RegistryServerResponse.
@@ -58,13 +58,13 @@ type RegistryMeta struct {
 // RegistryHealth is what mcpd knows of a server's liveness, which the
 // official registry does not record.
 type RegistryHealth struct {
-	ServerID           uuid.UUID              `json:"serverId"`
-	Status             heartbeat.Status       `json:"status"`
-	LastHeartbeatAt    time.Time              `json:"lastHeartbeatAt"`
-	StatusChangedAt    time.Time              `json:"statusChangedAt"`
-	RegisteredAt       time.Time              `json:"registeredAt"`
-	SupportedProtocols []string               `json:"supportedProtocols"`
-	Skills             []heartbeat.SkillState `json:"skills"`
+	ServerID           uuid.UUID             `json:"serverId"`
+	Status             registry.Status       `json:"status"`
+	LastHeartbeatAt    time.Time             `json:"lastHeartbeatAt"`
+	StatusChangedAt    time.Time             `json:"statusChangedAt"`
+	RegisteredAt       time.Time             `json:"registeredAt"`
+	SupportedProtocols []string              `json:"supportedProtocols"`
+	Skills             []registry.SkillState `json:"skills"`
 }
 
 // RegistryError is every error answer of /v0.1 that the API itself makes.

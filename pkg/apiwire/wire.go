@@ -3,22 +3,22 @@ package apiwire
 import (
 	"encoding/json"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // RegisterRequest is the body of POST /v1/mcp/servers/register.
 type RegisterRequest struct {
-	ModuleName              string                `json:"module_name"`
-	Version                 string                `json:"version"`
-	SupportedProtocols      []string              `json:"supported_protocols"`
-	CapabilityAdvertisement json.RawMessage       `json:"capability_advertisement,omitempty"`
-	Skills                  []heartbeat.SkillInfo `json:"skills,omitempty"`
+	ModuleName              string               `json:"module_name"`
+	Version                 string               `json:"version"`
+	SupportedProtocols      []string             `json:"supported_protocols"`
+	CapabilityAdvertisement json.RawMessage      `json:"capability_advertisement,omitempty"`
+	Skills                  []registry.SkillInfo `json:"skills,omitempty"`
 	// Remotes, Description and Title are where the server is reached and
 	// how it describes itself (server.json terms); a re-registration
 	// replaces them.
-	Remotes     []heartbeat.Remote `json:"remotes,omitempty"`
-	Description *string            `json:"description,omitempty"`
-	Title       *string            `json:"title,omitempty"`
+	Remotes     []registry.Remote `json:"remotes,omitempty"`
+	Description *string           `json:"description,omitempty"`
+	Title       *string           `json:"title,omitempty"`
 }
 
 // ServerIDRequest is the body of the heartbeat and deregister calls.
@@ -28,29 +28,29 @@ type ServerIDRequest struct {
 
 // ServerList is the answer of GET /v1/mcp/servers.
 type ServerList struct {
-	Servers    []heartbeat.Server `json:"servers"`
-	NextCursor *string            `json:"next_cursor"`
+	Servers    []registry.Server `json:"servers"`
+	NextCursor *string           `json:"next_cursor"`
 	// WatchCursor is where a watch misses nothing the list did not reflect.
 	WatchCursor string `json:"watch_cursor"`
 }
 
 // SkillDirectory is the answer of GET /v1/mcp/skills.
 type SkillDirectory struct {
-	Skills      []heartbeat.SkillEntry `json:"skills"`
-	NextCursor  *string                `json:"next_cursor"`
-	WatchCursor string                 `json:"watch_cursor"`
+	Skills      []registry.SkillEntry `json:"skills"`
+	NextCursor  *string               `json:"next_cursor"`
+	WatchCursor string                `json:"watch_cursor"`
 }
 
 // SkillList is the answer of GET /v1/mcp/servers/{server_id}/skills.
 type SkillList struct {
-	Skills []heartbeat.Skill `json:"skills"`
+	Skills []registry.Skill `json:"skills"`
 }
 
 // EventList is the answer of GET /v1/mcp/audit.
 type EventList struct {
-	Events      []heartbeat.Event `json:"events"`
-	NextCursor  *string           `json:"next_cursor"`
-	WatchCursor string            `json:"watch_cursor"`
+	Events      []registry.Event `json:"events"`
+	NextCursor  *string          `json:"next_cursor"`
+	WatchCursor string           `json:"watch_cursor"`
 }
 
 // MaxBodyBytes caps every request body (256 KiB).

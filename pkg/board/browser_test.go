@@ -14,7 +14,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/client"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 )
 
@@ -62,8 +62,8 @@ func TestBrowserBoard(t *testing.T) {
 	if err := clock.BlockUntilContext(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	clock.Advance(2 * heartbeat.DefaultHeartbeatInterval)
-	statusIs(t, c, mail.ServerID, heartbeat.StatusDegraded)
+	clock.Advance(2 * registry.DefaultHeartbeatInterval)
+	statusIs(t, c, mail.ServerID, registry.StatusDegraded)
 	b.until("mail degraded", statusOf("mail")+` === 'degraded'`)
 	if _, err := c.Heartbeat(ctx, calendar.ServerID); err != nil {
 		t.Fatal(err)
@@ -72,8 +72,8 @@ func TestBrowserBoard(t *testing.T) {
 	b.until("counts", `document.querySelector('#counts [data-status=degraded]').textContent.includes('1')`)
 
 	// A third interval: mail unhealthy, its skills unavailable.
-	clock.Advance(heartbeat.DefaultHeartbeatInterval)
-	statusIs(t, c, mail.ServerID, heartbeat.StatusUnhealthy)
+	clock.Advance(registry.DefaultHeartbeatInterval)
+	statusIs(t, c, mail.ServerID, registry.StatusUnhealthy)
 	b.until("mail unhealthy", statusOf("mail")+` === 'unhealthy'`)
 	b.until("mail's skills unavailable", `[...document.querySelectorAll('#servers-table tbody tr')]`+
 		`.find((tr) => tr.dataset.status === 'unhealthy').cells[5].textContent === '0/2'`)

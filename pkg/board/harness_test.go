@@ -20,7 +20,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/config"
 	"github.com/cyberos/mcpd/pkg/daemon"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
@@ -223,12 +223,12 @@ func devConfig(secretFile string) config.Config {
 }
 
 // register registers module with skills and returns its server.
-func register(t *testing.T, c *client.Client, module string, skills ...string) heartbeat.Server {
+func register(t *testing.T, c *client.Client, module string, skills ...string) registry.Server {
 	t.Helper()
 	req := apiwire.RegisterRequest{ModuleName: module, Version: "1.2.0", SupportedProtocols: []string{"2025-06-18"},
 		CapabilityAdvertisement: []byte(`{"tools":{"listChanged":true}}`)}
 	for _, s := range skills {
-		req.Skills = append(req.Skills, heartbeat.SkillInfo{Name: s, Description: "does " + s})
+		req.Skills = append(req.Skills, registry.SkillInfo{Name: s, Description: "does " + s})
 	}
 	s, _, err := c.Register(context.Background(), req, "")
 	if err != nil {
@@ -238,7 +238,7 @@ func register(t *testing.T, c *client.Client, module string, skills ...string) h
 }
 
 // statusIs waits until mcpd says module's server has status st.
-func statusIs(t *testing.T, c *client.Client, id uuid.UUID, st heartbeat.Status) {
+func statusIs(t *testing.T, c *client.Client, id uuid.UUID, st registry.Status) {
 	t.Helper()
 	testwait.Eventually(t, "server "+id.String()+" "+string(st), func() bool {
 		s, err := c.Server(context.Background(), id)

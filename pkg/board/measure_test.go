@@ -17,7 +17,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/apiwire"
 	"github.com/cyberos/mcpd/pkg/client"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
@@ -37,7 +37,7 @@ func TestBrowserScreenshots(t *testing.T) {
 	}
 	b := newBrowser(t)
 	ten, secretFile := newTenant(t)
-	interval := heartbeat.DefaultHeartbeatInterval
+	interval := registry.DefaultHeartbeatInterval
 	// The fake clock ends near the present, so that ages read true.
 	clock := clockwork.NewFakeClockAt(time.Now().Add(-4 * interval))
 	d, _ := startDaemon(t, devConfig(secretFile), clock)
@@ -53,7 +53,7 @@ func TestBrowserScreenshots(t *testing.T) {
 		"pdf-render": {"render-pdf"}, "slack-notify": {"post-message"}, "translate": {"translate-text"},
 		"vector-store": {"similarity-search", "upsert-vectors"}, "weather": {"forecast"}, "web-fetch": {"fetch-url"},
 	}
-	ids := map[string]heartbeat.Server{}
+	ids := map[string]registry.Server{}
 	for name, skills := range fleet {
 		ids[name] = register(t, c, name, skills...)
 	}
@@ -75,13 +75,13 @@ func TestBrowserScreenshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.Advance(2 * interval) // every one degraded
-	statusIs(t, c, ids["web-fetch"].ServerID, heartbeat.StatusDegraded)
+	statusIs(t, c, ids["web-fetch"].ServerID, registry.StatusDegraded)
 	beat("payments", "pdf-render")
 	clock.Advance(interval) // payments and pdf-render unhealthy
-	statusIs(t, c, ids["payments"].ServerID, heartbeat.StatusUnhealthy)
+	statusIs(t, c, ids["payments"].ServerID, registry.StatusUnhealthy)
 	beat("payments", "pdf-render", "translate")
 	clock.Advance(interval) // translate degraded
-	statusIs(t, c, ids["translate"].ServerID, heartbeat.StatusDegraded)
+	statusIs(t, c, ids["translate"].ServerID, registry.StatusDegraded)
 	beat("payments", "pdf-render", "translate", "crm-sync")
 
 	b.run(chromedp.Navigate(base + "/ui/"))
@@ -149,7 +149,7 @@ func TestBrowserTenThousand(t *testing.T) {
 		wg.Go(func() {
 			for i := range work {
 				req := apiwire.RegisterRequest{ModuleName: fmt.Sprintf("module-%05d", i), Version: "1.0.0",
-					SupportedProtocols: []string{"2025-06-18"}, Skills: []heartbeat.SkillInfo{
+					SupportedProtocols: []string{"2025-06-18"}, Skills: []registry.SkillInfo{
 						{Name: fmt.Sprintf("skill-%04d", i%5000)}, {Name: fmt.Sprintf("skill-%04d", (i+1)%5000)}}}
 				if _, _, err := c.Register(ctx, req, ""); err != nil {
 					t.Errorf("register %s: %v", req.ModuleName, err)
@@ -229,7 +229,7 @@ func TestBrowserTenThousand(t *testing.T) {
 	if err := clock.BlockUntilContext(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	clock.Advance(2 * heartbeat.DefaultHeartbeatInterval)
+	clock.Advance(2 * registry.DefaultHeartbeatInterval)
 	testwait.Until(t, "all degraded", time.Minute, func() bool {
 		return eval[bool](b, `document.querySelector('#counts [data-status=degraded] .n').textContent === '9,995'`)
 	})

@@ -10,8 +10,8 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/agent"
 	"github.com/cyberos/mcpd/pkg/client"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/mcpinspect/mcptest"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
@@ -45,7 +45,7 @@ func TestRegisterFromMCP(t *testing.T) {
 		{"files", "--from-mcp-command", st.CommandLine(), "0.3.0-beta.2", []string{"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}, []string{"create-event", "list-events"}},
 	} {
 		code, out, errOut := mainRun(t, "register", "--module", c.module, c.flag, c.value, "-o", "json")
-		var got heartbeat.Server
+		var got registry.Server
 		if code != 0 || json.Unmarshal([]byte(out), &got) != nil {
 			t.Fatalf("register %s %s: exit %d stdout %q stderr %q", c.flag, c.value, code, out, errOut)
 		}
@@ -172,10 +172,10 @@ func TestAgentCommandRuns(t *testing.T) {
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() { errc <- agentRun(ctx, opts) }()
-	var srv heartbeat.Server
+	var srv registry.Server
 	if !testwait.Wait(10*time.Second, func() bool {
 		all, err := b.client.AllServers(context.Background(), clientListOf("files"))
-		if err == nil && len(all) == 1 && all[0].Status == heartbeat.StatusHealthy {
+		if err == nil && len(all) == 1 && all[0].Status == registry.StatusHealthy {
 			srv = all[0]
 			return true
 		}
@@ -198,7 +198,7 @@ func TestAgentCommandRuns(t *testing.T) {
 		t.Fatal("the agent did not stop within 10s")
 	}
 	got, err := b.client.Server(context.Background(), srv.ServerID)
-	if err != nil || got.Status != heartbeat.StatusDeregistered {
+	if err != nil || got.Status != registry.StatusDeregistered {
 		t.Fatalf("after the agent stopped: %+v %v", got, err)
 	}
 	// JSON logs on stderr, the stdio server's own stderr among them.

@@ -10,8 +10,8 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/agent"
 	"github.com/cyberos/mcpd/pkg/client"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/mcpinspect/mcptest"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
@@ -70,7 +70,7 @@ func TestAgentTokenFile(t *testing.T) {
 	go func() { errc <- agentRun(ctx, opts) }()
 	if !testwait.Wait(10*time.Second, func() bool {
 		all, err := b.client.AllServers(context.Background(), clientListOf("files"))
-		return err == nil && len(all) == 1 && all[0].Status == heartbeat.StatusHealthy
+		return err == nil && len(all) == 1 && all[0].Status == registry.StatusHealthy
 	}) {
 		cancel()
 		<-errc

@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cyberos/mcpd/pkg/client"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/output"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 func newCmdAudit(f *Factory) *cobra.Command {
@@ -28,7 +28,7 @@ type auditListOptions struct {
 	Limit        int
 
 	ServerID *uuid.UUID
-	Kind     heartbeat.EventKind
+	Kind     registry.EventKind
 }
 
 func newCmdAuditList(f *Factory, runF func(*auditListOptions) error) *cobra.Command {
@@ -52,7 +52,7 @@ transition, of these kinds:` + kindHelp(),
 				opts.ServerID = &id
 			}
 			if opts.KindFlag != "" {
-				k, err := heartbeat.ParseEventKind(opts.KindFlag)
+				k, err := registry.ParseEventKind(opts.KindFlag)
 				if err != nil {
 					return &UsageError{Err: fmt.Errorf("invalid --kind: %w", err)}
 				}
@@ -86,11 +86,11 @@ func auditListRun(ctx context.Context, opts *auditListOptions) error {
 	if opts.ServerID != nil {
 		params.ServerID = opts.ServerID.String()
 	}
-	var events []heartbeat.Event
+	var events []registry.Event
 	for page := 0; page < maxListPages; page++ {
-		params.Limit = heartbeat.MaxPageLimit
+		params.Limit = registry.MaxPageLimit
 		if opts.Limit > 0 {
-			params.Limit = min(opts.Limit-len(events), heartbeat.MaxPageLimit)
+			params.Limit = min(opts.Limit-len(events), registry.MaxPageLimit)
 		}
 		list, err := c.Events(ctx, params)
 		if err != nil {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/apiwire"
 	"github.com/cyberos/mcpd/pkg/client"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/output"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 type auditWatchOptions struct {
@@ -26,7 +26,7 @@ type auditWatchOptions struct {
 	Cursor       string
 
 	ServerID string
-	Kind     heartbeat.EventKind
+	Kind     registry.EventKind
 }
 
 func newCmdAuditWatch(f *Factory, runF func(*auditWatchOptions) error) *cobra.Command {
@@ -64,7 +64,7 @@ with exit 1: list again (mcpctl audit list) and watch from the present.`,
 				opts.ServerID = id.String()
 			}
 			if opts.KindFlag != "" {
-				k, err := heartbeat.ParseEventKind(opts.KindFlag)
+				k, err := registry.ParseEventKind(opts.KindFlag)
 				if err != nil {
 					return &UsageError{Err: fmt.Errorf("invalid --kind: %w", err)}
 				}

@@ -13,8 +13,8 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/client"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/output"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/testlog"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
@@ -23,11 +23,11 @@ func TestSkillsListRun(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	b.register(t, "calendar", heartbeat.SkillInfo{Name: "create-event"}, heartbeat.SkillInfo{Name: "list-events", Description: "List events"})
-	mail := b.register(t, "mail", heartbeat.SkillInfo{Name: "send-mail"}, heartbeat.SkillInfo{Name: "list-events"})
+	b.register(t, "calendar", registry.SkillInfo{Name: "create-event"}, registry.SkillInfo{Name: "list-events", Description: "List events"})
+	mail := b.register(t, "mail", registry.SkillInfo{Name: "send-mail"}, registry.SkillInfo{Name: "list-events"})
 	if _, _, err := b.client.Register(ctx, api.RegisterRequest{
 		ModuleName: "legacy", Version: "0.1.0", SupportedProtocols: []string{"2025-03-26"},
-		Skills: []heartbeat.SkillInfo{{Name: "list-events"}},
+		Skills: []registry.SkillInfo{{Name: "list-events"}},
 	}, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestSkillsListRun(t *testing.T) {
 		{"--available=false", func(o *skillsListOptions) { o.Available = &no }, "mail/list-events mail/send-mail"},
 		{"--module mail", func(o *skillsListOptions) { o.Module = "mail" }, "mail/list-events mail/send-mail"},
 		{"--protocol 2025-03-26", func(o *skillsListOptions) { o.Protocol = "2025-03-26" }, "legacy/list-events"},
-		{"--server-status deregistered", func(o *skillsListOptions) { o.ServerStatus = heartbeat.StatusDeregistered }, "mail/list-events mail/send-mail"},
+		{"--server-status deregistered", func(o *skillsListOptions) { o.ServerStatus = registry.StatusDeregistered }, "mail/list-events mail/send-mail"},
 		{"--limit 2", func(o *skillsListOptions) { o.Limit = 2 }, "calendar/create-event calendar/list-events"},
 	} {
 		ts := run(output.Table, false, tc.mod)
@@ -218,7 +218,7 @@ func TestAuditWatchStructured(t *testing.T) {
 	b := setup(t)
 	cursor := b.watchCursor(t)
 	js := startAuditWatch(t, b, output.JSON, false, func(o *auditWatchOptions) { o.Cursor = cursor; o.Module = "mail" })
-	ym := startAuditWatch(t, b, output.YAML, false, func(o *auditWatchOptions) { o.Cursor = cursor; o.Kind = heartbeat.KindRegistered })
+	ym := startAuditWatch(t, b, output.YAML, false, func(o *auditWatchOptions) { o.Cursor = cursor; o.Kind = registry.KindRegistered })
 	b.register(t, "calendar")
 	mail := b.register(t, "mail")
 	if _, err := b.client.Deregister(context.Background(), mail.ServerID); err != nil {
@@ -227,8 +227,8 @@ func TestAuditWatchStructured(t *testing.T) {
 
 	// NDJSON: one compact event object a line, of the module asked for.
 	lines := strings.Split(strings.TrimSuffix(js.waitFor(t, 2), "\n"), "\n")
-	for i, kind := range []heartbeat.EventKind{heartbeat.KindRegistered, heartbeat.KindDeregistered} {
-		var ev heartbeat.Event
+	for i, kind := range []registry.EventKind{registry.KindRegistered, registry.KindDeregistered} {
+		var ev registry.Event
 		if err := json.Unmarshal([]byte(lines[i]), &ev); err != nil || ev.Kind != kind || ev.ServerID != mail.ServerID {
 			t.Fatalf("json line %d %q: %+v (%v)", i, lines[i], ev, err)
 		}
@@ -240,7 +240,7 @@ func TestAuditWatchStructured(t *testing.T) {
 	}
 
 	// YAML: documents after "---", registrations only.
-	var docs []heartbeat.Event
+	var docs []registry.Event
 	out := ym.waitFor(t, 2)
 	testwait.Wait(10*time.Second, func() bool {
 		out = ym.out.String()
@@ -251,12 +251,12 @@ func TestAuditWatchStructured(t *testing.T) {
 			if err := dec.Decode(&m); err != nil {
 				break
 			}
-			docs = append(docs, heartbeat.Event{Kind: heartbeat.EventKind(fmt.Sprint(m["kind"])), ModuleName: fmt.Sprint(m["module_name"])})
+			docs = append(docs, registry.Event{Kind: registry.EventKind(fmt.Sprint(m["kind"])), ModuleName: fmt.Sprint(m["module_name"])})
 		}
 		return len(docs) >= 2
 	})
 	if len(docs) != 2 || docs[0].ModuleName != "calendar" || docs[1].ModuleName != "mail" ||
-		docs[1].Kind != heartbeat.KindRegistered || !strings.HasPrefix(out, "---\n") || strings.Count(out, "---\n") != 2 {
+		docs[1].Kind != registry.KindRegistered || !strings.HasPrefix(out, "---\n") || strings.Count(out, "---\n") != 2 {
 		t.Fatalf("yaml:\n%s\n%+v", out, docs)
 	}
 }

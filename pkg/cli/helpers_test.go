@@ -22,9 +22,10 @@ import (
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/feed"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/output"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 func TestMain(m *testing.M) {
@@ -89,7 +90,7 @@ func setupWith(t *testing.T, secret, cursorKey []byte, tenant uuid.UUID) *bundle
 	t.Helper()
 	clock := clockwork.NewFakeClockAt(testStart)
 	store := memstore.New(clock)
-	reg := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{Store: store, HeartbeatInterval: 10})
+	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: store, HeartbeatInterval: 10})
 	verifier, err := auth.NewVerifier(auth.VerifierOptions{HMACSecret: secret, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +134,7 @@ func (b *bundle) printer(ts *testStreams, f output.Format) *output.Printer {
 }
 
 // register registers module through the API and returns the server.
-func (b *bundle) register(t *testing.T, module string, skills ...heartbeat.SkillInfo) heartbeat.Server {
+func (b *bundle) register(t *testing.T, module string, skills ...registry.SkillInfo) registry.Server {
 	t.Helper()
 	srv, _, err := b.client.Register(context.Background(), api.RegisterRequest{
 		ModuleName: module, Version: "1.3.2", SupportedProtocols: []string{"2025-06-18"}, Skills: skills,

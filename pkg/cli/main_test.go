@@ -16,8 +16,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cyberos/mcpd/pkg/auth"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/output"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/schema"
 )
 
@@ -55,7 +55,7 @@ func TestMainExitCodes(t *testing.T) {
 	}
 
 	code, out, errOut = mainRun(t, "register", "--module", "calendar", "--version", "1.3.2", "--protocol", "2025-06-18", "-o", "json")
-	var srv heartbeat.Server
+	var srv registry.Server
 	if code != 0 || json.Unmarshal([]byte(out), &srv) != nil || srv.ModuleName != "calendar" {
 		t.Fatalf("register: exit %d stdout %q stderr %q", code, out, errOut)
 	}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/output"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 func TestRegisterParse(t *testing.T) {
@@ -55,7 +55,7 @@ func TestRegisterParse(t *testing.T) {
 				Skills:           []string{"list-events=List the events, of a day", "create-event"},
 				Traceparent:      "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
 				Capabilities:     json.RawMessage(`{"tools":{"listChanged":true}}`),
-				SkillInfos:       []heartbeat.SkillInfo{{Name: "list-events", Description: "List the events, of a day"}, {Name: "create-event"}},
+				SkillInfos:       []registry.SkillInfo{{Name: "list-events", Description: "List the events, of a day"}, {Name: "create-event"}},
 			},
 		},
 		{
@@ -66,15 +66,15 @@ func TestRegisterParse(t *testing.T) {
 			want: registerOptions{Module: "calendar", Version: "1.3.2", Protocols: []string{"2025-06-18"},
 				Remotes: []string{"https://cal.example/mcp", "http://10.0.0.1:3000/mcp"}, RemoteType: "sse",
 				Description: "The calendar", Title: "Calendar",
-				RemoteList: []heartbeat.Remote{{Type: "sse", URL: "https://cal.example/mcp"}, {Type: "sse", URL: "http://10.0.0.1:3000/mcp"}}},
+				RemoteList: []registry.Remote{{Type: "sse", URL: "https://cal.example/mcp"}, {Type: "sse", URL: "http://10.0.0.1:3000/mcp"}}},
 		},
 		{
 			name: "server.json",
 			args: []string{"--server-json", sj, "--protocol", "2025-11-25", "--skill", "forecast"},
 			want: registerOptions{Module: "weather-tools", Version: "2.1.0", Protocols: []string{"2025-11-25"},
 				ServerJSON: sj, Description: "Forecasts", Title: "Weather",
-				Skills: []string{"forecast"}, SkillInfos: []heartbeat.SkillInfo{{Name: "forecast"}},
-				RemoteList: []heartbeat.Remote{{Type: "streamable-http", URL: "https://weather.example.com/mcp"},
+				Skills: []string{"forecast"}, SkillInfos: []registry.SkillInfo{{Name: "forecast"}},
+				RemoteList: []registry.Remote{{Type: "streamable-http", URL: "https://weather.example.com/mcp"},
 					{Type: "sse", URL: "https://weather.example.com/sse"}}},
 		},
 		{
@@ -83,7 +83,7 @@ func TestRegisterParse(t *testing.T) {
 				"--remote", "https://other.example/mcp"},
 			want: registerOptions{Module: "weather-tools", Version: "3.0.0", Protocols: []string{"2025-11-25"},
 				ServerJSON: sj, Description: "Forecasts", Title: "W", Remotes: []string{"https://other.example/mcp"},
-				RemoteList: []heartbeat.Remote{{Type: "streamable-http", URL: "https://other.example/mcp"}}},
+				RemoteList: []registry.Remote{{Type: "streamable-http", URL: "https://other.example/mcp"}}},
 		},
 		{
 			name: "traceparent from the environment",
@@ -103,7 +103,7 @@ func TestRegisterParse(t *testing.T) {
 			}
 			got.IO, got.Client, got.Printer, got.set = nil, nil, nil, nil
 			if c.want.RemoteType == "" {
-				c.want.RemoteType = heartbeat.RemoteStreamableHTTP
+				c.want.RemoteType = registry.RemoteStreamableHTTP
 			}
 			if !reflect.DeepEqual(*got, c.want) {
 				t.Fatalf("options\n%+v\nwant\n%+v", *got, c.want)
@@ -202,7 +202,7 @@ func TestListParse(t *testing.T) {
 	if err := execute(t, cmd, "--status", "degraded", "--module", "calendar", "--limit", "5"); err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != heartbeat.StatusDegraded || got.Module != "calendar" || got.Limit != 5 {
+	if got.Status != registry.StatusDegraded || got.Module != "calendar" || got.Limit != 5 {
 		t.Fatalf("options %+v", got)
 	}
 	for _, args := range [][]string{{"--status", "sick"}, {"--limit", "-1"}, {"extra"}} {
@@ -221,7 +221,7 @@ func TestAuditListParse(t *testing.T) {
 	if err := execute(t, cmd, "--server-id", id, "--kind", "mcp.server.unhealthy", "--limit", "3"); err != nil {
 		t.Fatal(err)
 	}
-	if got.ServerID == nil || got.ServerID.String() != id || got.Kind != heartbeat.KindUnhealthy || got.Limit != 3 {
+	if got.ServerID == nil || got.ServerID.String() != id || got.Kind != registry.KindUnhealthy || got.Limit != 3 {
 		t.Fatalf("options %+v", got)
 	}
 	for _, args := range [][]string{{"--server-id", "x"}, {"--kind", "mcp.server.exploded"}} {
@@ -350,7 +350,7 @@ func TestSkillsListParse(t *testing.T) {
 	o := parse("--name", "send-mail", "--module", "mail", "--available", "--protocol", "2025-06-18",
 		"--server-status", "healthy", "--limit", "7")
 	if o.Name != "send-mail" || o.Module != "mail" || o.Available == nil || !*o.Available ||
-		o.Protocol != "2025-06-18" || o.ServerStatus != heartbeat.StatusHealthy || o.Limit != 7 {
+		o.Protocol != "2025-06-18" || o.ServerStatus != registry.StatusHealthy || o.Limit != 7 {
 		t.Fatalf("options %+v", o)
 	}
 	if o := parse("--available=false"); o.Available == nil || *o.Available {
@@ -377,7 +377,7 @@ func TestAuditWatchParse(t *testing.T) {
 	if err := execute(t, cmd, "--server-id", id, "--module", "mail", "--kind", "mcp.server.unhealthy", "--cursor", "abc"); err != nil {
 		t.Fatal(err)
 	}
-	if got.ServerID != id || got.Module != "mail" || got.Kind != heartbeat.KindUnhealthy || got.Cursor != "abc" {
+	if got.ServerID != id || got.Module != "mail" || got.Kind != registry.KindUnhealthy || got.Cursor != "abc" {
 		t.Fatalf("options %+v", got)
 	}
 	for _, args := range [][]string{{"--server-id", "x"}, {"--kind", "mcp.server.exploded"}, {"extra"}} {

@@ -15,9 +15,9 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/apiwire"
 	"github.com/cyberos/mcpd/pkg/client"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/mcpinspect"
 	"github.com/cyberos/mcpd/pkg/output"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // defaultMCPTimeout bounds learning what an MCP server says of itself.
@@ -46,8 +46,8 @@ type registerOptions struct {
 
 	// Filled from the flags by the command before it runs.
 	Capabilities json.RawMessage
-	SkillInfos   []heartbeat.SkillInfo
-	RemoteList   []heartbeat.Remote
+	SkillInfos   []registry.SkillInfo
+	RemoteList   []registry.Remote
 	// set says which of --version, --description, --title and --remote
 	// were given: they win over the server.json's.
 	set map[string]bool
@@ -149,7 +149,7 @@ description, title and remotes are registered; its packages are ignored.
 	fl.StringArrayVar(&opts.Skills, "skill", nil, "skill as NAME or NAME=DESCRIPTION (repeatable)")
 	fl.StringVar(&opts.Traceparent, "traceparent", "", "W3C traceparent header for the registration (env "+EnvTraceparent+")")
 	fl.StringArrayVar(&opts.Remotes, "remote", nil, "URL where the server is reached (repeatable)")
-	fl.StringVar(&opts.RemoteType, "remote-type", heartbeat.RemoteStreamableHTTP, "transport of every --remote: streamable-http or sse")
+	fl.StringVar(&opts.RemoteType, "remote-type", registry.RemoteStreamableHTTP, "transport of every --remote: streamable-http or sse")
 	fl.StringVar(&opts.Description, "description", "", "what the server does, 1-100 characters")
 	fl.StringVar(&opts.Title, "title", "", "the server's display name, 1-100 characters")
 	fl.StringVar(&opts.ServerJSON, "server-json", "", "read name, version, description, title and remotes from an official server.json")
@@ -213,7 +213,7 @@ func (o *registerOptions) complete() error {
 		if name = strings.TrimSpace(name); name == "" {
 			return usagef("invalid --skill %q: want NAME or NAME=DESCRIPTION", s)
 		}
-		o.SkillInfos = append(o.SkillInfos, heartbeat.SkillInfo{Name: name, Description: desc})
+		o.SkillInfos = append(o.SkillInfos, registry.SkillInfo{Name: name, Description: desc})
 	}
 	o.Capabilities = nil
 	if o.CapabilitiesFile != "" {

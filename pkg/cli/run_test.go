@@ -14,8 +14,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cyberos/mcpd/pkg/api"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/output"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 func TestRegisterRun(t *testing.T) {
@@ -26,7 +26,7 @@ func TestRegisterRun(t *testing.T) {
 		IO: ts.io, Client: b.clientFunc(), Printer: b.printer(ts, output.JSON),
 		Module: "calendar", Version: "1.3.2", Protocols: []string{"2025-06-18"},
 		Capabilities: json.RawMessage(`{"tools":{"listChanged":true}}`),
-		SkillInfos:   []heartbeat.SkillInfo{{Name: "list-events", Description: "List events"}},
+		SkillInfos:   []registry.SkillInfo{{Name: "list-events", Description: "List events"}},
 		Traceparent:  "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
 	}
 	if err := registerRun(context.Background(), opts); err != nil {
@@ -128,7 +128,7 @@ func TestListRun(t *testing.T) {
 	}
 
 	ts = run(output.JSON, false, func(o *listOptions) { o.Module = "mail" })
-	var list []heartbeat.Server
+	var list []registry.Server
 	if err := json.Unmarshal(ts.out.Bytes(), &list); err != nil || len(list) != 1 || list[0].ServerID != mail.ServerID {
 		t.Fatalf("json --module mail printed %s (%v)", ts.out, err)
 	}
@@ -137,12 +137,12 @@ func TestListRun(t *testing.T) {
 	}
 
 	for _, f := range []output.Format{output.JSON, output.YAML} {
-		ts = run(f, false, func(o *listOptions) { o.Status = heartbeat.StatusUnhealthy })
+		ts = run(f, false, func(o *listOptions) { o.Status = registry.StatusUnhealthy })
 		if ts.out.String() != "[]\n" || ts.errOut.Len() != 0 {
 			t.Fatalf("%s empty list: stdout %q stderr %q, want [] and nothing", f, ts.out, ts.errOut)
 		}
 	}
-	ts = run(output.Table, false, func(o *listOptions) { o.Status = heartbeat.StatusUnhealthy })
+	ts = run(output.Table, false, func(o *listOptions) { o.Status = registry.StatusUnhealthy })
 	if ts.out.Len() != 0 || ts.errOut.String() != "No servers found\n" {
 		t.Fatalf("empty list: stdout %q stderr %q", ts.out, ts.errOut)
 	}
@@ -151,7 +151,7 @@ func TestListRun(t *testing.T) {
 func TestServerRuns(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	srv := b.register(t, "calendar", heartbeat.SkillInfo{Name: "list-events", Description: "List events"}, heartbeat.SkillInfo{Name: "create-event"})
+	srv := b.register(t, "calendar", registry.SkillInfo{Name: "list-events", Description: "List events"}, registry.SkillInfo{Name: "create-event"})
 	ctx := context.Background()
 	b.clock.Advance(15 * time.Second)
 
@@ -205,8 +205,8 @@ version: 1.3.2
 	if err := deregisterRun(ctx, &deregisterOptions{IO: ts.io, Client: b.clientFunc(), Printer: b.printer(ts, output.JSON), ServerID: srv.ServerID}); err != nil {
 		t.Fatal(err)
 	}
-	var got heartbeat.Server
-	if err := json.Unmarshal(ts.out.Bytes(), &got); err != nil || got.Status != heartbeat.StatusDeregistered || got.DeregisteredAt == nil {
+	var got registry.Server
+	if err := json.Unmarshal(ts.out.Bytes(), &got); err != nil || got.Status != registry.StatusDeregistered || got.DeregisteredAt == nil {
 		t.Fatalf("deregister -o json printed %s (%v)", ts.out, err)
 	}
 	ts = newTestIO()
@@ -250,10 +250,10 @@ func TestAuditListRun(t *testing.T) {
 	}
 
 	ts = newTestIO()
-	if err := auditListRun(ctx, &auditListOptions{IO: ts.io, Client: b.clientFunc(), Printer: b.printer(ts, output.JSON), Kind: heartbeat.KindRegistered}); err != nil {
+	if err := auditListRun(ctx, &auditListOptions{IO: ts.io, Client: b.clientFunc(), Printer: b.printer(ts, output.JSON), Kind: registry.KindRegistered}); err != nil {
 		t.Fatal(err)
 	}
-	var events []heartbeat.Event
+	var events []registry.Event
 	if err := json.Unmarshal(ts.out.Bytes(), &events); err != nil || len(events) != 2 || events[1].ServerID != other.ServerID {
 		t.Fatalf("audit list --kind registered -o json printed %s (%v)", ts.out, err)
 	}
@@ -272,7 +272,7 @@ func TestRegisterRunRemotes(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ts := newTestIO()
-	remotes := []heartbeat.Remote{{Type: heartbeat.RemoteSSE, URL: "https://cal.example/sse"}}
+	remotes := []registry.Remote{{Type: registry.RemoteSSE, URL: "https://cal.example/sse"}}
 	opts := &registerOptions{
 		IO: ts.io, Client: b.clientFunc(), Printer: b.printer(ts, output.JSON),
 		Module: "calendar", Version: "1.3.2", Protocols: []string{"2025-06-18"},
@@ -281,7 +281,7 @@ func TestRegisterRunRemotes(t *testing.T) {
 	if err := registerRun(context.Background(), opts); err != nil {
 		t.Fatal(err)
 	}
-	var got heartbeat.Server
+	var got registry.Server
 	if err := json.Unmarshal(ts.out.Bytes(), &got); err != nil {
 		t.Fatalf("register -o json printed %q: %v", ts.out, err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cyberos/mcpd/pkg/client"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // parseServerID parses a SERVER_ID argument; anything but a UUID is bad usage.
@@ -51,8 +51,8 @@ func completeServerIDs(f *Factory) cobra.CompletionFunc {
 }
 
 func statusNames() []string {
-	names := make([]string, len(heartbeat.Statuses))
-	for i, s := range heartbeat.Statuses {
+	names := make([]string, len(registry.Statuses))
+	for i, s := range registry.Statuses {
 		names[i] = string(s)
 	}
 	return names
@@ -60,8 +60,8 @@ func statusNames() []string {
 
 // kindCompletions completes a --kind flag: every kind, with its help.
 func kindCompletions(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
-	out := make([]cobra.Completion, len(heartbeat.Kinds))
-	for i, k := range heartbeat.Kinds {
+	out := make([]cobra.Completion, len(registry.Kinds))
+	for i, k := range registry.Kinds {
 		out[i] = cobra.CompletionWithDesc(string(k.Kind), k.Help)
 	}
 	return out, cobra.ShellCompDirectiveNoFileComp
@@ -70,7 +70,7 @@ func kindCompletions(*cobra.Command, []string, string) ([]cobra.Completion, cobr
 // kindHelp lists every kind with its help, for a command's long help.
 func kindHelp() string {
 	var b strings.Builder
-	for _, k := range heartbeat.Kinds {
+	for _, k := range registry.Kinds {
 		fmt.Fprintf(&b, "\n  %-25s %s", k.Kind, k.Help)
 	}
 	return b.String()

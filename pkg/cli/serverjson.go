@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // serverJSON is what mcpctl reads of an official MCP registry server.json
@@ -38,23 +38,23 @@ func moduleFromServerName(name string) (module string, ok bool) {
 		return "", false
 	}
 	module = strings.ToLower(after)
-	return module, heartbeat.ValidModuleName(module)
+	return module, registry.ValidModuleName(module)
 }
 
 // completeRemotes checks --remote and --remote-type.
 func (o *registerOptions) completeRemotes() error {
-	if o.RemoteType != heartbeat.RemoteStreamableHTTP && o.RemoteType != heartbeat.RemoteSSE {
-		return usagef("invalid --remote-type %q: want %s or %s", o.RemoteType, heartbeat.RemoteStreamableHTTP, heartbeat.RemoteSSE)
+	if o.RemoteType != registry.RemoteStreamableHTTP && o.RemoteType != registry.RemoteSSE {
+		return usagef("invalid --remote-type %q: want %s or %s", o.RemoteType, registry.RemoteStreamableHTTP, registry.RemoteSSE)
 	}
-	if len(o.Remotes) > heartbeat.MaxRemotes {
-		return usagef("at most %d --remote, have %d", heartbeat.MaxRemotes, len(o.Remotes))
+	if len(o.Remotes) > registry.MaxRemotes {
+		return usagef("at most %d --remote, have %d", registry.MaxRemotes, len(o.Remotes))
 	}
 	o.RemoteList = nil
 	for _, u := range o.Remotes {
-		if reason := heartbeat.RemoteURLProblem(u); reason != "" {
+		if reason := registry.RemoteURLProblem(u); reason != "" {
 			return usagef("invalid --remote %q: %s", u, reason)
 		}
-		o.RemoteList = append(o.RemoteList, heartbeat.Remote{Type: o.RemoteType, URL: u})
+		o.RemoteList = append(o.RemoteList, registry.Remote{Type: o.RemoteType, URL: u})
 	}
 	return nil
 }
@@ -94,22 +94,22 @@ func (o *registerOptions) readServerJSON() error {
 	if o.set["remote"] {
 		return nil
 	}
-	if len(sj.Remotes) > heartbeat.MaxRemotes {
-		return usagef("--server-json %s: at most %d remotes, has %d", o.ServerJSON, heartbeat.MaxRemotes, len(sj.Remotes))
+	if len(sj.Remotes) > registry.MaxRemotes {
+		return usagef("--server-json %s: at most %d remotes, has %d", o.ServerJSON, registry.MaxRemotes, len(sj.Remotes))
 	}
 	o.RemoteList = nil
 	for i, r := range sj.Remotes {
-		if r.Type != heartbeat.RemoteStreamableHTTP && r.Type != heartbeat.RemoteSSE {
+		if r.Type != registry.RemoteStreamableHTTP && r.Type != registry.RemoteSSE {
 			return usagef("--server-json %s: remotes[%d].type %q: want %s or %s", o.ServerJSON, i, r.Type,
-				heartbeat.RemoteStreamableHTTP, heartbeat.RemoteSSE)
+				registry.RemoteStreamableHTTP, registry.RemoteSSE)
 		}
-		if reason := heartbeat.RemoteURLProblem(r.URL); reason != "" {
+		if reason := registry.RemoteURLProblem(r.URL); reason != "" {
 			return usagef("--server-json %s: remotes[%d].url %q: %s", o.ServerJSON, i, r.URL, reason)
 		}
 		if len(r.Headers) > 0 && string(r.Headers) != "null" || len(r.Variables) > 0 && string(r.Variables) != "null" {
 			fmt.Fprintf(o.IO.ErrOut, "Note: %s: remotes[%d]: headers and variables ignored\n", o.ServerJSON, i)
 		}
-		o.RemoteList = append(o.RemoteList, heartbeat.Remote{Type: r.Type, URL: r.URL})
+		o.RemoteList = append(o.RemoteList, registry.Remote{Type: r.Type, URL: r.URL})
 	}
 	return nil
 }

@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cyberos/mcpd/pkg/client"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/output"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // maxListPages bounds how many pages a listing follows.
@@ -41,7 +41,7 @@ type listOptions struct {
 	Module     string
 	Limit      int
 
-	Status heartbeat.Status
+	Status registry.Status
 }
 
 func newCmdServersList(f *Factory, runF func(*listOptions) error) *cobra.Command {
@@ -64,7 +64,7 @@ without a header and times are RFC 3339.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Status = ""
 			if opts.StatusFlag != "" {
-				st, err := heartbeat.ParseStatus(opts.StatusFlag)
+				st, err := registry.ParseStatus(opts.StatusFlag)
 				if err != nil {
 					return &UsageError{Err: fmt.Errorf("invalid --status: %w", err)}
 				}
@@ -94,7 +94,7 @@ func listRun(ctx context.Context, opts *listOptions) error {
 		return err
 	}
 	params := client.ListServersParams{Status: string(opts.Status), ModuleName: opts.Module}
-	var servers []heartbeat.Server
+	var servers []registry.Server
 	if opts.Limit == 0 {
 		if servers, err = c.AllServers(ctx, params); err != nil {
 			return err
@@ -102,7 +102,7 @@ func listRun(ctx context.Context, opts *listOptions) error {
 		return opts.Printer.Servers(servers)
 	}
 	for page := 0; page < maxListPages && len(servers) < opts.Limit; page++ {
-		params.Limit = min(opts.Limit-len(servers), heartbeat.MaxPageLimit)
+		params.Limit = min(opts.Limit-len(servers), registry.MaxPageLimit)
 		list, err := c.Servers(ctx, params)
 		if err != nil {
 			return err

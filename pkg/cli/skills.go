@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cyberos/mcpd/pkg/client"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/output"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 func newCmdSkills(f *Factory) *cobra.Command {
@@ -32,7 +32,7 @@ type skillsListOptions struct {
 
 	// Available is nil when --available was not given.
 	Available    *bool
-	ServerStatus heartbeat.Status
+	ServerStatus registry.Status
 }
 
 func newCmdSkillsList(f *Factory, runF func(*skillsListOptions) error) *cobra.Command {
@@ -65,7 +65,7 @@ array.`,
 				opts.Available = &v
 			}
 			if opts.ServerStatusFlag != "" {
-				st, err := heartbeat.ParseStatus(opts.ServerStatusFlag)
+				st, err := registry.ParseStatus(opts.ServerStatusFlag)
 				if err != nil {
 					return &UsageError{Err: fmt.Errorf("invalid --server-status: %w", err)}
 				}
@@ -106,11 +106,11 @@ func skillsListRun(ctx context.Context, opts *skillsListOptions) error {
 		Name: opts.Name, ModuleName: opts.Module, Available: opts.Available,
 		Protocol: opts.Protocol, ServerStatus: string(opts.ServerStatus),
 	}
-	var skills []heartbeat.SkillEntry
+	var skills []registry.SkillEntry
 	for page := 0; page < maxListPages; page++ {
-		params.Limit = heartbeat.MaxPageLimit
+		params.Limit = registry.MaxPageLimit
 		if opts.Limit > 0 {
-			params.Limit = min(opts.Limit-len(skills), heartbeat.MaxPageLimit)
+			params.Limit = min(opts.Limit-len(skills), registry.MaxPageLimit)
 		}
 		list, err := c.FindSkills(ctx, params)
 		if err != nil {

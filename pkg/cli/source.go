@@ -10,7 +10,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/apiwire"
 	"github.com/cyberos/mcpd/pkg/client"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/tui"
 )
 
@@ -28,7 +28,7 @@ func NewSource(c *client.Client) *Source { return &Source{c: c} }
 // did not reflect.
 func (s *Source) List(ctx context.Context) (tui.Snapshot, error) {
 	var snap tui.Snapshot
-	params := client.ListServersParams{Limit: heartbeat.MaxPageLimit}
+	params := client.ListServersParams{Limit: registry.MaxPageLimit}
 	for page := 0; page < maxListPages; page++ {
 		list, err := s.c.Servers(ctx, params)
 		if err != nil {
@@ -47,13 +47,13 @@ func (s *Source) List(ctx context.Context) (tui.Snapshot, error) {
 }
 
 // Server returns one server.
-func (s *Source) Server(ctx context.Context, id uuid.UUID) (heartbeat.Server, error) {
+func (s *Source) Server(ctx context.Context, id uuid.UUID) (registry.Server, error) {
 	return s.c.Server(ctx, id)
 }
 
 // Watch follows the change feed after cursor, passing on every audit event
 // (not the bookmarks) and the stream's state; a 410 is tui.ErrCursorExpired.
-func (s *Source) Watch(ctx context.Context, cursor string, fn func(heartbeat.Event) error, state func(error)) error {
+func (s *Source) Watch(ctx context.Context, cursor string, fn func(registry.Event) error, state func(error)) error {
 	err := s.c.Watch(ctx, client.WatchParams{Cursor: cursor, OnState: state}, func(msg client.WatchEvent) error {
 		if msg.Bookmark {
 			return nil

@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/testlog"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 	"github.com/cyberos/mcpd/pkg/tui"
@@ -38,11 +38,11 @@ func TestSourceAgainstAPI(t *testing.T) {
 	// Watching from the list's cursor gets what came after the list.
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	got := make(chan heartbeat.Event, 10)
+	got := make(chan registry.Event, 10)
 	states := make(chan error, 10)
 	done := make(chan error, 1)
 	go func() {
-		done <- src.Watch(wctx, snap.Cursor, func(ev heartbeat.Event) error { got <- ev; return nil },
+		done <- src.Watch(wctx, snap.Cursor, func(ev registry.Event) error { got <- ev; return nil },
 			func(err error) { states <- err })
 	}()
 	if _, err := b.client.Deregister(ctx, cal.ServerID); err != nil {
@@ -50,7 +50,7 @@ func TestSourceAgainstAPI(t *testing.T) {
 	}
 	select {
 	case ev := <-got:
-		if ev.Kind != heartbeat.KindDeregistered || ev.ServerID != cal.ServerID {
+		if ev.Kind != registry.KindDeregistered || ev.ServerID != cal.ServerID {
 			t.Fatalf("event %+v", ev)
 		}
 	case <-time.After(10 * time.Second):
@@ -65,7 +65,7 @@ func TestSourceAgainstAPI(t *testing.T) {
 	}
 
 	// An expired cursor is tui.ErrCursorExpired.
-	err = NewSource(b.twin(t).client).Watch(ctx, snap.Cursor, func(heartbeat.Event) error { return nil }, nil)
+	err = NewSource(b.twin(t).client).Watch(ctx, snap.Cursor, func(registry.Event) error { return nil }, nil)
 	if !errors.Is(err, tui.ErrCursorExpired) {
 		t.Fatalf("Watch of an expired cursor: %v, want ErrCursorExpired", err)
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/auth"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/testing/tlstest"
 )
@@ -42,7 +42,7 @@ func startTLSServer(t *testing.T) *tlsServer {
 	clients.AppendCertsFromPEM(clientCA.PEM)
 
 	clock := clockwork.NewFakeClockAt(testStart)
-	reg := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{Store: memstore.New(clock), HeartbeatInterval: 10})
+	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: memstore.New(clock), HeartbeatInterval: 10})
 	secret := testSecret(t)
 	verifier, err := auth.NewVerifier(auth.VerifierOptions{HMACSecret: secret, Now: clock.Now})
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cyberos/mcpd/pkg/apiwire"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/version"
 )
 
@@ -98,38 +98,38 @@ func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
 // Register registers a server (or re-registers it) and returns it; created
 // is true for a new server (201). A non-empty traceparent is sent as the W3C
 // traceparent header and becomes the server's trace id.
-func (c *Client) Register(ctx context.Context, req apiwire.RegisterRequest, traceparent string) (heartbeat.Server, bool, error) {
-	var srv heartbeat.Server
+func (c *Client) Register(ctx context.Context, req apiwire.RegisterRequest, traceparent string) (registry.Server, bool, error) {
+	var srv registry.Server
 	var hdr http.Header
 	if traceparent != "" {
 		hdr = http.Header{apiwire.HeaderTraceparent: []string{traceparent}}
 	}
 	status, err := c.do(ctx, "register", http.MethodPost, "/v1/mcp/servers/register", nil, req, &srv, hdr)
 	if err != nil {
-		return heartbeat.Server{}, false, err
+		return registry.Server{}, false, err
 	}
 	return srv, status == http.StatusCreated, nil
 }
 
 // Heartbeat records a heartbeat of the server.
-func (c *Client) Heartbeat(ctx context.Context, serverID uuid.UUID) (heartbeat.Server, error) {
-	var srv heartbeat.Server
+func (c *Client) Heartbeat(ctx context.Context, serverID uuid.UUID) (registry.Server, error) {
+	var srv registry.Server
 	_, err := c.do(ctx, "heartbeat", http.MethodPost, "/v1/mcp/servers/heartbeat", nil,
 		apiwire.ServerIDRequest{ServerID: serverID.String()}, &srv, nil)
 	return srv, err
 }
 
 // Deregister deregisters the server; it is idempotent.
-func (c *Client) Deregister(ctx context.Context, serverID uuid.UUID) (heartbeat.Server, error) {
-	var srv heartbeat.Server
+func (c *Client) Deregister(ctx context.Context, serverID uuid.UUID) (registry.Server, error) {
+	var srv registry.Server
 	_, err := c.do(ctx, "deregister", http.MethodPost, "/v1/mcp/servers/deregister", nil,
 		apiwire.ServerIDRequest{ServerID: serverID.String()}, &srv, nil)
 	return srv, err
 }
 
 // Server returns one server.
-func (c *Client) Server(ctx context.Context, serverID uuid.UUID) (heartbeat.Server, error) {
-	var srv heartbeat.Server
+func (c *Client) Server(ctx context.Context, serverID uuid.UUID) (registry.Server, error) {
+	var srv registry.Server
 	_, err := c.do(ctx, "get server", http.MethodGet, "/v1/mcp/servers/"+serverID.String(), nil, nil, &srv, nil)
 	return srv, err
 }
@@ -163,8 +163,8 @@ func (c *Client) Servers(ctx context.Context, p ListServersParams) (apiwire.Serv
 
 // AllServers returns every server that p selects, following the cursors
 // from p.Cursor on.
-func (c *Client) AllServers(ctx context.Context, p ListServersParams) ([]heartbeat.Server, error) {
-	var all []heartbeat.Server
+func (c *Client) AllServers(ctx context.Context, p ListServersParams) ([]registry.Server, error) {
+	var all []registry.Server
 	seen := map[string]bool{}
 	for {
 		page, err := c.Servers(ctx, p)
@@ -184,7 +184,7 @@ func (c *Client) AllServers(ctx context.Context, p ListServersParams) ([]heartbe
 }
 
 // Skills returns the skills of one server.
-func (c *Client) Skills(ctx context.Context, serverID uuid.UUID) ([]heartbeat.Skill, error) {
+func (c *Client) Skills(ctx context.Context, serverID uuid.UUID) ([]registry.Skill, error) {
 	var list apiwire.SkillList
 	_, err := c.do(ctx, "list skills", http.MethodGet, "/v1/mcp/servers/"+serverID.String()+"/skills", nil, nil, &list, nil)
 	return list.Skills, err

@@ -18,8 +18,9 @@ import (
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/client"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -35,7 +36,7 @@ func setup(tb testing.TB) (*client.Client, *httptest.Server) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	reg := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{Store: store})
+	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: store})
 	srv := httptest.NewServer(api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: verifier, Pinger: store}))
 	tb.Cleanup(srv.Close)
 	c := client.New(srv.URL+"/", token(tb, uuid.New(), "mcp:read mcp:write"))
@@ -55,7 +56,7 @@ func token(tb testing.TB, tenant uuid.UUID, scope string) string {
 func registerReq(module string, skills ...string) api.RegisterRequest {
 	r := api.RegisterRequest{ModuleName: module, Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}
 	for _, s := range skills {
-		r.Skills = append(r.Skills, heartbeat.SkillInfo{Name: s})
+		r.Skills = append(r.Skills, registry.SkillInfo{Name: s})
 	}
 	return r
 }
@@ -75,7 +76,7 @@ func TestLifecycle(t *testing.T) {
 	if err != nil || created || again.ServerID != srv.ServerID {
 		t.Fatalf("re-register: created %v id %s err %v", created, again.ServerID, err)
 	}
-	if hb, err := c.Heartbeat(ctx, srv.ServerID); err != nil || hb.Status != heartbeat.StatusHealthy {
+	if hb, err := c.Heartbeat(ctx, srv.ServerID); err != nil || hb.Status != registry.StatusHealthy {
 		t.Fatalf("heartbeat: %+v %v", hb, err)
 	}
 	if got, err := c.Server(ctx, srv.ServerID); err != nil || got.ModuleName != "calendar" {
@@ -86,7 +87,7 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("skills: %+v %v", skills, err)
 	}
 	dereg, err := c.Deregister(ctx, srv.ServerID)
-	if err != nil || dereg.Status != heartbeat.StatusDeregistered {
+	if err != nil || dereg.Status != registry.StatusDeregistered {
 		t.Fatalf("deregister: %+v %v", dereg, err)
 	}
 	_, err = c.Heartbeat(ctx, srv.ServerID)
@@ -94,7 +95,7 @@ func TestLifecycle(t *testing.T) {
 	if !errors.As(err, &p) || p.Status != http.StatusConflict || p.Type != api.ProblemDeregistered {
 		t.Fatalf("heartbeat after deregister: %v", err)
 	}
-	events, err := c.Events(ctx, client.ListEventsParams{ServerID: srv.ServerID.String(), Kind: string(heartbeat.KindDeregistered)})
+	events, err := c.Events(ctx, client.ListEventsParams{ServerID: srv.ServerID.String(), Kind: string(registry.KindDeregistered)})
 	if err != nil || len(events.Events) != 1 {
 		t.Fatalf("events: %+v %v", events, err)
 	}

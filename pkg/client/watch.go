@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/cyberos/mcpd/pkg/apiwire"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // WatchParams filters and starts GET /v1/mcp/watch; zero values are left
@@ -37,7 +37,7 @@ type WatchEvent struct {
 	// ID is the position after this message: pass it as Cursor to resume.
 	ID       string
 	Bookmark bool
-	Event    heartbeat.Event // zero for a bookmark
+	Event    registry.Event // zero for a bookmark
 }
 
 // Limits of Watch.

@@ -15,7 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // Names of the settings: each is a flag (--listen), an environment variable
@@ -168,24 +168,24 @@ type Config struct {
 // default 5 s, or half the heartbeat interval when that is shorter, so that
 // a short interval (--heartbeat-interval 1s) needs no --monitor-period.
 func DefaultMonitorPeriodFor(interval time.Duration) time.Duration {
-	if half := interval / 2; half > 0 && half < heartbeat.DefaultMonitorPeriod {
+	if half := interval / 2; half > 0 && half < registry.DefaultMonitorPeriod {
 		return half
 	}
-	return heartbeat.DefaultMonitorPeriod
+	return registry.DefaultMonitorPeriod
 }
 
 // Default returns the configuration with every default set.
 func Default() Config {
 	return Config{
 		Listen:            DefaultListen,
-		HeartbeatInterval: heartbeat.DefaultHeartbeatInterval,
-		MonitorPeriod:     heartbeat.DefaultMonitorPeriod,
+		HeartbeatInterval: registry.DefaultHeartbeatInterval,
+		MonitorPeriod:     registry.DefaultMonitorPeriod,
 		RequestTimeout:    DefaultRequestTimeout,
 		ShutdownTimeout:   DefaultShutdownTimeout,
 		LogFormat:         DefaultLogFormat,
 		LogLevel:          DefaultLogLevel,
-		MassLossShare:     heartbeat.DefaultMassLossShare,
-		MassLossMin:       heartbeat.DefaultMassLossMin,
+		MassLossShare:     registry.DefaultMassLossShare,
+		MassLossMin:       registry.DefaultMassLossMin,
 		MaxConnections:    DefaultMaxConnections,
 		TenantMaxServers:  DefaultTenantMaxServers,
 		TenantRateLimit:   DefaultTenantRateLimit,

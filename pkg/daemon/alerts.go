@@ -9,13 +9,13 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/alert"
 	"github.com/cyberos/mcpd/pkg/feed"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // alertStore is what the dispatcher needs of a store: both stores keep
 // the alert outbox and the skill outage alerts.
 type alertStore interface {
-	heartbeat.AlertOutbox
+	registry.AlertOutbox
 	alert.SkillAlerts
 }
 
@@ -40,11 +40,11 @@ func (d *Daemon) newDispatcher(outbox alertStore, reg prometheus.Registerer, tp 
 // alertWaker passes each transition on and wakes the dispatcher, so that an
 // alert leaves at once instead of at the next poll.
 type alertWaker struct {
-	next       heartbeat.AlertSink
+	next       registry.AlertSink
 	dispatcher *alert.Dispatcher
 }
 
-func (w alertWaker) Transition(ctx context.Context, ev heartbeat.Event) {
+func (w alertWaker) Transition(ctx context.Context, ev registry.Event) {
 	w.next.Transition(ctx, ev)
 	w.dispatcher.Transition(ctx, ev)
 }
@@ -52,11 +52,11 @@ func (w alertWaker) Transition(ctx context.Context, ev heartbeat.Event) {
 // feedWriter is an AlertSink that tells the change-feed hub of each event
 // this process wrote, then passes it on.
 type feedWriter struct {
-	next heartbeat.AlertSink
+	next registry.AlertSink
 	hub  *feed.Hub
 }
 
-func (s feedWriter) Transition(ctx context.Context, ev heartbeat.Event) {
+func (s feedWriter) Transition(ctx context.Context, ev registry.Event) {
 	s.hub.Wrote(ev)
 	s.next.Transition(ctx, ev)
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/daemon"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/testlog"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
@@ -61,13 +61,13 @@ func TestDaemonDeliversAlertsToWebhook(t *testing.T) {
 	}
 	testwait.Eventually(t, "unhealthy alert delivered", func() bool {
 		k := got()
-		return len(k) > 0 && k[len(k)-1] == string(heartbeat.KindUnhealthy)
+		return len(k) > 0 && k[len(k)-1] == string(registry.KindUnhealthy)
 	})
 	if _, err := c.Heartbeat(ctx, srv.ServerID); err != nil {
 		t.Fatal(err)
 	}
 	testwait.Eventually(t, "resolution delivered", func() bool {
 		k := got()
-		return k[len(k)-1] == string(heartbeat.KindRecovered)
+		return k[len(k)-1] == string(registry.KindRecovered)
 	})
 }

@@ -24,11 +24,12 @@ import (
 	"github.com/cyberos/mcpd/pkg/board"
 	"github.com/cyberos/mcpd/pkg/config"
 	"github.com/cyberos/mcpd/pkg/feed"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/limit"
 	"github.com/cyberos/mcpd/pkg/mcpserve"
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/pgstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/tracing"
 	"github.com/cyberos/mcpd/pkg/version"
 )
@@ -167,7 +168,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	}
 
 	metrics := api.NewMetrics(api.MetricsOptions{Registry: prometheus.NewRegistry(), Counter: store, Logger: d.logger})
-	sink := metrics.Sink(heartbeat.LogSink{Logger: d.logger})
+	sink := metrics.Sink(registry.LogSink{Logger: d.logger})
 	dispatcher, err := d.newDispatcher(store, metrics.Registry(), tp)
 	if err != nil {
 		return err
@@ -180,7 +181,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	// The hub learns of this process's own writes at once, so that the
 	// MCP registry API's ETag reflects them before it reads them.
 	sink = feedWriter{next: sink, hub: hub}
-	registrar := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{
+	registrar := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{
 		Store: store, Sink: sink, Logger: d.logger, HeartbeatInterval: d.cfg.HeartbeatInterval.Seconds(),
 		MaxServersPerTenant: d.cfg.TenantMaxServers,
 	})
@@ -188,7 +189,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	if dispatcher != nil {
 		guard.onMassLoss = dispatcher.MassLoss
 	}
-	monitor := heartbeat.NewMonitor(heartbeat.MonitorOptions{
+	monitor := lifecycle.NewMonitor(lifecycle.MonitorOptions{
 		Store: store, Sink: sink, Logger: d.logger, Clock: d.clock,
 		HeartbeatInterval: d.cfg.HeartbeatInterval, Period: d.cfg.MonitorPeriod, Observe: metrics.ObserveSweep,
 		BlindAfter: d.cfg.BlindAfter, OnBlind: guard.blind,
@@ -357,10 +358,10 @@ func (d *Daemon) openVerifier() (*auth.Verifier, *devBanner, error) {
 // the alert outbox. Both stores
 // have it all, checked at compile time.
 type registryStore interface {
-	heartbeat.Store
-	heartbeat.MonitorStore
-	heartbeat.StatusCounter
-	heartbeat.CatalogReader
+	registry.Store
+	lifecycle.MonitorStore
+	registry.StatusCounter
+	registry.CatalogReader
 	alertStore
 }
 

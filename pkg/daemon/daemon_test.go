@@ -22,7 +22,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/config"
 	"github.com/cyberos/mcpd/pkg/daemon"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/testing/testlog"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
@@ -104,7 +104,7 @@ func TestDevLifecycleWithFakeClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv, created, err := c.Register(ctx, api.RegisterRequest{ModuleName: "calendar", Version: "1.3.2",
-		SupportedProtocols: []string{"2025-06-18"}, Skills: []heartbeat.SkillInfo{{Name: "search"}}}, "")
+		SupportedProtocols: []string{"2025-06-18"}, Skills: []registry.SkillInfo{{Name: "search"}}}, "")
 	if err != nil || !created {
 		t.Fatalf("register: %v", err)
 	}
@@ -116,7 +116,7 @@ func TestDevLifecycleWithFakeClock(t *testing.T) {
 	if err := clock.BlockUntilContext(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	status := func() heartbeat.Status {
+	status := func() registry.Status {
 		s, err := c.Server(ctx, srv.ServerID)
 		if err != nil {
 			t.Fatal(err)
@@ -124,14 +124,14 @@ func TestDevLifecycleWithFakeClock(t *testing.T) {
 		return s.Status
 	}
 	clock.Advance(20 * time.Second)
-	testwait.Eventually(t, "degraded after 2I", func() bool { return status() == heartbeat.StatusDegraded })
+	testwait.Eventually(t, "degraded after 2I", func() bool { return status() == registry.StatusDegraded })
 	clock.Advance(10 * time.Second)
-	testwait.Eventually(t, "unhealthy after 3I", func() bool { return status() == heartbeat.StatusUnhealthy })
+	testwait.Eventually(t, "unhealthy after 3I", func() bool { return status() == registry.StatusUnhealthy })
 	skills, err := c.Skills(ctx, srv.ServerID)
 	if err != nil || skills[0].Available {
 		t.Fatalf("skills while unhealthy: %+v %v", skills, err)
 	}
-	if hb, err := c.Heartbeat(ctx, srv.ServerID); err != nil || hb.Status != heartbeat.StatusHealthy {
+	if hb, err := c.Heartbeat(ctx, srv.ServerID); err != nil || hb.Status != registry.StatusHealthy {
 		t.Fatalf("heartbeat: %+v %v", hb, err)
 	}
 
@@ -352,7 +352,7 @@ func TestDaemonSweepIsGuarded(t *testing.T) {
 	testwait.Eventually(t, "the blind window counted", func() bool {
 		return strings.Contains(httpGet(t, "http://"+d.Addr()+"/metrics"), "mcpd_blind_windows_total 1")
 	})
-	if s, err := c.Server(ctx, srv.ServerID); err != nil || s.Status != heartbeat.StatusHealthy {
+	if s, err := c.Server(ctx, srv.ServerID); err != nil || s.Status != registry.StatusHealthy {
 		t.Fatalf("after a blind gap: %+v, %v; want still healthy", s.Status, err)
 	}
 }

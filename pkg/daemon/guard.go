@@ -3,7 +3,7 @@ package daemon
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // guardMetrics counts what the monitor's safeguards saw: blind windows and
@@ -12,7 +12,7 @@ type guardMetrics struct {
 	blindWindows *prometheus.CounterVec
 	blindSeconds prometheus.Counter
 	massLosses   *prometheus.CounterVec
-	onMassLoss   func(heartbeat.MassLoss)
+	onMassLoss   func(registry.MassLoss)
 }
 
 func newGuardMetrics(reg prometheus.Registerer) *guardMetrics {
@@ -35,12 +35,12 @@ func newGuardMetrics(reg prometheus.Registerer) *guardMetrics {
 	return g
 }
 
-func (g *guardMetrics) blind(w heartbeat.BlindWindow) {
+func (g *guardMetrics) blind(w registry.BlindWindow) {
 	g.blindWindows.WithLabelValues().Inc()
 	g.blindSeconds.Add(w.Duration().Seconds())
 }
 
-func (g *guardMetrics) massLoss(l heartbeat.MassLoss) {
+func (g *guardMetrics) massLoss(l registry.MassLoss) {
 	g.massLosses.WithLabelValues(l.TenantID.String()).Inc()
 	if g.onMassLoss != nil {
 		g.onMassLoss(l)

@@ -12,7 +12,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/daemon"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/testlog"
 )
 
@@ -39,7 +39,7 @@ func TestMCPEndpoint(t *testing.T) {
 	defer c.CloseIdleConnections()
 	ctx := context.Background()
 	if _, _, err := c.Register(ctx, api.RegisterRequest{ModuleName: "calendar", Version: "1.3.2",
-		SupportedProtocols: []string{"2025-11-25"}, Skills: []heartbeat.SkillInfo{{Name: "search"}}}, ""); err != nil {
+		SupportedProtocols: []string{"2025-11-25"}, Skills: []registry.SkillInfo{{Name: "search"}}}, ""); err != nil {
 		t.Fatal(err)
 	}
 

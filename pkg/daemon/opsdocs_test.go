@@ -23,7 +23,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/daemon"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/testing/testlog"
 	"github.com/cyberos/mcpd/pkg/testing/tlstest"
@@ -120,7 +120,7 @@ func scrapeFullDaemon(t *testing.T) (map[string]bool, error) {
 	c := client.New(base, m[1], client.WithTransport(tr))
 	defer c.CloseIdleConnections()
 	if _, _, err := c.Register(context.Background(), api.RegisterRequest{ModuleName: "calendar", Version: "1.3.2",
-		SupportedProtocols: []string{"2025-06-18"}, Skills: []heartbeat.SkillInfo{{Name: "search"}}}, ""); err != nil {
+		SupportedProtocols: []string{"2025-06-18"}, Skills: []registry.SkillInfo{{Name: "search"}}}, ""); err != nil {
 		return nil, fmt.Errorf("register: %w", err)
 	}
 	_, body := get(t, httpsClient(t, ca, nil), base+"/metrics")

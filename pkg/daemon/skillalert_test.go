@@ -13,7 +13,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/daemon"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/testlog"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
@@ -61,7 +61,7 @@ func TestDaemonSkillOutage(t *testing.T) {
 	register := func(module string) {
 		t.Helper()
 		if _, _, err := c.Register(ctx, api.RegisterRequest{ModuleName: module, Version: "1.0.0",
-			SupportedProtocols: []string{"2025-06-18"}, Skills: []heartbeat.SkillInfo{{Name: "search"}}}, ""); err != nil {
+			SupportedProtocols: []string{"2025-06-18"}, Skills: []registry.SkillInfo{{Name: "search"}}}, ""); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -7,29 +7,29 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // monitorTracerName names the tracer of the sweep spans.
-const monitorTracerName = "github.com/cyberos/mcpd/pkg/heartbeat"
+const monitorTracerName = "github.com/cyberos/mcpd/pkg/registry"
 
 // sweepTracer returns the monitor's Trace hook: each sweep is the root span
 // of a trace of its own, "sweep", with the counts of its transitions by
 // status reached; nil when tracing is off.
-func sweepTracer(tp trace.TracerProvider) func(context.Context) (context.Context, func([]heartbeat.Event, error)) {
+func sweepTracer(tp trace.TracerProvider) func(context.Context) (context.Context, func([]registry.Event, error)) {
 	if tp == nil {
 		return nil
 	}
 	tracer := tp.Tracer(monitorTracerName)
-	return func(ctx context.Context) (context.Context, func([]heartbeat.Event, error)) {
+	return func(ctx context.Context) (context.Context, func([]registry.Event, error)) {
 		ctx, span := tracer.Start(ctx, "sweep", trace.WithNewRoot())
-		return ctx, func(transitions []heartbeat.Event, err error) {
+		return ctx, func(transitions []registry.Event, err error) {
 			var degraded, unhealthy int
 			for _, ev := range transitions {
 				switch ev.ToStatus {
-				case heartbeat.StatusDegraded:
+				case registry.StatusDegraded:
 					degraded++
-				case heartbeat.StatusUnhealthy:
+				case registry.StatusUnhealthy:
 					unhealthy++
 				}
 			}

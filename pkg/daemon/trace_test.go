@@ -23,7 +23,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/config"
 	"github.com/cyberos/mcpd/pkg/daemon"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/otlptest"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/testing/testlog"
@@ -122,7 +122,7 @@ func TestTracesReachTheCollector(t *testing.T) {
 	srv, _, err := c.Register(ctx, api.RegisterRequest{ModuleName: "calendar", Version: "1.3.2",
 		SupportedProtocols:      []string{"2025-06-18"},
 		CapabilityAdvertisement: json.RawMessage(`{"tools":{"note":"` + capabilityMarker + `"}}`),
-		Skills:                  []heartbeat.SkillInfo{{Name: "search"}}},
+		Skills:                  []registry.SkillInfo{{Name: "search"}}},
 		"00-"+callerTrace+"-"+callerSpan+"-01")
 	if err != nil {
 		t.Fatal(err)

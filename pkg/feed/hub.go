@@ -11,14 +11,14 @@ import (
 	"github.com/google/uuid"
 	"github.com/jonboulle/clockwork"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // Source is the store's side of the feed: every tenant's trail as it
 // commits, and one tenant's trail to catch a watch up.
 type Source interface {
-	heartbeat.FeedReader
-	Events(ctx context.Context, tenant uuid.UUID, f heartbeat.EventFilter) (heartbeat.EventPage, error)
+	registry.FeedReader
+	Events(ctx context.Context, tenant uuid.UUID, f registry.EventFilter) (registry.EventPage, error)
 }
 
 // Defaults of Options.
@@ -66,9 +66,9 @@ type Hub struct {
 
 	mu sync.RWMutex
 	// ring holds the events after base up to cursor, in commit order.
-	ring   []heartbeat.Event
-	base   heartbeat.Position
-	cursor heartbeat.Position
+	ring   []registry.Event
+	base   registry.Position
+	cursor registry.Position
 	// started is closed once base and cursor are set.
 	started chan struct{}
 	// advanced is closed, and replaced, when cursor moves.
@@ -125,7 +125,7 @@ const horizonTimeout = 10 * time.Second
 // that asked for it before it started.
 type horizonRead struct {
 	done chan struct{}
-	pos  heartbeat.Position
+	pos  registry.Position
 	err  error
 }
 
@@ -133,7 +133,7 @@ type horizonRead struct {
 // in a read shared with the calls waiting at the same time, so that many
 // watches starting at once (a fleet of watchers reconnecting) cost the
 // store one read per round trip, not one each.
-func (h *Hub) Horizon(ctx context.Context) (heartbeat.Position, error) {
+func (h *Hub) Horizon(ctx context.Context) (registry.Position, error) {
 	h.hmu.Lock()
 	r := h.nextHorizon
 	if r == nil {
@@ -149,7 +149,7 @@ func (h *Hub) Horizon(ctx context.Context) (heartbeat.Position, error) {
 	case <-r.done:
 		return r.pos, r.err
 	case <-ctx.Done():
-		return heartbeat.Position{}, ctx.Err()
+		return registry.Position{}, ctx.Err()
 	}
 }
 
@@ -177,7 +177,7 @@ func (h *Hub) readHorizons() {
 // Run reads the feed until ctx ends. Read errors are logged and retried
 // at the poll interval.
 func (h *Hub) Run(ctx context.Context) {
-	var start heartbeat.Position
+	var start registry.Position
 	for {
 		p, err := h.src.Horizon(ctx)
 		if err == nil {
@@ -255,7 +255,7 @@ func (h *Hub) wait(ctx context.Context, changed <-chan struct{}) error {
 }
 
 // apply adds a read to the ring and moves the cursor.
-func (h *Hub) apply(b heartbeat.FeedBatch) {
+func (h *Hub) apply(b registry.FeedBatch) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if b.Horizon.Epoch != h.cursor.Epoch && h.cursor.Epoch != 0 {
@@ -304,14 +304,14 @@ func (h *Hub) signal() {
 // position, and bookmarks, positions at least as recent as every event
 // sent before them.
 type Sink interface {
-	Events(events []heartbeat.Event) error
-	Bookmark(pos heartbeat.Position) error
+	Events(events []registry.Event) error
+	Bookmark(pos registry.Position) error
 }
 
 // Follow sends tenant's events after from that f selects (its Limit and
 // After are ignored) to sink, until ctx ends (nil), the sink fails (its
 // error), or the history changed (ErrReset).
-func (h *Hub) Follow(ctx context.Context, tenant uuid.UUID, f heartbeat.EventFilter, from heartbeat.Position, sink Sink) error {
+func (h *Hub) Follow(ctx context.Context, tenant uuid.UUID, f registry.EventFilter, from registry.Position, sink Sink) error {
 	select {
 	case <-h.started:
 	case <-ctx.Done():
@@ -325,9 +325,9 @@ func (h *Hub) Follow(ctx context.Context, tenant uuid.UUID, f heartbeat.EventFil
 	defer timer.Stop()
 	for {
 		h.mu.RLock()
-		behind := pos.Compare(h.base) < 0 || pos.Epoch != h.cursor.Epoch && pos != (heartbeat.Position{})
+		behind := pos.Compare(h.base) < 0 || pos.Epoch != h.cursor.Epoch && pos != (registry.Position{})
 		var (
-			events   []heartbeat.Event
+			events   []registry.Event
 			cursor   = h.cursor
 			advanced = h.advanced
 		)
@@ -378,7 +378,7 @@ func (h *Hub) Follow(ctx context.Context, tenant uuid.UUID, f heartbeat.EventFil
 
 // idle waits for the hub to advance, sending a bookmark at pos when the
 // watch was silent for the bookmark interval.
-func (h *Hub) idle(ctx context.Context, advanced, reset <-chan struct{}, timer clockwork.Timer, pos heartbeat.Position, sink Sink) error {
+func (h *Hub) idle(ctx context.Context, advanced, reset <-chan struct{}, timer clockwork.Timer, pos registry.Position, sink Sink) error {
 	for {
 		select {
 		case <-advanced:
@@ -408,9 +408,9 @@ func stopped(err error) error {
 
 // matching returns tenant's events of the ring after pos that f selects;
 // h.mu is held.
-func (h *Hub) matching(tenant uuid.UUID, f heartbeat.EventFilter, pos heartbeat.Position) []heartbeat.Event {
+func (h *Hub) matching(tenant uuid.UUID, f registry.EventFilter, pos registry.Position) []registry.Event {
 	i := sort.Search(len(h.ring), func(i int) bool { return h.ring[i].Position.Compare(pos) > 0 })
-	var out []heartbeat.Event
+	var out []registry.Event
 	for j := i; j < len(h.ring); j++ {
 		ev := &h.ring[j]
 		if ev.TenantID == tenant && f.Matches(ev) {

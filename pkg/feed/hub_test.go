@@ -14,8 +14,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/cyberos/mcpd/pkg/feed"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -23,15 +23,15 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // recorder is a Sink that keeps what it is sent and says when.
 type recorder struct {
 	mu        sync.Mutex
-	events    []heartbeat.Event
-	bookmarks []heartbeat.Position
+	events    []registry.Event
+	bookmarks []registry.Position
 	changed   chan struct{}
 	fail      error
 }
 
 func newRecorder() *recorder { return &recorder{changed: make(chan struct{}, 1000)} }
 
-func (r *recorder) Events(evs []heartbeat.Event) error {
+func (r *recorder) Events(evs []registry.Event) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.fail != nil {
@@ -42,7 +42,7 @@ func (r *recorder) Events(evs []heartbeat.Event) error {
 	return nil
 }
 
-func (r *recorder) Bookmark(p heartbeat.Position) error {
+func (r *recorder) Bookmark(p registry.Position) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.bookmarks = append(r.bookmarks, p)
@@ -51,7 +51,7 @@ func (r *recorder) Bookmark(p heartbeat.Position) error {
 }
 
 // waitFor waits until cond holds on what r received.
-func (r *recorder) waitFor(t *testing.T, what string, cond func(evs []heartbeat.Event, bms []heartbeat.Position) bool) {
+func (r *recorder) waitFor(t *testing.T, what string, cond func(evs []registry.Event, bms []registry.Position) bool) {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
 	for {
@@ -97,9 +97,9 @@ func setup(t *testing.T, opts feed.Options) *bundle {
 	return &bundle{store: store, clock: clock, hub: hub, ctx: ctx}
 }
 
-func (b *bundle) register(t *testing.T, tenant uuid.UUID, module string) heartbeat.Server {
+func (b *bundle) register(t *testing.T, tenant uuid.UUID, module string) registry.Server {
 	t.Helper()
-	srv, _, _, err := b.store.Register(b.ctx, tenant, heartbeat.ServerInfo{
+	srv, _, _, err := b.store.Register(b.ctx, tenant, registry.ServerInfo{
 		ModuleName: module, Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}})
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +108,7 @@ func (b *bundle) register(t *testing.T, tenant uuid.UUID, module string) heartbe
 }
 
 // follow runs Follow in the background; its error arrives on the channel.
-func (b *bundle) follow(t *testing.T, tenant uuid.UUID, f heartbeat.EventFilter, from heartbeat.Position, r *recorder) (context.CancelFunc, <-chan error) {
+func (b *bundle) follow(t *testing.T, tenant uuid.UUID, f registry.EventFilter, from registry.Position, r *recorder) (context.CancelFunc, <-chan error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(b.ctx)
 	errc, done := make(chan error, 1), make(chan struct{})
@@ -123,7 +123,7 @@ func (b *bundle) follow(t *testing.T, tenant uuid.UUID, f heartbeat.EventFilter,
 	return cancel, errc
 }
 
-func modules(evs []heartbeat.Event) string {
+func modules(evs []registry.Event) string {
 	s := ""
 	for _, ev := range evs {
 		s += ev.ModuleName + ":" + string(ev.Kind)[len("mcp.server."):] + " "
@@ -142,16 +142,16 @@ func TestFollowFromPresent(t *testing.T) {
 		t.Fatal(err)
 	}
 	all, alpha := newRecorder(), newRecorder()
-	b.follow(t, tenant, heartbeat.EventFilter{}, from, all)
-	b.follow(t, tenant, heartbeat.EventFilter{ModuleName: "alpha"}, from, alpha)
+	b.follow(t, tenant, registry.EventFilter{}, from, all)
+	b.follow(t, tenant, registry.EventFilter{ModuleName: "alpha"}, from, alpha)
 	a := b.register(t, tenant, "alpha")
 	b.register(t, other, "alpha")
 	b.register(t, tenant, "bravo")
 	if _, _, err := b.store.Deregister(b.ctx, tenant, a.ServerID); err != nil {
 		t.Fatal(err)
 	}
-	all.waitFor(t, "all events", func(evs []heartbeat.Event, _ []heartbeat.Position) bool { return len(evs) >= 3 })
-	alpha.waitFor(t, "alpha's events", func(evs []heartbeat.Event, _ []heartbeat.Position) bool { return len(evs) >= 2 })
+	all.waitFor(t, "all events", func(evs []registry.Event, _ []registry.Position) bool { return len(evs) >= 3 })
+	alpha.waitFor(t, "alpha's events", func(evs []registry.Event, _ []registry.Position) bool { return len(evs) >= 2 })
 	if got := modules(all.events); got != "alpha:registered bravo:registered alpha:deregistered " {
 		t.Fatalf("all: %s", got)
 	}
@@ -175,12 +175,12 @@ func TestFollowResumesWithoutGapOrDuplicate(t *testing.T) {
 		b.register(t, tenant, fmt.Sprintf("m%02d", i))
 	}
 	first := newRecorder()
-	b.follow(t, tenant, heartbeat.EventFilter{}, start, first)
-	first.waitFor(t, "40 events", func(evs []heartbeat.Event, _ []heartbeat.Position) bool { return len(evs) >= 40 })
+	b.follow(t, tenant, registry.EventFilter{}, start, first)
+	first.waitFor(t, "40 events", func(evs []registry.Event, _ []registry.Position) bool { return len(evs) >= 40 })
 	for _, cut := range []int{0, 5, 20, 39} {
 		r := newRecorder()
-		b.follow(t, tenant, heartbeat.EventFilter{}, first.events[cut].Position, r)
-		r.waitFor(t, "the rest", func(evs []heartbeat.Event, _ []heartbeat.Position) bool { return len(evs) >= 39-cut })
+		b.follow(t, tenant, registry.EventFilter{}, first.events[cut].Position, r)
+		r.waitFor(t, "the rest", func(evs []registry.Event, _ []registry.Position) bool { return len(evs) >= 39-cut })
 		if got, want := modules(r.events), modules(first.events[cut+1:]); got != want {
 			t.Fatalf("after event %d:\n got  %s\n want %s", cut, got, want)
 		}
@@ -189,7 +189,7 @@ func TestFollowResumesWithoutGapOrDuplicate(t *testing.T) {
 	for i := range 20 {
 		b.register(t, tenant, fmt.Sprintf("n%02d", i))
 	}
-	first.waitFor(t, "60 events", func(evs []heartbeat.Event, _ []heartbeat.Position) bool { return len(evs) >= 60 })
+	first.waitFor(t, "60 events", func(evs []registry.Event, _ []registry.Position) bool { return len(evs) >= 60 })
 	seen := map[uuid.UUID]bool{}
 	for _, ev := range first.events {
 		if seen[ev.EventID] {
@@ -210,20 +210,20 @@ func TestBookmarks(t *testing.T) {
 	tenant := uuid.New()
 	from, _ := b.hub.Horizon(b.ctx)
 	r, all := newRecorder(), newRecorder()
-	b.follow(t, tenant, heartbeat.EventFilter{ModuleName: "alpha"}, from, r)
-	b.follow(t, tenant, heartbeat.EventFilter{}, from, all)
+	b.follow(t, tenant, registry.EventFilter{ModuleName: "alpha"}, from, r)
+	b.follow(t, tenant, registry.EventFilter{}, from, all)
 	b.register(t, tenant, "alpha")
-	r.waitFor(t, "alpha", func(evs []heartbeat.Event, _ []heartbeat.Position) bool { return len(evs) == 1 })
+	r.waitFor(t, "alpha", func(evs []registry.Event, _ []registry.Position) bool { return len(evs) == 1 })
 	bravo := b.register(t, tenant, "bravo") // filtered out: moves the position on
 	b.register(t, uuid.New(), "alpha")
-	all.waitFor(t, "bravo", func(evs []heartbeat.Event, _ []heartbeat.Position) bool { return len(evs) == 2 })
+	all.waitFor(t, "bravo", func(evs []registry.Event, _ []registry.Position) bool { return len(evs) == 2 })
 	if len(r.bookmarks) != 0 {
 		t.Fatalf("a bookmark before the interval: %+v", r.bookmarks)
 	}
-	var past heartbeat.Position
-	for i := 0; i < 50 && past == (heartbeat.Position{}); i++ {
+	var past registry.Position
+	for i := 0; i < 50 && past == (registry.Position{}); i++ {
 		b.clock.Advance(15 * time.Second)
-		r.waitFor(t, "a bookmark", func(_ []heartbeat.Event, bms []heartbeat.Position) bool { return len(bms) > i })
+		r.waitFor(t, "a bookmark", func(_ []registry.Event, bms []registry.Position) bool { return len(bms) > i })
 		bm := r.bookmarks[i]
 		if bm.Compare(r.events[0].Position) < 0 {
 			t.Fatalf("bookmark %+v before the event sent %+v", bm, r.events[0].Position)
@@ -232,11 +232,11 @@ func TestBookmarks(t *testing.T) {
 			past = bm
 		}
 	}
-	if past == (heartbeat.Position{}) {
+	if past == (registry.Position{}) {
 		t.Fatalf("no bookmark past bravo's registration (%s) in 50 intervals", bravo.ServerID)
 	}
 	// Resuming from the bookmark: nothing of alpha is after it.
-	page, err := b.store.Events(b.ctx, tenant, heartbeat.EventFilter{After: past, ModuleName: "alpha"})
+	page, err := b.store.Events(b.ctx, tenant, registry.EventFilter{After: past, ModuleName: "alpha"})
 	if err != nil || len(page.Events) != 0 {
 		t.Fatalf("after the bookmark: %s %v", modules(page.Events), err)
 	}
@@ -253,7 +253,7 @@ func TestFollowEnds(t *testing.T) {
 	from, _ := b.hub.Horizon(b.ctx)
 	broken := newRecorder()
 	broken.fail = errors.New("client too slow")
-	_, errc := b.follow(t, tenant, heartbeat.EventFilter{}, from, broken)
+	_, errc := b.follow(t, tenant, registry.EventFilter{}, from, broken)
 	b.register(t, tenant, "alpha")
 	select {
 	case err := <-errc:
@@ -263,7 +263,7 @@ func TestFollowEnds(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("follow did not end on the sink's error")
 	}
-	cancel, errc := b.follow(t, tenant, heartbeat.EventFilter{}, from, newRecorder())
+	cancel, errc := b.follow(t, tenant, registry.EventFilter{}, from, newRecorder())
 	cancel()
 	select {
 	case err := <-errc:
@@ -284,7 +284,7 @@ type gatedSource struct {
 	reads int
 }
 
-func (g *gatedSource) Horizon(ctx context.Context) (heartbeat.Position, error) {
+func (g *gatedSource) Horizon(ctx context.Context) (registry.Position, error) {
 	g.mu.Lock()
 	g.reads++
 	g.mu.Unlock()
@@ -310,7 +310,7 @@ func TestHorizonReadsShared(t *testing.T) {
 		ctx := t.Context()
 
 		type answer struct {
-			pos heartbeat.Position
+			pos registry.Position
 			err error
 		}
 		ask := func(n int) <-chan answer {
@@ -325,7 +325,7 @@ func TestHorizonReadsShared(t *testing.T) {
 		}
 		first := ask(1)
 		synctest.Wait() // the first read runs, held by the gate
-		srv, _, _, err := store.Register(ctx, uuid.New(), heartbeat.ServerInfo{
+		srv, _, _, err := store.Register(ctx, uuid.New(), registry.ServerInfo{
 			ModuleName: "m", Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}})
 		if err != nil {
 			t.Fatal(err)
@@ -336,7 +336,7 @@ func TestHorizonReadsShared(t *testing.T) {
 		if a := <-first; a.err != nil {
 			t.Fatal(a.err)
 		}
-		var want heartbeat.Position
+		var want registry.Position
 		for i := range 100 {
 			b := <-later
 			if b.err != nil {
@@ -352,7 +352,7 @@ func TestHorizonReadsShared(t *testing.T) {
 		if got := src.count(); got != 2 {
 			t.Fatalf("%d horizon reads for 101 callers, want 2 (one running, one shared by the rest)", got)
 		}
-		evs, err := store.Events(ctx, srv.TenantID, heartbeat.EventFilter{Limit: 10})
+		evs, err := store.Events(ctx, srv.TenantID, registry.EventFilter{Limit: 10})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // What a hub knows of each tenant's changes, so that an answer derived from
@@ -19,7 +19,7 @@ import (
 // LatestReader finds a tenant's latest event at or before a position: the
 // hub asks it once per tenant, the first time the tenant's version is asked.
 type LatestReader interface {
-	LatestPosition(ctx context.Context, tenant uuid.UUID, upTo heartbeat.Position) (heartbeat.Position, error)
+	LatestPosition(ctx context.Context, tenant uuid.UUID, upTo registry.Position) (registry.Position, error)
 }
 
 // ErrNotStarted means the hub has not read the store's horizon yet.
@@ -40,7 +40,7 @@ type TenantVersion struct {
 	// Latest is the position of the tenant's latest event at or before the
 	// hub's cursor (the zero Position: none). It is the same on every
 	// replica that has read as far.
-	Latest heartbeat.Position
+	Latest registry.Position
 	// Pending holds, sorted, the ids of the tenant's events that this
 	// process committed and the hub has not read yet: a client reads its
 	// own writes before the hub catches up.
@@ -49,7 +49,7 @@ type TenantVersion struct {
 
 // tenantMark is a tenant's TenantVersion as the hub keeps it.
 type tenantMark struct {
-	latest heartbeat.Position
+	latest registry.Position
 	// known: latest is the tenant's latest event at or before the cursor
 	// (the hub read one, or the store said so).
 	known   bool
@@ -88,7 +88,7 @@ func (h *Hub) mark(tenant uuid.UUID) *tenantMark {
 }
 
 // read records an event the hub appended to its ring; h.mu is held.
-func (h *Hub) read(ev *heartbeat.Event) {
+func (h *Hub) read(ev *registry.Event) {
 	m := h.mark(ev.TenantID)
 	m.latest, m.known = ev.Position, true
 	delete(m.pending, ev.EventID)
@@ -96,8 +96,8 @@ func (h *Hub) read(ev *heartbeat.Event) {
 }
 
 // Wrote tells the hub of an event this process committed, until the hub
-// reads it. It is a heartbeat.AlertSink's Transition without the context.
-func (h *Hub) Wrote(ev heartbeat.Event) {
+// reads it. It is a registry.AlertSink's Transition without the context.
+func (h *Hub) Wrote(ev registry.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.recent.has(ev.EventID) {

@@ -11,8 +11,8 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/cyberos/mcpd/pkg/feed"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
@@ -24,14 +24,14 @@ type pausable struct {
 	latests atomic.Int64
 }
 
-func (p *pausable) ReadFeed(ctx context.Context, after heartbeat.Position, limit int) (heartbeat.FeedBatch, error) {
+func (p *pausable) ReadFeed(ctx context.Context, after registry.Position, limit int) (registry.FeedBatch, error) {
 	if p.paused.Load() {
-		return heartbeat.FeedBatch{Horizon: after}, nil
+		return registry.FeedBatch{Horizon: after}, nil
 	}
 	return p.Store.ReadFeed(ctx, after, limit)
 }
 
-func (p *pausable) LatestPosition(ctx context.Context, tenant uuid.UUID, upTo heartbeat.Position) (heartbeat.Position, error) {
+func (p *pausable) LatestPosition(ctx context.Context, tenant uuid.UUID, upTo registry.Position) (registry.Position, error) {
 	p.latests.Add(1)
 	return p.Store.LatestPosition(ctx, tenant, upTo)
 }
@@ -51,9 +51,9 @@ func startPausable(t *testing.T) (*pausable, *feed.Hub) {
 	return src, hub
 }
 
-func register(t *testing.T, s *pausable, tenant uuid.UUID, module string) heartbeat.Event {
+func register(t *testing.T, s *pausable, tenant uuid.UUID, module string) registry.Event {
 	t.Helper()
-	_, _, ev, err := s.Register(t.Context(), tenant, heartbeat.ServerInfo{
+	_, _, ev, err := s.Register(t.Context(), tenant, registry.ServerInfo{
 		ModuleName: module, Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}})
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func TestTenantVersion(t *testing.T) {
 	register(t, src, tenant, "calendar") // not read by the hub
 	before := src.latests.Load()
 	v0 := version(t, hub, src, tenant)
-	if v0.Latest != (heartbeat.Position{}) || len(v0.Pending) != 0 {
+	if v0.Latest != (registry.Position{}) || len(v0.Pending) != 0 {
 		t.Fatalf("before the hub read anything of the tenant: %+v", v0)
 	}
 	if again := version(t, hub, src, tenant); !same(again, v0) || src.latests.Load() != before+1 {
@@ -118,12 +118,12 @@ func TestTenantVersion(t *testing.T) {
 	var v2 feed.TenantVersion
 	testwait.Eventually(t, "the hub reads the writes", func() bool {
 		v2 = version(t, hub, src, tenant)
-		return len(v2.Pending) == 0 && v2.Latest != (heartbeat.Position{})
+		return len(v2.Pending) == 0 && v2.Latest != (registry.Position{})
 	})
 	if same(v2, v0) || same(v2, v1) {
 		t.Fatalf("after the hub read: %+v", v2)
 	}
-	latest, err := src.Store.LatestPosition(t.Context(), tenant, heartbeat.Position{Epoch: v2.Latest.Epoch, Seq: 1 << 62})
+	latest, err := src.Store.LatestPosition(t.Context(), tenant, registry.Position{Epoch: v2.Latest.Epoch, Seq: 1 << 62})
 	if err != nil || latest != v2.Latest {
 		t.Fatalf("version %+v, the store's latest %+v (%v)", v2.Latest, latest, err)
 	}

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/mcpinspect/mcptest"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
@@ -91,7 +91,7 @@ func TestInspectHTTP(t *testing.T) {
 		string(req.CapabilityAdvertisement) != string(r.Capabilities) || len(req.Skills) != 5 || len(reg.Warnings) != 0 {
 		t.Fatalf("registration %+v warnings %q", req, reg.Warnings)
 	}
-	if req.Skills[3] != (heartbeat.SkillInfo{Name: "list-events", Description: "List the events of a day"}) || req.Skills[1].Description != "" {
+	if req.Skills[3] != (registry.SkillInfo{Name: "list-events", Description: "List the events of a day"}) || req.Skills[1].Description != "" {
 		t.Fatalf("skills %+v", req.Skills)
 	}
 }
@@ -314,7 +314,7 @@ func TestRegistration(t *testing.T) {
 		t.Fatal(err)
 	}
 	skills := reg.Request.Skills
-	if len(skills) != heartbeat.MaxSkills || skills[0] != (heartbeat.SkillInfo{Name: "a", Description: "Title of a"}) || skills[1].Name != "b" {
+	if len(skills) != registry.MaxSkills || skills[0] != (registry.SkillInfo{Name: "a", Description: "Title of a"}) || skills[1].Name != "b" {
 		t.Fatalf("%d skills, first %+v", len(skills), skills[:2])
 	}
 	if n := len([]rune(skills[1].Description)); n != MaxDescriptionLen || !strings.HasSuffix(skills[1].Description, "…") {
@@ -326,7 +326,7 @@ func TestRegistration(t *testing.T) {
 			t.Errorf("warnings %q lack %q", reg.Warnings, want)
 		}
 	}
-	if err := (heartbeat.ServerInfo{ModuleName: reg.Request.ModuleName, Version: reg.Request.Version,
+	if err := (registry.ServerInfo{ModuleName: reg.Request.ModuleName, Version: reg.Request.Version,
 		SupportedProtocols: reg.Request.SupportedProtocols, Skills: reg.Request.Skills}).Validate(); err != nil {
 		t.Fatalf("the registration breaks the contract's rules: %v", err)
 	}
@@ -361,7 +361,7 @@ func TestInspectServerEverything(t *testing.T) {
 	}
 	t.Logf("server-everything: %s %s, protocol %s, protocols %v from %s, %d tools, capabilities %s",
 		r.Name, r.Version, r.Protocol, r.Protocols, r.ProtocolsFrom, len(r.Tools), r.Capabilities)
-	if r.Name != "mcp-servers/everything" || !heartbeat.ValidVersion(r.Version) {
+	if r.Name != "mcp-servers/everything" || !registry.ValidVersion(r.Version) {
 		t.Fatalf("serverInfo %q %q", r.Name, r.Version)
 	}
 	if r.Protocol != "2025-11-25" || r.ProtocolsFrom != RevisionsInitialize ||

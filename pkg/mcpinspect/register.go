@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cyberos/mcpd/pkg/apiwire"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // MaxDescriptionLen bounds a skill's description taken from a tool's, in
@@ -43,7 +43,7 @@ type Registration struct {
 func (r Report) Registration(module, version string) (Registration, error) {
 	if version == "" {
 		version = r.Version
-		if !heartbeat.ValidVersion(version) {
+		if !registry.ValidVersion(version) {
 			return Registration{}, &VersionError{Server: r.Name, Version: r.Version}
 		}
 	}
@@ -56,8 +56,8 @@ func (r Report) Registration(module, version string) (Registration, error) {
 	if len(reg.Request.SupportedProtocols) == 0 && r.Protocol != "" {
 		reg.Request.SupportedProtocols = []string{r.Protocol}
 	}
-	if len(reg.Request.SupportedProtocols) > heartbeat.MaxProtocols {
-		reg.Request.SupportedProtocols = reg.Request.SupportedProtocols[:heartbeat.MaxProtocols]
+	if len(reg.Request.SupportedProtocols) > registry.MaxProtocols {
+		reg.Request.SupportedProtocols = reg.Request.SupportedProtocols[:registry.MaxProtocols]
 	}
 	seen := make(map[string]bool, len(r.Tools))
 	skipped := 0
@@ -67,15 +67,15 @@ func (r Report) Registration(module, version string) (Registration, error) {
 		case n == 0:
 			reg.Warnings = append(reg.Warnings, "skipped a tool without a name")
 			continue
-		case n > heartbeat.MaxSkillNameLen:
+		case n > registry.MaxSkillNameLen:
 			reg.Warnings = append(reg.Warnings, fmt.Sprintf("skipped tool %q: its name is %d characters, skill names are at most %d",
-				shorten(t.Name, 40), n, heartbeat.MaxSkillNameLen))
+				shorten(t.Name, 40), n, registry.MaxSkillNameLen))
 			continue
 		case seen[t.Name]:
 			reg.Warnings = append(reg.Warnings, fmt.Sprintf("skipped tool %q: listed twice", t.Name))
 			continue
 		}
-		if len(reg.Request.Skills) == heartbeat.MaxSkills {
+		if len(reg.Request.Skills) == registry.MaxSkills {
 			skipped++
 			continue
 		}
@@ -88,11 +88,11 @@ func (r Report) Registration(module, version string) (Registration, error) {
 			desc = shorten(desc, MaxDescriptionLen)
 			reg.Warnings = append(reg.Warnings, fmt.Sprintf("shortened the description of tool %q to %d characters", t.Name, MaxDescriptionLen))
 		}
-		reg.Request.Skills = append(reg.Request.Skills, heartbeat.SkillInfo{Name: t.Name, Description: desc})
+		reg.Request.Skills = append(reg.Request.Skills, registry.SkillInfo{Name: t.Name, Description: desc})
 	}
 	if skipped > 0 {
 		reg.Warnings = append(reg.Warnings, fmt.Sprintf("skipped %d tools past the first %d: a server has at most %d skills",
-			skipped, heartbeat.MaxSkills, heartbeat.MaxSkills))
+			skipped, registry.MaxSkills, registry.MaxSkills))
 	}
 	return reg, nil
 }

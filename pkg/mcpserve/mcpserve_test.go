@@ -13,9 +13,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/limit"
 	"github.com/cyberos/mcpd/pkg/mcpserve"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
@@ -243,7 +243,7 @@ func notifyDeathAndRecovery(t *testing.T, e *env, rev string) {
 
 	// Death: three missed beats.
 	evs := e.sweep(t, 3*testInterval)
-	if len(evs) != 1 || evs[0].Kind != heartbeat.KindUnhealthy {
+	if len(evs) != 1 || evs[0].Kind != registry.KindUnhealthy {
 		t.Fatalf("sweep: %+v", evs)
 	}
 	died := time.Now()

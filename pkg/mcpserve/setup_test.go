@@ -19,10 +19,11 @@ import (
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/feed"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/limit"
 	"github.com/cyberos/mcpd/pkg/mcpserve"
 	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/testing/testlog"
 )
@@ -43,8 +44,8 @@ type env struct {
 	url     string
 	store   testStore
 	clock   *clockwork.FakeClock
-	reg     *heartbeat.Registrar
-	monitor *heartbeat.Monitor
+	reg     *lifecycle.Registrar
+	monitor *lifecycle.Monitor
 	mcp     *mcpserve.Handler
 	secret  []byte
 	logs    *testlog.Buffer
@@ -63,8 +64,8 @@ type envOptions struct {
 
 // testStore is a store the monitor can sweep.
 type testStore interface {
-	heartbeat.Store
-	heartbeat.LiveCounter
+	registry.Store
+	registry.LiveCounter
 }
 
 func setup(t testing.TB, opts ...envOptions) *env {
@@ -86,10 +87,10 @@ func setup(t testing.TB, opts ...envOptions) *env {
 	}
 	logs := &testlog.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	reg := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{Store: store, Logger: logger,
-		Sink: heartbeat.LogSink{Logger: logger}, HeartbeatInterval: interval.Seconds()})
-	mon := heartbeat.NewMonitor(heartbeat.MonitorOptions{Store: store, Logger: logger, Clock: clock,
-		Sink: heartbeat.LogSink{Logger: logger}, HeartbeatInterval: interval, Period: interval / 2,
+	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: store, Logger: logger,
+		Sink: registry.LogSink{Logger: logger}, HeartbeatInterval: interval.Seconds()})
+	mon := lifecycle.NewMonitor(lifecycle.MonitorOptions{Store: store, Logger: logger, Clock: clock,
+		Sink: registry.LogSink{Logger: logger}, HeartbeatInterval: interval, Period: interval / 2,
 		// The tests sweep by hand, with gaps a running monitor never has.
 		BlindAfter: -1})
 	// The hub reads on the real clock: the store says when an event
@@ -126,12 +127,12 @@ func (e *env) token(t testing.TB, tenant uuid.UUID, scope string) string {
 	return tok
 }
 
-func (e *env) register(t testing.TB, tenant uuid.UUID, module string, skills ...string) heartbeat.Server {
+func (e *env) register(t testing.TB, tenant uuid.UUID, module string, skills ...string) registry.Server {
 	t.Helper()
-	info := heartbeat.ServerInfo{ModuleName: module, Version: "1.0.0", SupportedProtocols: []string{rev2025},
-		Remotes: []heartbeat.Remote{{Type: heartbeat.RemoteStreamableHTTP, URL: remoteURL(module)}}}
+	info := registry.ServerInfo{ModuleName: module, Version: "1.0.0", SupportedProtocols: []string{rev2025},
+		Remotes: []registry.Remote{{Type: registry.RemoteStreamableHTTP, URL: remoteURL(module)}}}
 	for _, s := range skills {
-		info.Skills = append(info.Skills, heartbeat.SkillInfo{Name: s})
+		info.Skills = append(info.Skills, registry.SkillInfo{Name: s})
 	}
 	srv, _, err := e.reg.Register(t.Context(), tenant, info)
 	if err != nil {
@@ -148,7 +149,7 @@ func (e *env) heartbeat(t testing.TB, tenant, id uuid.UUID) {
 }
 
 // sweep advances the fake clock by d and sweeps.
-func (e *env) sweep(t testing.TB, d time.Duration) []heartbeat.Event {
+func (e *env) sweep(t testing.TB, d time.Duration) []registry.Event {
 	t.Helper()
 	e.clock.Advance(d)
 	evs, err := e.monitor.Sweep(t.Context(), e.clock.Now())
@@ -163,7 +164,7 @@ func remoteURL(module string) string { return "https://" + module + ".example/mc
 
 // hasRemote reports whether p carries its module's remote.
 func hasRemote(p mcpserve.Provider) bool {
-	return len(p.Remotes) == 1 && p.Remotes[0].Type == heartbeat.RemoteStreamableHTTP &&
+	return len(p.Remotes) == 1 && p.Remotes[0].Type == registry.RemoteStreamableHTTP &&
 		p.Remotes[0].URL == remoteURL(p.ModuleName)
 }
 

@@ -8,8 +8,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/mcpserve"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
@@ -67,7 +67,7 @@ func TestStorm(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(evs) != 1 || evs[0].Kind != heartbeat.KindDegraded {
+		if len(evs) != 1 || evs[0].Kind != registry.KindDegraded {
 			t.Fatalf("step %d: sweep: %+v", i, evs)
 		}
 		e.heartbeat(t, tenant, flappy.ServerID) // recovered

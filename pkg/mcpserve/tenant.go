@@ -16,7 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/cyberos/mcpd/pkg/feed"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // Resource URIs and templates.
@@ -73,9 +73,9 @@ type tenant struct {
 // follow keeps t's resources and subscribers current from the feed, after
 // from, until ctx ends or the feed's history changed (then it starts
 // again from the present, re-reading what it knows).
-func (t *tenant) follow(ctx context.Context, hub *feed.Hub, from heartbeat.Position, evict func() bool) {
+func (t *tenant) follow(ctx context.Context, hub *feed.Hub, from registry.Position, evict func() bool) {
 	for {
-		err := hub.Follow(ctx, t.id, heartbeat.EventFilter{}, from, &tenantSink{t: t, ctx: ctx, evict: evict})
+		err := hub.Follow(ctx, t.id, registry.EventFilter{}, from, &tenantSink{t: t, ctx: ctx, evict: evict})
 		if ctx.Err() != nil || errors.Is(err, errEvicted) {
 			return
 		}
@@ -108,7 +108,7 @@ type tenantSink struct {
 	evict func() bool
 }
 
-func (s *tenantSink) Events(events []heartbeat.Event) error {
+func (s *tenantSink) Events(events []registry.Event) error {
 	defer s.t.followed.Add(int64(len(events)))
 	seen := make(map[string]bool, len(events))
 	for i := range events {
@@ -125,7 +125,7 @@ func (s *tenantSink) Events(events []heartbeat.Event) error {
 	return nil
 }
 
-func (s *tenantSink) Bookmark(heartbeat.Position) error {
+func (s *tenantSink) Bookmark(registry.Position) error {
 	if s.evict() {
 		return errEvicted
 	}
@@ -135,7 +135,7 @@ func (s *tenantSink) Bookmark(heartbeat.Position) error {
 // load reads every skill name of the tenant: the listed skill resources.
 func (t *tenant) load(ctx context.Context) error {
 	modules := make(map[string][]string)
-	f := heartbeat.SkillFilter{Limit: heartbeat.MaxPageLimit}
+	f := registry.SkillFilter{Limit: registry.MaxPageLimit}
 	for {
 		page, err := t.reader.FindSkills(ctx, t.id, f)
 		if err != nil {
@@ -186,7 +186,7 @@ func (t *tenant) moduleChanged(ctx context.Context, module string) {
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	var names []string
-	f := heartbeat.SkillFilter{ModuleName: module, Limit: heartbeat.MaxPageLimit}
+	f := registry.SkillFilter{ModuleName: module, Limit: registry.MaxPageLimit}
 	for range maxPages {
 		page, err := t.reader.FindSkills(ctx, t.id, f)
 		if err != nil {

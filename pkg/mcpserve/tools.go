@@ -12,20 +12,20 @@ import (
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // ServerSource reads a tenant's servers as the API shows them: the
 // Registrar, which reports the heartbeat interval in each.
 type ServerSource interface {
-	Server(ctx context.Context, tenant, serverID uuid.UUID) (heartbeat.Server, error)
-	Servers(ctx context.Context, tenant uuid.UUID, f heartbeat.ServerFilter) (heartbeat.ServerPage, error)
+	Server(ctx context.Context, tenant, serverID uuid.UUID) (registry.Server, error)
+	Servers(ctx context.Context, tenant uuid.UUID, f registry.ServerFilter) (registry.ServerPage, error)
 }
 
 // SkillSource reads a tenant's skills: the store.
 type SkillSource interface {
-	Skills(ctx context.Context, tenant, serverID uuid.UUID) ([]heartbeat.Skill, error)
-	FindSkills(ctx context.Context, tenant uuid.UUID, f heartbeat.SkillFilter) (heartbeat.SkillPage, error)
+	Skills(ctx context.Context, tenant, serverID uuid.UUID) ([]registry.Skill, error)
+	FindSkills(ctx context.Context, tenant uuid.UUID, f registry.SkillFilter) (registry.SkillPage, error)
 }
 
 // Reader is what the endpoint reads of the registry.
@@ -43,7 +43,7 @@ const (
 
 // maxListed bounds the servers of one list_servers answer and the
 // providers of one skill.
-const maxListed = heartbeat.MaxPageLimit
+const maxListed = registry.MaxPageLimit
 
 // FindSkillInput is the arguments of find_skill.
 type FindSkillInput struct {
@@ -59,7 +59,7 @@ type Provider struct {
 	Version            string   `json:"version"`
 	SupportedProtocols []string `json:"supported_protocols"`
 	// Remotes is where the server is reached ([] when it did not say).
-	Remotes []heartbeat.Remote `json:"remotes"`
+	Remotes []registry.Remote `json:"remotes"`
 }
 
 // Providers is the answer of find_skill and the content of
@@ -84,10 +84,10 @@ type ServerSummary struct {
 	Version            string   `json:"version"`
 	SupportedProtocols []string `json:"supported_protocols"`
 	// Remotes is where the server is reached ([] when it did not say).
-	Remotes         []heartbeat.Remote `json:"remotes"`
-	LastHeartbeatAt string             `json:"last_heartbeat_at"`
-	RegisteredAt    string             `json:"registered_at"`
-	DeregisteredAt  *string            `json:"deregistered_at"`
+	Remotes         []registry.Remote `json:"remotes"`
+	LastHeartbeatAt string            `json:"last_heartbeat_at"`
+	RegisteredAt    string            `json:"registered_at"`
+	DeregisteredAt  *string           `json:"deregistered_at"`
 }
 
 // ServerList is the answer of list_servers, ordered by module name.
@@ -135,7 +135,7 @@ func (t *tenant) addTools(s *mcp.Server) {
 		if err := checkSkillName(in.Name); err != nil {
 			return nil, Providers{}, err
 		}
-		if in.Protocol != "" && !heartbeat.ValidProtocol(in.Protocol) {
+		if in.Protocol != "" && !registry.ValidProtocol(in.Protocol) {
 			return nil, Providers{}, errors.New("protocol must be an MCP revision date YYYY-MM-DD")
 		}
 		p, err := t.providers(ctx, in.Name, in.Protocol)
@@ -152,15 +152,15 @@ func (t *tenant) addTools(s *mcp.Server) {
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, in ListServersInput) (*mcp.CallToolResult, ServerList, error) {
 		ctx, cancel := context.WithTimeout(ctx, t.timeout)
 		defer cancel()
-		f := heartbeat.ServerFilter{ModuleName: in.ModuleName, Limit: maxListed}
+		f := registry.ServerFilter{ModuleName: in.ModuleName, Limit: maxListed}
 		if in.Status != "" {
-			st, err := heartbeat.ParseStatus(in.Status)
+			st, err := registry.ParseStatus(in.Status)
 			if err != nil {
 				return nil, ServerList{}, errors.New("status must be healthy, degraded, unhealthy or deregistered")
 			}
 			f.Status = st
 		}
-		if in.ModuleName != "" && !heartbeat.ValidModuleName(in.ModuleName) {
+		if in.ModuleName != "" && !registry.ValidModuleName(in.ModuleName) {
 			return nil, ServerList{}, errors.New("module_name is not a valid module name")
 		}
 		page, err := t.reader.Servers(ctx, t.id, f)
@@ -213,8 +213,8 @@ func (t *tenant) addTools(s *mcp.Server) {
 
 func checkSkillName(name string) error {
 	if name == "" || !utf8.ValidString(name) || strings.ContainsRune(name, 0) ||
-		utf8.RuneCountInString(name) > heartbeat.MaxSkillNameLen {
-		return fmt.Errorf("name must be 1-%d characters of valid UTF-8", heartbeat.MaxSkillNameLen)
+		utf8.RuneCountInString(name) > registry.MaxSkillNameLen {
+		return fmt.Errorf("name must be 1-%d characters of valid UTF-8", registry.MaxSkillNameLen)
 	}
 	return nil
 }
@@ -223,14 +223,14 @@ func checkSkillName(name string) error {
 func (t *tenant) providers(ctx context.Context, name, protocol string) (Providers, error) {
 	avail := true
 	out := Providers{Skill: name, Providers: []Provider{}}
-	f := heartbeat.SkillFilter{Name: name, Protocol: protocol, Available: &avail, Limit: maxListed}
+	f := registry.SkillFilter{Name: name, Protocol: protocol, Available: &avail, Limit: maxListed}
 	for range maxPages {
 		page, err := t.reader.FindSkills(ctx, t.id, f)
 		if err != nil {
 			return Providers{}, t.fault(ctx, "find skill", err)
 		}
 		for _, sk := range page.Skills {
-			if sk.ServerStatus != heartbeat.StatusHealthy && sk.ServerStatus != heartbeat.StatusDegraded {
+			if sk.ServerStatus != registry.StatusHealthy && sk.ServerStatus != registry.StatusDegraded {
 				continue
 			}
 			out.Providers = append(out.Providers, Provider{
@@ -244,7 +244,7 @@ func (t *tenant) providers(ctx context.Context, name, protocol string) (Provider
 		f.After = page.Next
 	}
 	slices.SortStableFunc(out.Providers, func(a, b Provider) int {
-		ah, bh := a.Status == string(heartbeat.StatusHealthy), b.Status == string(heartbeat.StatusHealthy)
+		ah, bh := a.Status == string(registry.StatusHealthy), b.Status == string(registry.StatusHealthy)
 		switch {
 		case ah && !bh:
 			return -1
@@ -261,7 +261,7 @@ const maxPages = 10
 
 func (t *tenant) serverByID(ctx context.Context, id uuid.UUID) (ServerDetail, error) {
 	srv, err := t.reader.Server(ctx, t.id, id)
-	if errors.Is(err, heartbeat.ErrNotFound) {
+	if errors.Is(err, registry.ErrNotFound) {
 		return ServerDetail{}, errNotFound
 	}
 	if err != nil {
@@ -271,10 +271,10 @@ func (t *tenant) serverByID(ctx context.Context, id uuid.UUID) (ServerDetail, er
 }
 
 func (t *tenant) serverByModule(ctx context.Context, module string) (ServerDetail, error) {
-	if !heartbeat.ValidModuleName(module) {
+	if !registry.ValidModuleName(module) {
 		return ServerDetail{}, errNotFound
 	}
-	page, err := t.reader.Servers(ctx, t.id, heartbeat.ServerFilter{ModuleName: module, Limit: 1})
+	page, err := t.reader.Servers(ctx, t.id, registry.ServerFilter{ModuleName: module, Limit: 1})
 	if err != nil {
 		return ServerDetail{}, t.fault(ctx, "get server", err)
 	}
@@ -284,9 +284,9 @@ func (t *tenant) serverByModule(ctx context.Context, module string) (ServerDetai
 	return t.detail(ctx, page.Servers[0])
 }
 
-func (t *tenant) detail(ctx context.Context, srv heartbeat.Server) (ServerDetail, error) {
+func (t *tenant) detail(ctx context.Context, srv registry.Server) (ServerDetail, error) {
 	skills, err := t.reader.Skills(ctx, t.id, srv.ServerID)
-	if errors.Is(err, heartbeat.ErrNotFound) {
+	if errors.Is(err, registry.ErrNotFound) {
 		return ServerDetail{}, errNotFound
 	}
 	if err != nil {
@@ -309,7 +309,7 @@ func (t *tenant) fault(ctx context.Context, what string, err error) error {
 	return errors.New(what + ": the registry is unavailable; try again")
 }
 
-func summarize(s heartbeat.Server) ServerSummary {
+func summarize(s registry.Server) ServerSummary {
 	out := ServerSummary{
 		ServerID: s.ServerID.String(), ModuleName: s.ModuleName, Status: string(s.Status), Version: s.Version,
 		SupportedProtocols: nonNil(s.SupportedProtocols), Remotes: remotes(s.Remotes),
@@ -330,9 +330,9 @@ func nonNil(s []string) []string {
 	return s
 }
 
-func remotes(r []heartbeat.Remote) []heartbeat.Remote {
+func remotes(r []registry.Remote) []registry.Remote {
 	if r == nil {
-		return []heartbeat.Remote{}
+		return []registry.Remote{}
 	}
 	return r
 }

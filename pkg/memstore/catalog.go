@@ -8,15 +8,15 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
-var _ heartbeat.CatalogReader = (*Store)(nil)
+var _ registry.CatalogReader = (*Store)(nil)
 
 // Catalog returns a page of tenant's servers that f selects, by module name.
-func (s *Store) Catalog(ctx context.Context, tenantID uuid.UUID, f heartbeat.CatalogFilter) (heartbeat.CatalogPage, error) {
+func (s *Store) Catalog(ctx context.Context, tenantID uuid.UUID, f registry.CatalogFilter) (registry.CatalogPage, error) {
 	if err := ctx.Err(); err != nil {
-		return heartbeat.CatalogPage{}, err
+		return registry.CatalogPage{}, err
 	}
 	limit := pageLimit(f.Limit)
 	search := strings.ToLower(f.Search)
@@ -26,7 +26,7 @@ func (s *Store) Catalog(ctx context.Context, tenantID uuid.UUID, f heartbeat.Cat
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	page := heartbeat.CatalogPage{Entries: []heartbeat.CatalogEntry{}}
+	page := registry.CatalogPage{Entries: []registry.CatalogEntry{}}
 	t := s.tenants[tenantID]
 	if t == nil {
 		return page, nil
@@ -44,11 +44,11 @@ func (s *Store) Catalog(ctx context.Context, tenantID uuid.UUID, f heartbeat.Cat
 			page.More = true
 			break
 		}
-		e := heartbeat.CatalogEntry{Server: srv.public(), StatusChangedAt: micros(srv.statusChanged),
-			Skills: make([]heartbeat.SkillState, len(srv.skills))}
+		e := registry.CatalogEntry{Server: srv.public(), StatusChangedAt: micros(srv.statusChanged),
+			Skills: make([]registry.SkillState, len(srv.skills))}
 		e.Server.CapabilityAdvertisement = nil
 		for i, k := range srv.skills {
-			e.Skills[i] = heartbeat.SkillState{Name: k.name, Available: k.reason == ""}
+			e.Skills[i] = registry.SkillState{Name: k.name, Available: k.reason == ""}
 		}
 		page.Entries = append(page.Entries, e)
 	}
@@ -57,19 +57,19 @@ func (s *Store) Catalog(ctx context.Context, tenantID uuid.UUID, f heartbeat.Cat
 
 // LatestPosition returns the position of tenant's latest event at or
 // before upTo, or the zero Position.
-func (s *Store) LatestPosition(ctx context.Context, tenantID uuid.UUID, upTo heartbeat.Position) (heartbeat.Position, error) {
+func (s *Store) LatestPosition(ctx context.Context, tenantID uuid.UUID, upTo registry.Position) (registry.Position, error) {
 	if err := ctx.Err(); err != nil {
-		return heartbeat.Position{}, err
+		return registry.Position{}, err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	t := s.tenants[tenantID]
 	if t == nil {
-		return heartbeat.Position{}, nil
+		return registry.Position{}, nil
 	}
 	i := sort.Search(len(t.events), func(i int) bool { return t.events[i].seq > upTo.Seq })
 	if i == 0 {
-		return heartbeat.Position{}, nil
+		return registry.Position{}, nil
 	}
 	return s.position(t.events[i-1].seq), nil
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // feed is the memory store's side of the change feed. Events commit the
@@ -47,14 +47,14 @@ func (f *feed) appended(t *tenant) {
 	f.changed = make(chan struct{})
 }
 
-func (s *Store) position(seq int64) heartbeat.Position {
-	return heartbeat.Position{Epoch: s.feed.epoch, Seq: seq}
+func (s *Store) position(seq int64) registry.Position {
+	return registry.Position{Epoch: s.feed.epoch, Seq: seq}
 }
 
 // Horizon returns the present position.
-func (s *Store) Horizon(ctx context.Context) (heartbeat.Position, error) {
+func (s *Store) Horizon(ctx context.Context) (registry.Position, error) {
 	if err := ctx.Err(); err != nil {
-		return heartbeat.Position{}, err
+		return registry.Position{}, err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -62,13 +62,13 @@ func (s *Store) Horizon(ctx context.Context) (heartbeat.Position, error) {
 }
 
 // ReadFeed returns at most limit events of every tenant after a position.
-func (s *Store) ReadFeed(ctx context.Context, after heartbeat.Position, limit int) (heartbeat.FeedBatch, error) {
+func (s *Store) ReadFeed(ctx context.Context, after registry.Position, limit int) (registry.FeedBatch, error) {
 	if err := ctx.Err(); err != nil {
-		return heartbeat.FeedBatch{}, err
+		return registry.FeedBatch{}, err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := heartbeat.FeedBatch{Horizon: s.position(s.seq)}
+	out := registry.FeedBatch{Horizon: s.position(s.seq)}
 	start := min(max(after.Seq, 0), int64(len(s.feed.log)))
 	for _, ref := range s.feed.log[start:] {
 		if len(out.Events) == limit {
@@ -83,17 +83,17 @@ func (s *Store) ReadFeed(ctx context.Context, after heartbeat.Position, limit in
 }
 
 // CheckPosition returns p when it is a position of this instance's trail.
-func (s *Store) CheckPosition(ctx context.Context, _ uuid.UUID, p heartbeat.Position) (heartbeat.Position, error) {
+func (s *Store) CheckPosition(ctx context.Context, _ uuid.UUID, p registry.Position) (registry.Position, error) {
 	if err := ctx.Err(); err != nil {
-		return heartbeat.Position{}, err
+		return registry.Position{}, err
 	}
-	if p == (heartbeat.Position{}) {
+	if p == (registry.Position{}) {
 		return p, nil
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if p.Epoch != s.feed.epoch || p.TxID != 0 || p.Seq < 0 || p.Seq > s.seq {
-		return heartbeat.Position{}, heartbeat.ErrPositionExpired
+		return registry.Position{}, registry.ErrPositionExpired
 	}
 	return p, nil
 }
@@ -111,14 +111,14 @@ func (s *Store) CursorKey(ctx context.Context) ([]byte, error) {
 }
 
 // FindSkills returns a page of tenant's skills by name, then module name.
-func (s *Store) FindSkills(ctx context.Context, tenantID uuid.UUID, f heartbeat.SkillFilter) (heartbeat.SkillPage, error) {
+func (s *Store) FindSkills(ctx context.Context, tenantID uuid.UUID, f registry.SkillFilter) (registry.SkillPage, error) {
 	if err := ctx.Err(); err != nil {
-		return heartbeat.SkillPage{}, err
+		return registry.SkillPage{}, err
 	}
 	limit := pageLimit(f.Limit)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	page := heartbeat.SkillPage{Skills: []heartbeat.SkillEntry{}, Horizon: s.position(s.seq)}
+	page := registry.SkillPage{Skills: []registry.SkillEntry{}, Horizon: s.position(s.seq)}
 	t := s.tenants[tenantID]
 	if t == nil {
 		return page, nil
@@ -150,11 +150,11 @@ func (s *Store) FindSkills(ctx context.Context, tenantID uuid.UUID, f heartbeat.
 	for _, m := range found {
 		if len(page.Skills) == limit {
 			last := page.Skills[limit-1]
-			page.Next = &heartbeat.SkillCursor{Name: last.Name, ModuleName: last.ModuleName}
+			page.Next = &registry.SkillCursor{Name: last.Name, ModuleName: last.ModuleName}
 			break
 		}
-		e := heartbeat.SkillEntry{
-			Skill: heartbeat.Skill{SkillID: m.k.id, ServerID: m.srv.id, Name: m.k.name, Description: m.k.desc,
+		e := registry.SkillEntry{
+			Skill: registry.Skill{SkillID: m.k.id, ServerID: m.srv.id, Name: m.k.name, Description: m.k.desc,
 				Available: m.k.reason == ""},
 			ModuleName: m.srv.module, ServerStatus: m.srv.status, Version: m.srv.version,
 			SupportedProtocols: slices.Clone(m.srv.protocols), Remotes: cloneRemotes(m.srv.remotes),

@@ -6,10 +6,11 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/lifecycle"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
-var _ heartbeat.MonitorStore = (*Store)(nil)
+var _ lifecycle.MonitorStore = (*Store)(nil)
 
 // monitorState is the last successful sweep and the latest blind window,
 // in microseconds (0: none).
@@ -19,12 +20,12 @@ type monitorState struct {
 
 // sweepGuardedLocked is Sweep at at behind the blind-window rule; s.mu
 // must be held.
-func (s *Store) sweepGuardedLocked(at int64, req heartbeat.SweepRequest) heartbeat.SweepResult {
+func (s *Store) sweepGuardedLocked(at int64, req registry.SweepRequest) registry.SweepResult {
 	st := &s.monitor
-	var res heartbeat.SweepResult
+	var res registry.SweepResult
 	if st.lastSweep != 0 && req.BlindAfter > 0 && at-st.lastSweep > req.BlindAfter.Microseconds() {
 		st.blindFrom, st.blindUntil = st.lastSweep, at
-		res.Opened = &heartbeat.BlindWindow{From: time.UnixMicro(st.blindFrom).UTC(), Until: time.UnixMicro(st.blindUntil).UTC()}
+		res.Opened = &registry.BlindWindow{From: time.UnixMicro(st.blindFrom).UTC(), Until: time.UnixMicro(st.blindUntil).UTC()}
 	}
 	st.lastSweep = max(st.lastSweep, at)
 	res.Events = s.sweepLocked(at, req.Interval, req.Limit, st.blindUntil)
@@ -45,7 +46,7 @@ func (s *Store) LiveCounts(ctx context.Context, tenants []uuid.UUID) (map[uuid.U
 			continue
 		}
 		for _, srv := range tn.sorted {
-			if srv.status != heartbeat.StatusDeregistered {
+			if srv.status != registry.StatusDeregistered {
 				out[t]++
 			}
 		}

@@ -15,10 +15,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/jonboulle/clockwork"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
-// Store is an in-memory heartbeat.Store and heartbeat.StatusCounter. It is
+// Store is an in-memory registry.Store and registry.StatusCounter. It is
 // safe for concurrent use. Timestamps are kept in microseconds, UTC, as
 // PostgreSQL keeps them.
 type Store struct {
@@ -29,11 +29,11 @@ type Store struct {
 	tenants map[uuid.UUID]*tenant
 	// all holds every server in registration order: the sweep scans it.
 	all    []*server
-	counts map[heartbeat.Status]int64
+	counts map[registry.Status]int64
 	seq    int64        // the last event sequence handed out
 	alerts alertCursors // the alert outbox's cursors (outbox.go)
 	// skillAlerts is each destination's firing skill alerts (skillalerts.go).
-	skillAlerts map[string]map[heartbeat.SkillKey]time.Time
+	skillAlerts map[string]map[registry.SkillKey]time.Time
 	// monitor is the blind-window state of guarded sweeps (guarded.go).
 	monitor monitorState
 	// feed is the change feed's log and wake-up (feed.go).
@@ -92,8 +92,8 @@ func (t *internTable) protocols(list []string) []string {
 }
 
 var (
-	_ heartbeat.Store         = (*Store)(nil)
-	_ heartbeat.StatusCounter = (*Store)(nil)
+	_ registry.Store         = (*Store)(nil)
+	_ registry.StatusCounter = (*Store)(nil)
 )
 
 type tenant struct {
@@ -111,12 +111,12 @@ type server struct {
 	version        string
 	protocols      []string
 	caps           json.RawMessage
-	status         heartbeat.Status
+	status         registry.Status
 	lastHeartbeat  int64 // Unix microseconds
 	registeredAt   int64
 	deregisteredAt int64 // 0: not deregistered
 	traceID        string
-	remotes        []heartbeat.Remote
+	remotes        []registry.Remote
 	description    string
 	title          string
 	// statusChanged is when the registration or status last changed: the
@@ -136,11 +136,11 @@ type skill struct {
 type event struct {
 	seq  int64
 	id   uuid.UUID
-	kind heartbeat.EventKind
+	kind registry.EventKind
 	// srv is the server, for its id, module name and trace id, which never
 	// change once it is registered.
 	srv        *server
-	from, to   heartbeat.Status // from "": none
+	from, to   registry.Status // from "": none
 	occurredAt int64
 	version    string
 	protocols  []string
@@ -156,7 +156,7 @@ func New(clock clockwork.Clock) *Store {
 		clock:   clock,
 		servers: make(map[uuid.UUID]*server),
 		tenants: make(map[uuid.UUID]*tenant),
-		counts:  make(map[heartbeat.Status]int64, len(heartbeat.Statuses)),
+		counts:  make(map[registry.Status]int64, len(registry.Statuses)),
 		feed:    newFeed(),
 	}
 }
@@ -166,18 +166,18 @@ func (s *Store) now() int64 { return s.clock.Now().UnixMicro() }
 func micros(t int64) time.Time { return time.UnixMicro(t).UTC() }
 
 func isCascade(reason string) bool {
-	return reason == heartbeat.ReasonServerUnhealthy || reason == heartbeat.ReasonServerDeregistered
+	return reason == registry.ReasonServerUnhealthy || reason == registry.ReasonServerDeregistered
 }
 
 // Register creates the (tenant, module) server or updates it in place.
-func (s *Store) Register(ctx context.Context, tenantID uuid.UUID, info heartbeat.ServerInfo) (heartbeat.Server, bool, heartbeat.Event, error) {
+func (s *Store) Register(ctx context.Context, tenantID uuid.UUID, info registry.ServerInfo) (registry.Server, bool, registry.Event, error) {
 	if err := ctx.Err(); err != nil {
-		return heartbeat.Server{}, false, heartbeat.Event{}, err
+		return registry.Server{}, false, registry.Event{}, err
 	}
 	caps := cloneCaps(info.CapabilityAdvertisement)
 	declared := slices.Clone(info.Skills)
-	slices.SortStableFunc(declared, func(a, b heartbeat.SkillInfo) int { return cmp.Compare(a.Name, b.Name) })
-	declared = slices.CompactFunc(declared, func(a, b heartbeat.SkillInfo) bool { return a.Name == b.Name })
+	slices.SortStableFunc(declared, func(a, b registry.SkillInfo) int { return cmp.Compare(a.Name, b.Name) })
+	declared = slices.CompactFunc(declared, func(a, b registry.SkillInfo) bool { return a.Name == b.Name })
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -197,17 +197,17 @@ func (s *Store) Register(ctx context.Context, tenantID uuid.UUID, info heartbeat
 	srv := t.byModule[info.ModuleName]
 	created := srv == nil
 	// A deregistered module registering again is a new server for the quota.
-	if (created || srv.status == heartbeat.StatusDeregistered) && info.MaxServers > 0 && t.live >= info.MaxServers {
-		return heartbeat.Server{}, false, heartbeat.Event{}, heartbeat.ErrQuotaExceeded
+	if (created || srv.status == registry.StatusDeregistered) && info.MaxServers > 0 && t.live >= info.MaxServers {
+		return registry.Server{}, false, registry.Event{}, registry.ErrQuotaExceeded
 	}
-	if created || srv.status == heartbeat.StatusDeregistered {
+	if created || srv.status == registry.StatusDeregistered {
 		t.live++
 	}
-	var from heartbeat.Status
+	var from registry.Status
 	if created {
 		traceID := info.TraceID
 		if traceID == "" {
-			traceID = heartbeat.NewTraceID()
+			traceID = registry.NewTraceID()
 		}
 		srv = &server{id: uuid.New(), tenant: tenantID, module: info.ModuleName, registeredAt: now, traceID: traceID}
 		s.servers[srv.id] = srv
@@ -225,10 +225,10 @@ func (s *Store) Register(ctx context.Context, tenantID uuid.UUID, info heartbeat
 	srv.remotes = cloneRemotes(info.Remotes)
 	srv.description = info.Description
 	srv.title = info.Title
-	srv.status = heartbeat.StatusHealthy
+	srv.status = registry.StatusHealthy
 	srv.lastHeartbeat = now
 	srv.deregisteredAt = 0
-	s.counts[heartbeat.StatusHealthy]++
+	s.counts[registry.StatusHealthy]++
 
 	skills := make([]skill, len(declared))
 	old := srv.skills
@@ -246,96 +246,96 @@ func (s *Store) Register(ctx context.Context, tenantID uuid.UUID, info heartbeat
 	}
 	srv.skills = skills
 
-	ev := s.appendEvent(t, srv, heartbeat.KindRegistered, from, now, names)
+	ev := s.appendEvent(t, srv, registry.KindRegistered, from, now, names)
 	return srv.public(), created, ev, nil
 }
 
 // Heartbeat records a heartbeat now; a degraded or unhealthy server recovers.
-func (s *Store) Heartbeat(ctx context.Context, tenantID, serverID uuid.UUID) (heartbeat.Server, *heartbeat.Event, error) {
+func (s *Store) Heartbeat(ctx context.Context, tenantID, serverID uuid.UUID) (registry.Server, *registry.Event, error) {
 	if err := ctx.Err(); err != nil {
-		return heartbeat.Server{}, nil, err
+		return registry.Server{}, nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	srv, err := s.lookup(tenantID, serverID)
 	if err != nil {
-		return heartbeat.Server{}, nil, err
+		return registry.Server{}, nil, err
 	}
-	if srv.status == heartbeat.StatusDeregistered {
-		return heartbeat.Server{}, nil, heartbeat.ErrDeregistered
+	if srv.status == registry.StatusDeregistered {
+		return registry.Server{}, nil, registry.ErrDeregistered
 	}
 	now := s.now()
 	srv.lastHeartbeat = now
-	if srv.status == heartbeat.StatusHealthy {
+	if srv.status == registry.StatusHealthy {
 		return srv.public(), nil, nil
 	}
 	affected := []string{}
 	for i := range srv.skills {
-		if srv.skills[i].reason == heartbeat.ReasonServerUnhealthy {
+		if srv.skills[i].reason == registry.ReasonServerUnhealthy {
 			srv.skills[i].reason = ""
 			affected = append(affected, srv.skills[i].name)
 		}
 	}
 	from := srv.status
-	s.setStatus(srv, heartbeat.StatusHealthy)
-	ev := s.appendEvent(s.tenants[tenantID], srv, heartbeat.KindRecovered, from, now, affected)
+	s.setStatus(srv, registry.StatusHealthy)
+	ev := s.appendEvent(s.tenants[tenantID], srv, registry.KindRecovered, from, now, affected)
 	return srv.public(), &ev, nil
 }
 
 // Deregister marks the server deregistered and its skills unavailable. A
 // second call returns the server and a nil event.
-func (s *Store) Deregister(ctx context.Context, tenantID, serverID uuid.UUID) (heartbeat.Server, *heartbeat.Event, error) {
+func (s *Store) Deregister(ctx context.Context, tenantID, serverID uuid.UUID) (registry.Server, *registry.Event, error) {
 	if err := ctx.Err(); err != nil {
-		return heartbeat.Server{}, nil, err
+		return registry.Server{}, nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	srv, err := s.lookup(tenantID, serverID)
 	if err != nil {
-		return heartbeat.Server{}, nil, err
+		return registry.Server{}, nil, err
 	}
-	if srv.status == heartbeat.StatusDeregistered {
+	if srv.status == registry.StatusDeregistered {
 		return srv.public(), nil, nil
 	}
 	now := s.now()
 	affected := []string{}
 	for i := range srv.skills {
-		if k := &srv.skills[i]; k.reason == "" || k.reason == heartbeat.ReasonServerUnhealthy {
-			k.reason = heartbeat.ReasonServerDeregistered
+		if k := &srv.skills[i]; k.reason == "" || k.reason == registry.ReasonServerUnhealthy {
+			k.reason = registry.ReasonServerDeregistered
 			affected = append(affected, k.name)
 		}
 	}
 	from := srv.status
-	s.setStatus(srv, heartbeat.StatusDeregistered)
+	s.setStatus(srv, registry.StatusDeregistered)
 	srv.deregisteredAt = now
 	s.tenants[tenantID].live--
-	ev := s.appendEvent(s.tenants[tenantID], srv, heartbeat.KindDeregistered, from, now, affected)
+	ev := s.appendEvent(s.tenants[tenantID], srv, registry.KindDeregistered, from, now, affected)
 	return srv.public(), &ev, nil
 }
 
 // Server returns one server of tenant.
-func (s *Store) Server(ctx context.Context, tenantID, serverID uuid.UUID) (heartbeat.Server, error) {
+func (s *Store) Server(ctx context.Context, tenantID, serverID uuid.UUID) (registry.Server, error) {
 	if err := ctx.Err(); err != nil {
-		return heartbeat.Server{}, err
+		return registry.Server{}, err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	srv, err := s.lookup(tenantID, serverID)
 	if err != nil {
-		return heartbeat.Server{}, err
+		return registry.Server{}, err
 	}
 	return srv.public(), nil
 }
 
 // Servers returns a page of tenant's servers ordered by module name.
-func (s *Store) Servers(ctx context.Context, tenantID uuid.UUID, f heartbeat.ServerFilter) (heartbeat.ServerPage, error) {
+func (s *Store) Servers(ctx context.Context, tenantID uuid.UUID, f registry.ServerFilter) (registry.ServerPage, error) {
 	if err := ctx.Err(); err != nil {
-		return heartbeat.ServerPage{}, err
+		return registry.ServerPage{}, err
 	}
 	limit := pageLimit(f.Limit)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	page := heartbeat.ServerPage{Servers: []heartbeat.Server{}, Horizon: s.position(s.seq)}
+	page := registry.ServerPage{Servers: []registry.Server{}, Horizon: s.position(s.seq)}
 	t := s.tenants[tenantID]
 	if t == nil {
 		return page, nil
@@ -360,7 +360,7 @@ func (s *Store) Servers(ctx context.Context, tenantID uuid.UUID, f heartbeat.Ser
 		}
 		if n := len(page.Servers); n == limit || bytes >= budget {
 			last := page.Servers[n-1]
-			page.Next = &heartbeat.ServerCursor{ModuleName: last.ModuleName, ServerID: last.ServerID}
+			page.Next = &registry.ServerCursor{ModuleName: last.ModuleName, ServerID: last.ServerID}
 			break
 		}
 		page.Servers = append(page.Servers, srv.public())
@@ -370,7 +370,7 @@ func (s *Store) Servers(ctx context.Context, tenantID uuid.UUID, f heartbeat.Ser
 }
 
 // Skills returns the skills of one of tenant's servers, by name.
-func (s *Store) Skills(ctx context.Context, tenantID, serverID uuid.UUID) ([]heartbeat.Skill, error) {
+func (s *Store) Skills(ctx context.Context, tenantID, serverID uuid.UUID) ([]registry.Skill, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -380,9 +380,9 @@ func (s *Store) Skills(ctx context.Context, tenantID, serverID uuid.UUID) ([]hea
 	if err != nil {
 		return nil, err
 	}
-	out := make([]heartbeat.Skill, len(srv.skills))
+	out := make([]registry.Skill, len(srv.skills))
 	for i, k := range srv.skills {
-		out[i] = heartbeat.Skill{SkillID: k.id, ServerID: srv.id, Name: k.name, Description: k.desc, Available: k.reason == ""}
+		out[i] = registry.Skill{SkillID: k.id, ServerID: srv.id, Name: k.name, Description: k.desc, Available: k.reason == ""}
 		if k.reason != "" {
 			reason := k.reason
 			out[i].UnavailableReason = &reason
@@ -392,14 +392,14 @@ func (s *Store) Skills(ctx context.Context, tenantID, serverID uuid.UUID) ([]hea
 }
 
 // Events returns a page of tenant's audit events in commit order.
-func (s *Store) Events(ctx context.Context, tenantID uuid.UUID, f heartbeat.EventFilter) (heartbeat.EventPage, error) {
+func (s *Store) Events(ctx context.Context, tenantID uuid.UUID, f registry.EventFilter) (registry.EventPage, error) {
 	if err := ctx.Err(); err != nil {
-		return heartbeat.EventPage{}, err
+		return registry.EventPage{}, err
 	}
 	limit := pageLimit(f.Limit)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	page := heartbeat.EventPage{Events: []heartbeat.Event{}, Horizon: s.position(s.seq)}
+	page := registry.EventPage{Events: []registry.Event{}, Horizon: s.position(s.seq)}
 	t := s.tenants[tenantID]
 	if t == nil {
 		return page, nil
@@ -445,20 +445,20 @@ func (s *Store) Events(ctx context.Context, tenantID uuid.UUID, f heartbeat.Even
 	return page, nil
 }
 
-// Sweep moves every tenant's silent live servers as heartbeat.Classify
+// Sweep moves every tenant's silent live servers as registry.Classify
 // says, at most limit of them, and returns the events written. A zero now
 // means the store's clock. It scans every server under the write lock, with
 // no allocation when nothing is due: 0.6-1.2 ms per 100,000 servers on a
 // shared 2-core machine (BenchmarkSweep100k), fine at the monitor's period.
-func (s *Store) Sweep(ctx context.Context, req heartbeat.SweepRequest) (heartbeat.SweepResult, error) {
+func (s *Store) Sweep(ctx context.Context, req registry.SweepRequest) (registry.SweepResult, error) {
 	if err := ctx.Err(); err != nil {
-		return heartbeat.SweepResult{}, err
+		return registry.SweepResult{}, err
 	}
 	if req.Interval <= 0 {
-		return heartbeat.SweepResult{}, fmt.Errorf("sweep: interval %s is not positive", req.Interval)
+		return registry.SweepResult{}, fmt.Errorf("sweep: interval %s is not positive", req.Interval)
 	}
 	if req.Limit <= 0 {
-		return heartbeat.SweepResult{}, fmt.Errorf("sweep: limit %d is not positive", req.Limit)
+		return registry.SweepResult{}, fmt.Errorf("sweep: limit %d is not positive", req.Limit)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -469,41 +469,41 @@ func (s *Store) Sweep(ctx context.Context, req heartbeat.SweepRequest) (heartbea
 	if req.BlindAfter > 0 {
 		return s.sweepGuardedLocked(at, req), nil
 	}
-	return heartbeat.SweepResult{Events: s.sweepLocked(at, req.Interval, req.Limit, 0)}, nil
+	return registry.SweepResult{Events: s.sweepLocked(at, req.Interval, req.Limit, 0)}, nil
 }
 
 // sweepLocked moves at most limit due servers at at (microseconds); a
 // server's lag counts from the later of its last heartbeat and notBefore.
 // s.mu must be held.
-func (s *Store) sweepLocked(at int64, interval time.Duration, limit int, notBefore int64) []heartbeat.Event {
+func (s *Store) sweepLocked(at int64, interval time.Duration, limit int, notBefore int64) []registry.Event {
 	// Nothing that heartbeated after this can be due: skip it before Classify.
-	dueBy := at - heartbeat.DegradedAfter(interval).Microseconds()
+	dueBy := at - registry.DegradedAfter(interval).Microseconds()
 	if notBefore > dueBy {
 		return nil
 	}
-	var out []heartbeat.Event
+	var out []registry.Event
 	for _, srv := range s.all {
-		if srv.lastHeartbeat > dueBy || srv.status != heartbeat.StatusHealthy && srv.status != heartbeat.StatusDegraded {
+		if srv.lastHeartbeat > dueBy || srv.status != registry.StatusHealthy && srv.status != registry.StatusDegraded {
 			continue
 		}
-		to := heartbeat.Classify(time.Duration(at-max(srv.lastHeartbeat, notBefore))*time.Microsecond, interval)
-		if to == srv.status || to == heartbeat.StatusHealthy {
+		to := registry.Classify(time.Duration(at-max(srv.lastHeartbeat, notBefore))*time.Microsecond, interval)
+		if to == srv.status || to == registry.StatusHealthy {
 			continue
 		}
 		affected := []string{}
-		if to == heartbeat.StatusUnhealthy {
+		if to == registry.StatusUnhealthy {
 			for i := range srv.skills {
 				if srv.skills[i].reason == "" {
-					srv.skills[i].reason = heartbeat.ReasonServerUnhealthy
+					srv.skills[i].reason = registry.ReasonServerUnhealthy
 					affected = append(affected, srv.skills[i].name)
 				}
 			}
 		}
 		from := srv.status
 		s.setStatus(srv, to)
-		kind := heartbeat.KindDegraded
-		if to == heartbeat.StatusUnhealthy {
-			kind = heartbeat.KindUnhealthy
+		kind := registry.KindDegraded
+		if to == registry.StatusUnhealthy {
+			kind = registry.KindUnhealthy
 		}
 		out = append(out, s.appendEvent(s.tenants[srv.tenant], srv, kind, from, at, affected))
 		if len(out) == limit {
@@ -518,14 +518,14 @@ func (s *Store) Ping(ctx context.Context) error { return ctx.Err() }
 
 // CountByStatus returns the number of servers per status across every
 // tenant, each of the four statuses present.
-func (s *Store) CountByStatus(ctx context.Context) (map[heartbeat.Status]int64, error) {
+func (s *Store) CountByStatus(ctx context.Context) (map[registry.Status]int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := make(map[heartbeat.Status]int64, len(heartbeat.Statuses))
-	for _, st := range heartbeat.Statuses {
+	out := make(map[registry.Status]int64, len(registry.Statuses))
+	for _, st := range registry.Statuses {
 		out[st] = s.counts[st]
 	}
 	return out, nil
@@ -549,7 +549,7 @@ func (s *Store) DisableSkill(ctx context.Context, tenantID, serverID uuid.UUID, 
 	}
 	i, ok := slices.BinarySearchFunc(srv.skills, name, func(e skill, n string) int { return cmp.Compare(e.name, n) })
 	if !ok {
-		return fmt.Errorf("skill %q: %w", name, heartbeat.ErrNotFound)
+		return fmt.Errorf("skill %q: %w", name, registry.ErrNotFound)
 	}
 	srv.skills[i].reason = reason
 	return nil
@@ -559,13 +559,13 @@ func (s *Store) DisableSkill(ctx context.Context, tenantID, serverID uuid.UUID, 
 func (s *Store) lookup(tenantID, id uuid.UUID) (*server, error) {
 	srv := s.servers[id]
 	if srv == nil || srv.tenant != tenantID {
-		return nil, heartbeat.ErrNotFound
+		return nil, registry.ErrNotFound
 	}
 	return srv, nil
 }
 
 // setStatus moves srv to st, keeping the counts; the caller holds the lock.
-func (s *Store) setStatus(srv *server, st heartbeat.Status) {
+func (s *Store) setStatus(srv *server, st registry.Status) {
 	s.counts[srv.status]--
 	s.counts[st]++
 	srv.status = st
@@ -573,7 +573,7 @@ func (s *Store) setStatus(srv *server, st heartbeat.Status) {
 
 // appendEvent records the transition of srv to its current status; the
 // caller holds the write lock.
-func (s *Store) appendEvent(t *tenant, srv *server, kind heartbeat.EventKind, from heartbeat.Status, at int64, affected []string) heartbeat.Event {
+func (s *Store) appendEvent(t *tenant, srv *server, kind registry.EventKind, from registry.Status, at int64, affected []string) registry.Event {
 	s.seq++
 	t.events = append(t.events, event{
 		seq: s.seq, id: uuid.New(), kind: kind, srv: srv,
@@ -586,8 +586,8 @@ func (s *Store) appendEvent(t *tenant, srv *server, kind heartbeat.EventKind, fr
 	return t.events[len(t.events)-1].public(srv.tenant)
 }
 
-func (srv *server) public() heartbeat.Server {
-	out := heartbeat.Server{
+func (srv *server) public() registry.Server {
+	out := registry.Server{
 		ServerID: srv.id, TenantID: srv.tenant, ModuleName: srv.module, Version: srv.version,
 		SupportedProtocols: slices.Clone(srv.protocols), CapabilityAdvertisement: slices.Clone(srv.caps),
 		Status: srv.status, LastHeartbeatAt: micros(srv.lastHeartbeat), RegisteredAt: micros(srv.registeredAt),
@@ -603,7 +603,7 @@ func (srv *server) public() heartbeat.Server {
 	return out
 }
 
-func (e *event) public(tenantID uuid.UUID) heartbeat.Event {
+func (e *event) public(tenantID uuid.UUID) registry.Event {
 	protocols := slices.Clone(e.protocols)
 	if protocols == nil {
 		protocols = []string{}
@@ -612,10 +612,10 @@ func (e *event) public(tenantID uuid.UUID) heartbeat.Event {
 	if affected == nil {
 		affected = []string{}
 	}
-	out := heartbeat.Event{
+	out := registry.Event{
 		Seq: e.seq, EventID: e.id, TenantID: tenantID, Kind: e.kind, ServerID: e.srv.id,
 		ModuleName: e.srv.module, ToStatus: e.to, TraceID: e.srv.traceID, OccurredAt: micros(e.occurredAt),
-		Body: heartbeat.EventBody{
+		Body: registry.EventBody{
 			ServerID: e.srv.id, ModuleName: e.srv.module, Status: e.to, Version: e.version,
 			SupportedProtocols: protocols, SkillsAffected: affected,
 		},
@@ -628,9 +628,9 @@ func (e *event) public(tenantID uuid.UUID) heartbeat.Event {
 }
 
 // cloneRemotes copies a server's remotes; none is an empty list.
-func cloneRemotes(r []heartbeat.Remote) []heartbeat.Remote {
+func cloneRemotes(r []registry.Remote) []registry.Remote {
 	if len(r) == 0 {
-		return []heartbeat.Remote{}
+		return []registry.Remote{}
 	}
 	return slices.Clone(r)
 }
@@ -646,9 +646,9 @@ func cloneCaps(c json.RawMessage) json.RawMessage {
 func pageLimit(n int) int {
 	switch {
 	case n <= 0:
-		return heartbeat.DefaultPageLimit
-	case n > heartbeat.MaxPageLimit:
-		return heartbeat.MaxPageLimit
+		return registry.DefaultPageLimit
+	case n > registry.MaxPageLimit:
+		return registry.MaxPageLimit
 	}
 	return n
 }

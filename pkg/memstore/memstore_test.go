@@ -11,8 +11,9 @@ import (
 	"github.com/jonboulle/clockwork"
 	"go.uber.org/goleak"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/storetest"
 )
 
@@ -53,10 +54,10 @@ func TestDisableSkillUnknown(t *testing.T) {
 
 func TestSweepRejectsBadArguments(t *testing.T) {
 	s := memstore.New(clockwork.NewFakeClockAt(storetest.Start))
-	if _, err := s.Sweep(t.Context(), heartbeat.SweepRequest{Now: time.Time{}, Interval: 0, Limit: 10}); err == nil {
+	if _, err := s.Sweep(t.Context(), registry.SweepRequest{Now: time.Time{}, Interval: 0, Limit: 10}); err == nil {
 		t.Fatal("sweep with interval 0: no error")
 	}
-	if _, err := s.Sweep(t.Context(), heartbeat.SweepRequest{Now: time.Time{}, Interval: time.Second, Limit: 0}); err == nil {
+	if _, err := s.Sweep(t.Context(), registry.SweepRequest{Now: time.Time{}, Interval: time.Second, Limit: 0}); err == nil {
 		t.Fatal("sweep with limit 0: no error")
 	}
 }
@@ -68,7 +69,7 @@ func TestCanceledContext(t *testing.T) {
 	if _, _, _, err := s.Register(ctx, uuid.New(), info("calendar", 0)); err == nil {
 		t.Fatal("register with a canceled context: no error")
 	}
-	if _, err := s.Sweep(ctx, heartbeat.SweepRequest{Now: time.Time{}, Interval: time.Second, Limit: 1}); err == nil {
+	if _, err := s.Sweep(ctx, registry.SweepRequest{Now: time.Time{}, Interval: time.Second, Limit: 1}); err == nil {
 		t.Fatal("sweep with a canceled context: no error")
 	}
 }
@@ -93,7 +94,7 @@ func TestReturnedSlicesAreCopies(t *testing.T) {
 	if got.SupportedProtocols[0] != "2025-06-18" || got.CapabilityAdvertisement[0] != '{' {
 		t.Fatalf("store changed through a returned server: %v %s", got.SupportedProtocols, got.CapabilityAdvertisement)
 	}
-	page, err := s.Events(ctx, tenant, heartbeat.EventFilter{})
+	page, err := s.Events(ctx, tenant, registry.EventFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,26 +103,26 @@ func TestReturnedSlicesAreCopies(t *testing.T) {
 	}
 }
 
-func info(module string, skills int) heartbeat.ServerInfo {
-	in := heartbeat.ServerInfo{
+func info(module string, skills int) registry.ServerInfo {
+	in := registry.ServerInfo{
 		ModuleName:              module,
 		Version:                 "1.3.2",
 		SupportedProtocols:      []string{"2025-06-18"},
 		CapabilityAdvertisement: []byte(`{"tools":{"listChanged":true}}`),
-		TraceID:                 heartbeat.NewTraceID(),
+		TraceID:                 registry.NewTraceID(),
 	}
 	for i := range skills {
-		in.Skills = append(in.Skills, heartbeat.SkillInfo{Name: fmt.Sprintf("skill-%d", i), Description: "a skill"})
+		in.Skills = append(in.Skills, registry.SkillInfo{Name: fmt.Sprintf("skill-%d", i), Description: "a skill"})
 	}
 	return in
 }
 
 // fill registers n servers: n/100 tenants of 100 modules, 2 skills each, as
 // the performance notes' fleet.
-func fill(tb testing.TB, s *memstore.Store, n int) []heartbeat.Server {
+func fill(tb testing.TB, s *memstore.Store, n int) []registry.Server {
 	tb.Helper()
 	ctx := context.Background()
-	out := make([]heartbeat.Server, 0, n)
+	out := make([]registry.Server, 0, n)
 	var tenant uuid.UUID
 	for i := range n {
 		if i%100 == 0 {
@@ -183,7 +184,7 @@ func BenchmarkSweep100k(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		result, err := s.Sweep(ctx, heartbeat.SweepRequest{Now: time.Time{}, Interval: heartbeat.DefaultHeartbeatInterval, Limit: heartbeat.DefaultSweepBatch})
+		result, err := s.Sweep(ctx, registry.SweepRequest{Now: time.Time{}, Interval: registry.DefaultHeartbeatInterval, Limit: lifecycle.DefaultSweepBatch})
 		evs := result.Events
 		if err != nil || len(evs) != 0 {
 			b.Fatalf("sweep: %d transitions, %v", len(evs), err)

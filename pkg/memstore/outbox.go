@@ -10,10 +10,10 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
-var _ heartbeat.AlertOutbox = (*Store)(nil)
+var _ registry.AlertOutbox = (*Store)(nil)
 
 // errClaimEnded is what Ack says of a claim already acknowledged or released.
 var errClaimEnded = errors.New("alert claim already ended")
@@ -29,9 +29,9 @@ type alertCursors struct {
 // isAlertEvent reports whether e goes to the alert outbox.
 func isAlertEvent(e *event) bool {
 	if e.from == "" {
-		return heartbeat.IsAlertEvent(e.kind, nil)
+		return registry.IsAlertEvent(e.kind, nil)
 	}
-	return heartbeat.IsAlertEvent(e.kind, &e.from)
+	return registry.IsAlertEvent(e.kind, &e.from)
 }
 
 // memClaim is one destination's claimed batch. Events are committed the
@@ -40,14 +40,14 @@ func isAlertEvent(e *event) bool {
 type memClaim struct {
 	s           *Store
 	destination string
-	events      []heartbeat.Event
+	events      []registry.Event
 	// through is the last sequence the claim looked at: acknowledging every
 	// event moves the cursor there, past the other kinds that lie between.
 	through int64
 	ended   bool
 }
 
-func (c *memClaim) Events() []heartbeat.Event { return c.events }
+func (c *memClaim) Events() []registry.Event { return c.events }
 
 func (c *memClaim) Ack(ctx context.Context, n int) error {
 	c.s.mu.Lock()
@@ -87,7 +87,7 @@ func (c *memClaim) Release(context.Context) {
 // events after it, oldest first; nil when another caller holds the claim.
 // A new destination starts at the beginning of the trail, as in the
 // PostgreSQL store.
-func (s *Store) ClaimAlerts(ctx context.Context, destination string, limit int) (heartbeat.AlertClaim, error) {
+func (s *Store) ClaimAlerts(ctx context.Context, destination string, limit int) (registry.AlertClaim, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -132,7 +132,7 @@ func (s *Store) ClaimAlerts(ctx context.Context, destination string, limit int) 
 		order = order[:limit]
 		claim.through = found[order[limit-1]].seq
 	}
-	claim.events = make([]heartbeat.Event, len(order))
+	claim.events = make([]registry.Event, len(order))
 	for i, j := range order {
 		claim.events[i] = found[j].public(tenants[j])
 	}
@@ -171,24 +171,24 @@ func (s *Store) PendingAlerts(ctx context.Context, destination string) (int64, t
 
 // UnhealthyServers lists every tenant's unhealthy servers, each with the
 // time of its latest transition to unhealthy, in registration order.
-func (s *Store) UnhealthyServers(ctx context.Context) ([]heartbeat.UnhealthyServer, error) {
+func (s *Store) UnhealthyServers(ctx context.Context) ([]registry.UnhealthyServer, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := []heartbeat.UnhealthyServer{}
+	out := []registry.UnhealthyServer{}
 	for _, srv := range s.all {
-		if srv.status != heartbeat.StatusUnhealthy {
+		if srv.status != registry.StatusUnhealthy {
 			continue
 		}
-		u := heartbeat.UnhealthyServer{
+		u := registry.UnhealthyServer{
 			ServerID: srv.id, TenantID: srv.tenant, ModuleName: srv.module, Version: srv.version,
 			LastHeartbeatAt: micros(srv.lastHeartbeat), TraceID: srv.traceID,
 		}
 		t := s.tenants[srv.tenant]
 		for i := len(srv.events) - 1; i >= 0; i-- {
-			if e := &t.events[srv.events[i]]; e.kind == heartbeat.KindUnhealthy {
+			if e := &t.events[srv.events[i]]; e.kind == registry.KindUnhealthy {
 				u.UnhealthySince = micros(e.occurredAt)
 				break
 			}

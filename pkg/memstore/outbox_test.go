@@ -10,8 +10,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jonboulle/clockwork"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/storetest"
 )
 
@@ -30,7 +30,7 @@ func newOutboxFixture(t *testing.T) *outboxFixture {
 	return &outboxFixture{t: t, ctx: t.Context(), clock: clock, s: memstore.New(clock)}
 }
 
-func (f *outboxFixture) register(tenant uuid.UUID, module string) heartbeat.Server {
+func (f *outboxFixture) register(tenant uuid.UUID, module string) registry.Server {
 	f.t.Helper()
 	srv, _, _, err := f.s.Register(f.ctx, tenant, info(module, 1))
 	if err != nil {
@@ -40,10 +40,10 @@ func (f *outboxFixture) register(tenant uuid.UUID, module string) heartbeat.Serv
 }
 
 // sweep moves the clock by d and sweeps.
-func (f *outboxFixture) sweep(d time.Duration) []heartbeat.Event {
+func (f *outboxFixture) sweep(d time.Duration) []registry.Event {
 	f.t.Helper()
 	f.clock.Advance(d)
-	result, err := f.s.Sweep(f.ctx, heartbeat.SweepRequest{Now: time.Time{}, Interval: interval, Limit: 1000})
+	result, err := f.s.Sweep(f.ctx, registry.SweepRequest{Now: time.Time{}, Interval: interval, Limit: 1000})
 	evs := result.Events
 	if err != nil {
 		f.t.Fatal(err)
@@ -51,7 +51,7 @@ func (f *outboxFixture) sweep(d time.Duration) []heartbeat.Event {
 	return evs
 }
 
-func (f *outboxFixture) claim(dest string, limit int) heartbeat.AlertClaim {
+func (f *outboxFixture) claim(dest string, limit int) registry.AlertClaim {
 	f.t.Helper()
 	c, err := f.s.ClaimAlerts(f.ctx, dest, limit)
 	if err != nil {
@@ -63,7 +63,7 @@ func (f *outboxFixture) claim(dest string, limit int) heartbeat.AlertClaim {
 	return c
 }
 
-func kinds(evs []heartbeat.Event) string {
+func kinds(evs []registry.Event) string {
 	out := ""
 	for _, e := range evs {
 		out += fmt.Sprintf("%s/%s ", e.ModuleName, e.Kind)
@@ -76,7 +76,7 @@ func kinds(evs []heartbeat.Event) string {
 func TestClaimAlertsOrderAcrossTenants(t *testing.T) {
 	f := newOutboxFixture(t)
 	tenants := []uuid.UUID{uuid.New(), uuid.New(), uuid.New()}
-	var servers []heartbeat.Server
+	var servers []registry.Server
 	for i, tn := range tenants {
 		servers = append(servers, f.register(tn, fmt.Sprintf("m%d", i)))
 	}
@@ -139,7 +139,7 @@ func testClaimAlertsLimit(t *testing.T, oneTenant bool) {
 		f.register(tenant, fmt.Sprintf("m%d", i))
 	}
 	f.sweep(30 * time.Second)
-	var got []heartbeat.Event
+	var got []registry.Event
 	for range 10 {
 		c := f.claim("a", 3)
 		evs := c.Events()
@@ -323,7 +323,7 @@ func TestPendingAlertsAndUnhealthyServers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var again heartbeat.UnhealthyServer
+	var again registry.UnhealthyServer
 	for _, u := range list {
 		if u.ServerID == a.ServerID {
 			again = u

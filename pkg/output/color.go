@@ -1,6 +1,6 @@
 package output
 
-import "github.com/cyberos/mcpd/pkg/heartbeat"
+import "github.com/cyberos/mcpd/pkg/registry"
 
 // ANSI SGR sequences used for statuses.
 const (
@@ -22,15 +22,15 @@ func ColorEnabled(terminal bool, getenv func(string) string) bool {
 }
 
 // statusColor returns the SGR sequence for a status, "" for none.
-func statusColor(s heartbeat.Status) string {
+func statusColor(s registry.Status) string {
 	switch s {
-	case heartbeat.StatusHealthy:
+	case registry.StatusHealthy:
 		return ansiGreen
-	case heartbeat.StatusDegraded:
+	case registry.StatusDegraded:
 		return ansiYellow
-	case heartbeat.StatusUnhealthy:
+	case registry.StatusUnhealthy:
 		return ansiRed
-	case heartbeat.StatusDeregistered:
+	case registry.StatusDeregistered:
 		return ansiFaint
 	}
 	return ""

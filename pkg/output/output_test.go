@@ -9,14 +9,14 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 var now = time.Date(2026, 5, 17, 10, 0, 17, 0, time.UTC)
 
-func fixture() []heartbeat.Server {
+func fixture() []registry.Server {
 	dereg := now.Add(-90 * time.Second)
-	return []heartbeat.Server{
+	return []registry.Server{
 		{
 			ServerID:                uuid.MustParse("6f1c2a4e-8b0d-4c3e-9f6a-1d2e3f4a5b6c"),
 			TenantID:                uuid.MustParse("0b6e3c1a-2f4d-4e5b-8a9c-7d6e5f4a3b2c"),
@@ -24,12 +24,12 @@ func fixture() []heartbeat.Server {
 			Version:                 "1.3.2",
 			SupportedProtocols:      []string{"2025-06-18", "2025-03-26"},
 			CapabilityAdvertisement: json.RawMessage(`{"tools":{"listChanged":true},"prompts":{}}`),
-			Status:                  heartbeat.StatusHealthy,
+			Status:                  registry.StatusHealthy,
 			LastHeartbeatAt:         now.Add(-12 * time.Second),
 			RegisteredAt:            now.Add(-2 * time.Hour),
 			TraceID:                 "4bf92f3577b34da6a3ce929d0e0e4736",
 			HeartbeatIntervalSecs:   10,
-			Remotes:                 []heartbeat.Remote{},
+			Remotes:                 []registry.Remote{},
 		},
 		{
 			ServerID:              uuid.MustParse("7a2d3b5f-9c1e-4d4f-8a7b-2e3f4a5b6c7d"),
@@ -37,13 +37,13 @@ func fixture() []heartbeat.Server {
 			ModuleName:            "mail",
 			Version:               "0.9.0",
 			SupportedProtocols:    []string{"2025-06-18"},
-			Status:                heartbeat.StatusDeregistered,
+			Status:                registry.StatusDeregistered,
 			LastHeartbeatAt:       now.Add(-3 * time.Minute),
 			RegisteredAt:          now.Add(-50 * time.Hour),
 			DeregisteredAt:        &dereg,
 			TraceID:               "00f067aa0ba902b700f067aa0ba902b7",
 			HeartbeatIntervalSecs: 10,
-			Remotes:               []heartbeat.Remote{},
+			Remotes:               []registry.Remote{},
 		},
 	}
 }
@@ -266,7 +266,7 @@ func TestEmptyLists(t *testing.T) {
 	}
 	p, _, errOut := newPrinter(Table, true, false)
 	_ = p.Skills(nil)
-	_ = p.Events([]heartbeat.Event{})
+	_ = p.Events([]registry.Event{})
 	if got := errOut.String(); got != "No skills found\nNo audit events found\n" {
 		t.Errorf("empty skills and events said %q", got)
 	}
@@ -313,8 +313,8 @@ func TestServerDetail(t *testing.T) {
 
 func TestSkillsAndEvents(t *testing.T) {
 	t.Parallel()
-	reason := heartbeat.ReasonServerUnhealthy
-	skills := []heartbeat.Skill{
+	reason := registry.ReasonServerUnhealthy
+	skills := []registry.Skill{
 		{SkillID: uuid.MustParse("11111111-1111-4111-8111-111111111111"), Name: "list-events", Description: "List\tevents\nof a day", Available: true},
 		{SkillID: uuid.MustParse("22222222-2222-4222-8222-222222222222"), Name: "create-event", Available: false, UnavailableReason: &reason},
 	}
@@ -327,10 +327,10 @@ func TestSkillsAndEvents(t *testing.T) {
 		t.Fatalf("skills:\n%q\nwant\n%q", got, want)
 	}
 
-	from := heartbeat.StatusHealthy
-	events := []heartbeat.Event{
-		{EventID: uuid.MustParse("33333333-3333-4333-8333-333333333333"), Kind: heartbeat.KindRegistered, ServerID: skills[0].SkillID, ModuleName: "calendar", ToStatus: heartbeat.StatusHealthy, OccurredAt: now.Add(-time.Hour)},
-		{EventID: uuid.MustParse("44444444-4444-4444-8444-444444444444"), Kind: heartbeat.KindDegraded, ServerID: skills[0].SkillID, ModuleName: "calendar", FromStatus: &from, ToStatus: heartbeat.StatusDegraded, OccurredAt: now.Add(-20 * time.Second)},
+	from := registry.StatusHealthy
+	events := []registry.Event{
+		{EventID: uuid.MustParse("33333333-3333-4333-8333-333333333333"), Kind: registry.KindRegistered, ServerID: skills[0].SkillID, ModuleName: "calendar", ToStatus: registry.StatusHealthy, OccurredAt: now.Add(-time.Hour)},
+		{EventID: uuid.MustParse("44444444-4444-4444-8444-444444444444"), Kind: registry.KindDegraded, ServerID: skills[0].SkillID, ModuleName: "calendar", FromStatus: &from, ToStatus: registry.StatusDegraded, OccurredAt: now.Add(-20 * time.Second)},
 	}
 	p, out, _ = newPrinter(Table, true, false)
 	if err := p.Events(events); err != nil {

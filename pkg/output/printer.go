@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // Printer prints results in one format to a command's streams.
@@ -48,7 +48,7 @@ func (p *Printer) when(t time.Time) string {
 	return Timestamp(t)
 }
 
-func (p *Printer) status(s heartbeat.Status) string {
+func (p *Printer) status(s registry.Status) string {
 	if p.Color {
 		return paint(statusColor(s), string(s))
 	}
@@ -74,9 +74,9 @@ func (p *Printer) empty(what string, list any) error {
 }
 
 // Servers prints a list of servers.
-func (p *Printer) Servers(servers []heartbeat.Server) error {
+func (p *Printer) Servers(servers []registry.Server) error {
 	if servers == nil {
-		servers = []heartbeat.Server{}
+		servers = []registry.Server{}
 	}
 	if len(servers) == 0 {
 		return p.empty("servers", servers)
@@ -115,7 +115,7 @@ func (p *Printer) header(h []string) []string {
 
 // Server prints one server: in table and wide a list of its fields, one a
 // line ("Field: value" on a terminal, "field<TAB>value" piped).
-func (p *Printer) Server(s heartbeat.Server) error {
+func (p *Printer) Server(s registry.Server) error {
 	f := p.format()
 	if f.Structured() {
 		return Write(p.Out, f, s)
@@ -168,9 +168,9 @@ func (p *Printer) fields(fields []field) error {
 }
 
 // Skills prints the skills of a server.
-func (p *Printer) Skills(skills []heartbeat.Skill) error {
+func (p *Printer) Skills(skills []registry.Skill) error {
 	if skills == nil {
-		skills = []heartbeat.Skill{}
+		skills = []registry.Skill{}
 	}
 	if len(skills) == 0 {
 		return p.empty("skills", skills)
@@ -199,9 +199,9 @@ func (p *Printer) Skills(skills []heartbeat.Skill) error {
 }
 
 // Events prints audit events, in the order given (the API's: oldest first).
-func (p *Printer) Events(events []heartbeat.Event) error {
+func (p *Printer) Events(events []registry.Event) error {
 	if events == nil {
-		events = []heartbeat.Event{}
+		events = []registry.Event{}
 	}
 	if len(events) == 0 {
 		return p.empty("audit events", events)

@@ -3,14 +3,14 @@ package output
 import (
 	"strings"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // SkillDirectory prints skills found across servers (GET /v1/mcp/skills),
 // in the order given (the API's: by name, then module).
-func (p *Printer) SkillDirectory(skills []heartbeat.SkillEntry) error {
+func (p *Printer) SkillDirectory(skills []registry.SkillEntry) error {
 	if skills == nil {
-		skills = []heartbeat.SkillEntry{}
+		skills = []registry.SkillEntry{}
 	}
 	if len(skills) == 0 {
 		return p.empty("skills", skills)

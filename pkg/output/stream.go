@@ -7,7 +7,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // EventStream prints audit events one at a time, as they arrive: on a
@@ -30,7 +30,7 @@ var (
 )
 
 // Event prints one event.
-func (s *EventStream) Event(e heartbeat.Event) error {
+func (s *EventStream) Event(e registry.Event) error {
 	p := s.p
 	switch f := p.format(); f {
 	case JSON:
@@ -85,7 +85,7 @@ func (s *EventStream) Event(e heartbeat.Event) error {
 	}
 	colors := make([]string, len(row))
 	if p.Color {
-		colors[fromCol] = statusColor(heartbeat.Status(from))
+		colors[fromCol] = statusColor(registry.Status(from))
 		colors[fromCol+1] = statusColor(e.ToStatus)
 	}
 	b.WriteString(padRow(row, widths, colors))

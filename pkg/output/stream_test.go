@@ -8,19 +8,19 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
-func streamFixture() []heartbeat.Event {
-	healthy := heartbeat.StatusHealthy
+func streamFixture() []registry.Event {
+	healthy := registry.StatusHealthy
 	id := uuid.MustParse("6f1c2a4e-8b0d-4c3e-9f6a-1d2e3f4a5b6c")
-	return []heartbeat.Event{
-		{EventID: uuid.MustParse("11111111-1111-4111-8111-111111111111"), Kind: heartbeat.KindRegistered, ServerID: id,
-			ModuleName: "calendar", ToStatus: heartbeat.StatusHealthy, TraceID: "4bf92f3577b34da6a3ce929d0e0e4736",
-			OccurredAt: now, Body: heartbeat.EventBody{ServerID: id, ModuleName: "calendar"}},
-		{EventID: uuid.MustParse("22222222-2222-4222-8222-222222222222"), Kind: heartbeat.KindUnhealthy, ServerID: id,
-			ModuleName: "calendar", FromStatus: &healthy, ToStatus: heartbeat.StatusUnhealthy,
-			OccurredAt: now.Add(30e9), Body: heartbeat.EventBody{SkillsAffected: []string{"a", "b"}}},
+	return []registry.Event{
+		{EventID: uuid.MustParse("11111111-1111-4111-8111-111111111111"), Kind: registry.KindRegistered, ServerID: id,
+			ModuleName: "calendar", ToStatus: registry.StatusHealthy, TraceID: "4bf92f3577b34da6a3ce929d0e0e4736",
+			OccurredAt: now, Body: registry.EventBody{ServerID: id, ModuleName: "calendar"}},
+		{EventID: uuid.MustParse("22222222-2222-4222-8222-222222222222"), Kind: registry.KindUnhealthy, ServerID: id,
+			ModuleName: "calendar", FromStatus: &healthy, ToStatus: registry.StatusUnhealthy,
+			OccurredAt: now.Add(30e9), Body: registry.EventBody{SkillsAffected: []string{"a", "b"}}},
 	}
 }
 
@@ -61,8 +61,8 @@ func TestEventStreamWideAndStructured(t *testing.T) {
 		_ = s.Event(e)
 	}
 	lines = strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
-	var e heartbeat.Event
-	if len(lines) != 2 || json.Unmarshal([]byte(lines[1]), &e) != nil || e.Kind != heartbeat.KindUnhealthy {
+	var e registry.Event
+	if len(lines) != 2 || json.Unmarshal([]byte(lines[1]), &e) != nil || e.Kind != registry.KindUnhealthy {
 		t.Fatalf("ndjson:\n%s", out.String())
 	}
 
@@ -79,11 +79,11 @@ func TestEventStreamWideAndStructured(t *testing.T) {
 
 func TestSkillDirectory(t *testing.T) {
 	reason := "server_unhealthy"
-	skills := []heartbeat.SkillEntry{
-		{Skill: heartbeat.Skill{Name: "search", Available: true}, ModuleName: "calendar", ServerStatus: heartbeat.StatusHealthy,
+	skills := []registry.SkillEntry{
+		{Skill: registry.Skill{Name: "search", Available: true}, ModuleName: "calendar", ServerStatus: registry.StatusHealthy,
 			Version: "1.3.2", SupportedProtocols: []string{"2025-06-18"}},
-		{Skill: heartbeat.Skill{Name: "search", UnavailableReason: &reason, Description: "Find"}, ModuleName: "mail",
-			ServerStatus: heartbeat.StatusUnhealthy, Version: "0.9.0", SupportedProtocols: []string{"2025-06-18", "2025-03-26"}},
+		{Skill: registry.Skill{Name: "search", UnavailableReason: &reason, Description: "Find"}, ModuleName: "mail",
+			ServerStatus: registry.StatusUnhealthy, Version: "0.9.0", SupportedProtocols: []string{"2025-06-18", "2025-03-26"}},
 	}
 	var out bytes.Buffer
 	if err := (&Printer{Out: &out, Format: Wide}).SkillDirectory(skills); err != nil {

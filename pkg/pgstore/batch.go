@@ -15,7 +15,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // Group commit on the heartbeat path: concurrent heartbeats are gathered
@@ -60,8 +60,8 @@ const (
 )
 
 type heartbeatResult struct {
-	srv heartbeat.Server
-	ev  *heartbeat.Event
+	srv registry.Server
+	ev  *registry.Event
 	err error
 }
 
@@ -115,14 +115,14 @@ func (b *batcher) close() {
 
 // submit queues one heartbeat and waits for its batch to commit; span,
 // when not nil, is the heartbeat's span.
-func (b *batcher) submit(ctx context.Context, tenant, serverID uuid.UUID, span trace.Span) (heartbeat.Server, *heartbeat.Event, error) {
+func (b *batcher) submit(ctx context.Context, tenant, serverID uuid.UUID, span trace.Span) (registry.Server, *registry.Event, error) {
 	req := &heartbeatRequest{tenant: tenant, serverID: serverID, done: make(chan heartbeatResult, 1), span: span}
 	select {
 	case b.queue <- req:
 	case <-ctx.Done():
-		return heartbeat.Server{}, nil, translate(ctx.Err())
+		return registry.Server{}, nil, translate(ctx.Err())
 	case <-b.stop:
-		return heartbeat.Server{}, nil, heartbeat.ErrUnavailable
+		return registry.Server{}, nil, registry.ErrUnavailable
 	}
 	select {
 	case res := <-req.done:
@@ -130,7 +130,7 @@ func (b *batcher) submit(ctx context.Context, tenant, serverID uuid.UUID, span t
 	case <-ctx.Done():
 		// The batch may still commit; the heartbeat is then applied but
 		// not acknowledged, which a retry makes harmless.
-		return heartbeat.Server{}, nil, translate(ctx.Err())
+		return registry.Server{}, nil, translate(ctx.Err())
 	}
 }
 
@@ -203,7 +203,7 @@ func (b *batcher) drain() {
 	for {
 		select {
 		case req := <-b.queue:
-			req.done <- heartbeatResult{err: heartbeat.ErrUnavailable}
+			req.done <- heartbeatResult{err: registry.ErrUnavailable}
 		default:
 			return
 		}
@@ -244,7 +244,7 @@ func (s *Store) applyBatch(reqs []*heartbeatRequest) {
 		case err != nil:
 			res = heartbeatResult{err: translate(err)}
 		default:
-			res = heartbeatResult{err: heartbeat.ErrNotFound}
+			res = heartbeatResult{err: registry.ErrNotFound}
 		}
 		if req.span != nil {
 			req.span.SetAttributes(attribute.Int("db.operation.batch.size", len(pairs)))
@@ -316,7 +316,7 @@ func (s *Store) heartbeatHealthy(ctx context.Context, pairs []batchKey, now *tim
 		return err
 	}
 	defer rows.Close()
-	var done []heartbeat.Server
+	var done []registry.Server
 	for rows.Next() {
 		srv, err := scanServer(rows)
 		if err != nil {
@@ -366,8 +366,8 @@ func (s *Store) heartbeatAny(ctx context.Context, pairs []batchKey, now *time.Ti
 }
 
 func (r *heartbeatRow) result() heartbeatResult {
-	if r.prevStatus == string(heartbeat.StatusDeregistered) {
-		return heartbeatResult{err: heartbeat.ErrDeregistered}
+	if r.prevStatus == string(registry.StatusDeregistered) {
+		return heartbeatResult{err: registry.ErrDeregistered}
 	}
 	srv, err := r.server()
 	if err != nil {

@@ -15,8 +15,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jonboulle/clockwork"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/pgstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 )
 
@@ -82,7 +83,7 @@ func BenchmarkSweep(b *testing.B) {
 		ctx := context.Background()
 		b.Run(fmt.Sprintf("servers=%d/due=none", n), func(b *testing.B) {
 			for b.Loop() {
-				result, err := st.Sweep(ctx, heartbeat.SweepRequest{Now: epoch, Interval: 10 * time.Second, Limit: heartbeat.DefaultSweepBatch})
+				result, err := st.Sweep(ctx, registry.SweepRequest{Now: epoch, Interval: 10 * time.Second, Limit: lifecycle.DefaultSweepBatch})
 				evs := result.Events
 				if err != nil || len(evs) != 0 {
 					b.Fatalf("sweep: %d events, %v", len(evs), err)
@@ -96,7 +97,7 @@ func BenchmarkSweep(b *testing.B) {
 				b.StopTimer()
 				makeDue(b, db, 100)
 				b.StartTimer()
-				result, err := st.Sweep(ctx, heartbeat.SweepRequest{Now: epoch, Interval: 10 * time.Second, Limit: 2 * n / 100})
+				result, err := st.Sweep(ctx, registry.SweepRequest{Now: epoch, Interval: 10 * time.Second, Limit: 2 * n / 100})
 				evs := result.Events
 				if err != nil || len(evs) != n/100 {
 					b.Fatalf("sweep: %d events, want %d, %v", len(evs), n/100, err)
@@ -212,7 +213,7 @@ func BenchmarkRegisterAtQuota(b *testing.B) {
 			ctx := context.Background()
 			b.ResetTimer()
 			for i := range b.N {
-				_, _, _, err := st.Register(ctx, tenant, heartbeat.ServerInfo{
+				_, _, _, err := st.Register(ctx, tenant, registry.ServerInfo{
 					ModuleName: fmt.Sprintf("new-%d", i), Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"},
 					MaxServers: quota,
 				})
@@ -236,7 +237,7 @@ func pgtestTenant(b *testing.B, db *pgtest.DB) string {
 
 // BenchmarkServersPageOfLargeServers lists the first page (limit 1000) of
 // a tenant of 1,000 servers whose advertisements are 244 KB of
-// incompressible text each: the page stops at heartbeat.MaxPageBytes and
+// incompressible text each: the page stops at registry.MaxPageBytes and
 // reads no other payload.
 func BenchmarkServersPageOfLargeServers(b *testing.B) {
 	db := pgtest.NewDB(b)
@@ -258,11 +259,11 @@ FROM generate_series(1, 1000) m(m)`, tenant); err != nil {
 	b.Cleanup(st.Close)
 	// limit=18 is the same page bounded by count alone: what reading
 	// the page's own payloads costs.
-	for _, limit := range []int{heartbeat.MaxPageLimit, 18} {
+	for _, limit := range []int{registry.MaxPageLimit, 18} {
 		b.Run(fmt.Sprintf("limit=%d", limit), func(b *testing.B) {
 			b.ReportAllocs()
 			for range b.N {
-				page, err := st.Servers(ctx, tenant, heartbeat.ServerFilter{Limit: limit})
+				page, err := st.Servers(ctx, tenant, registry.ServerFilter{Limit: limit})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -298,7 +299,7 @@ FROM generate_series(1, 10000) m`, big); err != nil {
 	b.Cleanup(st.Close)
 	trail := uuid.New()
 	for i := range 300 {
-		if _, _, _, err := st.Register(ctx, trail, heartbeat.ServerInfo{
+		if _, _, _, err := st.Register(ctx, trail, registry.ServerInfo{
 			ModuleName: fmt.Sprintf("module-%03d", i), Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"},
 		}); err != nil {
 			b.Fatal(err)
@@ -327,7 +328,7 @@ FROM generate_series(1, 10000) m`, big); err != nil {
 	}
 	b.Run("servers=100", func(b *testing.B) {
 		run(b, func() error {
-			page, err := st.Servers(ctx, small, heartbeat.ServerFilter{Limit: 100})
+			page, err := st.Servers(ctx, small, registry.ServerFilter{Limit: 100})
 			if err == nil && len(page.Servers) != 100 {
 				err = fmt.Errorf("%d servers, want 100", len(page.Servers))
 			}
@@ -335,9 +336,9 @@ FROM generate_series(1, 10000) m`, big); err != nil {
 		})
 	})
 	b.Run("paging-10000", func(b *testing.B) {
-		var next *heartbeat.ServerCursor
+		var next *registry.ServerCursor
 		run(b, func() error {
-			page, err := st.Servers(ctx, big, heartbeat.ServerFilter{Limit: 100, After: next})
+			page, err := st.Servers(ctx, big, registry.ServerFilter{Limit: 100, After: next})
 			if err == nil && len(page.Servers) == 0 {
 				err = errors.New("an empty page")
 			}
@@ -347,7 +348,7 @@ FROM generate_series(1, 10000) m`, big); err != nil {
 	})
 	b.Run("events=100", func(b *testing.B) {
 		run(b, func() error {
-			page, err := st.Events(ctx, trail, heartbeat.EventFilter{Limit: 100})
+			page, err := st.Events(ctx, trail, registry.EventFilter{Limit: 100})
 			if err == nil && len(page.Events) != 100 {
 				err = fmt.Errorf("%d events, want 100", len(page.Events))
 			}

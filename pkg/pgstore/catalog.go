@@ -9,10 +9,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
-var _ heartbeat.CatalogReader = (*Store)(nil)
+var _ registry.CatalogReader = (*Store)(nil)
 
 // catalogSQL selects a page of the MCP registry API ($10 is the page's
 // limit + 1): the server without its capability advertisement (the API
@@ -36,7 +36,7 @@ ORDER BY module_name
 LIMIT $9`
 
 // Catalog returns a page of tenant's servers that f selects, by module name.
-func (s *Store) Catalog(ctx context.Context, tenant uuid.UUID, f heartbeat.CatalogFilter) (heartbeat.CatalogPage, error) {
+func (s *Store) Catalog(ctx context.Context, tenant uuid.UUID, f registry.CatalogFilter) (registry.CatalogPage, error) {
 	limit := pageLimit(f.Limit)
 	var statuses []string
 	for _, st := range f.Statuses {
@@ -46,21 +46,21 @@ func (s *Store) Catalog(ctx context.Context, tenant uuid.UUID, f heartbeat.Catal
 		tenant, statuses, f.ChangedSince, nullIfEmpty(f.Search), f.SearchPrefix, nullIfEmpty(f.Version),
 		nullIfEmpty(f.ModuleName), f.AfterModule, limit+1)
 	if err != nil {
-		return heartbeat.CatalogPage{}, err
+		return registry.CatalogPage{}, err
 	}
-	page := heartbeat.CatalogPage{Entries: entries}
+	page := registry.CatalogPage{Entries: entries}
 	if len(entries) > limit {
 		page.Entries, page.More = entries[:limit], true
 	}
 	if page.Entries == nil {
-		page.Entries = []heartbeat.CatalogEntry{}
+		page.Entries = []registry.CatalogEntry{}
 	}
 	return page, nil
 }
 
-func collectCatalogEntry(row pgx.CollectableRow) (heartbeat.CatalogEntry, error) {
+func collectCatalogEntry(row pgx.CollectableRow) (registry.CatalogEntry, error) {
 	var (
-		e      heartbeat.CatalogEntry
+		e      registry.CatalogEntry
 		skills []byte
 		err    error
 	)
@@ -72,7 +72,7 @@ func collectCatalogEntry(row pgx.CollectableRow) (heartbeat.CatalogEntry, error)
 		return e, fmt.Errorf("decode skills: %w", err)
 	}
 	if e.Skills == nil {
-		e.Skills = []heartbeat.SkillState{}
+		e.Skills = []registry.SkillState{}
 	}
 	return e, nil
 }
@@ -80,24 +80,24 @@ func collectCatalogEntry(row pgx.CollectableRow) (heartbeat.CatalogEntry, error)
 // LatestPosition returns the position of tenant's latest event at or
 // before upTo, or the zero Position: one probe of the index of
 // (tenant_id, txid, seq).
-func (s *Store) LatestPosition(ctx context.Context, tenant uuid.UUID, upTo heartbeat.Position) (heartbeat.Position, error) {
-	rows, err := queryInTenant(ctx, s, tenant, func(row pgx.CollectableRow) (heartbeat.Position, error) {
+func (s *Store) LatestPosition(ctx context.Context, tenant uuid.UUID, upTo registry.Position) (registry.Position, error) {
+	rows, err := queryInTenant(ctx, s, tenant, func(row pgx.CollectableRow) (registry.Position, error) {
 		var (
 			txid string
 			seq  int64
 		)
 		if err := row.Scan(&txid, &seq); err != nil {
-			return heartbeat.Position{}, err
+			return registry.Position{}, err
 		}
 		x, err := parseXid8(txid)
-		return heartbeat.Position{Epoch: upTo.Epoch, TxID: x, Seq: seq}, err
+		return registry.Position{Epoch: upTo.Epoch, TxID: x, Seq: seq}, err
 	}, `
 SELECT txid::text, seq FROM mcp_audit_events
 WHERE tenant_id = $1 AND (txid, seq) <= ($2::text::xid8, $3)
 ORDER BY txid DESC, seq DESC
 LIMIT 1`, tenant, xid8Text(upTo.TxID), upTo.Seq)
 	if err != nil || len(rows) == 0 {
-		return heartbeat.Position{}, err
+		return registry.Position{}, err
 	}
 	return rows[0], nil
 }

@@ -1,4 +1,4 @@
-// Package pgstore is the PostgreSQL implementation of heartbeat.Store. Every
+// Package pgstore is the PostgreSQL implementation of registry.Store. Every
 // tenant call runs in a transaction scoped to its tenant by
 // set_config('auth.tenant_id', ..., true), so row-level security is the
 // second wall behind the API's token check. The heartbeat path and the

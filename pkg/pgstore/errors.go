@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // translate maps driver errors to the domain's sentinels, once, at the edge.
@@ -21,18 +21,18 @@ func translate(err error) error {
 		return nil
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		return heartbeat.ErrNotFound
+		return registry.ErrNotFound
 	}
 	if errors.Is(err, context.Canceled) {
 		return err
 	}
 	if errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) {
-		return fmt.Errorf("%w: %w", heartbeat.ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", registry.ErrUnavailable, err)
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		if unavailableCode(pgErr.Code) {
-			return fmt.Errorf("%w: %w", heartbeat.ErrUnavailable, err)
+			return fmt.Errorf("%w: %w", registry.ErrUnavailable, err)
 		}
 		return err
 	}
@@ -41,7 +41,7 @@ func translate(err error) error {
 	if errors.As(err, &connectErr) || errors.As(err, &netErr) || pgconn.SafeToRetry(err) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
-		return fmt.Errorf("%w: %w", heartbeat.ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", registry.ErrUnavailable, err)
 	}
 	return err
 }
@@ -62,6 +62,6 @@ func unavailableCode(code string) bool {
 	return pgerrcode.IsConnectionException(code) || pgerrcode.IsInsufficientResources(code)
 }
 
-// ErrReadOnly is the cause of heartbeat.ErrUnavailable when the database
+// ErrReadOnly is the cause of registry.ErrUnavailable when the database
 // answers but cannot write.
 var ErrReadOnly = errors.New("the database is read-only (a standby, or default_transaction_read_only is on)")

@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // The feed reads positions (txid, seq) below the horizon, the oldest
@@ -26,24 +26,24 @@ func parseXid8(s string) (uint64, error) {
 func xid8Text(v uint64) string { return strconv.FormatUint(v, 10) }
 
 // horizonPosition makes the position of a horizon read as (timeline, xmin).
-func horizonPosition(timeline int64, horizon string) (heartbeat.Position, error) {
+func horizonPosition(timeline int64, horizon string) (registry.Position, error) {
 	x, err := parseXid8(horizon)
 	if err != nil {
-		return heartbeat.Position{}, err
+		return registry.Position{}, err
 	}
-	return heartbeat.Position{Epoch: uint64(timeline), TxID: x}, nil
+	return registry.Position{Epoch: uint64(timeline), TxID: x}, nil
 }
 
 const horizonSQL = `SELECT timeline, horizon::text FROM mcp_feed_horizon()`
 
 // Horizon returns the present position.
-func (s *Store) Horizon(ctx context.Context) (heartbeat.Position, error) {
+func (s *Store) Horizon(ctx context.Context) (registry.Position, error) {
 	var (
 		timeline int64
 		horizon  string
 	)
 	if err := s.pool.QueryRow(ctx, horizonSQL).Scan(&timeline, &horizon); err != nil {
-		return heartbeat.Position{}, translate(err)
+		return registry.Position{}, translate(err)
 	}
 	return horizonPosition(timeline, horizon)
 }
@@ -56,9 +56,9 @@ const feedColumns = `timeline, horizon::text, txid::text, seq, event_id, tenant_
 
 // feedRow is one row of feedColumns: an event (ok) and the read's horizon.
 type feedRow struct {
-	ev      heartbeat.Event
+	ev      registry.Event
 	ok      bool
-	horizon heartbeat.Position
+	horizon registry.Position
 }
 
 func collectFeedRow(row pgx.CollectableRow) (feedRow, error) { return scanFeedRow(row) }
@@ -87,15 +87,15 @@ func scanFeedRow(row rowScanner, extra ...any) (feedRow, error) {
 	if out.ev, out.ok, err = r.event(); err != nil || !out.ok {
 		return out, err
 	}
-	out.ev.Position = heartbeat.Position{Epoch: out.horizon.Epoch, TxID: x, Seq: *r.seq}
+	out.ev.Position = registry.Position{Epoch: out.horizon.Epoch, TxID: x, Seq: *r.seq}
 	return out, nil
 }
 
 // feedEvents splits rows of feedColumns into the events and the horizon.
-func feedEvents(rows []feedRow) ([]heartbeat.Event, heartbeat.Position) {
+func feedEvents(rows []feedRow) ([]registry.Event, registry.Position) {
 	var (
-		events  []heartbeat.Event
-		horizon heartbeat.Position
+		events  []registry.Event
+		horizon registry.Position
 	)
 	for _, r := range rows {
 		horizon = r.horizon
@@ -107,18 +107,18 @@ func feedEvents(rows []feedRow) ([]heartbeat.Event, heartbeat.Position) {
 }
 
 // ReadFeed returns at most limit events of every tenant after a position.
-func (s *Store) ReadFeed(ctx context.Context, after heartbeat.Position, limit int) (heartbeat.FeedBatch, error) {
+func (s *Store) ReadFeed(ctx context.Context, after registry.Position, limit int) (registry.FeedBatch, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+feedColumns+` FROM mcp_feed_read($1::text::xid8, $2, $3)`,
 		xid8Text(after.TxID), after.Seq, limit)
 	if err != nil {
-		return heartbeat.FeedBatch{}, translate(err)
+		return registry.FeedBatch{}, translate(err)
 	}
 	all, err := pgx.CollectRows(rows, collectFeedRow)
 	if err != nil {
-		return heartbeat.FeedBatch{}, translate(err)
+		return registry.FeedBatch{}, translate(err)
 	}
 	events, horizon := feedEvents(all)
-	return heartbeat.FeedBatch{Events: events, Horizon: horizon}, nil
+	return registry.FeedBatch{Events: events, Horizon: horizon}, nil
 }
 
 // CheckPosition returns p in the current timeline when tenant's trail can
@@ -126,8 +126,8 @@ func (s *Store) ReadFeed(ctx context.Context, after heartbeat.Position, limit in
 // while the event is still there (every event before it is then there
 // too); a horizon position only in its own timeline and never ahead of the
 // present, which a database restored elsewhere could be.
-func (s *Store) CheckPosition(ctx context.Context, tenant uuid.UUID, p heartbeat.Position) (heartbeat.Position, error) {
-	if p == (heartbeat.Position{}) {
+func (s *Store) CheckPosition(ctx context.Context, tenant uuid.UUID, p registry.Position) (registry.Position, error) {
+	if p == (registry.Position{}) {
 		return p, nil
 	}
 	var (
@@ -142,16 +142,16 @@ SELECT h.timeline, h.horizon::text,
 FROM mcp_feed_horizon() h`, xid8Text(p.TxID), p.Seq).Scan(&timeline, &hz, &exists)
 	})
 	if err != nil {
-		return heartbeat.Position{}, err
+		return registry.Position{}, err
 	}
 	now, err := horizonPosition(timeline, hz)
 	if err != nil {
-		return heartbeat.Position{}, err
+		return registry.Position{}, err
 	}
 	switch {
 	case p.Seq > 0 && !exists,
 		p.Seq == 0 && (p.Epoch != now.Epoch || p.TxID > now.TxID):
-		return heartbeat.Position{}, heartbeat.ErrPositionExpired
+		return registry.Position{}, registry.ErrPositionExpired
 	}
 	p.Epoch = now.Epoch
 	return p, nil

@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // insertEvent writes one audit event for the server row just changed, with
@@ -29,18 +29,18 @@ RETURNING ` + eventColumns
 
 // Register creates or updates the (tenant, module) server, its skills and
 // the registered event, in one transaction.
-func (s *Store) Register(ctx context.Context, tenant uuid.UUID, info heartbeat.ServerInfo) (heartbeat.Server, bool, heartbeat.Event, error) {
+func (s *Store) Register(ctx context.Context, tenant uuid.UUID, info registry.ServerInfo) (registry.Server, bool, registry.Event, error) {
 	var (
-		srv     heartbeat.Server
+		srv     registry.Server
 		created bool
-		ev      heartbeat.Event
+		ev      registry.Event
 	)
 	caps := []byte(nil)
 	if len(info.CapabilityAdvertisement) > 0 && string(info.CapabilityAdvertisement) != "null" {
 		caps = info.CapabilityAdvertisement
 	}
 	if info.TraceID == "" {
-		info.TraceID = heartbeat.NewTraceID()
+		info.TraceID = registry.NewTraceID()
 	}
 	protocols := info.SupportedProtocols
 	if protocols == nil {
@@ -62,14 +62,14 @@ func (s *Store) Register(ctx context.Context, tenant uuid.UUID, info heartbeat.S
 			case err == nil:
 				// A deregistered module registering again is a new server for
 				// the quota; its row, locked above, cannot change meanwhile.
-				if status == string(heartbeat.StatusDeregistered) && info.MaxServers > 0 {
+				if status == string(registry.StatusDeregistered) && info.MaxServers > 0 {
 					if !checked { // else counted already, when the row was not there yet
 						if full, err = quotaFull(ctx, tx, tenant, info.MaxServers); err != nil {
 							return err
 						}
 					}
 					if full {
-						return heartbeat.ErrQuotaExceeded
+						return registry.ErrQuotaExceeded
 					}
 				}
 				from = &status
@@ -98,7 +98,7 @@ RETURNING `+serverColumns, id, info.Version, protocols, caps, s.now(),
 					}
 				}
 				if full {
-					return heartbeat.ErrQuotaExceeded
+					return registry.ErrQuotaExceeded
 				}
 				srv, err = scanServer(tx.QueryRow(ctx, `
 INSERT INTO mcp_servers (server_id, tenant_id, module_name, version, supported_protocols,
@@ -145,7 +145,7 @@ SET description = EXCLUDED.description,
 		}
 		affected := sortedCopy(names)
 		var err error
-		ev, err = scanEvent(tx.QueryRow(ctx, insertEvent, srv.ServerID, string(heartbeat.KindRegistered), from,
+		ev, err = scanEvent(tx.QueryRow(ctx, insertEvent, srv.ServerID, string(registry.KindRegistered), from,
 			srv.LastHeartbeatAt, affected))
 		if err != nil {
 			return fmt.Errorf("audit registration: %w", err)
@@ -153,7 +153,7 @@ SET description = EXCLUDED.description,
 		return nil
 	})
 	if err != nil {
-		return heartbeat.Server{}, false, heartbeat.Event{}, err
+		return registry.Server{}, false, registry.Event{}, err
 	}
 	return srv, created, ev, nil
 }
@@ -178,7 +178,7 @@ RETURNING live >= $2`, tenant, quota).Scan(&full)
 
 // Heartbeat records a heartbeat now, recovering the server when it was
 // degraded or unhealthy. Concurrent heartbeats share one commit.
-func (s *Store) Heartbeat(ctx context.Context, tenant, serverID uuid.UUID) (heartbeat.Server, *heartbeat.Event, error) {
+func (s *Store) Heartbeat(ctx context.Context, tenant, serverID uuid.UUID) (registry.Server, *registry.Event, error) {
 	if s.tracer == nil || !trace.SpanFromContext(ctx).IsRecording() {
 		return s.batcher.submit(ctx, tenant, serverID, nil)
 	}
@@ -231,10 +231,10 @@ SELECT p.server_id, p.status, ` + prefixed("u") + `, e.seq, e.event_id, e.tenant
 FROM prev p LEFT JOIN upd u ON true LEFT JOIN ev e ON true`
 
 // Deregister marks the server deregistered; a second call changes nothing.
-func (s *Store) Deregister(ctx context.Context, tenant, serverID uuid.UUID) (heartbeat.Server, *heartbeat.Event, error) {
+func (s *Store) Deregister(ctx context.Context, tenant, serverID uuid.UUID) (registry.Server, *registry.Event, error) {
 	var (
-		srv heartbeat.Server
-		ev  *heartbeat.Event
+		srv registry.Server
+		ev  *registry.Event
 	)
 	err := s.inTenant(ctx, tenant, func(tx pgx.Tx) error {
 		// Lock first, so that the next statement's snapshot sees what a
@@ -247,7 +247,7 @@ func (s *Store) Deregister(ctx context.Context, tenant, serverID uuid.UUID) (hea
 			return err
 		}
 		var err error
-		if r.prevStatus == string(heartbeat.StatusDeregistered) {
+		if r.prevStatus == string(registry.StatusDeregistered) {
 			srv, err = scanServer(tx.QueryRow(ctx, `SELECT `+serverColumns+` FROM mcp_servers WHERE server_id = $1`, serverID))
 			return err
 		}
@@ -258,7 +258,7 @@ func (s *Store) Deregister(ctx context.Context, tenant, serverID uuid.UUID) (hea
 		return err
 	})
 	if err != nil {
-		return heartbeat.Server{}, nil, err
+		return registry.Server{}, nil, err
 	}
 	return srv, ev, nil
 }
@@ -266,15 +266,15 @@ func (s *Store) Deregister(ctx context.Context, tenant, serverID uuid.UUID) (hea
 // sweepUnguarded applies at most limit of the transitions due at at
 // across every tenant, through mcp_sweep: Sweep without the blind-window
 // rule.
-func (s *Store) sweepUnguarded(ctx context.Context, at *time.Time, interval time.Duration, limit int) ([]heartbeat.Event, error) {
+func (s *Store) sweepUnguarded(ctx context.Context, at *time.Time, interval time.Duration, limit int) ([]registry.Event, error) {
 	rows, err := s.pool.Query(ctx, `
 SELECT 0::bigint, event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body
 FROM mcp_sweep($1::timestamptz, $2::bigint * interval '1 microsecond', $3::bigint * interval '1 microsecond', $4)`,
-		at, heartbeat.DegradedAfter(interval).Microseconds(), heartbeat.UnhealthyAfter(interval).Microseconds(), limit)
+		at, registry.DegradedAfter(interval).Microseconds(), registry.UnhealthyAfter(interval).Microseconds(), limit)
 	if err != nil {
 		return nil, translate(err)
 	}
-	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (heartbeat.Event, error) { return scanEvent(row) })
+	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (registry.Event, error) { return scanEvent(row) })
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -306,28 +306,28 @@ func (r *heartbeatRow) dest() []any {
 		&r.lastHeartbeat, &r.registered, &r.deregistered, &r.traceID, &r.remotes, &r.description, &r.title))
 }
 
-func (r *heartbeatRow) server() (heartbeat.Server, error) {
+func (r *heartbeatRow) server() (registry.Server, error) {
 	if r.serverID == nil {
-		return heartbeat.Server{}, fmt.Errorf("server row missing after update")
+		return registry.Server{}, fmt.Errorf("server row missing after update")
 	}
-	srv := heartbeat.Server{
+	srv := registry.Server{
 		ServerID:           *r.serverID,
 		TenantID:           *r.tenantID,
 		ModuleName:         *r.module,
 		Version:            *r.version,
 		SupportedProtocols: r.protocols,
-		Status:             heartbeat.Status(*r.status),
+		Status:             registry.Status(*r.status),
 		LastHeartbeatAt:    *r.lastHeartbeat,
 		RegisteredAt:       *r.registered,
 		DeregisteredAt:     r.deregistered,
 	}
 	if err := finishServer(&srv, r.caps, r.traceID, r.remotes, r.description, r.title); err != nil {
-		return heartbeat.Server{}, err
+		return registry.Server{}, err
 	}
 	return srv, nil
 }
 
-func (r *heartbeatRow) event() (*heartbeat.Event, error) {
+func (r *heartbeatRow) event() (*registry.Event, error) {
 	ev, ok, err := r.ev.event()
 	if err != nil || !ok {
 		return nil, err

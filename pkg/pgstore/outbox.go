@@ -10,10 +10,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
-var _ heartbeat.AlertOutbox = (*Store)(nil)
+var _ registry.AlertOutbox = (*Store)(nil)
 
 // AlertLease is how long a claim of a destination's cursor holds it: a
 // replica that dies while delivering keeps that destination from the others
@@ -35,12 +35,12 @@ type alertClaim struct {
 	pool        *pgxpool.Pool
 	destination string
 	claimant    uuid.UUID
-	events      []heartbeat.Event
+	events      []registry.Event
 	txids       []string
 	ended       bool
 }
 
-func (c *alertClaim) Events() []heartbeat.Event { return c.events }
+func (c *alertClaim) Events() []registry.Event { return c.events }
 
 func (c *alertClaim) Ack(ctx context.Context, n int) error {
 	if c.ended {
@@ -69,7 +69,7 @@ func (c *alertClaim) Release(ctx context.Context) {
 // ClaimAlerts takes destination's lease and returns the alert events after
 // its cursor; nil when another replica holds the lease. The lease and the
 // read are one implicit transaction, in one round trip.
-func (s *Store) ClaimAlerts(ctx context.Context, destination string, limit int) (heartbeat.AlertClaim, error) {
+func (s *Store) ClaimAlerts(ctx context.Context, destination string, limit int) (registry.AlertClaim, error) {
 	claim := &alertClaim{pool: s.pool, destination: destination, claimant: uuid.New()}
 	var pb pgx.Batch
 	pb.Queue(`SELECT mcp_alert_lease($1, $2, $3)`, destination, claim.claimant, AlertLease)
@@ -147,16 +147,16 @@ func (s *Store) PendingAlerts(ctx context.Context, destination string) (int64, t
 }
 
 // UnhealthyServers lists every tenant's unhealthy servers.
-func (s *Store) UnhealthyServers(ctx context.Context) ([]heartbeat.UnhealthyServer, error) {
+func (s *Store) UnhealthyServers(ctx context.Context) ([]registry.UnhealthyServer, error) {
 	rows, err := s.pool.Query(ctx, `
 SELECT server_id, tenant_id, module_name, version, last_heartbeat_at, trace_id, unhealthy_since
 FROM mcp_unhealthy_servers()`)
 	if err != nil {
 		return nil, translate(err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (heartbeat.UnhealthyServer, error) {
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (registry.UnhealthyServer, error) {
 		var (
-			u     heartbeat.UnhealthyServer
+			u     registry.UnhealthyServer
 			trace *string
 			since *time.Time
 		)

@@ -7,8 +7,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jonboulle/clockwork"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/pgstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 )
 
@@ -25,13 +25,13 @@ func TestAlertLease(t *testing.T) {
 	t.Cleanup(st.Close)
 	tenant := uuid.New()
 	for _, m := range []string{"alpha", "beta", "gamma"} {
-		if _, _, _, err := st.Register(ctx, tenant, heartbeat.ServerInfo{
+		if _, _, _, err := st.Register(ctx, tenant, registry.ServerInfo{
 			ModuleName: m, Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"},
 		}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if res, err := st.Sweep(ctx, heartbeat.SweepRequest{Now: epoch.Add(35 * time.Second), Interval: 10 * time.Second, Limit: 100}); err != nil || len(res.Events) != 3 {
+	if res, err := st.Sweep(ctx, registry.SweepRequest{Now: epoch.Add(35 * time.Second), Interval: 10 * time.Second, Limit: 100}); err != nil || len(res.Events) != 3 {
 		t.Fatalf("sweep: %d events, %v", len(res.Events), err)
 	}
 

@@ -11,8 +11,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jonboulle/clockwork"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/pgstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/testing/storetest"
 )
@@ -96,12 +96,12 @@ func TestTenantIsolationThroughPgBouncer(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			errs <- func() error {
-				var servers []heartbeat.Server
+				var servers []registry.Server
 				for m := range modules {
-					srv, _, _, err := st.Register(ctx, tenant, heartbeat.ServerInfo{
+					srv, _, _, err := st.Register(ctx, tenant, registry.ServerInfo{
 						ModuleName: fmt.Sprintf("t%d-m%d", ti, m), Version: "1.0.0",
 						SupportedProtocols: []string{"2025-06-18"},
-						Skills:             []heartbeat.SkillInfo{{Name: "search"}},
+						Skills:             []registry.SkillInfo{{Name: "search"}},
 					})
 					if err != nil {
 						return fmt.Errorf("tenant %d: register: %w", ti, err)
@@ -114,7 +114,7 @@ func TestTenantIsolationThroughPgBouncer(t *testing.T) {
 							return fmt.Errorf("tenant %d: heartbeat: %w", ti, err)
 						}
 					}
-					page, err := st.Servers(ctx, tenant, heartbeat.ServerFilter{Limit: 100})
+					page, err := st.Servers(ctx, tenant, registry.ServerFilter{Limit: 100})
 					if err != nil {
 						return fmt.Errorf("tenant %d: list: %w", ti, err)
 					}
@@ -128,7 +128,7 @@ func TestTenantIsolationThroughPgBouncer(t *testing.T) {
 					}
 					// Another tenant's server is not found.
 					other := ids[(ti+1)%tenants]
-					if _, err := st.Server(ctx, other, servers[0].ServerID); !errors.Is(err, heartbeat.ErrNotFound) {
+					if _, err := st.Server(ctx, other, servers[0].ServerID); !errors.Is(err, registry.ErrNotFound) {
 						return fmt.Errorf("tenant %d: its server read as another tenant: %v, want ErrNotFound", ti, err)
 					}
 				}
@@ -144,7 +144,7 @@ func TestTenantIsolationThroughPgBouncer(t *testing.T) {
 		}
 	}
 	// The sweep (every tenant) works through the pooler too.
-	res, err := st.Sweep(ctx, heartbeat.SweepRequest{Now: time.Now().Add(time.Hour), Interval: 10 * time.Second, Limit: 1000})
+	res, err := st.Sweep(ctx, registry.SweepRequest{Now: time.Now().Add(time.Hour), Interval: 10 * time.Second, Limit: 1000})
 	evs := res.Events
 	if err != nil {
 		t.Fatalf("sweep through pgbouncer: %v", err)

@@ -7,26 +7,26 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // Server returns one server of tenant.
-func (s *Store) Server(ctx context.Context, tenant, serverID uuid.UUID) (heartbeat.Server, error) {
+func (s *Store) Server(ctx context.Context, tenant, serverID uuid.UUID) (registry.Server, error) {
 	servers, err := queryInTenant(ctx, s, tenant, collectServer,
 		`SELECT `+serverColumns+` FROM mcp_servers WHERE server_id = $1`, serverID)
 	if err != nil {
-		return heartbeat.Server{}, err
+		return registry.Server{}, err
 	}
 	if len(servers) == 0 {
-		return heartbeat.Server{}, heartbeat.ErrNotFound
+		return registry.Server{}, registry.ErrNotFound
 	}
 	return servers[0], nil
 }
 
-func collectServer(row pgx.CollectableRow) (heartbeat.Server, error) { return scanServer(row) }
+func collectServer(row pgx.CollectableRow) (registry.Server, error) { return scanServer(row) }
 
 // Servers returns a page of tenant's servers ordered by module name.
-func (s *Store) Servers(ctx context.Context, tenant uuid.UUID, f heartbeat.ServerFilter) (heartbeat.ServerPage, error) {
+func (s *Store) Servers(ctx context.Context, tenant uuid.UUID, f registry.ServerFilter) (registry.ServerPage, error) {
 	limit := pageLimit(f.Limit)
 	var status, module *string
 	if f.Status != "" {
@@ -52,20 +52,20 @@ func (s *Store) Servers(ctx context.Context, tenant uuid.UUID, f heartbeat.Serve
 	rows, horizon, err := queryInTenantAt(ctx, s, tenant, collectPageServer, serversPageSQL,
 		tenant, status, module, afterModule, limit+1, f.PageBytes())
 	if err != nil {
-		return heartbeat.ServerPage{}, err
+		return registry.ServerPage{}, err
 	}
-	page := heartbeat.ServerPage{Horizon: horizon}
-	page.Servers = make([]heartbeat.Server, 0, len(rows))
+	page := registry.ServerPage{Horizon: horizon}
+	page.Servers = make([]registry.Server, 0, len(rows))
 	for _, r := range rows {
 		if r.n > int64(limit) || r.before >= int64(f.PageBytes()) {
 			last := page.Servers[len(page.Servers)-1]
-			page.Next = &heartbeat.ServerCursor{ModuleName: last.ModuleName, ServerID: last.ServerID}
+			page.Next = &registry.ServerCursor{ModuleName: last.ModuleName, ServerID: last.ServerID}
 			break
 		}
 		page.Servers = append(page.Servers, r.srv)
 	}
 	if page.Servers == nil {
-		page.Servers = []heartbeat.Server{}
+		page.Servers = []registry.Server{}
 	}
 	return page, nil
 }
@@ -97,7 +97,7 @@ ORDER BY module_name`
 
 // pageServer is one row of serversPageSQL.
 type pageServer struct {
-	srv       heartbeat.Server
+	srv       registry.Server
 	n, before int64
 }
 
@@ -109,15 +109,15 @@ func collectPageServer(row pgx.CollectableRow) (pageServer, error) {
 }
 
 // Skills returns the skills of one of tenant's servers, by name.
-func (s *Store) Skills(ctx context.Context, tenant, serverID uuid.UUID) ([]heartbeat.Skill, error) {
-	var skills []heartbeat.Skill
+func (s *Store) Skills(ctx context.Context, tenant, serverID uuid.UUID) ([]registry.Skill, error) {
+	var skills []registry.Skill
 	err := s.inTenant(ctx, tenant, func(tx pgx.Tx) error {
 		var exists bool
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM mcp_servers WHERE server_id = $1)`, serverID).Scan(&exists); err != nil {
 			return err
 		}
 		if !exists {
-			return heartbeat.ErrNotFound
+			return registry.ErrNotFound
 		}
 		rows, err := tx.Query(ctx, `
 SELECT skill_id, server_id, name, description, available, unavailable_reason
@@ -125,8 +125,8 @@ FROM mcp_skills WHERE server_id = $1 ORDER BY name`, serverID)
 		if err != nil {
 			return err
 		}
-		skills, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (heartbeat.Skill, error) {
-			var sk heartbeat.Skill
+		skills, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (registry.Skill, error) {
+			var sk registry.Skill
 			err := row.Scan(&sk.SkillID, &sk.ServerID, &sk.Name, &sk.Description, &sk.Available, &sk.UnavailableReason)
 			return sk, err
 		})
@@ -136,7 +136,7 @@ FROM mcp_skills WHERE server_id = $1 ORDER BY name`, serverID)
 		return nil, err
 	}
 	if skills == nil {
-		skills = []heartbeat.Skill{}
+		skills = []registry.Skill{}
 	}
 	return skills, nil
 }
@@ -170,7 +170,7 @@ func collectEventsRow(row pgx.CollectableRow) (eventsRow, error) {
 // While the snapshot holds newer events of the tenant that are not yet
 // below the horizon and the page has room, it reads again, for at most
 // settleWait.
-func (s *Store) Events(ctx context.Context, tenant uuid.UUID, f heartbeat.EventFilter) (heartbeat.EventPage, error) {
+func (s *Store) Events(ctx context.Context, tenant uuid.UUID, f registry.EventFilter) (registry.EventPage, error) {
 	limit := pageLimit(f.Limit)
 	var kind, module *string
 	if f.Kind != "" {
@@ -212,12 +212,12 @@ LEFT JOIN LATERAL (
 ) e ON true
 ORDER BY e.txid, e.seq`, tenant, xid8Text(f.After.TxID), f.After.Seq, f.ServerID, module, kind, limit+1)
 		if err != nil {
-			return heartbeat.EventPage{}, err
+			return registry.EventPage{}, err
 		}
 		full := len(rows) > limit
 		if !full && len(rows) > 0 && rows[0].unsettled && time.Now().Add(pause).Before(deadline) {
 			if err := sleepCtx(ctx, pause); err != nil {
-				return heartbeat.EventPage{}, translate(err)
+				return registry.EventPage{}, translate(err)
 			}
 			pause = min(2*pause, 20*time.Millisecond)
 			continue
@@ -226,7 +226,7 @@ ORDER BY e.txid, e.seq`, tenant, xid8Text(f.After.TxID), f.After.Seq, f.ServerID
 		for i := range rows {
 			feed[i] = rows[i].feedRow
 		}
-		var page heartbeat.EventPage
+		var page registry.EventPage
 		page.Events, page.Horizon = feedEvents(feed)
 		// Never before the page's start: a horizon may stand before a
 		// position an earlier read handed out (see mcp_feed_horizon).
@@ -238,7 +238,7 @@ ORDER BY e.txid, e.seq`, tenant, xid8Text(f.After.TxID), f.After.Seq, f.ServerID
 			page.Horizon = next
 		}
 		if page.Events == nil {
-			page.Events = []heartbeat.Event{}
+			page.Events = []registry.Event{}
 		}
 		return page, nil
 	}
@@ -257,7 +257,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // FindSkills returns a page of tenant's skills by name, then module name.
-func (s *Store) FindSkills(ctx context.Context, tenant uuid.UUID, f heartbeat.SkillFilter) (heartbeat.SkillPage, error) {
+func (s *Store) FindSkills(ctx context.Context, tenant uuid.UUID, f registry.SkillFilter) (registry.SkillPage, error) {
 	limit := pageLimit(f.Limit)
 	var name, module, protocol, status *string
 	if f.Name != "" {
@@ -278,7 +278,7 @@ func (s *Store) FindSkills(ctx context.Context, tenant uuid.UUID, f heartbeat.Sk
 		afterName, afterModule = f.After.Name, f.After.ModuleName
 	}
 	var (
-		page heartbeat.SkillPage
+		page registry.SkillPage
 		err  error
 	)
 	page.Skills, page.Horizon, err = queryInTenantAt(ctx, s, tenant, collectSkillEntry, `
@@ -297,22 +297,22 @@ WHERE sk.tenant_id = $1
 ORDER BY sk.name, s.module_name
 LIMIT $9`, tenant, name, module, f.Available, protocol, status, afterName, afterModule, limit+1)
 	if err != nil {
-		return heartbeat.SkillPage{}, err
+		return registry.SkillPage{}, err
 	}
 	if len(page.Skills) > limit {
 		page.Skills = page.Skills[:limit]
 		last := page.Skills[limit-1]
-		page.Next = &heartbeat.SkillCursor{Name: last.Name, ModuleName: last.ModuleName}
+		page.Next = &registry.SkillCursor{Name: last.Name, ModuleName: last.ModuleName}
 	}
 	if page.Skills == nil {
-		page.Skills = []heartbeat.SkillEntry{}
+		page.Skills = []registry.SkillEntry{}
 	}
 	return page, nil
 }
 
-func collectSkillEntry(row pgx.CollectableRow) (heartbeat.SkillEntry, error) {
+func collectSkillEntry(row pgx.CollectableRow) (registry.SkillEntry, error) {
 	var (
-		sk      heartbeat.SkillEntry
+		sk      registry.SkillEntry
 		status  string
 		remotes []byte
 	)
@@ -320,7 +320,7 @@ func collectSkillEntry(row pgx.CollectableRow) (heartbeat.SkillEntry, error) {
 		&sk.ModuleName, &status, &sk.Version, &sk.SupportedProtocols, &remotes); err != nil {
 		return sk, err
 	}
-	sk.ServerStatus = heartbeat.Status(status)
+	sk.ServerStatus = registry.Status(status)
 	var err error
 	if sk.Remotes, err = decodeRemotes(remotes); err != nil {
 		return sk, err
@@ -334,9 +334,9 @@ func collectSkillEntry(row pgx.CollectableRow) (heartbeat.SkillEntry, error) {
 func pageLimit(n int) int {
 	switch {
 	case n <= 0:
-		return heartbeat.DefaultPageLimit
-	case n > heartbeat.MaxPageLimit:
-		return heartbeat.MaxPageLimit
+		return registry.DefaultPageLimit
+	case n > registry.MaxPageLimit:
+		return registry.MaxPageLimit
 	}
 	return n
 }

@@ -10,14 +10,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jonboulle/clockwork"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/pgstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 // On a database that answers but cannot write (a standby, or here
-// default_transaction_read_only), every write is heartbeat.ErrUnavailable
+// default_transaction_read_only), every write is registry.ErrUnavailable
 // (503 with Retry-After, not 500), Ping says not ready, and reads still
 // answer.
 func TestReadOnlyDatabase(t *testing.T) {
@@ -28,7 +28,7 @@ func TestReadOnlyDatabase(t *testing.T) {
 	writable := pgstore.New(db.App, pgstore.Options{Clock: clock})
 	t.Cleanup(writable.Close)
 	tenant := uuid.New()
-	info := heartbeat.ServerInfo{ModuleName: "calendar", Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}
+	info := registry.ServerInfo{ModuleName: "calendar", Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}
 	srv, _, _, err := writable.Register(ctx, tenant, info)
 	if err != nil {
 		t.Fatal(err)
@@ -47,8 +47,8 @@ func TestReadOnlyDatabase(t *testing.T) {
 
 	unavailable := func(what string, err error) {
 		t.Helper()
-		if !errors.Is(err, heartbeat.ErrUnavailable) {
-			t.Fatalf("%s on a read-only database: %v; want heartbeat.ErrUnavailable", what, err)
+		if !errors.Is(err, registry.ErrUnavailable) {
+			t.Fatalf("%s on a read-only database: %v; want registry.ErrUnavailable", what, err)
 		}
 	}
 	err = st.Ping(ctx)
@@ -56,18 +56,18 @@ func TestReadOnlyDatabase(t *testing.T) {
 	if !errors.Is(err, pgstore.ErrReadOnly) {
 		t.Fatalf("Ping: %v; want pgstore.ErrReadOnly", err)
 	}
-	_, _, _, err = st.Register(ctx, tenant, heartbeat.ServerInfo{ModuleName: "mail", Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}})
+	_, _, _, err = st.Register(ctx, tenant, registry.ServerInfo{ModuleName: "mail", Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}})
 	unavailable("Register", err)
 	_, _, err = st.Heartbeat(ctx, tenant, srv.ServerID)
 	unavailable("Heartbeat", err)
 	_, _, err = st.Deregister(ctx, tenant, srv.ServerID)
 	unavailable("Deregister", err)
-	_, err = st.Sweep(ctx, heartbeat.SweepRequest{Now: epoch.Add(time.Hour), Interval: 10 * time.Second, Limit: 100})
+	_, err = st.Sweep(ctx, registry.SweepRequest{Now: epoch.Add(time.Hour), Interval: 10 * time.Second, Limit: 100})
 	unavailable("Sweep", err)
 	_, err = st.ClaimAlerts(ctx, "d", 10)
 	unavailable("ClaimAlerts", err)
 
-	if got, err := st.Server(ctx, tenant, srv.ServerID); err != nil || got.Status != heartbeat.StatusHealthy {
+	if got, err := st.Server(ctx, tenant, srv.ServerID); err != nil || got.Status != registry.StatusHealthy {
 		t.Fatalf("read on a read-only database: %+v, %v", got, err)
 	}
 	if err := writable.Ping(ctx); err != nil {
@@ -109,12 +109,12 @@ func TestPingWhenCommitsWait(t *testing.T) {
 		pctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		err := waiting.Ping(pctx)
 		cancel()
-		if err != nil && !errors.Is(err, heartbeat.ErrUnavailable) {
-			t.Fatalf("Ping while commits wait for a standby that is gone: %v; want heartbeat.ErrUnavailable", err)
+		if err != nil && !errors.Is(err, registry.ErrUnavailable) {
+			t.Fatalf("Ping while commits wait for a standby that is gone: %v; want registry.ErrUnavailable", err)
 		}
 		return err != nil
 	})
-	if _, err := waiting.Servers(ctx, uuid.New(), heartbeat.ServerFilter{Limit: 10}); err != nil {
+	if _, err := waiting.Servers(ctx, uuid.New(), registry.ServerFilter{Limit: 10}); err != nil {
 		t.Fatalf("a read while commits wait: %v", err)
 	}
 	// Commits go through again once no standby is waited for.

@@ -14,8 +14,9 @@ import (
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/feed"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/pgstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
@@ -23,7 +24,7 @@ import (
 // hubSink tells the hub of each event the registrar wrote, as mcpd does.
 type hubSink struct{ hub *feed.Hub }
 
-func (s hubSink) Transition(_ context.Context, ev heartbeat.Event) { s.hub.Wrote(ev) }
+func (s hubSink) Transition(_ context.Context, ev registry.Event) { s.hub.Wrote(ev) }
 
 func newReplica(t *testing.T, db *pgtest.DB, secret []byte) (http.Handler, *pgstore.Store, func() int64) {
 	t.Helper()
@@ -52,7 +53,7 @@ func newReplica(t *testing.T, db *pgtest.DB, secret []byte) (http.Handler, *pgst
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{Store: store, Sink: hubSink{hub}})
+	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: store, Sink: hubSink{hub}})
 	h := api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: verifier, Catalog: store, Feed: hub,
 		CursorKey: store.CursorKey})
 	return h, store, func() int64 { return apiPool.Stat().AcquireCount() }

@@ -14,7 +14,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/schema"
 )
 
@@ -44,7 +44,7 @@ type Options struct {
 	Tracer trace.TracerProvider
 }
 
-// Store is the PostgreSQL heartbeat.Store.
+// Store is the PostgreSQL registry.Store.
 type Store struct {
 	pool         *pgxpool.Pool
 	clock        clockwork.Clock
@@ -55,8 +55,8 @@ type Store struct {
 }
 
 var (
-	_ heartbeat.Store         = (*Store)(nil)
-	_ heartbeat.StatusCounter = (*Store)(nil)
+	_ registry.Store         = (*Store)(nil)
+	_ registry.StatusCounter = (*Store)(nil)
 )
 
 // DefaultMaxConns is the pool's size unless the URL's pool_max_conns says
@@ -132,7 +132,7 @@ func New(pool *pgxpool.Pool, opts Options) *Store {
 }
 
 // Close stops the heartbeat batcher; heartbeats still queued fail with
-// heartbeat.ErrUnavailable. It does not close the pool.
+// registry.ErrUnavailable. It does not close the pool.
 func (s *Store) Close() { s.batcher.close() }
 
 // now is the timestamp parameter of a statement: nil lets the database use
@@ -227,7 +227,7 @@ func queryInTenantAfterHorizon[T any](ctx context.Context, s *Store, tenant uuid
 // queryInTenantAt is queryInTenant that also reads the horizon before the
 // query, in the same round trip: a watch from it misses nothing that the
 // query's answer does not reflect.
-func queryInTenantAt[T any](ctx context.Context, s *Store, tenant uuid.UUID, collect pgx.RowToFunc[T], sql string, args ...any) ([]T, heartbeat.Position, error) {
+func queryInTenantAt[T any](ctx context.Context, s *Store, tenant uuid.UUID, collect pgx.RowToFunc[T], sql string, args ...any) ([]T, registry.Position, error) {
 	var (
 		pb       pgx.Batch
 		timeline int64
@@ -239,9 +239,9 @@ func queryInTenantAt[T any](ctx context.Context, s *Store, tenant uuid.UUID, col
 	pb.Queue(setTenantForRead, tenant.String())
 	pb.Queue(sql, args...)
 	br := s.pool.SendBatch(ctx, &pb)
-	fail := func(err error) ([]T, heartbeat.Position, error) {
+	fail := func(err error) ([]T, registry.Position, error) {
 		_ = br.Close()
-		return nil, heartbeat.Position{}, translate(err)
+		return nil, registry.Position{}, translate(err)
 	}
 	if err := br.QueryRow().Scan(&timeline, &horizon); err != nil {
 		return fail(err)
@@ -258,7 +258,7 @@ func queryInTenantAt[T any](ctx context.Context, s *Store, tenant uuid.UUID, col
 		return fail(err)
 	}
 	if err := br.Close(); err != nil {
-		return nil, heartbeat.Position{}, translate(err)
+		return nil, registry.Position{}, translate(err)
 	}
 	pos, err := horizonPosition(timeline, horizon)
 	return out, pos, err
@@ -296,9 +296,9 @@ func prefixed(prefix string) string {
 type rowScanner interface{ Scan(dest ...any) error }
 
 // scanServer scans a row of serverColumns and then into extra.
-func scanServer(row rowScanner, extra ...any) (heartbeat.Server, error) {
+func scanServer(row rowScanner, extra ...any) (registry.Server, error) {
 	var (
-		srv         heartbeat.Server
+		srv         registry.Server
 		caps        []byte
 		status      string
 		traceID     *string
@@ -309,18 +309,18 @@ func scanServer(row rowScanner, extra ...any) (heartbeat.Server, error) {
 		&caps, &status, &srv.LastHeartbeatAt, &srv.RegisteredAt, &srv.DeregisteredAt, &traceID,
 		&remotes, &desc, &title}, extra...)
 	if err := row.Scan(dest...); err != nil {
-		return heartbeat.Server{}, err
+		return registry.Server{}, err
 	}
-	srv.Status = heartbeat.Status(status)
+	srv.Status = registry.Status(status)
 	if err := finishServer(&srv, caps, traceID, remotes, desc, title); err != nil {
-		return heartbeat.Server{}, err
+		return registry.Server{}, err
 	}
 	return srv, nil
 }
 
 // decodeRemotes decodes the remotes column; none is an empty list.
-func decodeRemotes(raw []byte) ([]heartbeat.Remote, error) {
-	out := []heartbeat.Remote{}
+func decodeRemotes(raw []byte) ([]registry.Remote, error) {
+	out := []registry.Remote{}
 	if len(raw) == 0 {
 		return out, nil
 	}
@@ -328,13 +328,13 @@ func decodeRemotes(raw []byte) ([]heartbeat.Remote, error) {
 		return nil, fmt.Errorf("decode remotes: %w", err)
 	}
 	if out == nil {
-		out = []heartbeat.Remote{}
+		out = []registry.Remote{}
 	}
 	return out, nil
 }
 
 // encodeRemotes is the remotes column of a registration.
-func encodeRemotes(r []heartbeat.Remote) []byte {
+func encodeRemotes(r []registry.Remote) []byte {
 	if len(r) == 0 {
 		return []byte("[]")
 	}
@@ -353,7 +353,7 @@ func nullIfEmpty(s string) *string {
 // finishServer fills in what every read of a server row decodes the same
 // way: the nullable capabilities, trace id, description and title, the
 // remotes, and UTC times.
-func finishServer(srv *heartbeat.Server, caps []byte, traceID *string, remotes []byte, desc, title *string) error {
+func finishServer(srv *registry.Server, caps []byte, traceID *string, remotes []byte, desc, title *string) error {
 	var err error
 	if srv.Remotes, err = decodeRemotes(remotes); err != nil {
 		return err
@@ -383,10 +383,10 @@ func finishServer(srv *heartbeat.Server, caps []byte, traceID *string, remotes [
 const eventColumns = `seq, event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
 	trace_id, occurred_at, body`
 
-func scanEvent(row rowScanner) (heartbeat.Event, error) {
+func scanEvent(row rowScanner) (registry.Event, error) {
 	var r eventRow
 	if err := row.Scan(r.appendDest(make([]any, 0, 11))...); err != nil {
-		return heartbeat.Event{}, err
+		return registry.Event{}, err
 	}
 	ev, _, err := r.event()
 	return ev, err
@@ -418,27 +418,27 @@ func (r *eventRow) appendDestNoSeq(d []any) []any {
 // event decodes the row's event, the same way for every read: UTC time,
 // nil from status for none, the body with its lists never nil. ok is
 // false, with no error, when the row carries no event (event_id NULL).
-func (r *eventRow) event() (ev heartbeat.Event, ok bool, err error) {
+func (r *eventRow) event() (ev registry.Event, ok bool, err error) {
 	if r.eventID == nil {
-		return heartbeat.Event{}, false, nil
+		return registry.Event{}, false, nil
 	}
 	if r.tenant == nil || r.kind == nil || r.server == nil || r.module == nil || r.to == nil || r.occurred == nil {
-		return heartbeat.Event{}, false, fmt.Errorf("audit row %s: a required column is null", *r.eventID)
+		return registry.Event{}, false, fmt.Errorf("audit row %s: a required column is null", *r.eventID)
 	}
-	ev = heartbeat.Event{EventID: *r.eventID, TenantID: *r.tenant, Kind: heartbeat.EventKind(*r.kind),
-		ServerID: *r.server, ModuleName: *r.module, ToStatus: heartbeat.Status(*r.to), OccurredAt: r.occurred.UTC()}
+	ev = registry.Event{EventID: *r.eventID, TenantID: *r.tenant, Kind: registry.EventKind(*r.kind),
+		ServerID: *r.server, ModuleName: *r.module, ToStatus: registry.Status(*r.to), OccurredAt: r.occurred.UTC()}
 	if r.seq != nil {
 		ev.Seq = *r.seq
 	}
 	if r.from != nil {
-		st := heartbeat.Status(*r.from)
+		st := registry.Status(*r.from)
 		ev.FromStatus = &st
 	}
 	if r.trace != nil {
 		ev.TraceID = strings.TrimSpace(*r.trace)
 	}
 	if err := json.Unmarshal(r.body, &ev.Body); err != nil {
-		return heartbeat.Event{}, false, fmt.Errorf("decode event body: %w", err)
+		return registry.Event{}, false, fmt.Errorf("decode event body: %w", err)
 	}
 	if ev.Body.SkillsAffected == nil {
 		ev.Body.SkillsAffected = []string{}
@@ -451,7 +451,7 @@ func (r *eventRow) event() (ev heartbeat.Event, ok bool, err error) {
 
 // Ping reports whether the database answers, its schema is the one this
 // build expects, and it commits a write. A read-only database (a standby,
-// or default_transaction_read_only) is heartbeat.ErrUnavailable with cause
+// or default_transaction_read_only) is registry.ErrUnavailable with cause
 // ErrReadOnly. Otherwise Ping writes an empty transactional WAL message
 // (pg_logical_emit_message, prefix mcpd.ready: no table, a few dozen bytes
 // of WAL), so that its commit waits, like every write's, for a synchronous
@@ -468,19 +468,19 @@ SELECT CASE WHEN current_setting('transaction_read_only')::boolean OR pg_is_in_r
 		return translate(err)
 	}
 	if readOnly {
-		return fmt.Errorf("%w: %w", heartbeat.ErrUnavailable, ErrReadOnly)
+		return fmt.Errorf("%w: %w", registry.ErrUnavailable, ErrReadOnly)
 	}
 	return nil
 }
 
 // CountByStatus counts servers per status across every tenant.
-func (s *Store) CountByStatus(ctx context.Context) (map[heartbeat.Status]int64, error) {
+func (s *Store) CountByStatus(ctx context.Context) (map[registry.Status]int64, error) {
 	rows, err := s.pool.Query(ctx, `SELECT status, servers FROM mcp_status_counts()`)
 	if err != nil {
 		return nil, translate(err)
 	}
-	counts := make(map[heartbeat.Status]int64, len(heartbeat.Statuses))
-	for _, st := range heartbeat.Statuses {
+	counts := make(map[registry.Status]int64, len(registry.Statuses))
+	for _, st := range registry.Statuses {
 		counts[st] = 0
 	}
 	var (
@@ -488,7 +488,7 @@ func (s *Store) CountByStatus(ctx context.Context) (map[heartbeat.Status]int64, 
 		n      int64
 	)
 	_, err = pgx.ForEachRow(rows, []any{&status, &n}, func() error {
-		counts[heartbeat.Status(status)] = n
+		counts[registry.Status(status)] = n
 		return nil
 	})
 	return counts, translate(err)

@@ -18,7 +18,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/apiwire"
 	"github.com/cyberos/mcpd/pkg/client"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // Options configures a run.
@@ -112,10 +112,10 @@ func moduleName(prefix string, i int) string { return fmt.Sprintf("%s-%04d", pre
 
 // apiClient is what a run needs of the client.
 type apiClient interface {
-	Register(ctx context.Context, req apiwire.RegisterRequest, traceparent string) (heartbeat.Server, bool, error)
-	Heartbeat(ctx context.Context, id uuid.UUID) (heartbeat.Server, error)
-	Deregister(ctx context.Context, id uuid.UUID) (heartbeat.Server, error)
-	AllServers(ctx context.Context, p client.ListServersParams) ([]heartbeat.Server, error)
+	Register(ctx context.Context, req apiwire.RegisterRequest, traceparent string) (registry.Server, bool, error)
+	Heartbeat(ctx context.Context, id uuid.UUID) (registry.Server, error)
+	Deregister(ctx context.Context, id uuid.UUID) (registry.Server, error)
+	AllServers(ctx context.Context, p client.ListServersParams) ([]registry.Server, error)
 }
 
 var _ apiClient = (*client.Client)(nil)
@@ -241,7 +241,7 @@ func (r *runner) register(ctx context.Context) error {
 				ModuleName:         moduleName(r.opts.Prefix, i),
 				Version:            SimVersion,
 				SupportedProtocols: []string{SimProtocol},
-				Skills:             []heartbeat.SkillInfo{{Name: "echo", Description: "simulated by mcpctl heartbeat-simulate"}},
+				Skills:             []registry.SkillInfo{{Name: "echo", Description: "simulated by mcpctl heartbeat-simulate"}},
 			}, "")
 			if err != nil {
 				cancel(fmt.Errorf("register %s: %w", moduleName(r.opts.Prefix, i), err))
@@ -266,7 +266,7 @@ func (r *runner) register(ctx context.Context) error {
 		r.interval = time.Duration(interval.Load())
 	}
 	if r.interval <= 0 {
-		r.interval = heartbeat.DefaultHeartbeatInterval
+		r.interval = registry.DefaultHeartbeatInterval
 	}
 	return nil
 }

@@ -22,8 +22,9 @@ import (
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/client"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -60,7 +61,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 		t.Fatal(err)
 	}
 	b := &bundle{store: memstore.New(clockwork.NewRealClock()), tenant: uuid.New()}
-	reg := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{Store: b.store, HeartbeatInterval: testInterval.Seconds()})
+	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: b.store, HeartbeatInterval: testInterval.Seconds()})
 	h := api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: verifier})
 	inner := h
 	h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -86,7 +87,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 		done := make(chan struct{})
 		// Blind-window protection off: at these compressed intervals a starved
 		// test machine would open windows and hold back the marks verify expects.
-		mon := heartbeat.NewMonitor(heartbeat.MonitorOptions{Store: b.store, HeartbeatInterval: testInterval, Period: testPeriod, BlindAfter: -1})
+		mon := lifecycle.NewMonitor(lifecycle.MonitorOptions{Store: b.store, HeartbeatInterval: testInterval, Period: testPeriod, BlindAfter: -1})
 		go func() { defer close(done); _ = mon.Run(ctx) }()
 		t.Cleanup(func() { cancel(); <-done })
 	}
@@ -94,13 +95,13 @@ func setup(t *testing.T, o setupOpts) *bundle {
 }
 
 // statuses returns every server of the tenant by module name.
-func (b *bundle) statuses(t *testing.T) map[string]heartbeat.Status {
+func (b *bundle) statuses(t *testing.T) map[string]registry.Status {
 	t.Helper()
 	all, err := b.c.AllServers(context.Background(), client.ListServersParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]heartbeat.Status{}
+	out := map[string]registry.Status{}
 	for _, s := range all {
 		out[s.ModuleName] = s.Status
 	}
@@ -156,7 +157,7 @@ func TestRunSteadyLoadVerifies(t *testing.T) {
 		t.Fatalf("verify %+v failed %v", sum.Verify, sum.VerifyFailed)
 	}
 	st := b.statuses(t)
-	if len(st) != 20 || st["sim-0001"] != heartbeat.StatusHealthy || st["sim-0020"] != heartbeat.StatusHealthy {
+	if len(st) != 20 || st["sim-0001"] != registry.StatusHealthy || st["sim-0020"] != registry.StatusHealthy {
 		t.Fatalf("servers left registered: %v", st)
 	}
 	p := progress.String()
@@ -201,10 +202,10 @@ events:
 		t.Fatalf("checked %d, deregistered %d, skipped %d", sum.Verify.Checked, sum.Deregistered, sum.SkippedByScenario)
 	}
 	st := b.statuses(t)
-	for i, want := range map[int]heartbeat.Status{
-		0: heartbeat.StatusUnhealthy, 4: heartbeat.StatusUnhealthy,
-		5: heartbeat.StatusDeregistered, 6: heartbeat.StatusDeregistered,
-		7: heartbeat.StatusHealthy, 8: heartbeat.StatusHealthy, 9: heartbeat.StatusHealthy, 19: heartbeat.StatusHealthy,
+	for i, want := range map[int]registry.Status{
+		0: registry.StatusUnhealthy, 4: registry.StatusUnhealthy,
+		5: registry.StatusDeregistered, 6: registry.StatusDeregistered,
+		7: registry.StatusHealthy, 8: registry.StatusHealthy, 9: registry.StatusHealthy, 19: registry.StatusHealthy,
 	} {
 		if got := st[moduleName("sim", i)]; got != want {
 			t.Fatalf("server %d is %s, want %s (all: %v)", i, got, want, st)
@@ -212,15 +213,15 @@ events:
 	}
 	// The stopped servers went through degraded to unhealthy, and 8, 9
 	// recovered: the monitor really did see them.
-	evs, err := b.store.Events(context.Background(), b.tenant, heartbeat.EventFilter{Limit: 1000})
+	evs, err := b.store.Events(context.Background(), b.tenant, registry.EventFilter{Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
-	kinds := map[heartbeat.EventKind]int{}
+	kinds := map[registry.EventKind]int{}
 	for _, ev := range evs.Events {
 		kinds[ev.Kind]++
 	}
-	if kinds[heartbeat.KindUnhealthy] < 5 || kinds[heartbeat.KindRecovered] < 2 || kinds[heartbeat.KindDeregistered] != 2 {
+	if kinds[registry.KindUnhealthy] < 5 || kinds[registry.KindRecovered] < 2 || kinds[registry.KindDeregistered] != 2 {
 		t.Fatalf("audit kinds %v", kinds)
 	}
 }
@@ -240,7 +241,7 @@ func TestVerifyDetectsMismatch(t *testing.T) {
 	}
 	for i, m := range sum.Verify.Mismatches {
 		if m.Index != i || m.ModuleName != moduleName("sim", i) || m.Got != "healthy" ||
-			!slices.Equal(m.Want, []heartbeat.Status{heartbeat.StatusUnhealthy}) {
+			!slices.Equal(m.Want, []registry.Status{registry.StatusUnhealthy}) {
 			t.Fatalf("mismatch %d: %+v", i, m)
 		}
 	}
@@ -316,7 +317,7 @@ func TestDeregisterAtEnd(t *testing.T) {
 		t.Fatalf("servers %v", st)
 	}
 	for m, s := range st {
-		if !strings.HasPrefix(m, "load-000") || s != heartbeat.StatusDeregistered {
+		if !strings.HasPrefix(m, "load-000") || s != registry.StatusDeregistered {
 			t.Fatalf("%s is %s after deregister_at_end", m, s)
 		}
 	}
@@ -535,7 +536,7 @@ func TestSummaryJSONShape(t *testing.T) {
 	t.Parallel()
 	s := Summary{Servers: 2, ErrorsByStatus: map[string]int64{"503": 1},
 		Verify: &VerifyResult{Checked: 2, Mismatches: []Mismatch{{Index: 1, ModuleName: "sim-0002",
-			ServerID: uuid.Nil.String(), Want: []heartbeat.Status{heartbeat.StatusUnhealthy}, Got: "healthy"}}},
+			ServerID: uuid.Nil.String(), Want: []registry.Status{registry.StatusUnhealthy}, Got: "healthy"}}},
 		VerifyFailed: true}
 	b, err := json.Marshal(s)
 	if err != nil {
@@ -651,7 +652,7 @@ func TestExpectWindows(t *testing.T) {
 		t.Fatal("a failed deregistration has an expectation")
 	}
 	gone.deregOK.Store(true)
-	if got := r.expect(gone, now); !slices.Equal(got, []heartbeat.Status{heartbeat.StatusDeregistered}) {
+	if got := r.expect(gone, now); !slices.Equal(got, []registry.Status{registry.StatusDeregistered}) {
 		t.Fatalf("deregistered: %v", got)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // Summary is the outcome of a run; its JSON is what `-o json` prints.
@@ -59,11 +59,11 @@ type VerifyResult struct {
 
 // Mismatch is a server whose status is not the one expected.
 type Mismatch struct {
-	Index      int                `json:"index"`
-	ModuleName string             `json:"module_name"`
-	ServerID   string             `json:"server_id"`
-	Want       []heartbeat.Status `json:"want"` // one status, or two near a boundary
-	Got        string             `json:"got"`  // a status, or "missing"
+	Index      int               `json:"index"`
+	ModuleName string            `json:"module_name"`
+	ServerID   string            `json:"server_id"`
+	Want       []registry.Status `json:"want"` // one status, or two near a boundary
+	Got        string            `json:"got"`  // a status, or "missing"
 }
 
 // maxMismatchLines bounds the mismatches WriteText lists.

@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cyberos/mcpd/pkg/client"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // The API does not tell its monitor period; verification assumes half the
@@ -23,9 +23,9 @@ const (
 )
 
 // liveLevels orders the statuses of a live server by silence.
-var liveLevels = []heartbeat.Status{heartbeat.StatusHealthy, heartbeat.StatusDegraded, heartbeat.StatusUnhealthy}
+var liveLevels = []registry.Status{registry.StatusHealthy, registry.StatusDegraded, registry.StatusUnhealthy}
 
-func level(s heartbeat.Status) int {
+func level(s registry.Status) int {
 	for i, l := range liveLevels {
 		if l == s {
 			return i
@@ -36,18 +36,18 @@ func level(s heartbeat.Status) int {
 
 // expect is the statuses that server s may have at now: one, or the
 // neighbours of a boundary; none when there is no expectation.
-func (r *runner) expect(s *sim, now time.Duration) []heartbeat.Status {
+func (r *runner) expect(s *sim, now time.Duration) []registry.Status {
 	if s.gone.Load() {
 		if s.deregOK.Load() {
-			return []heartbeat.Status{heartbeat.StatusDeregistered}
+			return []registry.Status{registry.StatusDeregistered}
 		}
 		return nil
 	}
 	lag := now - time.Duration(s.lastOK.Load())
 	early := time.Duration(earlySlackIntervals * float64(r.interval))
 	late := time.Duration(lateSlackIntervals * float64(r.interval))
-	lo := level(heartbeat.Classify(lag-late, r.interval))
-	hi := level(heartbeat.Classify(lag+early, r.interval))
+	lo := level(registry.Classify(lag-late, r.interval))
+	hi := level(registry.Classify(lag+early, r.interval))
 	return slices.Clone(liveLevels[lo : hi+1])
 }
 
@@ -55,11 +55,11 @@ func (r *runner) expect(s *sim, now time.Duration) []heartbeat.Status {
 // what the run implies.
 func (r *runner) verify(ctx context.Context) (*VerifyResult, error) {
 	now := r.since()
-	servers, err := r.c.AllServers(ctx, client.ListServersParams{Limit: heartbeat.MaxPageLimit})
+	servers, err := r.c.AllServers(ctx, client.ListServersParams{Limit: registry.MaxPageLimit})
 	if err != nil {
 		return nil, fmt.Errorf("verify: %w", err)
 	}
-	byID := make(map[uuid.UUID]heartbeat.Server, len(servers))
+	byID := make(map[uuid.UUID]registry.Server, len(servers))
 	for _, srv := range servers {
 		byID[srv.ServerID] = srv
 	}

@@ -8,7 +8,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // benchBoard is a board over n servers, listed and watching, sorted by key.
@@ -16,7 +16,7 @@ func benchBoard(b *testing.B, n int, sort sortKey) Model {
 	b.Helper()
 	src := &fakeSource{}
 	for i := range n {
-		src.servers = append(src.servers, server(fmt.Sprintf("mod-%06d", i), "1.0.0", heartbeat.StatusHealthy, time.Second))
+		src.servers = append(src.servers, server(fmt.Sprintf("mod-%06d", i), "1.0.0", registry.StatusHealthy, time.Second))
 	}
 	m := NewModel(src, Options{Out: io.Discard, NoColor: true, Now: func() time.Time { return t0 }})
 	next, _ := m.Update(tea.WindowSizeMsg{Width: 100, Height: 30})
@@ -33,13 +33,13 @@ func BenchmarkFeedEvent(b *testing.B) {
 	for _, sort := range []sortKey{sortModule, sortStatus} {
 		b.Run("sort="+sort.String(), func(b *testing.B) {
 			m := benchBoard(b, 100_000, sort)
-			evs := make([]heartbeat.Event, 1000)
+			evs := make([]registry.Event, 1000)
 			for i := range evs {
-				to := heartbeat.StatusDegraded
+				to := registry.StatusDegraded
 				if i%2 == 1 {
-					to = heartbeat.StatusHealthy
+					to = registry.StatusHealthy
 				}
-				evs[i] = event(heartbeat.KindDegraded, fmt.Sprintf("mod-%06d", i*97), nil, to, 0)
+				evs[i] = event(registry.KindDegraded, fmt.Sprintf("mod-%06d", i*97), nil, to, 0)
 			}
 			b.ResetTimer()
 			for i := range b.N {

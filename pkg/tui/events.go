@@ -7,13 +7,13 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // eventPane shows the latest transitions the feed brought, newest last.
 type eventPane struct {
 	styles styles
-	events []heartbeat.Event
+	events []registry.Event
 	width  int
 	height int // lines, the title included
 	now    time.Time
@@ -30,7 +30,7 @@ func (p eventPane) Update(msg tea.Msg) (eventPane, tea.Cmd) {
 }
 
 // add appends events in the feed's order, keeping the latest EventLimit.
-func (p eventPane) add(events []heartbeat.Event) eventPane {
+func (p eventPane) add(events []registry.Event) eventPane {
 	if len(events) >= EventLimit {
 		p.events = slices.Clone(events[len(events)-EventLimit:])
 		return p
@@ -68,7 +68,7 @@ func (p eventPane) View() string {
 		if ev.FromStatus != nil {
 			from = string(*ev.FromStatus)
 		}
-		change := p.styles.statusStyle(heartbeat.Status(from)).Render(from) + " → " +
+		change := p.styles.statusStyle(registry.Status(from)).Render(from) + " → " +
 			p.styles.statusStyle(ev.ToStatus).Render(string(ev.ToStatus))
 		line := "  " + ev.OccurredAt.In(loc).Format("15:04:05") + "  " + fit(ev.ModuleName, 28) + " " +
 			fit(change, 28) + " " + p.styles.dim.Render(string(ev.Kind))

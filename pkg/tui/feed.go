@@ -7,7 +7,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // ErrCursorExpired is what Source.Watch returns when the API can no longer
@@ -27,7 +27,7 @@ type feedPipe struct {
 	cancel context.CancelFunc
 
 	mu        sync.Mutex
-	pending   []heartbeat.Event
+	pending   []registry.Event
 	state     error // the last state the stream reported; nil: live
 	stateSeen bool  // a state was reported since the last take
 	ended     bool
@@ -50,7 +50,7 @@ func signal(ch chan struct{}) {
 }
 
 // push queues an event, waiting while maxPending are queued.
-func (p *feedPipe) push(ev heartbeat.Event) error {
+func (p *feedPipe) push(ev registry.Event) error {
 	for {
 		p.mu.Lock()
 		if len(p.pending) < maxPending {
@@ -121,7 +121,7 @@ func (p *feedPipe) run(src Source, cursor string) tea.Cmd {
 // state, and whether it ended.
 type feedMsg struct {
 	pipe      *feedPipe
-	events    []heartbeat.Event
+	events    []registry.Event
 	state     error
 	stateSeen bool
 	ended     bool

@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/testlog"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
@@ -43,7 +43,7 @@ func TestFeedEventsUpdateRows(t *testing.T) {
 	b.feed(feedMsg{stateSeen: true})
 
 	b.now = t0.Add(2 * time.Second)
-	b.events(event(heartbeat.KindDegraded, "calendar", ptr(heartbeat.StatusHealthy), heartbeat.StatusDegraded, 0))
+	b.events(event(registry.KindDegraded, "calendar", ptr(registry.StatusHealthy), registry.StatusDegraded, 0))
 	b.contains(
 		"healthy 1   degraded 2   unhealthy 1   deregistered 1",
 		"> calendar           1.3.2       degraded      7s ago          2s ago",
@@ -53,12 +53,12 @@ func TestFeedEventsUpdateRows(t *testing.T) {
 
 	// A recovery is a heartbeat: the age starts again.
 	b.now = t0.Add(4 * time.Second)
-	b.events(event(heartbeat.KindRecovered, "search", ptr(heartbeat.StatusUnhealthy), heartbeat.StatusHealthy, -3*time.Second))
+	b.events(event(registry.KindRecovered, "search", ptr(registry.StatusUnhealthy), registry.StatusHealthy, -3*time.Second))
 	b.contains("  search             0.9.1       healthy       1s ago          1s ago",
 		"healthy 2   degraded 2   unhealthy 0   deregistered 1")
 
 	// A deregistration marks the row; the status filter sees it at once.
-	b.events(event(heartbeat.KindDeregistered, "mail", ptr(heartbeat.StatusDegraded), heartbeat.StatusDeregistered, -4*time.Second))
+	b.events(event(registry.KindDeregistered, "mail", ptr(registry.StatusDegraded), registry.StatusDeregistered, -4*time.Second))
 	b.keys("4")
 	b.order("mail", "weather")
 	b.contains("[deregistered 2]")
@@ -71,7 +71,7 @@ func TestFeedRegistrationAddsARow(t *testing.T) {
 	t.Parallel()
 	src := newFake()
 	b := newBoard(t, src).load()
-	reg := event(heartbeat.KindRegistered, "archive", nil, heartbeat.StatusHealthy, 0)
+	reg := event(registry.KindRegistered, "archive", nil, registry.StatusHealthy, 0)
 	b.events(reg)
 	// The row is there at once, made from the event, in module order.
 	b.order("archive", "calendar", "calendar-sync", "mail", "search", "weather")
@@ -81,25 +81,25 @@ func TestFeedRegistrationAddsARow(t *testing.T) {
 	}
 
 	// The fetch fills the row with the server object.
-	full := server("archive", "1.0.0", heartbeat.StatusHealthy, 0)
+	full := server("archive", "1.0.0", registry.StatusHealthy, 0)
 	src.servers = append(src.servers, full)
 	b.send(b.m.fetchServer(full.ServerID, 1)())
 	b.contains("  archive            1.0.0       healthy", "2025-06-18, 2025-03-26")
 
 	// A fetch overtaken by the feed does not roll the status back.
-	late := event(heartbeat.KindRegistered, "zeta", nil, heartbeat.StatusHealthy, 0)
+	late := event(registry.KindRegistered, "zeta", nil, registry.StatusHealthy, 0)
 	b.events(late)
-	b.events(event(heartbeat.KindDeregistered, "zeta", ptr(heartbeat.StatusHealthy), heartbeat.StatusDeregistered, 0))
-	b.send(serverMsg{srv: server("zeta", "2.0.0", heartbeat.StatusHealthy, 0), touch: 1})
+	b.events(event(registry.KindDeregistered, "zeta", ptr(registry.StatusHealthy), registry.StatusDeregistered, 0))
+	b.send(serverMsg{srv: server("zeta", "2.0.0", registry.StatusHealthy, 0), touch: 1})
 	b.contains("  zeta               2.0.0       deregistered")
 	// A fetch that a list overtook is ignored.
-	src.servers = append(src.servers, server("zeta", "2.0.0", heartbeat.StatusDeregistered, 0))
+	src.servers = append(src.servers, server("zeta", "2.0.0", registry.StatusDeregistered, 0))
 	b.send(b.m.list()())
 	b.contains("  zeta               2.0.0       deregistered")
-	b.send(serverMsg{srv: server("zeta", "3.0.0", heartbeat.StatusHealthy, 0), touch: 1})
+	b.send(serverMsg{srv: server("zeta", "3.0.0", registry.StatusHealthy, 0), touch: 1})
 	b.lacks("3.0.0")
 	// A failed fetch keeps the row made from the event.
-	other := event(heartbeat.KindRegistered, "omega", nil, heartbeat.StatusHealthy, 0)
+	other := event(registry.KindRegistered, "omega", nil, registry.StatusHealthy, 0)
 	b.events(other)
 	b.send(b.m.fetchServer(other.ServerID, 1)())
 	b.contains("  omega              9.9.9       healthy")
@@ -119,8 +119,8 @@ func TestFeedReconnectingIsShown(t *testing.T) {
 		t.Fatal("the board stopped waiting for the feed")
 	}
 	// Events that arrive with the reconnection are applied; the banner goes.
-	b.feed(feedMsg{stateSeen: true, events: []heartbeat.Event{
-		event(heartbeat.KindUnhealthy, "mail", ptr(heartbeat.StatusDegraded), heartbeat.StatusUnhealthy, 0),
+	b.feed(feedMsg{stateSeen: true, events: []registry.Event{
+		event(registry.KindUnhealthy, "mail", ptr(registry.StatusDegraded), registry.StatusUnhealthy, 0),
 	}})
 	b.lacks("Feed lost", "reconnecting")
 	b.contains("listed 10:00:30 · live", "  mail               2.0.0       unhealthy")
@@ -137,15 +137,15 @@ func TestFeedExpiredCursorListsAgain(t *testing.T) {
 	}
 	b.lacks("API unreachable")
 	// The list's answer (with a server changed meanwhile) starts a new watch.
-	src.servers[1].Status = heartbeat.StatusUnhealthy
+	src.servers[1].Status = registry.StatusUnhealthy
 	b.send(b.cmd())
 	if b.m.feed == nil || b.m.feed == first || src.calls != 2 {
 		t.Fatalf("after the list: feed %p (first %p), %d lists", b.m.feed, first, src.calls)
 	}
 	b.contains("> calendar           1.3.2       unhealthy")
 	// A batch of the old watch is ignored.
-	b.send(feedMsg{pipe: first, events: []heartbeat.Event{
-		event(heartbeat.KindRecovered, "calendar", ptr(heartbeat.StatusUnhealthy), heartbeat.StatusHealthy, 0),
+	b.send(feedMsg{pipe: first, events: []registry.Event{
+		event(registry.KindRecovered, "calendar", ptr(registry.StatusUnhealthy), registry.StatusHealthy, 0),
 	}})
 	b.contains("> calendar           1.3.2       unhealthy")
 	if first.ctx.Err() == nil {
@@ -172,9 +172,9 @@ func TestFeedRefusedBacksOffAndListsAgain(t *testing.T) {
 func TestTransitionsPaneShowsTheNewest(t *testing.T) {
 	t.Parallel()
 	b := newBoard(t, newFake()).load()
-	var evs []heartbeat.Event
+	var evs []registry.Event
 	for i := range 3 * EventLimit {
-		ev := event(heartbeat.KindRegistered, fmt.Sprintf("mod-%04d", i), nil, heartbeat.StatusHealthy, 0)
+		ev := event(registry.KindRegistered, fmt.Sprintf("mod-%04d", i), nil, registry.StatusHealthy, 0)
 		evs = append(evs, ev)
 	}
 	// In batches of every size, the newest are shown, and no more kept.

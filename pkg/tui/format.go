@@ -7,7 +7,7 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // age says how long ago t was, at second precision: "7s ago", "3m05s ago",
@@ -41,7 +41,7 @@ func age(now, t time.Time) string {
 // (else the monitor would have said degraded), so past that it shows
 // "<20s ago".
 func heartbeatAge(now time.Time, e *entry) string {
-	if e.Status == heartbeat.StatusHealthy && e.HeartbeatIntervalSecs > 0 {
+	if e.Status == registry.StatusHealthy && e.HeartbeatIntervalSecs > 0 {
 		bound := time.Duration(2 * e.HeartbeatIntervalSecs * float64(time.Second))
 		if now.Sub(e.LastHeartbeatAt) >= bound {
 			return "<" + age(now, now.Add(-bound))

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // header is the top of the board: the title, when the data came, and the
@@ -12,7 +12,7 @@ import (
 type header struct {
 	styles styles
 	width  int
-	counts map[heartbeat.Status]int
+	counts map[registry.Status]int
 	total  int
 	info   headerInfo
 }
@@ -22,17 +22,17 @@ type headerInfo struct {
 	listed string // "10:00:05", or empty before the first list
 	feed   feedState
 	sort   sortKey
-	status heartbeat.Status // the status filter, empty: all
-	module string           // the module filter
-	shown  int              // rows the table shows
+	status registry.Status // the status filter, empty: all
+	module string          // the module filter
+	shown  int             // rows the table shows
 }
 
 func newHeader(st styles) header {
-	return header{styles: st, counts: map[heartbeat.Status]int{}}
+	return header{styles: st, counts: map[registry.Status]int{}}
 }
 
 // SetCounts sets the number of servers in each status and in all.
-func (h *header) SetCounts(counts map[heartbeat.Status]int, total int) {
+func (h *header) SetCounts(counts map[registry.Status]int, total int) {
 	h.counts, h.total = counts, total
 }
 
@@ -60,8 +60,8 @@ func (h header) View() string {
 	}
 	line1 := spread(left, st.dim.Render(right), h.width)
 
-	parts := make([]string, 0, len(heartbeat.Statuses))
-	for _, s := range heartbeat.Statuses {
+	parts := make([]string, 0, len(registry.Statuses))
+	for _, s := range registry.Statuses {
 		label := fmt.Sprintf("%s %d", s, h.counts[s])
 		if h.info.status == s {
 			label = "[" + label + "]"

@@ -6,7 +6,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // styles are every style of the board, made by one renderer so that NoColor
@@ -21,7 +21,7 @@ type styles struct {
 	selected lipgloss.Style
 	helpKey  lipgloss.Style
 	helpDesc lipgloss.Style
-	status   map[heartbeat.Status]lipgloss.Style
+	status   map[registry.Status]lipgloss.Style
 }
 
 // newRenderer returns a renderer for out; noColor forces the Ascii profile
@@ -45,17 +45,17 @@ func newStyles(r *lipgloss.Renderer) styles {
 		selected: r.NewStyle().Reverse(true),
 		helpKey:  r.NewStyle().Bold(true),
 		helpDesc: r.NewStyle().Foreground(lipgloss.Color("8")),
-		status: map[heartbeat.Status]lipgloss.Style{
-			heartbeat.StatusHealthy:      r.NewStyle().Foreground(lipgloss.Color("2")),
-			heartbeat.StatusDegraded:     r.NewStyle().Foreground(lipgloss.Color("3")),
-			heartbeat.StatusUnhealthy:    r.NewStyle().Bold(true).Foreground(lipgloss.Color("1")),
-			heartbeat.StatusDeregistered: r.NewStyle().Foreground(lipgloss.Color("8")),
+		status: map[registry.Status]lipgloss.Style{
+			registry.StatusHealthy:      r.NewStyle().Foreground(lipgloss.Color("2")),
+			registry.StatusDegraded:     r.NewStyle().Foreground(lipgloss.Color("3")),
+			registry.StatusUnhealthy:    r.NewStyle().Bold(true).Foreground(lipgloss.Color("1")),
+			registry.StatusDeregistered: r.NewStyle().Foreground(lipgloss.Color("8")),
 		},
 	}
 }
 
 // statusStyle is the style of st; an unknown status is plain.
-func (s styles) statusStyle(st heartbeat.Status) lipgloss.Style {
+func (s styles) statusStyle(st registry.Status) lipgloss.Style {
 	if v, ok := s.status[st]; ok {
 		return v
 	}

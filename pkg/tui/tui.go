@@ -18,7 +18,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // Source is where the board reads its data: the API, through the client.
@@ -28,17 +28,17 @@ type Source interface {
 	// page's watch_cursor).
 	List(ctx context.Context) (Snapshot, error)
 	// Server returns one server.
-	Server(ctx context.Context, id uuid.UUID) (heartbeat.Server, error)
+	Server(ctx context.Context, id uuid.UUID) (registry.Server, error)
 	// Watch follows the tenant's audit events after cursor, calling fn
 	// with each in commit order and state when the stream is up (nil) or
 	// is being resumed (why), until ctx ends (nil) or the API refuses (an
 	// error; ErrCursorExpired for a cursor it can no longer resume from).
-	Watch(ctx context.Context, cursor string, fn func(heartbeat.Event) error, state func(error)) error
+	Watch(ctx context.Context, cursor string, fn func(registry.Event) error, state func(error)) error
 }
 
 // Snapshot is one full list of the tenant's servers.
 type Snapshot struct {
-	Servers []heartbeat.Server
+	Servers []registry.Server
 	// Cursor is where to watch from: the first page's watch_cursor.
 	Cursor string
 }
@@ -130,7 +130,7 @@ type (
 	// serverMsg is a server fetched after the feed told of its
 	// registration; touch is its entry's count of events at the fetch.
 	serverMsg struct {
-		srv   heartbeat.Server
+		srv   registry.Server
 		touch uint64
 		err   error
 	}
@@ -140,7 +140,7 @@ type (
 
 // entry is a server on the board and what the feed told of it.
 type entry struct {
-	heartbeat.Server
+	registry.Server
 	// changedAt is the time of its last transition the feed told of; zero
 	// before one.
 	changedAt time.Time
@@ -196,7 +196,7 @@ type Model struct {
 	width, height int
 	filtering     bool
 	module        string
-	status        heartbeat.Status
+	status        registry.Status
 	sort          sortKey
 	showHelp      bool
 }
@@ -393,11 +393,11 @@ func (m Model) applyFeed(msg feedMsg) (tea.Model, tea.Cmd) {
 // apply updates the board for one event; an event about a server the
 // board does not know (its registration, after the list) adds a row made
 // from the event at once and fetches the server for the rest.
-func (m *Model) apply(ev *heartbeat.Event) tea.Cmd {
+func (m *Model) apply(ev *registry.Event) tea.Cmd {
 	e, ok := m.byID[ev.ServerID]
 	var cmd tea.Cmd
 	if !ok {
-		e = &entry{Server: heartbeat.Server{
+		e = &entry{Server: registry.Server{
 			ServerID: ev.ServerID, ModuleName: ev.ModuleName, Version: ev.Body.Version,
 			SupportedProtocols: ev.Body.SupportedProtocols, TraceID: ev.TraceID,
 			RegisteredAt: ev.OccurredAt, LastHeartbeatAt: ev.OccurredAt,
@@ -413,17 +413,17 @@ func (m *Model) apply(ev *heartbeat.Event) tea.Cmd {
 	e.touch++
 	e.Status = ev.ToStatus
 	e.changedAt = ev.OccurredAt
-	// What the kind means, from heartbeat.Kinds: a registration or a
+	// What the kind means, from registry.Kinds: a registration or a
 	// recovery is a heartbeat; a registration may bring a new version.
 	spec := ev.Kind.Spec()
 	if spec.Heartbeat {
 		e.LastHeartbeatAt = ev.OccurredAt
 	}
 	switch {
-	case spec.To == heartbeat.StatusDeregistered:
+	case spec.To == registry.StatusDeregistered:
 		at := ev.OccurredAt
 		e.DeregisteredAt = &at
-	case spec.Allows(heartbeat.StatusDeregistered, ev.ToStatus):
+	case spec.Allows(registry.StatusDeregistered, ev.ToStatus):
 		// A kind that brings a server back describes it anew.
 		e.DeregisteredAt = nil
 		if ev.Body.Version != "" {
@@ -503,13 +503,13 @@ func (m Model) updateKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		m.sort = (m.sort + 1) % sortKeys
 		m.derive()
 	case key.Matches(msg, m.keys.Healthy):
-		m.setStatus(heartbeat.StatusHealthy)
+		m.setStatus(registry.StatusHealthy)
 	case key.Matches(msg, m.keys.Degraded):
-		m.setStatus(heartbeat.StatusDegraded)
+		m.setStatus(registry.StatusDegraded)
 	case key.Matches(msg, m.keys.Unhealthy):
-		m.setStatus(heartbeat.StatusUnhealthy)
+		m.setStatus(registry.StatusUnhealthy)
 	case key.Matches(msg, m.keys.Deregistered):
-		m.setStatus(heartbeat.StatusDeregistered)
+		m.setStatus(registry.StatusDeregistered)
 	case key.Matches(msg, m.keys.AllStatuses):
 		m.setStatus("")
 	case key.Matches(msg, m.keys.Refresh):
@@ -549,7 +549,7 @@ func (m Model) updateFilter(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 	return m, cmd
 }
 
-func (m *Model) setStatus(s heartbeat.Status) {
+func (m *Model) setStatus(s registry.Status) {
 	m.status = s
 	m.derive()
 }
@@ -574,8 +574,8 @@ func (m *Model) derive() {
 	for _, e := range m.order {
 		byRank[statusRank(e.Status)]++
 	}
-	counts := make(map[heartbeat.Status]int, len(heartbeat.Statuses))
-	for _, st := range heartbeat.Statuses {
+	counts := make(map[registry.Status]int, len(registry.Statuses))
+	for _, st := range registry.Statuses {
 		counts[st] = byRank[statusRank(st)]
 	}
 	m.header.SetCounts(counts, len(m.order))
@@ -616,15 +616,15 @@ func (m *Model) derive() {
 }
 
 // statusRank orders statuses by how much they need a look.
-func statusRank(s heartbeat.Status) int {
+func statusRank(s registry.Status) int {
 	switch s {
-	case heartbeat.StatusUnhealthy:
+	case registry.StatusUnhealthy:
 		return 0
-	case heartbeat.StatusDegraded:
+	case registry.StatusDegraded:
 		return 1
-	case heartbeat.StatusHealthy:
+	case registry.StatusHealthy:
 		return 2
-	case heartbeat.StatusDeregistered:
+	case registry.StatusDeregistered:
 		return 3
 	}
 	return 4

@@ -15,7 +15,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/testlog"
 )
 
@@ -25,7 +25,7 @@ var t0 = time.Date(2026, 5, 17, 10, 0, 30, 0, time.UTC)
 // the end of its context.
 type fakeSource struct {
 	mu       sync.Mutex
-	servers  []heartbeat.Server
+	servers  []registry.Server
 	cursor   string
 	err      error
 	calls    int
@@ -51,7 +51,7 @@ func (f *fakeSource) List(context.Context) (Snapshot, error) {
 	return Snapshot{Servers: slices.Clone(f.servers), Cursor: cursor}, nil
 }
 
-func (f *fakeSource) Server(_ context.Context, id uuid.UUID) (heartbeat.Server, error) {
+func (f *fakeSource) Server(_ context.Context, id uuid.UUID) (registry.Server, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, s := range f.servers {
@@ -59,10 +59,10 @@ func (f *fakeSource) Server(_ context.Context, id uuid.UUID) (heartbeat.Server, 
 			return s, nil
 		}
 	}
-	return heartbeat.Server{}, errors.New("not found")
+	return registry.Server{}, errors.New("not found")
 }
 
-func (f *fakeSource) Watch(ctx context.Context, cursor string, _ func(heartbeat.Event) error, state func(error)) error {
+func (f *fakeSource) Watch(ctx context.Context, cursor string, _ func(registry.Event) error, state func(error)) error {
 	f.mu.Lock()
 	f.watches = append(f.watches, cursor)
 	if f.watching != nil && len(f.watches) == 1 {
@@ -80,42 +80,42 @@ func (f *fakeSource) setErr(err error) {
 	f.err = err
 }
 
-func server(module, version string, st heartbeat.Status, ago time.Duration) heartbeat.Server {
-	return heartbeat.Server{
+func server(module, version string, st registry.Status, ago time.Duration) registry.Server {
+	return registry.Server{
 		ServerID: uuid.NewSHA1(uuid.NameSpaceOID, []byte(module)), ModuleName: module, Version: version,
 		SupportedProtocols: []string{"2025-06-18", "2025-03-26"}, Status: st,
 		LastHeartbeatAt: t0.Add(-ago), RegisteredAt: t0.Add(-time.Hour), HeartbeatIntervalSecs: 10,
 	}
 }
 
-func event(kind heartbeat.EventKind, module string, from *heartbeat.Status, to heartbeat.Status, ago time.Duration) heartbeat.Event {
+func event(kind registry.EventKind, module string, from *registry.Status, to registry.Status, ago time.Duration) registry.Event {
 	id := uuid.NewSHA1(uuid.NameSpaceOID, []byte(module))
-	return heartbeat.Event{EventID: uuid.New(), Kind: kind, ServerID: id, ModuleName: module, FromStatus: from, ToStatus: to,
-		OccurredAt: t0.Add(-ago), Body: heartbeat.EventBody{ServerID: id, ModuleName: module, Status: to, Version: "9.9.9",
+	return registry.Event{EventID: uuid.New(), Kind: kind, ServerID: id, ModuleName: module, FromStatus: from, ToStatus: to,
+		OccurredAt: t0.Add(-ago), Body: registry.EventBody{ServerID: id, ModuleName: module, Status: to, Version: "9.9.9",
 			SupportedProtocols: []string{"2025-06-18"}}}
 }
 
-func ptr(s heartbeat.Status) *heartbeat.Status { return &s }
+func ptr(s registry.Status) *registry.Status { return &s }
 
 func newFake() *fakeSource {
 	return &fakeSource{
-		servers: []heartbeat.Server{
-			server("search", "0.9.1", heartbeat.StatusUnhealthy, 60*time.Second),
-			server("calendar", "1.3.2", heartbeat.StatusHealthy, 5*time.Second),
-			server("weather", "1.0.0", heartbeat.StatusDeregistered, 150*time.Second),
-			server("mail", "2.0.0", heartbeat.StatusDegraded, 32*time.Second),
-			server("calendar-sync", "0.1.0", heartbeat.StatusHealthy, 2*time.Second),
+		servers: []registry.Server{
+			server("search", "0.9.1", registry.StatusUnhealthy, 60*time.Second),
+			server("calendar", "1.3.2", registry.StatusHealthy, 5*time.Second),
+			server("weather", "1.0.0", registry.StatusDeregistered, 150*time.Second),
+			server("mail", "2.0.0", registry.StatusDegraded, 32*time.Second),
+			server("calendar-sync", "0.1.0", registry.StatusHealthy, 2*time.Second),
 		},
 	}
 }
 
 // events are transitions of the fake's servers, as the feed brings them.
-func events() []heartbeat.Event {
-	return []heartbeat.Event{
-		event(heartbeat.KindRegistered, "calendar", nil, heartbeat.StatusHealthy, 50*time.Minute),
-		event(heartbeat.KindDegraded, "mail", ptr(heartbeat.StatusHealthy), heartbeat.StatusDegraded, 12*time.Second),
-		event(heartbeat.KindUnhealthy, "search", ptr(heartbeat.StatusDegraded), heartbeat.StatusUnhealthy, 30*time.Second),
-		event(heartbeat.KindDeregistered, "weather", ptr(heartbeat.StatusHealthy), heartbeat.StatusDeregistered, 2*time.Minute),
+func events() []registry.Event {
+	return []registry.Event{
+		event(registry.KindRegistered, "calendar", nil, registry.StatusHealthy, 50*time.Minute),
+		event(registry.KindDegraded, "mail", ptr(registry.StatusHealthy), registry.StatusDegraded, 12*time.Second),
+		event(registry.KindUnhealthy, "search", ptr(registry.StatusDegraded), registry.StatusUnhealthy, 30*time.Second),
+		event(registry.KindDeregistered, "weather", ptr(registry.StatusHealthy), registry.StatusDeregistered, 2*time.Minute),
 	}
 }
 
@@ -163,7 +163,7 @@ func (b *board) feed(msg feedMsg) *board {
 }
 
 // events delivers events of the current watch.
-func (b *board) events(evs ...heartbeat.Event) *board {
+func (b *board) events(evs ...registry.Event) *board {
 	b.t.Helper()
 	return b.feed(feedMsg{events: evs})
 }
@@ -365,7 +365,7 @@ func TestCursorMovesAndSticks(t *testing.T) {
 	b.contains("> search")
 
 	// The cursor follows its server across a refresh that reorders rows.
-	src.servers = append(src.servers, server("archive", "1.0.0", heartbeat.StatusHealthy, time.Second))
+	src.servers = append(src.servers, server("archive", "1.0.0", registry.StatusHealthy, time.Second))
 	b.load()
 	b.contains("> search", "6 servers")
 }
@@ -374,7 +374,7 @@ func TestScrollKeepsCursorVisible(t *testing.T) {
 	t.Parallel()
 	src := &fakeSource{}
 	for i := range 40 {
-		src.servers = append(src.servers, server(fmt.Sprintf("mod-%02d", i), "1.0.0", heartbeat.StatusHealthy, time.Second))
+		src.servers = append(src.servers, server(fmt.Sprintf("mod-%02d", i), "1.0.0", registry.StatusHealthy, time.Second))
 	}
 	b := newBoard(t, src).load()
 	b.contains("1-16 of 40")

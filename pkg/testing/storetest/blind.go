@@ -5,7 +5,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // Blind-window protection and the live counts of the mass-loss check.
@@ -22,9 +22,9 @@ var blindCases = []testCase{
 const blindAfter = 2 * Interval // as a monitor with a 5 s period and I = 10 s would use
 
 // sweepGuarded sweeps at the clock's now with the blind-window rule.
-func (e *env) sweepGuarded(after time.Duration) heartbeat.SweepResult {
+func (e *env) sweepGuarded(after time.Duration) registry.SweepResult {
 	e.t.Helper()
-	res, err := e.store.Sweep(e.ctx, heartbeat.SweepRequest{Now: e.now(), Interval: Interval, Limit: 1000, BlindAfter: after})
+	res, err := e.store.Sweep(e.ctx, registry.SweepRequest{Now: e.now(), Interval: Interval, Limit: 1000, BlindAfter: after})
 	if err != nil {
 		e.t.Fatalf("guarded sweep at %s: %v", e.now().Format(time.RFC3339Nano), err)
 	}
@@ -44,14 +44,14 @@ func blindWindowSparesServers(e *env) {
 	if res.Opened == nil || !res.Opened.From.Equal(Start) || !res.Opened.Until.Equal(Start.Add(60*time.Second)) {
 		e.t.Fatalf("blind window %+v, want from %s until %s", res.Opened, Start, Start.Add(60*time.Second))
 	}
-	e.wantStatus(srv.ServerID, heartbeat.StatusHealthy)
+	e.wantStatus(srv.ServerID, registry.StatusHealthy)
 	// The server heartbeats within its intervals after sight returns.
 	e.advance(15 * time.Second)
 	if evs := e.sweepGuarded(blindAfter).Events; len(evs) != 0 {
 		e.t.Fatalf("1.5 I after the window: %d transitions, want none", len(evs))
 	}
 	e.heartbeat(srv.ServerID)
-	e.wantStatus(srv.ServerID, heartbeat.StatusHealthy)
+	e.wantStatus(srv.ServerID, registry.StatusHealthy)
 	if skills := e.skills(srv.ServerID); !skills[0].Available {
 		e.t.Fatalf("skill unavailable after a blind window: %+v", skills[0])
 	}
@@ -83,9 +83,9 @@ func noBlindWindowOnTime(e *env) {
 		}
 		for _, ev := range res.Events {
 			switch ev.Kind {
-			case heartbeat.KindDegraded:
+			case registry.KindDegraded:
 				degradedAt = at
-			case heartbeat.KindUnhealthy:
+			case registry.KindUnhealthy:
 				unhealthyAt = at
 			}
 		}
@@ -94,7 +94,7 @@ func noBlindWindowOnTime(e *env) {
 	if degradedAt != 20*time.Second || unhealthyAt != 30*time.Second {
 		e.t.Fatalf("degraded at %s, unhealthy at %s; want 20s and 30s", degradedAt, unhealthyAt)
 	}
-	e.wantStatus(srv.ServerID, heartbeat.StatusUnhealthy)
+	e.wantStatus(srv.ServerID, registry.StatusUnhealthy)
 }
 
 func blindRuleOff(e *env) {
@@ -102,10 +102,10 @@ func blindRuleOff(e *env) {
 	e.sweepGuarded(0)
 	e.advance(time.Minute)
 	res := e.sweepGuarded(0)
-	if res.Opened != nil || len(res.Events) != 1 || res.Events[0].Kind != heartbeat.KindUnhealthy {
+	if res.Opened != nil || len(res.Events) != 1 || res.Events[0].Kind != registry.KindUnhealthy {
 		e.t.Fatalf("rule off: %+v, want one unhealthy event and no window", res)
 	}
-	e.wantStatus(srv.ServerID, heartbeat.StatusUnhealthy)
+	e.wantStatus(srv.ServerID, registry.StatusUnhealthy)
 }
 
 // With no sweep ever recorded there is no window to measure.

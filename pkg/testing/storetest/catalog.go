@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // The MCP registry API's reads: filters, paging, when a server last
@@ -19,12 +19,12 @@ var catalogCases = []testCase{
 	{"latest_position", latestPosition},
 }
 
-func (e *env) catalog(f heartbeat.CatalogFilter) heartbeat.CatalogPage {
+func (e *env) catalog(f registry.CatalogFilter) registry.CatalogPage {
 	e.t.Helper()
 	return e.catalogFor(e.tenant, f)
 }
 
-func (e *env) catalogFor(tenant uuid.UUID, f heartbeat.CatalogFilter) heartbeat.CatalogPage {
+func (e *env) catalogFor(tenant uuid.UUID, f registry.CatalogFilter) registry.CatalogPage {
 	e.t.Helper()
 	page, err := e.store.Catalog(e.ctx, tenant, f)
 	if err != nil {
@@ -33,7 +33,7 @@ func (e *env) catalogFor(tenant uuid.UUID, f heartbeat.CatalogFilter) heartbeat.
 	return page
 }
 
-func catalogModules(page heartbeat.CatalogPage) []string {
+func catalogModules(page registry.CatalogPage) []string {
 	out := []string{}
 	for _, en := range page.Entries {
 		out = append(out, en.Server.ModuleName)
@@ -41,7 +41,7 @@ func catalogModules(page heartbeat.CatalogPage) []string {
 	return out
 }
 
-func (e *env) wantCatalog(f heartbeat.CatalogFilter, more bool, want ...string) heartbeat.CatalogPage {
+func (e *env) wantCatalog(f registry.CatalogFilter, more bool, want ...string) registry.CatalogPage {
 	e.t.Helper()
 	page := e.catalog(f)
 	if got := catalogModules(page); !slices.Equal(got, append([]string{}, want...)) || page.More != more {
@@ -73,24 +73,24 @@ func catalogFilters(e *env) {
 	e.sweep()
 	e.heartbeat(d.ServerID)
 	e.deregister(a.ServerID)
-	e.wantStatus(c.ServerID, heartbeat.StatusDegraded)
+	e.wantStatus(c.ServerID, registry.StatusDegraded)
 
-	live := []heartbeat.Status{heartbeat.StatusHealthy, heartbeat.StatusDegraded}
-	e.wantCatalog(heartbeat.CatalogFilter{Statuses: live}, false, "delta", "gamma")
-	e.wantCatalog(heartbeat.CatalogFilter{}, false, "alpha", "beta", "delta", "gamma")
-	e.wantCatalog(heartbeat.CatalogFilter{Statuses: []heartbeat.Status{heartbeat.StatusUnhealthy}}, false, "beta")
-	e.wantCatalog(heartbeat.CatalogFilter{Limit: 2}, true, "alpha", "beta")
-	e.wantCatalog(heartbeat.CatalogFilter{Limit: 2, AfterModule: "beta"}, false, "delta", "gamma")
-	e.wantCatalog(heartbeat.CatalogFilter{Limit: 1, AfterModule: "beta", Statuses: live}, true, "delta")
-	e.wantCatalog(heartbeat.CatalogFilter{Search: "MM"}, false, "gamma")
-	e.wantCatalog(heartbeat.CatalogFilter{Search: "Local.mcpd/b", SearchPrefix: "local.mcpd/"}, false, "beta")
-	e.wantCatalog(heartbeat.CatalogFilter{Search: "cal.mcpd/", SearchPrefix: "local.mcpd/"}, false, "alpha", "beta", "delta", "gamma")
-	e.wantCatalog(heartbeat.CatalogFilter{Search: "%"}, false)
-	e.wantCatalog(heartbeat.CatalogFilter{Search: "_"}, false)
-	e.wantCatalog(heartbeat.CatalogFilter{Version: "2.0.0"}, false, "delta")
-	e.wantCatalog(heartbeat.CatalogFilter{Version: "1.0.0", Statuses: live}, false, "gamma")
-	e.wantCatalog(heartbeat.CatalogFilter{ModuleName: "beta"}, false, "beta")
-	e.wantCatalog(heartbeat.CatalogFilter{ModuleName: "beta", Statuses: live}, false)
+	live := []registry.Status{registry.StatusHealthy, registry.StatusDegraded}
+	e.wantCatalog(registry.CatalogFilter{Statuses: live}, false, "delta", "gamma")
+	e.wantCatalog(registry.CatalogFilter{}, false, "alpha", "beta", "delta", "gamma")
+	e.wantCatalog(registry.CatalogFilter{Statuses: []registry.Status{registry.StatusUnhealthy}}, false, "beta")
+	e.wantCatalog(registry.CatalogFilter{Limit: 2}, true, "alpha", "beta")
+	e.wantCatalog(registry.CatalogFilter{Limit: 2, AfterModule: "beta"}, false, "delta", "gamma")
+	e.wantCatalog(registry.CatalogFilter{Limit: 1, AfterModule: "beta", Statuses: live}, true, "delta")
+	e.wantCatalog(registry.CatalogFilter{Search: "MM"}, false, "gamma")
+	e.wantCatalog(registry.CatalogFilter{Search: "Local.mcpd/b", SearchPrefix: "local.mcpd/"}, false, "beta")
+	e.wantCatalog(registry.CatalogFilter{Search: "cal.mcpd/", SearchPrefix: "local.mcpd/"}, false, "alpha", "beta", "delta", "gamma")
+	e.wantCatalog(registry.CatalogFilter{Search: "%"}, false)
+	e.wantCatalog(registry.CatalogFilter{Search: "_"}, false)
+	e.wantCatalog(registry.CatalogFilter{Version: "2.0.0"}, false, "delta")
+	e.wantCatalog(registry.CatalogFilter{Version: "1.0.0", Statuses: live}, false, "gamma")
+	e.wantCatalog(registry.CatalogFilter{ModuleName: "beta"}, false, "beta")
+	e.wantCatalog(registry.CatalogFilter{ModuleName: "beta", Statuses: live}, false)
 }
 
 func catalogChangedSince(e *env) {
@@ -112,18 +112,18 @@ func catalogChangedSince(e *env) {
 	e.deregister(b.ServerID)
 
 	since := func(at time.Time) *time.Time { return &at }
-	page := e.wantCatalog(heartbeat.CatalogFilter{ChangedSince: since(t0)}, false, "alpha", "beta")
+	page := e.wantCatalog(registry.CatalogFilter{ChangedSince: since(t0)}, false, "alpha", "beta")
 	wantChanged := map[string]time.Time{"alpha": t22, "beta": t23}
 	for _, en := range page.Entries {
 		if want := wantChanged[en.Server.ModuleName]; !en.StatusChangedAt.Equal(want) || en.StatusChangedAt.Location() != time.UTC {
 			e.t.Fatalf("%s: status changed at %s, want %s UTC", en.Server.ModuleName, en.StatusChangedAt, want)
 		}
 	}
-	e.wantCatalog(heartbeat.CatalogFilter{ChangedSince: since(t22)}, false, "alpha", "beta")
-	e.wantCatalog(heartbeat.CatalogFilter{ChangedSince: since(t22.Add(time.Microsecond))}, false, "beta")
-	e.wantCatalog(heartbeat.CatalogFilter{ChangedSince: since(t23.Add(time.Microsecond))}, false)
+	e.wantCatalog(registry.CatalogFilter{ChangedSince: since(t22)}, false, "alpha", "beta")
+	e.wantCatalog(registry.CatalogFilter{ChangedSince: since(t22.Add(time.Microsecond))}, false, "beta")
+	e.wantCatalog(registry.CatalogFilter{ChangedSince: since(t23.Add(time.Microsecond))}, false)
 	// Whatever the status: a deregistered server is listed when it changed.
-	e.wantCatalog(heartbeat.CatalogFilter{ChangedSince: since(t23)}, false, "beta")
+	e.wantCatalog(registry.CatalogFilter{ChangedSince: since(t23)}, false, "beta")
 	_ = t1
 	_ = t20
 
@@ -131,7 +131,7 @@ func catalogChangedSince(e *env) {
 	e.advance(time.Second)
 	t24 := e.now()
 	e.register(e.info("beta"))
-	page = e.wantCatalog(heartbeat.CatalogFilter{ChangedSince: since(t24)}, false, "beta")
+	page = e.wantCatalog(registry.CatalogFilter{ChangedSince: since(t24)}, false, "beta")
 	if !page.Entries[0].StatusChangedAt.Equal(t24) {
 		e.t.Fatalf("re-registered: status changed at %s, want %s", page.Entries[0].StatusChangedAt, t24)
 	}
@@ -141,9 +141,9 @@ func catalogSkills(e *env) {
 	info := e.infoWithRemotes("calendar", "search", "book")
 	srv := e.registerNew(info)
 	e.disable(srv.ServerID, "book", "upstream_disabled")
-	page := e.wantCatalog(heartbeat.CatalogFilter{}, false, "calendar")
+	page := e.wantCatalog(registry.CatalogFilter{}, false, "calendar")
 	en := page.Entries[0]
-	want := []heartbeat.SkillState{{Name: "book", Available: false}, {Name: "search", Available: true}}
+	want := []registry.SkillState{{Name: "book", Available: false}, {Name: "search", Available: true}}
 	if !reflect.DeepEqual(en.Skills, want) {
 		e.t.Fatalf("skills %+v, want %+v", en.Skills, want)
 	}
@@ -153,19 +153,19 @@ func catalogSkills(e *env) {
 		e.t.Fatalf("catalog entry %+v", en)
 	}
 	bare := e.registerNew(e.info("bare"))
-	page = e.wantCatalog(heartbeat.CatalogFilter{ModuleName: "bare"}, false, "bare")
+	page = e.wantCatalog(registry.CatalogFilter{ModuleName: "bare"}, false, "bare")
 	if page.Entries[0].Skills == nil || len(page.Entries[0].Skills) != 0 || page.Entries[0].Server.ServerID != bare.ServerID {
 		e.t.Fatalf("a server without skills: %+v", page.Entries[0])
 	}
 	e.advance(35 * time.Second)
 	e.sweep()
-	page = e.wantCatalog(heartbeat.CatalogFilter{ModuleName: "calendar"}, false, "calendar")
+	page = e.wantCatalog(registry.CatalogFilter{ModuleName: "calendar"}, false, "calendar")
 	for _, sk := range page.Entries[0].Skills {
 		if sk.Available {
 			e.t.Fatalf("skill %q available on an unhealthy server", sk.Name)
 		}
 	}
-	if got := catalogModules(e.catalogFor(uuid.New(), heartbeat.CatalogFilter{})); len(got) != 0 {
+	if got := catalogModules(e.catalogFor(uuid.New(), registry.CatalogFilter{})); len(got) != 0 {
 		e.t.Fatalf("another tenant sees %v", got)
 	}
 }
@@ -177,7 +177,7 @@ func latestPosition(e *env) {
 	e.registerFor(other, e.info("alpha"))
 	e.deregister(a.ServerID)
 	e.registerFor(other, e.info("beta"))
-	evs := e.allEvents(e.tenant, heartbeat.EventFilter{})
+	evs := e.allEvents(e.tenant, registry.EventFilter{})
 	if len(evs) != 2 {
 		e.t.Fatalf("events: %d, want 2", len(evs))
 	}
@@ -185,22 +185,22 @@ func latestPosition(e *env) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	check := func(upTo heartbeat.Position, want heartbeat.Position) {
+	check := func(upTo registry.Position, want registry.Position) {
 		e.t.Helper()
 		got, err := lr.LatestPosition(e.ctx, e.tenant, upTo)
 		if err != nil {
 			e.t.Fatalf("latest position up to %+v: %v", upTo, err)
 		}
-		if got.Compare(want) != 0 || (want != (heartbeat.Position{}) && got.Epoch != want.Epoch) {
+		if got.Compare(want) != 0 || (want != (registry.Position{}) && got.Epoch != want.Epoch) {
 			e.t.Fatalf("latest position up to %+v: %+v, want %+v", upTo, got, want)
 		}
 	}
 	check(horizon, evs[1].Position)
 	check(evs[1].Position, evs[1].Position)
 	check(evs[0].Position, evs[0].Position)
-	check(heartbeat.Position{Epoch: horizon.Epoch}, heartbeat.Position{})
+	check(registry.Position{Epoch: horizon.Epoch}, registry.Position{})
 	got, err := lr.LatestPosition(e.ctx, uuid.New(), horizon)
-	if err != nil || got != (heartbeat.Position{}) {
+	if err != nil || got != (registry.Position{}) {
 		e.t.Fatalf("a tenant without events: %+v, %v", got, err)
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // What must hold when calls race (run the suite under -race).
@@ -45,18 +45,18 @@ func concurrentHeartbeats(e *env) {
 	e.advance(time.Second)
 
 	const n = 50
-	servers := make([]heartbeat.Server, n)
-	events := make([]*heartbeat.Event, n)
+	servers := make([]registry.Server, n)
+	events := make([]*registry.Event, n)
 	errs := make([]error, n)
 	run(n, func(i int) {
 		servers[i], events[i], errs[i] = e.store.Heartbeat(e.ctx, e.tenant, srv.ServerID)
 	})
-	var recovered []heartbeat.Event
+	var recovered []registry.Event
 	for i := range n {
 		if errs[i] != nil {
 			e.t.Fatalf("heartbeat %d: %v", i, errs[i])
 		}
-		if servers[i].Status != heartbeat.StatusHealthy {
+		if servers[i].Status != registry.StatusHealthy {
 			e.t.Fatalf("heartbeat %d: status %s, want healthy", i, servers[i].Status)
 		}
 		if events[i] != nil {
@@ -66,9 +66,9 @@ func concurrentHeartbeats(e *env) {
 	if len(recovered) != 1 {
 		e.t.Fatalf("50 concurrent heartbeats: %d recovered events returned, want 1: %s", len(recovered), describe(recovered))
 	}
-	e.checkEvent(recovered[0], evWant{kind: heartbeat.KindRecovered, srv: srv, from: heartbeat.StatusUnhealthy,
-		to: heartbeat.StatusHealthy, at: e.now(), affected: []string{"a", "b"}})
-	e.wantKinds(srv.ServerID, heartbeat.KindRegistered, heartbeat.KindUnhealthy, heartbeat.KindRecovered)
+	e.checkEvent(recovered[0], evWant{kind: registry.KindRecovered, srv: srv, from: registry.StatusUnhealthy,
+		to: registry.StatusHealthy, at: e.now(), affected: []string{"a", "b"}})
+	e.wantKinds(srv.ServerID, registry.KindRegistered, registry.KindUnhealthy, registry.KindRecovered)
 	e.wantSkills(srv.ServerID, reasons("", "a", "b"))
 
 	// And from healthy: no event at all.
@@ -80,7 +80,7 @@ func concurrentHeartbeats(e *env) {
 			e.t.Fatalf("heartbeat %d from healthy: event %v, err %v", i, events[i], errs[i])
 		}
 	}
-	e.wantKinds(srv.ServerID, heartbeat.KindRegistered, heartbeat.KindUnhealthy, heartbeat.KindRecovered)
+	e.wantKinds(srv.ServerID, registry.KindRegistered, registry.KindUnhealthy, registry.KindRecovered)
 }
 
 // Heartbeats race a sweep for servers exactly at the thresholds. Each server
@@ -90,10 +90,10 @@ func concurrentHeartbeats(e *env) {
 // different place among the heartbeats each time.
 func heartbeatRacesSweep(e *env) {
 	const rounds, perGroup = 4, 10
-	var earlier []heartbeat.Server
+	var earlier []registry.Server
 	movedTotal := 0
 	for round := range rounds {
-		var servers []heartbeat.Server
+		var servers []registry.Server
 		for i := range perGroup { // lag 30 s at the race: the unhealthy threshold
 			servers = append(servers, e.registerNew(e.info(fmt.Sprintf("r%d-u%02d", round, i), "s")))
 		}
@@ -118,19 +118,19 @@ func heartbeatRacesSweep(e *env) {
 // starts as goroutine sweepAt; the first unhealthy servers are at the
 // unhealthy threshold, the rest at the degraded one. It returns how many the
 // sweep moved.
-func (e *env) raceRound(servers []heartbeat.Server, unhealthy, sweepAt int) int {
+func (e *env) raceRound(servers []registry.Server, unhealthy, sweepAt int) int {
 	e.t.Helper()
 	now := e.now()
 	n := len(servers)
-	hbEvents := make([]*heartbeat.Event, n)
+	hbEvents := make([]*registry.Event, n)
 	hbErrs := make([]error, n)
-	var swept []heartbeat.Event
+	var swept []registry.Event
 	var sweepErr error
 	run(n+1, func(i int) {
 		switch {
 		case i == sweepAt:
-			var result heartbeat.SweepResult
-			result, sweepErr = e.store.Sweep(e.ctx, heartbeat.SweepRequest{Now: now, Interval: Interval, Limit: 1000})
+			var result registry.SweepResult
+			result, sweepErr = e.store.Sweep(e.ctx, registry.SweepRequest{Now: now, Interval: Interval, Limit: 1000})
 			swept = result.Events
 		case i > sweepAt:
 			i--
@@ -142,7 +142,7 @@ func (e *env) raceRound(servers []heartbeat.Server, unhealthy, sweepAt int) int 
 	if sweepErr != nil {
 		e.t.Fatalf("sweep: %v", sweepErr)
 	}
-	moved := map[uuid.UUID]heartbeat.Event{}
+	moved := map[uuid.UUID]registry.Event{}
 	for _, ev := range swept {
 		if _, dup := moved[ev.ServerID]; dup {
 			e.t.Fatalf("sweep moved %s twice", ev.ModuleName)
@@ -154,9 +154,9 @@ func (e *env) raceRound(servers []heartbeat.Server, unhealthy, sweepAt int) int 
 		if hbErrs[i] != nil {
 			e.t.Fatalf("heartbeat %s: %v", srv.ModuleName, hbErrs[i])
 		}
-		wantTo, wantKind, affected := heartbeat.StatusUnhealthy, heartbeat.KindUnhealthy, []string{"s"}
+		wantTo, wantKind, affected := registry.StatusUnhealthy, registry.KindUnhealthy, []string{"s"}
 		if i >= unhealthy {
-			wantTo, wantKind, affected = heartbeat.StatusDegraded, heartbeat.KindDegraded, nil
+			wantTo, wantKind, affected = registry.StatusDegraded, registry.KindDegraded, nil
 		}
 		sw, wasMoved := moved[srv.ServerID]
 		switch {
@@ -166,14 +166,14 @@ func (e *env) raceRound(servers []heartbeat.Server, unhealthy, sweepAt int) int 
 			e.t.Fatalf("%s: heartbeat wrote %s though the sweep did not move it", srv.ModuleName, hbEvents[i].Kind)
 		case wasMoved:
 			movedCount++
-			e.checkEvent(sw, evWant{kind: wantKind, srv: srv, from: heartbeat.StatusHealthy, to: wantTo, at: now, affected: affected})
-			e.checkEvent(*hbEvents[i], evWant{kind: heartbeat.KindRecovered, srv: srv, from: wantTo,
-				to: heartbeat.StatusHealthy, at: now, affected: affected})
-			e.wantKinds(srv.ServerID, heartbeat.KindRegistered, wantKind, heartbeat.KindRecovered)
+			e.checkEvent(sw, evWant{kind: wantKind, srv: srv, from: registry.StatusHealthy, to: wantTo, at: now, affected: affected})
+			e.checkEvent(*hbEvents[i], evWant{kind: registry.KindRecovered, srv: srv, from: wantTo,
+				to: registry.StatusHealthy, at: now, affected: affected})
+			e.wantKinds(srv.ServerID, registry.KindRegistered, wantKind, registry.KindRecovered)
 		default:
-			e.wantKinds(srv.ServerID, heartbeat.KindRegistered)
+			e.wantKinds(srv.ServerID, registry.KindRegistered)
 		}
-		e.checkServer(e.server(srv.ServerID), srvWant{status: heartbeat.StatusHealthy, heartbeat: now, registered: srv.RegisteredAt})
+		e.checkServer(e.server(srv.ServerID), srvWant{status: registry.StatusHealthy, heartbeat: now, registered: srv.RegisteredAt})
 		e.wantSkills(srv.ServerID, reasons("", "s"))
 	}
 	if movedCount != len(swept) {
@@ -201,11 +201,11 @@ func concurrentSweepers(e *env) {
 	now := e.now()
 
 	const sweepers, batch = 3, 7
-	results := make([][]heartbeat.Event, sweepers)
+	results := make([][]registry.Event, sweepers)
 	errs := make([]error, sweepers)
 	run(sweepers, func(i int) {
 		for range 100 {
-			result, err := e.store.Sweep(e.ctx, heartbeat.SweepRequest{Now: now, Interval: Interval, Limit: batch})
+			result, err := e.store.Sweep(e.ctx, registry.SweepRequest{Now: now, Interval: Interval, Limit: batch})
 			evs := result.Events
 			if err != nil {
 				errs[i] = err
@@ -217,7 +217,7 @@ func concurrentSweepers(e *env) {
 			}
 		}
 	})
-	var all []heartbeat.Event
+	var all []registry.Event
 	for i := range sweepers {
 		if errs[i] != nil {
 			e.t.Fatalf("sweeper %d: %v", i, errs[i])
@@ -243,7 +243,7 @@ func concurrentSweepers(e *env) {
 			e.t.Fatalf("server %s of tenant %s moved twice", ev.ModuleName, tn)
 		}
 		seen[ev.ServerID] = true
-		if ev.TenantID != tn || ev.Kind != heartbeat.KindUnhealthy {
+		if ev.TenantID != tn || ev.Kind != registry.KindUnhealthy {
 			e.t.Fatalf("server %s: event %s of tenant %s, want unhealthy of %s", ev.ModuleName, ev.Kind, ev.TenantID, tn)
 		}
 	}
@@ -251,11 +251,11 @@ func concurrentSweepers(e *env) {
 		e.t.Fatalf("three sweepers moved %d of %d due servers", len(seen), len(ids))
 	}
 	for _, tn := range tenantIDs {
-		trail := e.allEvents(tn, heartbeat.EventFilter{Kind: heartbeat.KindUnhealthy, Limit: 1000})
+		trail := e.allEvents(tn, registry.EventFilter{Kind: registry.KindUnhealthy, Limit: 1000})
 		if len(trail) != perTenant {
 			e.t.Fatalf("tenant %s: %d unhealthy events, want %d", tn, len(trail), perTenant)
 		}
-		page, err := e.store.Servers(e.ctx, tn, heartbeat.ServerFilter{Status: heartbeat.StatusUnhealthy, Limit: 1000})
+		page, err := e.store.Servers(e.ctx, tn, registry.ServerFilter{Status: registry.StatusUnhealthy, Limit: 1000})
 		if err != nil || len(page.Servers) != perTenant {
 			e.t.Fatalf("tenant %s: %d unhealthy servers, %v; want %d", tn, len(page.Servers), err, perTenant)
 		}
@@ -270,7 +270,7 @@ func concurrentSweepers(e *env) {
 func concurrentHeartbeatsAcrossTenants(e *env) {
 	const tenants, perTenant = 4, 10
 	type owned struct {
-		srv    heartbeat.Server
+		srv    registry.Server
 		tenant uuid.UUID
 	}
 	tenantIDs := []uuid.UUID{e.tenant}
@@ -297,9 +297,9 @@ func concurrentHeartbeatsAcrossTenants(e *env) {
 	// the next tenant, which must leave them unhealthy.
 	n := len(servers) / 2
 	live, dead := servers[:n], servers[n:]
-	events := make([]*heartbeat.Event, 4*n)
+	events := make([]*registry.Event, 4*n)
 	errs := make([]error, 4*n)
-	got := make([]heartbeat.Server, 4*n)
+	got := make([]registry.Server, 4*n)
 	target := func(i int) owned {
 		if i >= 3*n {
 			return dead[i-3*n]
@@ -318,7 +318,7 @@ func concurrentHeartbeatsAcrossTenants(e *env) {
 	for i := range 4 * n {
 		o := target(i)
 		if i >= 2*n {
-			if !errors.Is(errs[i], heartbeat.ErrNotFound) || events[i] != nil {
+			if !errors.Is(errs[i], registry.ErrNotFound) || events[i] != nil {
 				e.t.Fatalf("heartbeat of %s by another tenant: event %v, err %v; want ErrNotFound", o.srv.ModuleName, events[i], errs[i])
 			}
 			continue
@@ -326,20 +326,20 @@ func concurrentHeartbeatsAcrossTenants(e *env) {
 		if errs[i] != nil {
 			e.t.Fatalf("heartbeat of %s by its tenant: %v", o.srv.ModuleName, errs[i])
 		}
-		if got[i].ServerID != o.srv.ServerID || got[i].TenantID != o.tenant || got[i].Status != heartbeat.StatusHealthy {
+		if got[i].ServerID != o.srv.ServerID || got[i].TenantID != o.tenant || got[i].Status != registry.StatusHealthy {
 			e.t.Fatalf("heartbeat of %s: server %s tenant %s status %s", o.srv.ModuleName, got[i].ServerID, got[i].TenantID, got[i].Status)
 		}
 		if ev := events[i]; ev != nil {
 			recovered[o.srv.ServerID]++
-			if err := checkEvent(*ev, o.tenant, evWant{kind: heartbeat.KindRecovered, srv: o.srv,
-				from: heartbeat.StatusUnhealthy, to: heartbeat.StatusHealthy, at: e.now(), affected: []string{"s"}}); err != nil {
+			if err := checkEvent(*ev, o.tenant, evWant{kind: registry.KindRecovered, srv: o.srv,
+				from: registry.StatusUnhealthy, to: registry.StatusHealthy, at: e.now(), affected: []string{"s"}}); err != nil {
 				e.t.Fatalf("recovery of %s of tenant %s: %v", o.srv.ModuleName, o.tenant, err)
 			}
 		}
 	}
 	for _, o := range dead {
 		srv, err := e.store.Server(e.ctx, o.tenant, o.srv.ServerID)
-		if err != nil || srv.Status != heartbeat.StatusUnhealthy {
+		if err != nil || srv.Status != registry.StatusUnhealthy {
 			e.t.Fatalf("server %s heartbeated only by another tenant: %+v, %v; want unhealthy", o.srv.ModuleName, srv, err)
 		}
 		skills, err := e.store.Skills(e.ctx, o.tenant, o.srv.ServerID)
@@ -352,7 +352,7 @@ func concurrentHeartbeatsAcrossTenants(e *env) {
 			e.t.Fatalf("server %s of tenant %s: %d recoveries returned, want 1", o.srv.ModuleName, o.tenant, recovered[o.srv.ServerID])
 		}
 		srv, err := e.store.Server(e.ctx, o.tenant, o.srv.ServerID)
-		if err != nil || srv.Status != heartbeat.StatusHealthy || !srv.LastHeartbeatAt.Equal(e.now()) {
+		if err != nil || srv.Status != registry.StatusHealthy || !srv.LastHeartbeatAt.Equal(e.now()) {
 			e.t.Fatalf("server %s after the heartbeats: %+v, %v", o.srv.ModuleName, srv, err)
 		}
 		skills, err := e.store.Skills(e.ctx, o.tenant, o.srv.ServerID)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // The change feed's positions and skill discovery.
@@ -27,9 +27,9 @@ var feedCases = []testCase{
 // want events (or, with want 0, until a read comes back short). Events
 // committed but not yet below the horizon (another transaction of the
 // cluster still runs) come in a later read, never out of order.
-func (e *env) readAllFeed(from heartbeat.Position, limit, want int) ([]heartbeat.Event, heartbeat.Position) {
+func (e *env) readAllFeed(from registry.Position, limit, want int) ([]registry.Event, registry.Position) {
 	e.t.Helper()
-	var out []heartbeat.Event
+	var out []registry.Event
 	pos := from
 	deadline := time.Now().Add(10 * time.Second)
 	for range 100_000 {
@@ -63,7 +63,7 @@ func (e *env) readAllFeed(from heartbeat.Position, limit, want int) ([]heartbeat
 		}
 	}
 	e.t.Fatalf("read feed: no end after 100000 reads")
-	return nil, heartbeat.Position{}
+	return nil, registry.Position{}
 }
 
 // The feed returns every tenant's events once, in the order of positions,
@@ -103,7 +103,7 @@ func feedReadsEveryTenant(e *env) {
 		}
 	}
 	// The trail of the tenant is the feed's events of the tenant, in order.
-	trail := e.allEvents(e.tenant, heartbeat.EventFilter{})
+	trail := e.allEvents(e.tenant, registry.EventFilter{})
 	feed, _ := e.readAllFeed(start, 100, 6)
 	var j int
 	for _, ev := range feed {
@@ -122,23 +122,23 @@ func feedReadsEveryTenant(e *env) {
 // ahead of the present is expired.
 func feedPositionsChecked(e *env) {
 	e.registerNew(e.info("alpha"))
-	ev := e.allEvents(e.tenant, heartbeat.EventFilter{})[0]
+	ev := e.allEvents(e.tenant, registry.EventFilter{})[0]
 	horizon, err := e.store.Horizon(e.ctx)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	for _, p := range []heartbeat.Position{{}, ev.Position, horizon} {
+	for _, p := range []registry.Position{{}, ev.Position, horizon} {
 		got, err := e.store.CheckPosition(e.ctx, e.tenant, p)
 		if err != nil || got != p {
 			e.t.Fatalf("check %+v: %+v, %v", p, got, err)
 		}
 	}
-	for _, p := range []heartbeat.Position{
+	for _, p := range []registry.Position{
 		{Epoch: horizon.Epoch + 1, TxID: horizon.TxID, Seq: horizon.Seq}, // another history
 		{Epoch: horizon.Epoch, TxID: horizon.TxID + 1<<40},               // ahead of the present
 		{Epoch: horizon.Epoch, TxID: ev.Position.TxID, Seq: ev.Position.Seq + 1<<40},
 	} {
-		if _, err := e.store.CheckPosition(e.ctx, e.tenant, p); !errors.Is(err, heartbeat.ErrPositionExpired) {
+		if _, err := e.store.CheckPosition(e.ctx, e.tenant, p); !errors.Is(err, registry.ErrPositionExpired) {
 			e.t.Fatalf("check %+v: %v, want ErrPositionExpired", p, err)
 		}
 	}
@@ -148,23 +148,23 @@ func feedPositionsChecked(e *env) {
 // misses nothing, for servers, skills and the audit list alike.
 func listThenWatchNoGap(e *env) {
 	e.registerNew(e.info("alpha", "s"))
-	servers, err := e.store.Servers(e.ctx, e.tenant, heartbeat.ServerFilter{})
+	servers, err := e.store.Servers(e.ctx, e.tenant, registry.ServerFilter{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	skills, err := e.store.FindSkills(e.ctx, e.tenant, heartbeat.SkillFilter{})
+	skills, err := e.store.FindSkills(e.ctx, e.tenant, registry.SkillFilter{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	audit, err := e.store.Events(e.ctx, e.tenant, heartbeat.EventFilter{})
+	audit, err := e.store.Events(e.ctx, e.tenant, registry.EventFilter{})
 	if err != nil || audit.Next != nil || len(audit.Events) != 1 {
 		e.t.Fatalf("audit: %d events, next %v, %v", len(audit.Events), audit.Next, err)
 	}
 	b := e.registerNew(e.info("bravo"))
-	for name, from := range map[string]heartbeat.Position{
+	for name, from := range map[string]registry.Position{
 		"servers": servers.Horizon, "skills": skills.Horizon, "audit": audit.Horizon,
 	} {
-		page, err := e.store.Events(e.ctx, e.tenant, heartbeat.EventFilter{After: from})
+		page, err := e.store.Events(e.ctx, e.tenant, registry.EventFilter{After: from})
 		if err != nil {
 			e.t.Fatal(err)
 		}
@@ -188,10 +188,10 @@ func concurrentCommitsNeverSkipped(e *env) {
 	)
 	var wg sync.WaitGroup
 	follow := func() {
-		pos := heartbeat.Position{}
+		pos := registry.Position{}
 		for {
 			finished := done.Load()
-			page, err := e.store.Events(e.ctx, e.tenant, heartbeat.EventFilter{After: pos, Limit: 7})
+			page, err := e.store.Events(e.ctx, e.tenant, registry.EventFilter{After: pos, Limit: 7})
 			if err != nil {
 				e.t.Errorf("events: %v", err)
 				return
@@ -217,7 +217,7 @@ func concurrentCommitsNeverSkipped(e *env) {
 	})
 	done.Store(true)
 	wg.Wait()
-	all := e.allEvents(e.tenant, heartbeat.EventFilter{})
+	all := e.allEvents(e.tenant, registry.EventFilter{})
 	if len(all) != writers*each {
 		e.t.Fatalf("trail: %d events, want %d", len(all), writers*each)
 	}
@@ -236,11 +236,11 @@ func eventsFilterByModule(e *env) {
 	a := e.registerNew(e.info("alpha"))
 	e.registerNew(e.info("bravo"))
 	e.deregister(a.ServerID)
-	got := e.allEvents(e.tenant, heartbeat.EventFilter{ModuleName: "alpha"})
-	if len(got) != 2 || got[0].ModuleName != "alpha" || got[1].Kind != heartbeat.KindDeregistered {
+	got := e.allEvents(e.tenant, registry.EventFilter{ModuleName: "alpha"})
+	if len(got) != 2 || got[0].ModuleName != "alpha" || got[1].Kind != registry.KindDeregistered {
 		e.t.Fatalf("alpha's events: %s", describe(got))
 	}
-	if got := e.allEvents(e.tenant, heartbeat.EventFilter{ModuleName: "zulu"}); len(got) != 0 {
+	if got := e.allEvents(e.tenant, registry.EventFilter{ModuleName: "zulu"}); len(got) != 0 {
 		e.t.Fatalf("zulu's events: %s", describe(got))
 	}
 }
@@ -254,7 +254,7 @@ func findSkills(e *env) {
 	e.registerFor(uuid.New(), e.info("charlie", "search")) // another tenant
 	e.deregister(a.ServerID)
 
-	key := func(page heartbeat.SkillPage) []string {
+	key := func(page registry.SkillPage) []string {
 		var out []string
 		for _, s := range page.Skills {
 			out = append(out, s.Name+"@"+s.ModuleName)
@@ -263,16 +263,16 @@ func findSkills(e *env) {
 	}
 	yes, no := true, false
 	for _, c := range []struct {
-		f    heartbeat.SkillFilter
+		f    registry.SkillFilter
 		want []string
 	}{
-		{heartbeat.SkillFilter{}, []string{"book@alpha", "search@alpha", "search@bravo"}},
-		{heartbeat.SkillFilter{Name: "search"}, []string{"search@alpha", "search@bravo"}},
-		{heartbeat.SkillFilter{ModuleName: "alpha"}, []string{"book@alpha", "search@alpha"}},
-		{heartbeat.SkillFilter{Available: &yes}, []string{"search@bravo"}},
-		{heartbeat.SkillFilter{Available: &no}, []string{"book@alpha", "search@alpha"}},
-		{heartbeat.SkillFilter{Protocol: "2025-11-25"}, []string{"search@bravo"}},
-		{heartbeat.SkillFilter{ServerStatus: heartbeat.StatusDeregistered}, []string{"book@alpha", "search@alpha"}},
+		{registry.SkillFilter{}, []string{"book@alpha", "search@alpha", "search@bravo"}},
+		{registry.SkillFilter{Name: "search"}, []string{"search@alpha", "search@bravo"}},
+		{registry.SkillFilter{ModuleName: "alpha"}, []string{"book@alpha", "search@alpha"}},
+		{registry.SkillFilter{Available: &yes}, []string{"search@bravo"}},
+		{registry.SkillFilter{Available: &no}, []string{"book@alpha", "search@alpha"}},
+		{registry.SkillFilter{Protocol: "2025-11-25"}, []string{"search@bravo"}},
+		{registry.SkillFilter{ServerStatus: registry.StatusDeregistered}, []string{"book@alpha", "search@alpha"}},
 	} {
 		page, err := e.store.FindSkills(e.ctx, e.tenant, c.f)
 		if err != nil {
@@ -282,19 +282,19 @@ func findSkills(e *env) {
 			e.t.Fatalf("find %+v: %v next %v, want %v", c.f, got, page.Next, c.want)
 		}
 	}
-	page, err := e.store.FindSkills(e.ctx, e.tenant, heartbeat.SkillFilter{Name: "search", ModuleName: "bravo"})
+	page, err := e.store.FindSkills(e.ctx, e.tenant, registry.SkillFilter{Name: "search", ModuleName: "bravo"})
 	if err != nil || len(page.Skills) != 1 {
 		e.t.Fatalf("search@bravo: %v %v", key(page), err)
 	}
 	s := page.Skills[0]
-	if s.ServerID != b.ServerID || s.ServerStatus != heartbeat.StatusHealthy || s.Version != "1.0.0" ||
+	if s.ServerID != b.ServerID || s.ServerStatus != registry.StatusHealthy || s.Version != "1.0.0" ||
 		!slices.Equal(s.SupportedProtocols, bInfo.SupportedProtocols) || !s.Available || s.UnavailableReason != nil ||
 		s.Description != "does search" {
 		e.t.Fatalf("search@bravo: %+v", s)
 	}
 	// Pages of one.
 	var all []string
-	f := heartbeat.SkillFilter{Limit: 1}
+	f := registry.SkillFilter{Limit: 1}
 	for range 10 {
 		page, err := e.store.FindSkills(e.ctx, e.tenant, f)
 		if err != nil {

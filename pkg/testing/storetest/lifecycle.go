@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // The health lifecycle: thresholds, the cascade and recovery.
@@ -38,12 +38,12 @@ func threeMissUnhealthy(e *env) {
 	srv := e.registerNew(e.info("calendar", "list-events", "create-event"))
 	e.advance(35 * time.Second)
 	ev := e.sweepOne()
-	e.checkEvent(ev, evWant{kind: heartbeat.KindUnhealthy, srv: srv, from: heartbeat.StatusHealthy,
-		to: heartbeat.StatusUnhealthy, at: e.now(), affected: []string{"create-event", "list-events"}})
+	e.checkEvent(ev, evWant{kind: registry.KindUnhealthy, srv: srv, from: registry.StatusHealthy,
+		to: registry.StatusUnhealthy, at: e.now(), affected: []string{"create-event", "list-events"}})
 	e.wantLogged(ev)
 	got := e.server(srv.ServerID)
-	e.checkServer(got, srvWant{status: heartbeat.StatusUnhealthy, heartbeat: Start, registered: Start})
-	e.wantSkills(srv.ServerID, reasons(heartbeat.ReasonServerUnhealthy, "list-events", "create-event"))
+	e.checkServer(got, srvWant{status: registry.StatusUnhealthy, heartbeat: Start, registered: Start})
+	e.wantSkills(srv.ServerID, reasons(registry.ReasonServerUnhealthy, "list-events", "create-event"))
 	e.sweepNone()
 }
 
@@ -54,17 +54,17 @@ func recoveryOnHeartbeat(e *env) {
 	e.sweepOne()
 	e.advance(time.Second)
 	got, ev := e.heartbeat(srv.ServerID)
-	e.checkServer(got, srvWant{status: heartbeat.StatusHealthy, heartbeat: e.now(), registered: Start})
+	e.checkServer(got, srvWant{status: registry.StatusHealthy, heartbeat: e.now(), registered: Start})
 	if ev == nil {
-		e.t.Fatalf("heartbeat from unhealthy: no event, want %s", heartbeat.KindRecovered)
+		e.t.Fatalf("heartbeat from unhealthy: no event, want %s", registry.KindRecovered)
 	}
-	e.checkEvent(*ev, evWant{kind: heartbeat.KindRecovered, srv: srv, from: heartbeat.StatusUnhealthy,
-		to: heartbeat.StatusHealthy, at: e.now(), affected: []string{"create-event", "list-events"}})
+	e.checkEvent(*ev, evWant{kind: registry.KindRecovered, srv: srv, from: registry.StatusUnhealthy,
+		to: registry.StatusHealthy, at: e.now(), affected: []string{"create-event", "list-events"}})
 	e.wantLogged(*ev)
 	e.wantSkills(srv.ServerID, reasons("", "list-events", "create-event"))
-	e.wantStatus(srv.ServerID, heartbeat.StatusHealthy)
+	e.wantStatus(srv.ServerID, registry.StatusHealthy)
 	e.sweepNone()
-	e.wantKinds(srv.ServerID, heartbeat.KindRegistered, heartbeat.KindUnhealthy, heartbeat.KindRecovered)
+	e.wantKinds(srv.ServerID, registry.KindRegistered, registry.KindUnhealthy, registry.KindRecovered)
 }
 
 // The design's case: the cascade takes every available skill away and gives
@@ -76,16 +76,16 @@ func skillUnavailablePropagation(e *env) {
 
 	e.advance(30 * time.Second)
 	ev := e.sweepOne()
-	e.checkEvent(ev, evWant{kind: heartbeat.KindUnhealthy, srv: srv, from: heartbeat.StatusHealthy,
-		to: heartbeat.StatusUnhealthy, at: e.now(), affected: []string{"a", "b"}})
-	e.wantSkills(srv.ServerID, merge(reasons(heartbeat.ReasonServerUnhealthy, "a", "b"), reasons("quota_exceeded", "c")))
+	e.checkEvent(ev, evWant{kind: registry.KindUnhealthy, srv: srv, from: registry.StatusHealthy,
+		to: registry.StatusUnhealthy, at: e.now(), affected: []string{"a", "b"}})
+	e.wantSkills(srv.ServerID, merge(reasons(registry.ReasonServerUnhealthy, "a", "b"), reasons("quota_exceeded", "c")))
 
 	_, rec := e.heartbeat(srv.ServerID)
 	if rec == nil {
 		e.t.Fatalf("heartbeat from unhealthy: no event")
 	}
-	e.checkEvent(*rec, evWant{kind: heartbeat.KindRecovered, srv: srv, from: heartbeat.StatusUnhealthy,
-		to: heartbeat.StatusHealthy, at: e.now(), affected: []string{"a", "b"}})
+	e.checkEvent(*rec, evWant{kind: registry.KindRecovered, srv: srv, from: registry.StatusUnhealthy,
+		to: registry.StatusHealthy, at: e.now(), affected: []string{"a", "b"}})
 	e.wantSkills(srv.ServerID, merge(reasons("", "a", "b"), reasons("quota_exceeded", "c")))
 }
 
@@ -94,10 +94,10 @@ func twoMissesDegraded(e *env) {
 	srv := e.registerNew(e.info("calendar", "a", "b"))
 	e.advance(25 * time.Second)
 	ev := e.sweepOne()
-	e.checkEvent(ev, evWant{kind: heartbeat.KindDegraded, srv: srv, from: heartbeat.StatusHealthy,
-		to: heartbeat.StatusDegraded, at: e.now()})
+	e.checkEvent(ev, evWant{kind: registry.KindDegraded, srv: srv, from: registry.StatusHealthy,
+		to: registry.StatusDegraded, at: e.now()})
 	e.wantLogged(ev)
-	e.checkServer(e.server(srv.ServerID), srvWant{status: heartbeat.StatusDegraded, heartbeat: Start, registered: Start})
+	e.checkServer(e.server(srv.ServerID), srvWant{status: registry.StatusDegraded, heartbeat: Start, registered: Start})
 	e.wantSkills(srv.ServerID, reasons("", "a", "b"))
 	e.sweepNone()
 }
@@ -116,10 +116,10 @@ func singleMissNeverUnhealthy(e *env) {
 	}
 	e.advance(19900 * time.Millisecond)
 	e.sweepNone()
-	e.checkServer(e.server(srv.ServerID), srvWant{status: heartbeat.StatusHealthy,
+	e.checkServer(e.server(srv.ServerID), srvWant{status: registry.StatusHealthy,
 		heartbeat: e.now().Add(-19900 * time.Millisecond), registered: Start})
 	e.wantSkills(srv.ServerID, reasons("", "a"))
-	e.wantKinds(srv.ServerID, heartbeat.KindRegistered)
+	e.wantKinds(srv.ServerID, registry.KindRegistered)
 }
 
 // The thresholds are inclusive: 2I is degraded, 3I unhealthy.
@@ -128,24 +128,24 @@ func exactBoundaries(e *env) {
 	e.advance(2*Interval - time.Microsecond)
 	e.sweepNone()
 	e.advance(time.Microsecond) // lag 20 s
-	e.checkEvent(e.sweepOne(), evWant{kind: heartbeat.KindDegraded, srv: a, from: heartbeat.StatusHealthy,
-		to: heartbeat.StatusDegraded, at: e.now()})
+	e.checkEvent(e.sweepOne(), evWant{kind: registry.KindDegraded, srv: a, from: registry.StatusHealthy,
+		to: registry.StatusDegraded, at: e.now()})
 	e.advance(9999 * time.Millisecond) // lag 29.999 s
 	e.sweepNone()
-	e.wantStatus(a.ServerID, heartbeat.StatusDegraded)
+	e.wantStatus(a.ServerID, registry.StatusDegraded)
 	e.advance(999 * time.Microsecond) // lag 29.999999 s
 	e.sweepNone()
 	e.advance(time.Microsecond) // lag 30 s
-	e.checkEvent(e.sweepOne(), evWant{kind: heartbeat.KindUnhealthy, srv: a, from: heartbeat.StatusDegraded,
-		to: heartbeat.StatusUnhealthy, at: e.now(), affected: []string{"a"}})
+	e.checkEvent(e.sweepOne(), evWant{kind: registry.KindUnhealthy, srv: a, from: registry.StatusDegraded,
+		to: registry.StatusUnhealthy, at: e.now(), affected: []string{"a"}})
 
 	// Straight from healthy at exactly 3I: one event, not two.
 	b := e.registerNew(e.info("bravo", "b"))
 	e.advance(3 * Interval)
-	e.checkEvent(e.sweepOne(), evWant{kind: heartbeat.KindUnhealthy, srv: b, from: heartbeat.StatusHealthy,
-		to: heartbeat.StatusUnhealthy, at: e.now(), affected: []string{"b"}})
-	e.wantKinds(b.ServerID, heartbeat.KindRegistered, heartbeat.KindUnhealthy)
-	e.wantKinds(a.ServerID, heartbeat.KindRegistered, heartbeat.KindDegraded, heartbeat.KindUnhealthy)
+	e.checkEvent(e.sweepOne(), evWant{kind: registry.KindUnhealthy, srv: b, from: registry.StatusHealthy,
+		to: registry.StatusUnhealthy, at: e.now(), affected: []string{"b"}})
+	e.wantKinds(b.ServerID, registry.KindRegistered, registry.KindUnhealthy)
+	e.wantKinds(a.ServerID, registry.KindRegistered, registry.KindDegraded, registry.KindUnhealthy)
 }
 
 // A degraded server becomes unhealthy on a later sweep.
@@ -157,12 +157,12 @@ func degradedThenUnhealthy(e *env) {
 	e.sweepNone()
 	e.advance(5 * time.Second)
 	ev := e.sweepOne()
-	e.checkEvent(ev, evWant{kind: heartbeat.KindUnhealthy, srv: srv, from: heartbeat.StatusDegraded,
-		to: heartbeat.StatusUnhealthy, at: e.now(), affected: []string{"a", "b"}})
-	e.wantSkills(srv.ServerID, reasons(heartbeat.ReasonServerUnhealthy, "a", "b"))
+	e.checkEvent(ev, evWant{kind: registry.KindUnhealthy, srv: srv, from: registry.StatusDegraded,
+		to: registry.StatusUnhealthy, at: e.now(), affected: []string{"a", "b"}})
+	e.wantSkills(srv.ServerID, reasons(registry.ReasonServerUnhealthy, "a", "b"))
 	e.advance(time.Hour)
 	e.sweepNone()
-	e.wantKinds(srv.ServerID, heartbeat.KindRegistered, heartbeat.KindDegraded, heartbeat.KindUnhealthy)
+	e.wantKinds(srv.ServerID, registry.KindRegistered, registry.KindDegraded, registry.KindUnhealthy)
 }
 
 // A heartbeat from degraded recovers at once, and the lag counts again from it.
@@ -171,19 +171,19 @@ func recoveryFromDegraded(e *env) {
 	e.advance(25 * time.Second)
 	e.sweepOne()
 	got, ev := e.heartbeat(srv.ServerID)
-	e.checkServer(got, srvWant{status: heartbeat.StatusHealthy, heartbeat: e.now(), registered: Start})
+	e.checkServer(got, srvWant{status: registry.StatusHealthy, heartbeat: e.now(), registered: Start})
 	if ev == nil {
-		e.t.Fatalf("heartbeat from degraded: no event, want %s", heartbeat.KindRecovered)
+		e.t.Fatalf("heartbeat from degraded: no event, want %s", registry.KindRecovered)
 	}
-	e.checkEvent(*ev, evWant{kind: heartbeat.KindRecovered, srv: srv, from: heartbeat.StatusDegraded,
-		to: heartbeat.StatusHealthy, at: e.now()})
+	e.checkEvent(*ev, evWant{kind: registry.KindRecovered, srv: srv, from: registry.StatusDegraded,
+		to: registry.StatusHealthy, at: e.now()})
 	e.wantLogged(*ev)
 	e.wantSkills(srv.ServerID, reasons("", "a"))
 	e.advance(19 * time.Second)
 	e.sweepNone()
 	e.advance(time.Second)
-	e.checkEvent(e.sweepOne(), evWant{kind: heartbeat.KindDegraded, srv: srv, from: heartbeat.StatusHealthy,
-		to: heartbeat.StatusDegraded, at: e.now()})
+	e.checkEvent(e.sweepOne(), evWant{kind: registry.KindDegraded, srv: srv, from: registry.StatusHealthy,
+		to: registry.StatusDegraded, at: e.now()})
 }
 
 // A heartbeat from unhealthy recovers with no manual step, and the server
@@ -195,18 +195,18 @@ func recoveryFromUnhealthy(e *env) {
 		e.sweepOne()
 		e.advance(10 * time.Second)
 		e.sweepOne()
-		e.wantSkills(srv.ServerID, reasons(heartbeat.ReasonServerUnhealthy, "a", "b"))
+		e.wantSkills(srv.ServerID, reasons(registry.ReasonServerUnhealthy, "a", "b"))
 		got, ev := e.heartbeat(srv.ServerID)
-		if ev == nil || got.Status != heartbeat.StatusHealthy {
+		if ev == nil || got.Status != registry.StatusHealthy {
 			e.t.Fatalf("round %d: heartbeat from unhealthy: status %s, event %v", round, got.Status, ev)
 		}
-		e.checkEvent(*ev, evWant{kind: heartbeat.KindRecovered, srv: srv, from: heartbeat.StatusUnhealthy,
-			to: heartbeat.StatusHealthy, at: e.now(), affected: []string{"a", "b"}})
+		e.checkEvent(*ev, evWant{kind: registry.KindRecovered, srv: srv, from: registry.StatusUnhealthy,
+			to: registry.StatusHealthy, at: e.now(), affected: []string{"a", "b"}})
 		e.wantSkills(srv.ServerID, reasons("", "a", "b"))
 	}
-	k := []heartbeat.EventKind{heartbeat.KindRegistered}
+	k := []registry.EventKind{registry.KindRegistered}
 	for range 3 {
-		k = append(k, heartbeat.KindDegraded, heartbeat.KindUnhealthy, heartbeat.KindRecovered)
+		k = append(k, registry.KindDegraded, registry.KindUnhealthy, registry.KindRecovered)
 	}
 	e.wantKinds(srv.ServerID, k...)
 }
@@ -220,8 +220,8 @@ func ownReasonSurvivesRecovery(e *env) {
 	own := reasons("maintenance", "c")
 
 	e.advance(30 * time.Second)
-	e.checkEvent(e.sweepOne(), evWant{kind: heartbeat.KindUnhealthy, srv: srv, from: heartbeat.StatusHealthy,
-		to: heartbeat.StatusUnhealthy, at: e.now(), affected: []string{"a", "b"}})
+	e.checkEvent(e.sweepOne(), evWant{kind: registry.KindUnhealthy, srv: srv, from: registry.StatusHealthy,
+		to: registry.StatusUnhealthy, at: e.now(), affected: []string{"a", "b"}})
 	e.heartbeat(srv.ServerID)
 	e.wantSkills(srv.ServerID, merge(reasons("", "a", "b"), own))
 
@@ -231,50 +231,50 @@ func ownReasonSurvivesRecovery(e *env) {
 	e.disable(srv.ServerID, "b", "quota_exceeded")
 	own["b"] = "quota_exceeded"
 	e.advance(10 * time.Second)
-	e.checkEvent(e.sweepOne(), evWant{kind: heartbeat.KindUnhealthy, srv: srv, from: heartbeat.StatusDegraded,
-		to: heartbeat.StatusUnhealthy, at: e.now(), affected: []string{"a"}})
-	e.wantSkills(srv.ServerID, merge(reasons(heartbeat.ReasonServerUnhealthy, "a"), own))
+	e.checkEvent(e.sweepOne(), evWant{kind: registry.KindUnhealthy, srv: srv, from: registry.StatusDegraded,
+		to: registry.StatusUnhealthy, at: e.now(), affected: []string{"a"}})
+	e.wantSkills(srv.ServerID, merge(reasons(registry.ReasonServerUnhealthy, "a"), own))
 
 	_, ev := e.deregister(srv.ServerID)
-	e.checkEvent(*ev, evWant{kind: heartbeat.KindDeregistered, srv: srv, from: heartbeat.StatusUnhealthy,
-		to: heartbeat.StatusDeregistered, at: e.now(), affected: []string{"a"}})
-	e.wantSkills(srv.ServerID, merge(reasons(heartbeat.ReasonServerDeregistered, "a"), own))
+	e.checkEvent(*ev, evWant{kind: registry.KindDeregistered, srv: srv, from: registry.StatusUnhealthy,
+		to: registry.StatusDeregistered, at: e.now(), affected: []string{"a"}})
+	e.wantSkills(srv.ServerID, merge(reasons(registry.ReasonServerDeregistered, "a"), own))
 
 	e.advance(time.Minute)
 	again, created, rev := e.register(info)
 	if created || again.ServerID != srv.ServerID {
 		e.t.Fatalf("re-register: created %v, server %s, want false, %s", created, again.ServerID, srv.ServerID)
 	}
-	e.checkEvent(rev, evWant{kind: heartbeat.KindRegistered, srv: srv, from: heartbeat.StatusDeregistered,
-		to: heartbeat.StatusHealthy, at: e.now(), affected: []string{"a", "b", "c"}})
+	e.checkEvent(rev, evWant{kind: registry.KindRegistered, srv: srv, from: registry.StatusDeregistered,
+		to: registry.StatusHealthy, at: e.now(), affected: []string{"a", "b", "c"}})
 	e.wantSkills(srv.ServerID, merge(reasons("", "a"), own))
 }
 
 // Deregistration: the status, the time and the skills.
 func deregister(e *env) {
-	for _, from := range []heartbeat.Status{heartbeat.StatusHealthy, heartbeat.StatusDegraded, heartbeat.StatusUnhealthy} {
+	for _, from := range []registry.Status{registry.StatusHealthy, registry.StatusDegraded, registry.StatusUnhealthy} {
 		srv := e.registerNew(e.info("mod-"+string(from), "a", "b"))
 		switch from {
-		case heartbeat.StatusDegraded:
+		case registry.StatusDegraded:
 			e.advance(20 * time.Second)
 			e.sweepOne()
-		case heartbeat.StatusUnhealthy:
+		case registry.StatusUnhealthy:
 			e.advance(30 * time.Second)
 			e.sweepOne()
 		}
 		e.advance(3 * time.Second)
 		got, ev := e.deregister(srv.ServerID)
-		e.checkServer(got, srvWant{status: heartbeat.StatusDeregistered, heartbeat: srv.LastHeartbeatAt,
+		e.checkServer(got, srvWant{status: registry.StatusDeregistered, heartbeat: srv.LastHeartbeatAt,
 			registered: srv.RegisteredAt, deregistered: e.now()})
 		if ev == nil {
 			e.t.Fatalf("deregister from %s: no event", from)
 		}
-		e.checkEvent(*ev, evWant{kind: heartbeat.KindDeregistered, srv: srv, from: from,
-			to: heartbeat.StatusDeregistered, at: e.now(), affected: []string{"a", "b"}})
+		e.checkEvent(*ev, evWant{kind: registry.KindDeregistered, srv: srv, from: from,
+			to: registry.StatusDeregistered, at: e.now(), affected: []string{"a", "b"}})
 		e.wantLogged(*ev)
-		e.checkServer(e.server(srv.ServerID), srvWant{status: heartbeat.StatusDeregistered, heartbeat: srv.LastHeartbeatAt,
+		e.checkServer(e.server(srv.ServerID), srvWant{status: registry.StatusDeregistered, heartbeat: srv.LastHeartbeatAt,
 			registered: srv.RegisteredAt, deregistered: e.now()})
-		e.wantSkills(srv.ServerID, reasons(heartbeat.ReasonServerDeregistered, "a", "b"))
+		e.wantSkills(srv.ServerID, reasons(registry.ReasonServerDeregistered, "a", "b"))
 	}
 }
 
@@ -292,12 +292,12 @@ func deregisterIdempotent(e *env) {
 	if ev2 != nil {
 		e.t.Fatalf("second deregister: event %s, want none", ev2.Kind)
 	}
-	e.checkServer(second, srvWant{status: heartbeat.StatusDeregistered, heartbeat: Start, registered: Start, deregistered: at})
+	e.checkServer(second, srvWant{status: registry.StatusDeregistered, heartbeat: Start, registered: Start, deregistered: at})
 	if second.ServerID != first.ServerID {
 		e.t.Fatalf("second deregister: server %s, want %s", second.ServerID, first.ServerID)
 	}
-	e.wantKinds(srv.ServerID, heartbeat.KindRegistered, heartbeat.KindDeregistered)
-	e.wantSkills(srv.ServerID, reasons(heartbeat.ReasonServerDeregistered, "a"))
+	e.wantKinds(srv.ServerID, registry.KindRegistered, registry.KindDeregistered)
+	e.wantSkills(srv.ServerID, reasons(registry.ReasonServerDeregistered, "a"))
 }
 
 // A heartbeat from a deregistered server is refused and changes nothing.
@@ -308,17 +308,17 @@ func heartbeatAfterDeregister(e *env) {
 	before := e.server(srv.ServerID)
 	e.advance(5 * time.Second)
 	_, ev, err := e.store.Heartbeat(e.ctx, e.tenant, srv.ServerID)
-	if !errors.Is(err, heartbeat.ErrDeregistered) {
+	if !errors.Is(err, registry.ErrDeregistered) {
 		e.t.Fatalf("heartbeat after deregister: err %v, want ErrDeregistered", err)
 	}
 	if ev != nil {
 		e.t.Fatalf("heartbeat after deregister: event %s, want none", ev.Kind)
 	}
 	after := e.server(srv.ServerID)
-	e.checkServer(after, srvWant{status: heartbeat.StatusDeregistered, heartbeat: before.LastHeartbeatAt,
+	e.checkServer(after, srvWant{status: registry.StatusDeregistered, heartbeat: before.LastHeartbeatAt,
 		registered: Start, deregistered: *before.DeregisteredAt})
-	e.wantSkills(srv.ServerID, reasons(heartbeat.ReasonServerDeregistered, "a"))
-	e.wantKinds(srv.ServerID, heartbeat.KindRegistered, heartbeat.KindDeregistered)
+	e.wantSkills(srv.ServerID, reasons(registry.ReasonServerDeregistered, "a"))
+	e.wantKinds(srv.ServerID, registry.KindRegistered, registry.KindDeregistered)
 }
 
 // The monitor never moves a deregistered server.
@@ -329,9 +329,9 @@ func monitorIgnoresDeregistered(e *env) {
 		e.advance(100 * time.Second)
 		e.sweepNone()
 	}
-	e.wantStatus(srv.ServerID, heartbeat.StatusDeregistered)
-	e.wantSkills(srv.ServerID, reasons(heartbeat.ReasonServerDeregistered, "a"))
-	e.wantKinds(srv.ServerID, heartbeat.KindRegistered, heartbeat.KindDeregistered)
+	e.wantStatus(srv.ServerID, registry.StatusDeregistered)
+	e.wantSkills(srv.ServerID, reasons(registry.ReasonServerDeregistered, "a"))
+	e.wantKinds(srv.ServerID, registry.KindRegistered, registry.KindDeregistered)
 }
 
 // A zero now is the store's clock; any other now is the sweep's time and
@@ -343,8 +343,8 @@ func sweepNow(e *env) {
 	if len(evs) != 1 {
 		e.t.Fatalf("sweep at zero now: %d transitions, want 1", len(evs))
 	}
-	e.checkEvent(evs[0], evWant{kind: heartbeat.KindUnhealthy, srv: a, from: heartbeat.StatusHealthy,
-		to: heartbeat.StatusUnhealthy, at: e.now()})
+	e.checkEvent(evs[0], evWant{kind: registry.KindUnhealthy, srv: a, from: registry.StatusHealthy,
+		to: registry.StatusUnhealthy, at: e.now()})
 
 	b := e.registerNew(e.info("bravo"))
 	at := e.now().Add(25 * time.Second)
@@ -352,8 +352,8 @@ func sweepNow(e *env) {
 	if len(evs) != 1 {
 		e.t.Fatalf("sweep at now+25s: %d transitions, want 1", len(evs))
 	}
-	e.checkEvent(evs[0], evWant{kind: heartbeat.KindDegraded, srv: b, from: heartbeat.StatusHealthy,
-		to: heartbeat.StatusDegraded, at: at})
+	e.checkEvent(evs[0], evWant{kind: registry.KindDegraded, srv: b, from: registry.StatusHealthy,
+		to: registry.StatusDegraded, at: at})
 	e.wantLogged(evs[0])
 	if evs := e.sweepAt(time.Time{}, 1000); len(evs) != 0 {
 		e.t.Fatalf("sweep at the clock's now: %s, want none", describe(evs))
@@ -376,13 +376,13 @@ func sweepLimit(e *env) {
 		e.t.Fatalf("second sweep: %d transitions, want the other 3", len(rest))
 	}
 	for _, ev := range append(first, rest...) {
-		if !ids[ev.ServerID.String()] || ev.Kind != heartbeat.KindUnhealthy {
-			e.t.Fatalf("sweep: unexpected or repeated transition %s", describe([]heartbeat.Event{ev}))
+		if !ids[ev.ServerID.String()] || ev.Kind != registry.KindUnhealthy {
+			e.t.Fatalf("sweep: unexpected or repeated transition %s", describe([]registry.Event{ev}))
 		}
 		delete(ids, ev.ServerID.String())
 	}
 	e.sweepNone()
-	page, err := e.store.Servers(e.ctx, e.tenant, heartbeat.ServerFilter{Status: heartbeat.StatusUnhealthy, Limit: 10})
+	page, err := e.store.Servers(e.ctx, e.tenant, registry.ServerFilter{Status: registry.StatusUnhealthy, Limit: 10})
 	if err != nil || len(page.Servers) != 5 {
 		e.t.Fatalf("unhealthy servers: %d, %v; want 5", len(page.Servers), err)
 	}
@@ -402,7 +402,7 @@ func sweepEveryTenant(e *env) {
 	seen := map[uuid.UUID]bool{}
 	for _, ev := range evs {
 		seen[ev.TenantID] = true
-		trail := e.allEvents(ev.TenantID, heartbeat.EventFilter{Kind: heartbeat.KindDegraded})
+		trail := e.allEvents(ev.TenantID, registry.EventFilter{Kind: registry.KindDegraded})
 		if len(trail) != 1 || trail[0].EventID != ev.EventID {
 			e.t.Fatalf("tenant %s: degraded events %s, want the sweep's", ev.TenantID, describe(trail))
 		}
@@ -438,20 +438,20 @@ func oneEventPerTransition(e *env) {
 	e.register(info)          // registered (deregistered -> healthy)
 	e.heartbeat(srv.ServerID) // nothing
 	type step struct {
-		kind     heartbeat.EventKind
-		from, to heartbeat.Status
+		kind     registry.EventKind
+		from, to registry.Status
 	}
 	want := []step{
-		{heartbeat.KindRegistered, "", heartbeat.StatusHealthy},
-		{heartbeat.KindDegraded, heartbeat.StatusHealthy, heartbeat.StatusDegraded},
-		{heartbeat.KindUnhealthy, heartbeat.StatusDegraded, heartbeat.StatusUnhealthy},
-		{heartbeat.KindRecovered, heartbeat.StatusUnhealthy, heartbeat.StatusHealthy},
-		{heartbeat.KindRegistered, heartbeat.StatusHealthy, heartbeat.StatusHealthy},
-		{heartbeat.KindUnhealthy, heartbeat.StatusHealthy, heartbeat.StatusUnhealthy},
-		{heartbeat.KindDeregistered, heartbeat.StatusUnhealthy, heartbeat.StatusDeregistered},
-		{heartbeat.KindRegistered, heartbeat.StatusDeregistered, heartbeat.StatusHealthy},
+		{registry.KindRegistered, "", registry.StatusHealthy},
+		{registry.KindDegraded, registry.StatusHealthy, registry.StatusDegraded},
+		{registry.KindUnhealthy, registry.StatusDegraded, registry.StatusUnhealthy},
+		{registry.KindRecovered, registry.StatusUnhealthy, registry.StatusHealthy},
+		{registry.KindRegistered, registry.StatusHealthy, registry.StatusHealthy},
+		{registry.KindUnhealthy, registry.StatusHealthy, registry.StatusUnhealthy},
+		{registry.KindDeregistered, registry.StatusUnhealthy, registry.StatusDeregistered},
+		{registry.KindRegistered, registry.StatusDeregistered, registry.StatusHealthy},
 	}
-	evs := e.allEvents(e.tenant, heartbeat.EventFilter{})
+	evs := e.allEvents(e.tenant, registry.EventFilter{})
 	got := make([]step, len(evs))
 	for i, ev := range evs {
 		got[i] = step{kind: ev.Kind, to: ev.ToStatus}
@@ -467,17 +467,17 @@ func oneEventPerTransition(e *env) {
 			e.t.Fatalf("event %d: %+v, want %+v (all: %s)", i, got[i], want[i], describe(evs))
 		}
 	}
-	counts := map[heartbeat.EventKind]int{}
-	for _, k := range heartbeat.EventKinds {
-		page, err := e.store.Events(e.ctx, e.tenant, heartbeat.EventFilter{Kind: k, Limit: 100})
+	counts := map[registry.EventKind]int{}
+	for _, k := range registry.EventKinds {
+		page, err := e.store.Events(e.ctx, e.tenant, registry.EventFilter{Kind: k, Limit: 100})
 		if err != nil {
 			e.t.Fatalf("events of kind %s: %v", k, err)
 		}
 		counts[k] = len(page.Events)
 	}
-	wantCounts := map[heartbeat.EventKind]int{heartbeat.KindRegistered: 3, heartbeat.KindDegraded: 1,
-		heartbeat.KindUnhealthy: 2, heartbeat.KindRecovered: 1, heartbeat.KindDeregistered: 1}
-	for _, k := range heartbeat.EventKinds {
+	wantCounts := map[registry.EventKind]int{registry.KindRegistered: 3, registry.KindDegraded: 1,
+		registry.KindUnhealthy: 2, registry.KindRecovered: 1, registry.KindDeregistered: 1}
+	for _, k := range registry.EventKinds {
 		if counts[k] != wantCounts[k] {
 			e.t.Fatalf("events by kind: %v, want %v", counts, wantCounts)
 		}
@@ -494,7 +494,7 @@ func countByStatus(e *env) {
 	}
 	e.advance(20 * time.Second)
 	hb := func(tn uuid.UUID, module string) uuid.UUID {
-		page, err := e.store.Servers(e.ctx, tn, heartbeat.ServerFilter{ModuleName: module, Limit: 1})
+		page, err := e.store.Servers(e.ctx, tn, registry.ServerFilter{ModuleName: module, Limit: 1})
 		if err != nil || len(page.Servers) != 1 {
 			e.t.Fatalf("server %q: %v", module, err)
 		}
@@ -521,8 +521,8 @@ func countByStatus(e *env) {
 	if err != nil {
 		e.t.Fatalf("count by status: %v", err)
 	}
-	want := map[heartbeat.Status]int64{heartbeat.StatusHealthy: 3, heartbeat.StatusUnhealthy: 4, heartbeat.StatusDeregistered: 1}
-	for _, st := range heartbeat.Statuses {
+	want := map[registry.Status]int64{registry.StatusHealthy: 3, registry.StatusUnhealthy: 4, registry.StatusDeregistered: 1}
+	for _, st := range registry.Statuses {
 		if got[st] != want[st] {
 			e.t.Fatalf("count by status: %v, want %v", got, want)
 		}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // The listings of servers and of the audit trail.
@@ -19,9 +19,9 @@ var listingCases = []testCase{
 
 // fleet registers five servers, one per status but healthy twice:
 // alpha, bravo healthy, charlie deregistered, delta degraded, echo unhealthy.
-func (e *env) fleet() map[string]heartbeat.Server {
+func (e *env) fleet() map[string]registry.Server {
 	e.t.Helper()
-	byName := map[string]heartbeat.Server{}
+	byName := map[string]registry.Server{}
 	for _, m := range []string{"echo", "alpha", "charlie", "bravo"} {
 		byName[m] = e.registerNew(e.info(m, "s"))
 	}
@@ -37,7 +37,7 @@ func (e *env) fleet() map[string]heartbeat.Server {
 	return byName
 }
 
-func (e *env) modules(f heartbeat.ServerFilter) []string {
+func (e *env) modules(f registry.ServerFilter) []string {
 	e.t.Helper()
 	page, err := e.store.Servers(e.ctx, e.tenant, f)
 	if err != nil {
@@ -57,18 +57,18 @@ func (e *env) modules(f heartbeat.ServerFilter) []string {
 func serversListing(e *env) {
 	byName := e.fleet()
 	cases := []struct {
-		f    heartbeat.ServerFilter
+		f    registry.ServerFilter
 		want []string
 	}{
-		{heartbeat.ServerFilter{Limit: 100}, []string{"alpha", "bravo", "charlie", "delta", "echo"}},
-		{heartbeat.ServerFilter{Status: heartbeat.StatusHealthy, Limit: 100}, []string{"alpha", "bravo"}},
-		{heartbeat.ServerFilter{Status: heartbeat.StatusDegraded, Limit: 100}, []string{"delta"}},
-		{heartbeat.ServerFilter{Status: heartbeat.StatusUnhealthy, Limit: 100}, []string{"echo"}},
-		{heartbeat.ServerFilter{Status: heartbeat.StatusDeregistered, Limit: 100}, []string{"charlie"}},
-		{heartbeat.ServerFilter{ModuleName: "delta", Limit: 100}, []string{"delta"}},
-		{heartbeat.ServerFilter{ModuleName: "delt", Limit: 100}, []string{}},
-		{heartbeat.ServerFilter{ModuleName: "delta", Status: heartbeat.StatusDegraded, Limit: 100}, []string{"delta"}},
-		{heartbeat.ServerFilter{ModuleName: "delta", Status: heartbeat.StatusHealthy, Limit: 100}, []string{}},
+		{registry.ServerFilter{Limit: 100}, []string{"alpha", "bravo", "charlie", "delta", "echo"}},
+		{registry.ServerFilter{Status: registry.StatusHealthy, Limit: 100}, []string{"alpha", "bravo"}},
+		{registry.ServerFilter{Status: registry.StatusDegraded, Limit: 100}, []string{"delta"}},
+		{registry.ServerFilter{Status: registry.StatusUnhealthy, Limit: 100}, []string{"echo"}},
+		{registry.ServerFilter{Status: registry.StatusDeregistered, Limit: 100}, []string{"charlie"}},
+		{registry.ServerFilter{ModuleName: "delta", Limit: 100}, []string{"delta"}},
+		{registry.ServerFilter{ModuleName: "delt", Limit: 100}, []string{}},
+		{registry.ServerFilter{ModuleName: "delta", Status: registry.StatusDegraded, Limit: 100}, []string{"delta"}},
+		{registry.ServerFilter{ModuleName: "delta", Status: registry.StatusHealthy, Limit: 100}, []string{}},
 	}
 	for _, c := range cases {
 		if got := e.modules(c.f); !slices.Equal(got, c.want) {
@@ -76,7 +76,7 @@ func serversListing(e *env) {
 		}
 	}
 	// A listed server is the whole server.
-	page, err := e.store.Servers(e.ctx, e.tenant, heartbeat.ServerFilter{Limit: 100})
+	page, err := e.store.Servers(e.ctx, e.tenant, registry.ServerFilter{Limit: 100})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -95,15 +95,15 @@ func serversPaging(e *env) {
 	e.fleet()
 	walk := e.walkAll
 	cases := []struct {
-		f    heartbeat.ServerFilter
+		f    registry.ServerFilter
 		want [][]string
 	}{
-		{heartbeat.ServerFilter{Limit: 2}, [][]string{{"alpha", "bravo"}, {"charlie", "delta"}, {"echo"}}},
-		{heartbeat.ServerFilter{Limit: 5}, [][]string{{"alpha", "bravo", "charlie", "delta", "echo"}}},
-		{heartbeat.ServerFilter{Limit: 1000}, [][]string{{"alpha", "bravo", "charlie", "delta", "echo"}}},
-		{heartbeat.ServerFilter{Limit: 1}, [][]string{{"alpha"}, {"bravo"}, {"charlie"}, {"delta"}, {"echo"}}},
-		{heartbeat.ServerFilter{Status: heartbeat.StatusHealthy, Limit: 1}, [][]string{{"alpha"}, {"bravo"}}},
-		{heartbeat.ServerFilter{Status: heartbeat.StatusUnhealthy, Limit: 1}, [][]string{{"echo"}}},
+		{registry.ServerFilter{Limit: 2}, [][]string{{"alpha", "bravo"}, {"charlie", "delta"}, {"echo"}}},
+		{registry.ServerFilter{Limit: 5}, [][]string{{"alpha", "bravo", "charlie", "delta", "echo"}}},
+		{registry.ServerFilter{Limit: 1000}, [][]string{{"alpha", "bravo", "charlie", "delta", "echo"}}},
+		{registry.ServerFilter{Limit: 1}, [][]string{{"alpha"}, {"bravo"}, {"charlie"}, {"delta"}, {"echo"}}},
+		{registry.ServerFilter{Status: registry.StatusHealthy, Limit: 1}, [][]string{{"alpha"}, {"bravo"}}},
+		{registry.ServerFilter{Status: registry.StatusUnhealthy, Limit: 1}, [][]string{{"echo"}}},
 	}
 	for _, c := range cases {
 		if got := walk(c.f); !slices.EqualFunc(got, c.want, slices.Equal) {
@@ -111,13 +111,13 @@ func serversPaging(e *env) {
 		}
 	}
 	// A server registered after the cursor's position shows up on a later page.
-	page, err := e.store.Servers(e.ctx, e.tenant, heartbeat.ServerFilter{Limit: 2})
+	page, err := e.store.Servers(e.ctx, e.tenant, registry.ServerFilter{Limit: 2})
 	if err != nil || page.Next == nil {
 		e.t.Fatalf("servers: next %v, %v", page.Next, err)
 	}
 	e.registerNew(e.info("bravo-2"))
 	e.registerNew(e.info("aardvark"))
-	if got := walk(heartbeat.ServerFilter{Limit: 2, After: page.Next}); !slices.EqualFunc(got,
+	if got := walk(registry.ServerFilter{Limit: 2, After: page.Next}); !slices.EqualFunc(got,
 		[][]string{{"bravo-2", "charlie"}, {"delta", "echo"}}, slices.Equal) {
 		e.t.Fatalf("pages after bravo: %v", got)
 	}
@@ -136,15 +136,15 @@ func eventsListing(e *env) {
 	e.deregister(a.ServerID)         // alpha deregistered
 	e.register(e.info("alpha", "s")) // alpha registered again
 
-	all := e.allEvents(e.tenant, heartbeat.EventFilter{Limit: 100})
+	all := e.allEvents(e.tenant, registry.EventFilter{Limit: 100})
 	type row struct {
 		module string
-		kind   heartbeat.EventKind
+		kind   registry.EventKind
 	}
 	want := []row{
-		{"alpha", heartbeat.KindRegistered}, {"bravo", heartbeat.KindRegistered},
-		{"bravo", heartbeat.KindDegraded}, {"bravo", heartbeat.KindUnhealthy}, {"bravo", heartbeat.KindRecovered},
-		{"alpha", heartbeat.KindDeregistered}, {"alpha", heartbeat.KindRegistered},
+		{"alpha", registry.KindRegistered}, {"bravo", registry.KindRegistered},
+		{"bravo", registry.KindDegraded}, {"bravo", registry.KindUnhealthy}, {"bravo", registry.KindRecovered},
+		{"alpha", registry.KindDeregistered}, {"alpha", registry.KindRegistered},
 	}
 	got := make([]row, len(all))
 	for i, ev := range all {
@@ -160,9 +160,9 @@ func eventsListing(e *env) {
 		e.t.Fatalf("events:\n got  %v\n want %v", got, want)
 	}
 
-	filter := func(f heartbeat.EventFilter) []heartbeat.Event {
+	filter := func(f registry.EventFilter) []registry.Event {
 		e.t.Helper()
-		var out []heartbeat.Event
+		var out []registry.Event
 		for _, ev := range all {
 			if (f.ServerID == nil || ev.ServerID == *f.ServerID) && (f.Kind == "" || ev.Kind == f.Kind) {
 				out = append(out, ev)
@@ -170,10 +170,10 @@ func eventsListing(e *env) {
 		}
 		return out
 	}
-	for _, f := range []heartbeat.EventFilter{
+	for _, f := range []registry.EventFilter{
 		{ServerID: &a.ServerID}, {ServerID: &b.ServerID},
-		{Kind: heartbeat.KindRegistered}, {Kind: heartbeat.KindUnhealthy}, {Kind: heartbeat.KindDeregistered},
-		{ServerID: &a.ServerID, Kind: heartbeat.KindRegistered}, {ServerID: &b.ServerID, Kind: heartbeat.KindDeregistered},
+		{Kind: registry.KindRegistered}, {Kind: registry.KindUnhealthy}, {Kind: registry.KindDeregistered},
+		{ServerID: &a.ServerID, Kind: registry.KindRegistered}, {ServerID: &b.ServerID, Kind: registry.KindDeregistered},
 	} {
 		gotF := e.allEvents(e.tenant, f)
 		wantF := filter(f)
@@ -197,13 +197,13 @@ func eventsPaging(e *env) {
 		e.heartbeat(srv.ServerID)
 	}
 	// 9 events: registered, then 4 x (unhealthy, recovered).
-	all := e.allEvents(e.tenant, heartbeat.EventFilter{Limit: 1000})
+	all := e.allEvents(e.tenant, registry.EventFilter{Limit: 1000})
 	if len(all) != 9 {
 		e.t.Fatalf("events: %d, want 9", len(all))
 	}
 	for _, limit := range []int{1, 2, 3, 4, 8, 9, 10} {
-		var got []heartbeat.Event
-		f := heartbeat.EventFilter{Limit: limit}
+		var got []registry.Event
+		f := registry.EventFilter{Limit: limit}
 		pages := 0
 		for {
 			page, err := e.store.Events(e.ctx, e.tenant, f)
@@ -233,7 +233,7 @@ func eventsPaging(e *env) {
 		}
 	}
 	// Paging with a filter.
-	f := heartbeat.EventFilter{ServerID: &srv.ServerID, Kind: heartbeat.KindRecovered, Limit: 3}
+	f := registry.EventFilter{ServerID: &srv.ServerID, Kind: registry.KindRecovered, Limit: 3}
 	page, err := e.store.Events(e.ctx, e.tenant, f)
 	if err != nil || len(page.Events) != 3 || page.Next == nil {
 		e.t.Fatalf("recovered events, limit 3: %d, next %v, %v", len(page.Events), page.Next, err)
@@ -245,11 +245,11 @@ func eventsPaging(e *env) {
 	}
 	// After the last event: nothing.
 	other := uuid.New()
-	f = heartbeat.EventFilter{After: all[8].Position, Limit: 10}
+	f = registry.EventFilter{After: all[8].Position, Limit: 10}
 	if page, err := e.store.Events(e.ctx, e.tenant, f); err != nil || len(page.Events) != 0 || page.Next != nil {
 		e.t.Fatalf("events after the last: %d, %v", len(page.Events), err)
 	}
-	if page, err := e.store.Events(e.ctx, e.tenant, heartbeat.EventFilter{ServerID: &other, Limit: 10}); err != nil || len(page.Events) != 0 {
+	if page, err := e.store.Events(e.ctx, e.tenant, registry.EventFilter{ServerID: &other, Limit: 10}); err != nil || len(page.Events) != 0 {
 		e.t.Fatalf("events of an unknown server: %d, %v", len(page.Events), err)
 	}
 }

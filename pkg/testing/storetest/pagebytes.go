@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // A page of servers is bounded by the bytes of their capability
@@ -21,7 +21,7 @@ func bigCaps(size int) json.RawMessage {
 }
 
 // walkAll pages through f and returns the pages' module names.
-func (e *env) walkAll(f heartbeat.ServerFilter) [][]string {
+func (e *env) walkAll(f registry.ServerFilter) [][]string {
 	e.t.Helper()
 	var pages [][]string
 	for range 200 {
@@ -75,7 +75,7 @@ func serversPageBytes(e *env) {
 	e.registerNew(small)
 	want = append(want[:6], append([]string{"mod-05a"}, want[6:]...)...)
 
-	pages := e.walkAll(heartbeat.ServerFilter{Limit: 100, MaxBytes: size*3 + size/2})
+	pages := e.walkAll(registry.ServerFilter{Limit: 100, MaxBytes: size*3 + size/2})
 	sizes := []int{}
 	for _, p := range pages {
 		sizes = append(sizes, len(p))
@@ -86,15 +86,15 @@ func serversPageBytes(e *env) {
 	}
 	e.everyOnce(pages, want)
 	// The count still bounds the page.
-	e.everyOnce(e.walkAll(heartbeat.ServerFilter{Limit: 3, MaxBytes: size * 100}), want)
+	e.everyOnce(e.walkAll(registry.ServerFilter{Limit: 3, MaxBytes: size * 100}), want)
 	// A budget below one server still moves on: one server per page.
-	pages = e.walkAll(heartbeat.ServerFilter{Limit: 100, MaxBytes: 1})
+	pages = e.walkAll(registry.ServerFilter{Limit: 100, MaxBytes: 1})
 	if len(pages) != 10 { // mod-05a, which costs nothing, shares the page of mod-06
 		e.t.Fatalf("%d pages at a budget of 1 byte, want 10: %v", len(pages), pages)
 	}
 	e.everyOnce(pages, want)
 	// A filter pages the same way.
-	e.everyOnce(e.walkAll(heartbeat.ServerFilter{Status: heartbeat.StatusHealthy, Limit: 100, MaxBytes: size}), want)
+	e.everyOnce(e.walkAll(registry.ServerFilter{Status: registry.StatusHealthy, Limit: 100, MaxBytes: size}), want)
 }
 
 // At the default budget (MaxPageBytes), 30 servers of 200 KB come in pages
@@ -109,13 +109,13 @@ func serversPageBytesDefault(e *env) {
 		e.registerNew(info)
 		want = append(want, info.ModuleName)
 	}
-	page, err := e.store.Servers(e.ctx, e.tenant, heartbeat.ServerFilter{Limit: heartbeat.MaxPageLimit})
+	page, err := e.store.Servers(e.ctx, e.tenant, registry.ServerFilter{Limit: registry.MaxPageLimit})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if n := len(page.Servers); n >= 30 || n < heartbeat.MaxPageBytes/(size+100) || page.Next == nil {
+	if n := len(page.Servers); n >= 30 || n < registry.MaxPageBytes/(size+100) || page.Next == nil {
 		e.t.Fatalf("first page: %d servers, next %v; want about %d and a next cursor", n, page.Next,
-			heartbeat.MaxPageBytes/size)
+			registry.MaxPageBytes/size)
 	}
 	total := 0
 	for _, s := range page.Servers {
@@ -125,8 +125,8 @@ func serversPageBytesDefault(e *env) {
 		}
 		total += len(s.CapabilityAdvertisement)
 	}
-	if total > heartbeat.MaxPageBytes+size+1000 {
-		e.t.Fatalf("first page holds %d bytes of advertisements, want at most %d + one server", total, heartbeat.MaxPageBytes)
+	if total > registry.MaxPageBytes+size+1000 {
+		e.t.Fatalf("first page holds %d bytes of advertisements, want at most %d + one server", total, registry.MaxPageBytes)
 	}
-	e.everyOnce(e.walkAll(heartbeat.ServerFilter{Limit: heartbeat.MaxPageLimit}), want)
+	e.everyOnce(e.walkAll(registry.ServerFilter{Limit: registry.MaxPageLimit}), want)
 }

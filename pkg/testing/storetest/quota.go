@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // The tenant quota (ServerInfo.MaxServers): a new module past it is refused,
@@ -21,22 +21,22 @@ var quotaCases = []testCase{
 }
 
 // withQuota is info with the tenant quota n.
-func withQuota(info heartbeat.ServerInfo, n int) heartbeat.ServerInfo {
+func withQuota(info registry.ServerInfo, n int) registry.ServerInfo {
 	info.MaxServers = n
 	return info
 }
 
-func (e *env) wantQuotaExceeded(tenant uuid.UUID, info heartbeat.ServerInfo) {
+func (e *env) wantQuotaExceeded(tenant uuid.UUID, info registry.ServerInfo) {
 	e.t.Helper()
 	_, _, _, err := e.store.Register(e.ctx, tenant, info)
-	if !errors.Is(err, heartbeat.ErrQuotaExceeded) {
+	if !errors.Is(err, registry.ErrQuotaExceeded) {
 		e.t.Fatalf("register %q at the quota: err = %v, want ErrQuotaExceeded", info.ModuleName, err)
 	}
 }
 
 func quotaRefusesNewModule(e *env) {
 	const quota = 3
-	var servers []heartbeat.Server
+	var servers []registry.Server
 	for i := range quota {
 		servers = append(servers, e.registerNew(withQuota(e.info(fmt.Sprintf("mod-%d", i), "search"), quota)))
 	}
@@ -71,7 +71,7 @@ func quotaRefusesNewModule(e *env) {
 		e.t.Fatalf("deregister: %v", err)
 	}
 	srv, created, _ := e.register(withQuota(e.info("mod-1", "search"), quota))
-	if created || srv.ServerID != servers[1].ServerID || srv.Status != heartbeat.StatusHealthy {
+	if created || srv.ServerID != servers[1].ServerID || srv.Status != registry.StatusHealthy {
 		e.t.Fatalf("re-registration of deregistered mod-1 below the quota: created %v, id %s (want %s), status %s",
 			created, srv.ServerID, servers[1].ServerID, srv.Status)
 	}
@@ -83,7 +83,7 @@ func quotaRefusesNewModule(e *env) {
 // refused: the tenant never has more live servers than its quota.
 func quotaCountsDeregisteredReregistration(e *env) {
 	const quota = 5
-	var old []heartbeat.Server
+	var old []registry.Server
 	for i := range quota {
 		old = append(old, e.registerNew(withQuota(e.info(fmt.Sprintf("old-%d", i)), quota)))
 	}
@@ -100,7 +100,7 @@ func quotaCountsDeregisteredReregistration(e *env) {
 		e.t.Fatalf("tenant has %d live servers, want the quota %d", n, quota)
 	}
 	for i := range quota {
-		if got := e.server(old[i].ServerID).Status; got != heartbeat.StatusDeregistered {
+		if got := e.server(old[i].ServerID).Status; got != registry.StatusDeregistered {
 			e.t.Fatalf("refused re-registration of old-%d changed its status to %s", i, got)
 		}
 	}
@@ -113,13 +113,13 @@ func quotaCountsDeregisteredReregistration(e *env) {
 // liveServers counts the tenant's servers that are not deregistered.
 func (e *env) liveServers() int {
 	e.t.Helper()
-	page, err := e.store.Servers(e.ctx, e.tenant, heartbeat.ServerFilter{Limit: heartbeat.MaxPageLimit})
+	page, err := e.store.Servers(e.ctx, e.tenant, registry.ServerFilter{Limit: registry.MaxPageLimit})
 	if err != nil {
 		e.t.Fatalf("list: %v", err)
 	}
 	n := 0
 	for _, s := range page.Servers {
-		if s.Status != heartbeat.StatusDeregistered {
+		if s.Status != registry.StatusDeregistered {
 			n++
 		}
 	}
@@ -142,7 +142,7 @@ func quotaConcurrentReregistrations(e *env) {
 	run(n, func(i int) {
 		_, _, _, err := e.store.Register(e.ctx, e.tenant, withQuota(e.info(fmt.Sprintf("mod-%02d", i), "search"), quota))
 		switch {
-		case errors.Is(err, heartbeat.ErrQuotaExceeded):
+		case errors.Is(err, registry.ErrQuotaExceeded):
 			refused.Add(1)
 		case err != nil:
 			errs[i] = err
@@ -174,7 +174,7 @@ func quotaConcurrentRegistrations(e *env) {
 	run(n, func(i int) {
 		_, c, _, err := e.store.Register(e.ctx, e.tenant, withQuota(e.info(fmt.Sprintf("mod-%02d", i), "search"), quota))
 		switch {
-		case errors.Is(err, heartbeat.ErrQuotaExceeded):
+		case errors.Is(err, registry.ErrQuotaExceeded):
 			refused.Add(1)
 		case err != nil:
 			errs[i] = err
@@ -189,7 +189,7 @@ func quotaConcurrentRegistrations(e *env) {
 		e.t.Fatalf("concurrent registrations at quota %d: %d created, %d refused; want %d and %d",
 			quota, created.Load(), refused.Load(), quota, n-quota)
 	}
-	page, err := e.store.Servers(e.ctx, e.tenant, heartbeat.ServerFilter{Limit: heartbeat.MaxPageLimit})
+	page, err := e.store.Servers(e.ctx, e.tenant, registry.ServerFilter{Limit: registry.MaxPageLimit})
 	if err != nil {
 		e.t.Fatalf("list: %v", err)
 	}

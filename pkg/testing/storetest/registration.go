@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // Registration, re-registration, the trace id, what is stored, tenants.
@@ -43,15 +43,15 @@ func reregisterUpdatesInPlace(e *env) {
 	e.sweepOne()
 	e.advance(2 * time.Second)
 
-	v2 := heartbeat.ServerInfo{
+	v2 := registry.ServerInfo{
 		ModuleName:              "calendar",
 		Version:                 "2.0.0-rc.1+build.7",
 		SupportedProtocols:      []string{"2025-06-18", "2025-11-25"},
 		CapabilityAdvertisement: json.RawMessage(`{"tools": {"listChanged": false}, "prompts": {}}`),
-		Skills: []heartbeat.SkillInfo{
+		Skills: []registry.SkillInfo{
 			{Name: "c", Description: "new"}, {Name: "a", Description: "changed"}, {Name: "b", Description: "does b"},
 		},
-		TraceID: heartbeat.NewTraceID(),
+		TraceID: registry.NewTraceID(),
 	}
 	got, created, ev := e.register(v2)
 	if created {
@@ -60,7 +60,7 @@ func reregisterUpdatesInPlace(e *env) {
 	if got.ServerID != srv.ServerID {
 		e.t.Fatalf("re-register: server_id %s, want the same %s", got.ServerID, srv.ServerID)
 	}
-	e.checkServer(got, srvWant{status: heartbeat.StatusHealthy, heartbeat: e.now(), registered: Start})
+	e.checkServer(got, srvWant{status: registry.StatusHealthy, heartbeat: e.now(), registered: Start})
 	if got.TraceID != srv.TraceID {
 		e.t.Fatalf("re-register: trace_id %q, want the first registration's %q", got.TraceID, srv.TraceID)
 	}
@@ -73,8 +73,8 @@ func reregisterUpdatesInPlace(e *env) {
 	if !jsonEqual(got.CapabilityAdvertisement, v2.CapabilityAdvertisement) {
 		e.t.Fatalf("re-register: capability_advertisement %s, want %s", got.CapabilityAdvertisement, v2.CapabilityAdvertisement)
 	}
-	e.checkEvent(ev, evWant{kind: heartbeat.KindRegistered, srv: got, from: heartbeat.StatusUnhealthy,
-		to: heartbeat.StatusHealthy, at: e.now(), affected: []string{"a", "b", "c"}})
+	e.checkEvent(ev, evWant{kind: registry.KindRegistered, srv: got, from: registry.StatusUnhealthy,
+		to: registry.StatusHealthy, at: e.now(), affected: []string{"a", "b", "c"}})
 	e.wantLogged(ev)
 	if stored := e.server(srv.ServerID); !jsonEqual(mustJSON(e, stored), mustJSON(e, got)) {
 		e.t.Fatalf("re-register: the stored server differs from the one returned:\n %s\n %s", mustJSON(e, stored), mustJSON(e, got))
@@ -90,7 +90,7 @@ func reregisterUpdatesInPlace(e *env) {
 		}
 	}
 	e.sweepNone()
-	e.wantKinds(srv.ServerID, heartbeat.KindRegistered, heartbeat.KindUnhealthy, heartbeat.KindRegistered)
+	e.wantKinds(srv.ServerID, registry.KindRegistered, registry.KindUnhealthy, registry.KindRegistered)
 }
 
 // Re-registering a healthy server is a registration event from healthy.
@@ -103,9 +103,9 @@ func reregisterHealthy(e *env) {
 	if created || got.ServerID != srv.ServerID {
 		e.t.Fatalf("re-register: created %v, server %s; want false, %s", created, got.ServerID, srv.ServerID)
 	}
-	e.checkServer(got, srvWant{status: heartbeat.StatusHealthy, heartbeat: e.now(), registered: Start})
-	e.checkEvent(ev, evWant{kind: heartbeat.KindRegistered, srv: got, from: heartbeat.StatusHealthy,
-		to: heartbeat.StatusHealthy, at: e.now(), affected: []string{"a"}})
+	e.checkServer(got, srvWant{status: registry.StatusHealthy, heartbeat: e.now(), registered: Start})
+	e.checkEvent(ev, evWant{kind: registry.KindRegistered, srv: got, from: registry.StatusHealthy,
+		to: registry.StatusHealthy, at: e.now(), affected: []string{"a"}})
 	// The registration was a sign of life: 15 s later the server is still healthy.
 	e.advance(15 * time.Second)
 	e.sweepNone()
@@ -126,20 +126,20 @@ func reregisterAfterDeregister(e *env) {
 	if created || got.ServerID != srv.ServerID {
 		e.t.Fatalf("re-register: created %v, server %s; want false, %s", created, got.ServerID, srv.ServerID)
 	}
-	e.checkServer(got, srvWant{status: heartbeat.StatusHealthy, heartbeat: e.now(), registered: Start})
+	e.checkServer(got, srvWant{status: registry.StatusHealthy, heartbeat: e.now(), registered: Start})
 	if got.TraceID != srv.TraceID || got.Version != "1.1.0" {
 		e.t.Fatalf("re-register: trace_id %q version %q; want %q, 1.1.0", got.TraceID, got.Version, srv.TraceID)
 	}
-	e.checkEvent(ev, evWant{kind: heartbeat.KindRegistered, srv: got, from: heartbeat.StatusDeregistered,
-		to: heartbeat.StatusHealthy, at: e.now(), affected: []string{"a", "b"}})
+	e.checkEvent(ev, evWant{kind: registry.KindRegistered, srv: got, from: registry.StatusDeregistered,
+		to: registry.StatusHealthy, at: e.now(), affected: []string{"a", "b"}})
 	e.wantSkills(srv.ServerID, map[string]string{"a": "", "b": "retired"})
 
 	e.advance(time.Second)
 	hb, hev := e.heartbeat(srv.ServerID)
-	if hev != nil || hb.Status != heartbeat.StatusHealthy {
+	if hev != nil || hb.Status != registry.StatusHealthy {
 		e.t.Fatalf("heartbeat after re-registration: status %s, event %v", hb.Status, hev)
 	}
-	e.wantKinds(srv.ServerID, heartbeat.KindRegistered, heartbeat.KindDeregistered, heartbeat.KindRegistered)
+	e.wantKinds(srv.ServerID, registry.KindRegistered, registry.KindDeregistered, registry.KindRegistered)
 }
 
 // A re-registration's skills are the complete set: the others go.
@@ -151,8 +151,8 @@ func reregisterRemovesSkills(e *env) {
 		before[k.Name] = k.SkillID
 	}
 	_, _, ev := e.register(e.info("calendar", "d", "a"))
-	e.checkEvent(ev, evWant{kind: heartbeat.KindRegistered, srv: srv, from: heartbeat.StatusHealthy,
-		to: heartbeat.StatusHealthy, at: e.now(), affected: []string{"a", "d"}})
+	e.checkEvent(ev, evWant{kind: registry.KindRegistered, srv: srv, from: registry.StatusHealthy,
+		to: registry.StatusHealthy, at: e.now(), affected: []string{"a", "d"}})
 	e.wantSkills(srv.ServerID, reasons("", "a", "d"))
 	for _, k := range e.skills(srv.ServerID) {
 		if k.Name == "a" && k.SkillID != before["a"] {
@@ -163,8 +163,8 @@ func reregisterRemovesSkills(e *env) {
 		}
 	}
 	_, _, ev = e.register(e.info("calendar"))
-	e.checkEvent(ev, evWant{kind: heartbeat.KindRegistered, srv: srv, from: heartbeat.StatusHealthy,
-		to: heartbeat.StatusHealthy, at: e.now(), affected: []string{}})
+	e.checkEvent(ev, evWant{kind: registry.KindRegistered, srv: srv, from: registry.StatusHealthy,
+		to: registry.StatusHealthy, at: e.now(), affected: []string{}})
 	if skills := e.skills(srv.ServerID); len(skills) != 0 {
 		e.t.Fatalf("re-register without skills: %d skills left", len(skills))
 	}
@@ -179,7 +179,7 @@ func traceIDEverywhere(e *env) {
 	if srv.TraceID != trace {
 		e.t.Fatalf("register: trace_id %q, want %q", srv.TraceID, trace)
 	}
-	check := func(s heartbeat.Server, what string) {
+	check := func(s registry.Server, what string) {
 		e.t.Helper()
 		if s.TraceID != trace {
 			e.t.Fatalf("%s: trace_id %q, want %q", what, s.TraceID, trace)
@@ -195,7 +195,7 @@ func traceIDEverywhere(e *env) {
 	e.sweepOne()
 	hb, _ = e.heartbeat(srv.ServerID)
 	check(hb, "heartbeat from unhealthy")
-	info.TraceID = heartbeat.NewTraceID()
+	info.TraceID = registry.NewTraceID()
 	again, _, _ := e.register(info)
 	check(again, "re-register with another trace id")
 	dr, _ := e.deregister(srv.ServerID)
@@ -217,7 +217,7 @@ func traceIDMadeByStore(e *env) {
 	info := e.info("calendar")
 	info.TraceID = ""
 	srv, _, ev := e.register(info)
-	if !heartbeat.ValidTraceID(srv.TraceID) {
+	if !registry.ValidTraceID(srv.TraceID) {
 		e.t.Fatalf("register without trace id: trace_id %q, want 32 lowercase hex digits", srv.TraceID)
 	}
 	if ev.TraceID != srv.TraceID {
@@ -236,7 +236,7 @@ func capabilitiesAndProtocols(e *env) {
 		"name": "caf\u00e9 \u2603"
 	}`)
 	srv := e.registerNew(info)
-	check := func(s heartbeat.Server, what string) {
+	check := func(s registry.Server, what string) {
 		e.t.Helper()
 		if !jsonEqual(s.CapabilityAdvertisement, info.CapabilityAdvertisement) {
 			e.t.Fatalf("%s: capability_advertisement %s, want %s", what, s.CapabilityAdvertisement, info.CapabilityAdvertisement)
@@ -249,7 +249,7 @@ func capabilitiesAndProtocols(e *env) {
 	check(e.server(srv.ServerID), "server")
 	hb, _ := e.heartbeat(srv.ServerID)
 	check(hb, "heartbeat")
-	page, err := e.store.Servers(e.ctx, e.tenant, heartbeat.ServerFilter{Limit: 10})
+	page, err := e.store.Servers(e.ctx, e.tenant, registry.ServerFilter{Limit: 10})
 	if err != nil || len(page.Servers) != 1 {
 		e.t.Fatalf("servers: %d, %v", len(page.Servers), err)
 	}
@@ -284,7 +284,7 @@ func capabilityNumbersAtTheLimits(e *env) {
 		info := e.info(fmt.Sprintf("num-%d", i))
 		info.CapabilityAdvertisement = json.RawMessage(`{"n":{"x":[` + c.num + `]}}`)
 		err := info.Validate()
-		var fe *heartbeat.FieldError
+		var fe *registry.FieldError
 		if !c.valid {
 			if !errors.As(err, &fe) || fe.Field != "capability_advertisement" {
 				e.t.Fatalf("number %.30q (%d bytes): Validate = %v, want a FieldError on capability_advertisement", c.num, len(c.num), err)
@@ -334,7 +334,7 @@ func tenantIsolation(e *env) {
 	e.advance(time.Second)
 	notFound := func(what string, err error) {
 		e.t.Helper()
-		if !errors.Is(err, heartbeat.ErrNotFound) {
+		if !errors.Is(err, registry.ErrNotFound) {
 			e.t.Fatalf("%s of another tenant's server: err %v, want ErrNotFound", what, err)
 		}
 	}
@@ -353,25 +353,25 @@ func tenantIsolation(e *env) {
 	_, err = e.store.Skills(e.ctx, other, mine.ServerID)
 	notFound("skills", err)
 
-	page, err := e.store.Servers(e.ctx, other, heartbeat.ServerFilter{Limit: 100})
+	page, err := e.store.Servers(e.ctx, other, registry.ServerFilter{Limit: 100})
 	if err != nil || len(page.Servers) != 0 || page.Next != nil {
 		e.t.Fatalf("servers of another tenant: %d, next %v, %v; want none", len(page.Servers), page.Next, err)
 	}
-	page, err = e.store.Servers(e.ctx, other, heartbeat.ServerFilter{ModuleName: "calendar", Limit: 100})
+	page, err = e.store.Servers(e.ctx, other, registry.ServerFilter{ModuleName: "calendar", Limit: 100})
 	if err != nil || len(page.Servers) != 0 {
 		e.t.Fatalf("servers of another tenant by module: %d, %v; want none", len(page.Servers), err)
 	}
-	if evs := e.allEvents(other, heartbeat.EventFilter{}); len(evs) != 0 {
+	if evs := e.allEvents(other, registry.EventFilter{}); len(evs) != 0 {
 		e.t.Fatalf("events of another tenant: %s", describe(evs))
 	}
-	if evs := e.allEvents(other, heartbeat.EventFilter{ServerID: &mine.ServerID}); len(evs) != 0 {
+	if evs := e.allEvents(other, registry.EventFilter{ServerID: &mine.ServerID}); len(evs) != 0 {
 		e.t.Fatalf("events of another tenant's server: %s", describe(evs))
 	}
 
 	// Nothing the other tenant tried changed the server.
-	e.checkServer(e.server(mine.ServerID), srvWant{status: heartbeat.StatusHealthy, heartbeat: Start, registered: Start})
+	e.checkServer(e.server(mine.ServerID), srvWant{status: registry.StatusHealthy, heartbeat: Start, registered: Start})
 	e.wantSkills(mine.ServerID, reasons("", "a"))
-	e.wantKinds(mine.ServerID, heartbeat.KindRegistered)
+	e.wantKinds(mine.ServerID, registry.KindRegistered)
 
 	// The same module name in the other tenant is another server.
 	theirs, created, _ := e.registerFor(other, e.info("calendar", "a"))
@@ -379,11 +379,11 @@ func tenantIsolation(e *env) {
 		e.t.Fatalf("register of the same module in another tenant: created %v, server %s (mine %s), tenant %s",
 			created, theirs.ServerID, mine.ServerID, theirs.TenantID)
 	}
-	mineList, err := e.store.Servers(e.ctx, e.tenant, heartbeat.ServerFilter{Limit: 100})
+	mineList, err := e.store.Servers(e.ctx, e.tenant, registry.ServerFilter{Limit: 100})
 	if err != nil || len(mineList.Servers) != 1 || mineList.Servers[0].ServerID != mine.ServerID {
 		e.t.Fatalf("servers: %d, %v; want only mine", len(mineList.Servers), err)
 	}
-	if evs := e.allEvents(e.tenant, heartbeat.EventFilter{}); len(evs) != 1 {
+	if evs := e.allEvents(e.tenant, registry.EventFilter{}); len(evs) != 1 {
 		e.t.Fatalf("events: %s, want only mine", describe(evs))
 	}
 }
@@ -392,19 +392,19 @@ func tenantIsolation(e *env) {
 func unknownServer(e *env) {
 	e.registerNew(e.info("calendar"))
 	id := uuid.New()
-	if _, err := e.store.Server(e.ctx, e.tenant, id); !errors.Is(err, heartbeat.ErrNotFound) {
+	if _, err := e.store.Server(e.ctx, e.tenant, id); !errors.Is(err, registry.ErrNotFound) {
 		e.t.Fatalf("server: %v, want ErrNotFound", err)
 	}
-	if _, _, err := e.store.Heartbeat(e.ctx, e.tenant, id); !errors.Is(err, heartbeat.ErrNotFound) {
+	if _, _, err := e.store.Heartbeat(e.ctx, e.tenant, id); !errors.Is(err, registry.ErrNotFound) {
 		e.t.Fatalf("heartbeat: %v, want ErrNotFound", err)
 	}
-	if _, _, err := e.store.Deregister(e.ctx, e.tenant, id); !errors.Is(err, heartbeat.ErrNotFound) {
+	if _, _, err := e.store.Deregister(e.ctx, e.tenant, id); !errors.Is(err, registry.ErrNotFound) {
 		e.t.Fatalf("deregister: %v, want ErrNotFound", err)
 	}
-	if _, err := e.store.Skills(e.ctx, e.tenant, id); !errors.Is(err, heartbeat.ErrNotFound) {
+	if _, err := e.store.Skills(e.ctx, e.tenant, id); !errors.Is(err, registry.ErrNotFound) {
 		e.t.Fatalf("skills: %v, want ErrNotFound", err)
 	}
-	if evs := e.allEvents(e.tenant, heartbeat.EventFilter{ServerID: &id}); len(evs) != 0 {
+	if evs := e.allEvents(e.tenant, registry.EventFilter{ServerID: &id}); len(evs) != 0 {
 		e.t.Fatalf("events of an unknown server: %s", describe(evs))
 	}
 	if err := e.store.Ping(e.ctx); err != nil {
@@ -417,16 +417,16 @@ func timestampsMicrosecondsUTC(e *env) {
 	e.advance(1234567 * time.Microsecond)
 	srv := e.registerNew(e.info("calendar"))
 	at := Start.Add(1234567 * time.Microsecond)
-	e.checkServer(srv, srvWant{status: heartbeat.StatusHealthy, heartbeat: at, registered: at})
+	e.checkServer(srv, srvWant{status: registry.StatusHealthy, heartbeat: at, registered: at})
 	e.advance(7654321 * time.Microsecond)
 	hb, _ := e.heartbeat(srv.ServerID)
-	e.checkServer(hb, srvWant{status: heartbeat.StatusHealthy, heartbeat: e.now(), registered: at})
+	e.checkServer(hb, srvWant{status: registry.StatusHealthy, heartbeat: e.now(), registered: at})
 	e.advance(1 * time.Microsecond)
 	dr, ev := e.deregister(srv.ServerID)
-	e.checkServer(dr, srvWant{status: heartbeat.StatusDeregistered, heartbeat: e.now().Add(-time.Microsecond),
+	e.checkServer(dr, srvWant{status: registry.StatusDeregistered, heartbeat: e.now().Add(-time.Microsecond),
 		registered: at, deregistered: e.now()})
-	e.checkEvent(*ev, evWant{kind: heartbeat.KindDeregistered, srv: srv, from: heartbeat.StatusHealthy,
-		to: heartbeat.StatusDeregistered, at: e.now()})
+	e.checkEvent(*ev, evWant{kind: registry.KindDeregistered, srv: srv, from: registry.StatusHealthy,
+		to: registry.StatusDeregistered, at: e.now()})
 	for _, ev := range e.eventsOf(srv.ServerID) {
 		e.sameTime("event occurred_at", ev.OccurredAt, ev.OccurredAt) // UTC
 	}

@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"time"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // Remotes, description and title: stored, returned by every read and
@@ -19,21 +19,21 @@ var remotesCases = []testCase{
 	{"remotes_not_in_audit", remotesNotInAudit},
 }
 
-var testRemotes = []heartbeat.Remote{
-	{Type: heartbeat.RemoteStreamableHTTP, URL: "https://calendar.internal.example:8443/mcp"},
-	{Type: heartbeat.RemoteSSE, URL: "http://10.0.0.7/sse?tenant=a"},
+var testRemotes = []registry.Remote{
+	{Type: registry.RemoteStreamableHTTP, URL: "https://calendar.internal.example:8443/mcp"},
+	{Type: registry.RemoteSSE, URL: "http://10.0.0.7/sse?tenant=a"},
 }
 
-func (e *env) infoWithRemotes(module string, skills ...string) heartbeat.ServerInfo {
+func (e *env) infoWithRemotes(module string, skills ...string) registry.ServerInfo {
 	info := e.info(module, skills...)
-	info.Remotes = append([]heartbeat.Remote(nil), testRemotes...)
+	info.Remotes = append([]registry.Remote(nil), testRemotes...)
 	info.Description = "Calendar of the team, with ünïcode"
 	info.Title = "Calendar"
 	return info
 }
 
 // wantRemotes checks what srv says of where it is reached.
-func (e *env) wantRemotes(where string, srv heartbeat.Server, remotes []heartbeat.Remote, desc, title string) {
+func (e *env) wantRemotes(where string, srv registry.Server, remotes []registry.Remote, desc, title string) {
 	e.t.Helper()
 	if srv.Remotes == nil {
 		e.t.Fatalf("%s: remotes nil, want a list ([] when none)", where)
@@ -46,9 +46,9 @@ func (e *env) wantRemotes(where string, srv heartbeat.Server, remotes []heartbea
 	}
 }
 
-func (e *env) wantSkillRemotes(remotes []heartbeat.Remote) {
+func (e *env) wantSkillRemotes(remotes []registry.Remote) {
 	e.t.Helper()
-	page, err := e.store.FindSkills(e.ctx, e.tenant, heartbeat.SkillFilter{})
+	page, err := e.store.FindSkills(e.ctx, e.tenant, registry.SkillFilter{})
 	if err != nil {
 		e.t.Fatalf("find skills: %v", err)
 	}
@@ -65,13 +65,13 @@ func (e *env) wantSkillRemotes(remotes []heartbeat.Remote) {
 func remotesEverywhere(e *env) {
 	info := e.infoWithRemotes("calendar", "book", "list")
 	srv := e.registerNew(info)
-	want := func(where string, s heartbeat.Server) {
+	want := func(where string, s registry.Server) {
 		e.t.Helper()
 		e.wantRemotes(where, s, testRemotes, info.Description, info.Title)
 	}
 	want("register", srv)
 	want("server", e.server(srv.ServerID))
-	page, err := e.store.Servers(e.ctx, e.tenant, heartbeat.ServerFilter{})
+	page, err := e.store.Servers(e.ctx, e.tenant, registry.ServerFilter{})
 	if err != nil || len(page.Servers) != 1 {
 		e.t.Fatalf("servers: %d, %v", len(page.Servers), err)
 	}
@@ -83,7 +83,7 @@ func remotesEverywhere(e *env) {
 	want("heartbeat", hb)
 	e.advance(35 * time.Second)
 	e.sweep()
-	e.wantStatus(srv.ServerID, heartbeat.StatusUnhealthy)
+	e.wantStatus(srv.ServerID, registry.StatusUnhealthy)
 	hb, ev := e.heartbeat(srv.ServerID) // recovery
 	if ev == nil {
 		e.t.Fatalf("heartbeat of an unhealthy server: no recovery event")
@@ -98,7 +98,7 @@ func remotesEverywhere(e *env) {
 func remotesReplaced(e *env) {
 	srv := e.registerNew(e.infoWithRemotes("calendar", "book"))
 	e.advance(time.Second)
-	other := []heartbeat.Remote{{Type: heartbeat.RemoteSSE, URL: "https://moved.example/sse"}}
+	other := []registry.Remote{{Type: registry.RemoteSSE, URL: "https://moved.example/sse"}}
 	info := e.info("calendar", "book")
 	info.Remotes = other
 	info.Title = "New title"
@@ -111,18 +111,18 @@ func remotesReplaced(e *env) {
 	e.wantSkillRemotes(other)
 
 	got, _, _ = e.register(e.info("calendar", "book"))
-	e.wantRemotes("re-register without", got, []heartbeat.Remote{}, "", "")
-	e.wantRemotes("server", e.server(srv.ServerID), []heartbeat.Remote{}, "", "")
-	e.wantSkillRemotes([]heartbeat.Remote{})
+	e.wantRemotes("re-register without", got, []registry.Remote{}, "", "")
+	e.wantRemotes("server", e.server(srv.ServerID), []registry.Remote{}, "", "")
+	e.wantSkillRemotes([]registry.Remote{})
 }
 
 func remotesNone(e *env) {
 	srv := e.registerNew(e.info("calendar", "book"))
-	e.wantRemotes("register", srv, []heartbeat.Remote{}, "", "")
-	e.wantRemotes("server", e.server(srv.ServerID), []heartbeat.Remote{}, "", "")
+	e.wantRemotes("register", srv, []registry.Remote{}, "", "")
+	e.wantRemotes("server", e.server(srv.ServerID), []registry.Remote{}, "", "")
 	hb, _ := e.heartbeat(srv.ServerID)
-	e.wantRemotes("heartbeat", hb, []heartbeat.Remote{}, "", "")
-	e.wantSkillRemotes([]heartbeat.Remote{})
+	e.wantRemotes("heartbeat", hb, []registry.Remote{}, "", "")
+	e.wantSkillRemotes([]registry.Remote{})
 	b, err := json.Marshal(srv)
 	if err != nil || !bytes.Contains(b, []byte(`"remotes":[]`)) {
 		e.t.Fatalf("server JSON %s: want \"remotes\":[] (%v)", b, err)

@@ -15,7 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jonboulle/clockwork"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // Start is the time every case's fake clock must show when it begins.
@@ -24,14 +24,14 @@ var Start = time.Date(2026, 5, 17, 10, 0, 0, 0, time.UTC)
 // Interval is the heartbeat interval I the suite sweeps with.
 const Interval = 10 * time.Second
 
-// Store is what the suite tests: a heartbeat.Store with the live counts of
+// Store is what the suite tests: a registry.Store with the live counts of
 // the mass-loss check, the status counts of the metrics and the reads of
 // the MCP registry API.
 type Store interface {
-	heartbeat.Store
-	heartbeat.LiveCounter
-	heartbeat.StatusCounter
-	heartbeat.CatalogReader
+	registry.Store
+	registry.LiveCounter
+	registry.StatusCounter
+	registry.CatalogReader
 }
 
 // Harness is one isolated store under test. Sweep spans every tenant, so no
@@ -93,16 +93,16 @@ func setup(t *testing.T, newHarness func(t *testing.T) Harness) *env {
 }
 
 // info is a valid registration of module with the named skills.
-func (e *env) info(module string, skills ...string) heartbeat.ServerInfo {
-	info := heartbeat.ServerInfo{
+func (e *env) info(module string, skills ...string) registry.ServerInfo {
+	info := registry.ServerInfo{
 		ModuleName:              module,
 		Version:                 "1.0.0",
 		SupportedProtocols:      []string{"2025-06-18"},
 		CapabilityAdvertisement: json.RawMessage(`{"tools":{"listChanged":true}}`),
-		TraceID:                 heartbeat.NewTraceID(),
+		TraceID:                 registry.NewTraceID(),
 	}
 	for _, s := range skills {
-		info.Skills = append(info.Skills, heartbeat.SkillInfo{Name: s, Description: "does " + s})
+		info.Skills = append(info.Skills, registry.SkillInfo{Name: s, Description: "does " + s})
 	}
 	return info
 }
@@ -111,11 +111,11 @@ func (e *env) now() time.Time { return e.h.Clock.Now() }
 
 func (e *env) advance(d time.Duration) { e.h.Clock.Advance(d) }
 
-func (e *env) register(info heartbeat.ServerInfo) (heartbeat.Server, bool, heartbeat.Event) {
+func (e *env) register(info registry.ServerInfo) (registry.Server, bool, registry.Event) {
 	return e.registerFor(e.tenant, info)
 }
 
-func (e *env) registerFor(tenant uuid.UUID, info heartbeat.ServerInfo) (heartbeat.Server, bool, heartbeat.Event) {
+func (e *env) registerFor(tenant uuid.UUID, info registry.ServerInfo) (registry.Server, bool, registry.Event) {
 	e.t.Helper()
 	srv, created, ev, err := e.store.Register(e.ctx, tenant, info)
 	if err != nil {
@@ -125,18 +125,18 @@ func (e *env) registerFor(tenant uuid.UUID, info heartbeat.ServerInfo) (heartbea
 }
 
 // registerNew registers a new server and checks the answer and its event.
-func (e *env) registerNew(info heartbeat.ServerInfo) heartbeat.Server {
+func (e *env) registerNew(info registry.ServerInfo) registry.Server {
 	e.t.Helper()
 	srv, created, ev := e.register(info)
 	if !created {
 		e.t.Fatalf("register %q: created = false for a new server", info.ModuleName)
 	}
-	e.checkServer(srv, srvWant{status: heartbeat.StatusHealthy, heartbeat: e.now(), registered: e.now()})
-	e.checkEvent(ev, evWant{kind: heartbeat.KindRegistered, srv: srv, to: heartbeat.StatusHealthy, at: e.now(), affected: skillNames(info)})
+	e.checkServer(srv, srvWant{status: registry.StatusHealthy, heartbeat: e.now(), registered: e.now()})
+	e.checkEvent(ev, evWant{kind: registry.KindRegistered, srv: srv, to: registry.StatusHealthy, at: e.now(), affected: skillNames(info)})
 	return srv
 }
 
-func (e *env) heartbeat(id uuid.UUID) (heartbeat.Server, *heartbeat.Event) {
+func (e *env) heartbeat(id uuid.UUID) (registry.Server, *registry.Event) {
 	e.t.Helper()
 	srv, ev, err := e.store.Heartbeat(e.ctx, e.tenant, id)
 	if err != nil {
@@ -145,7 +145,7 @@ func (e *env) heartbeat(id uuid.UUID) (heartbeat.Server, *heartbeat.Event) {
 	return srv, ev
 }
 
-func (e *env) deregister(id uuid.UUID) (heartbeat.Server, *heartbeat.Event) {
+func (e *env) deregister(id uuid.UUID) (registry.Server, *registry.Event) {
 	e.t.Helper()
 	srv, ev, err := e.store.Deregister(e.ctx, e.tenant, id)
 	if err != nil {
@@ -162,14 +162,14 @@ func (e *env) disable(id uuid.UUID, name, reason string) {
 }
 
 // sweep sweeps at the clock's now, as the design's monitor does.
-func (e *env) sweep() []heartbeat.Event {
+func (e *env) sweep() []registry.Event {
 	e.t.Helper()
 	return e.sweepAt(e.now(), 1000)
 }
 
-func (e *env) sweepAt(now time.Time, limit int) []heartbeat.Event {
+func (e *env) sweepAt(now time.Time, limit int) []registry.Event {
 	e.t.Helper()
-	result, err := e.store.Sweep(e.ctx, heartbeat.SweepRequest{Now: now, Interval: Interval, Limit: limit})
+	result, err := e.store.Sweep(e.ctx, registry.SweepRequest{Now: now, Interval: Interval, Limit: limit})
 	evs := result.Events
 	if err != nil {
 		e.t.Fatalf("sweep: %v", err)
@@ -186,7 +186,7 @@ func (e *env) sweepNone() {
 }
 
 // sweepOne sweeps and wants exactly one transition.
-func (e *env) sweepOne() heartbeat.Event {
+func (e *env) sweepOne() registry.Event {
 	e.t.Helper()
 	evs := e.sweep()
 	if len(evs) != 1 {
@@ -195,7 +195,7 @@ func (e *env) sweepOne() heartbeat.Event {
 	return evs[0]
 }
 
-func (e *env) server(id uuid.UUID) heartbeat.Server {
+func (e *env) server(id uuid.UUID) registry.Server {
 	e.t.Helper()
 	srv, err := e.store.Server(e.ctx, e.tenant, id)
 	if err != nil {
@@ -204,14 +204,14 @@ func (e *env) server(id uuid.UUID) heartbeat.Server {
 	return srv
 }
 
-func (e *env) wantStatus(id uuid.UUID, want heartbeat.Status) {
+func (e *env) wantStatus(id uuid.UUID, want registry.Status) {
 	e.t.Helper()
 	if got := e.server(id).Status; got != want {
 		e.t.Fatalf("server %s: status %s, want %s", id, got, want)
 	}
 }
 
-func (e *env) skills(id uuid.UUID) []heartbeat.Skill {
+func (e *env) skills(id uuid.UUID) []registry.Skill {
 	e.t.Helper()
 	skills, err := e.store.Skills(e.ctx, e.tenant, id)
 	if err != nil {
@@ -257,9 +257,9 @@ func (e *env) wantSkills(id uuid.UUID, want map[string]string) {
 
 // allEvents pages through every event of f with f.Limit per page (100 if
 // unset), checking the order and the cursors.
-func (e *env) allEvents(tenant uuid.UUID, f heartbeat.EventFilter) []heartbeat.Event {
+func (e *env) allEvents(tenant uuid.UUID, f registry.EventFilter) []registry.Event {
 	e.t.Helper()
-	var out []heartbeat.Event
+	var out []registry.Event
 	for range 10_000 {
 		page, err := e.store.Events(e.ctx, tenant, f)
 		if err != nil {
@@ -295,16 +295,16 @@ func (e *env) allEvents(tenant uuid.UUID, f heartbeat.EventFilter) []heartbeat.E
 	return nil
 }
 
-func (e *env) eventsOf(id uuid.UUID) []heartbeat.Event {
+func (e *env) eventsOf(id uuid.UUID) []registry.Event {
 	e.t.Helper()
-	return e.allEvents(e.tenant, heartbeat.EventFilter{ServerID: &id})
+	return e.allEvents(e.tenant, registry.EventFilter{ServerID: &id})
 }
 
 // wantKinds checks the kinds of id's events, oldest first.
-func (e *env) wantKinds(id uuid.UUID, want ...heartbeat.EventKind) {
+func (e *env) wantKinds(id uuid.UUID, want ...registry.EventKind) {
 	e.t.Helper()
 	evs := e.eventsOf(id)
-	got := make([]heartbeat.EventKind, len(evs))
+	got := make([]registry.EventKind, len(evs))
 	for i, ev := range evs {
 		got[i] = ev.Kind
 	}
@@ -314,7 +314,7 @@ func (e *env) wantKinds(id uuid.UUID, want ...heartbeat.EventKind) {
 }
 
 // wantLogged checks that ev, as a call returned it, is in the audit trail.
-func (e *env) wantLogged(ev heartbeat.Event) {
+func (e *env) wantLogged(ev registry.Event) {
 	e.t.Helper()
 	for _, got := range e.eventsOf(ev.ServerID) {
 		if got.EventID == ev.EventID {
@@ -328,13 +328,13 @@ func (e *env) wantLogged(ev heartbeat.Event) {
 }
 
 type srvWant struct {
-	status       heartbeat.Status
+	status       registry.Status
 	heartbeat    time.Time
 	registered   time.Time
 	deregistered time.Time // zero: nil
 }
 
-func (e *env) checkServer(srv heartbeat.Server, w srvWant) {
+func (e *env) checkServer(srv registry.Server, w srvWant) {
 	e.t.Helper()
 	if srv.ServerID == uuid.Nil {
 		e.t.Fatalf("server %q: nil server_id", srv.ModuleName)
@@ -355,7 +355,7 @@ func (e *env) checkServer(srv heartbeat.Server, w srvWant) {
 	case !w.deregistered.IsZero():
 		e.sameTime("deregistered_at", *srv.DeregisteredAt, w.deregistered)
 	}
-	if !heartbeat.ValidTraceID(srv.TraceID) {
+	if !registry.ValidTraceID(srv.TraceID) {
 		e.t.Fatalf("server %q: trace_id %q is not 32 lowercase hex digits", srv.ModuleName, srv.TraceID)
 	}
 	if srv.SupportedProtocols == nil {
@@ -382,22 +382,22 @@ func checkTime(got, want time.Time) error {
 }
 
 type evWant struct {
-	kind     heartbeat.EventKind
-	srv      heartbeat.Server // id, module, trace id, version and protocols
-	from     heartbeat.Status // "": none
-	to       heartbeat.Status
+	kind     registry.EventKind
+	srv      registry.Server // id, module, trace id, version and protocols
+	from     registry.Status // "": none
+	to       registry.Status
 	at       time.Time
 	affected []string
 }
 
-func (e *env) checkEvent(ev heartbeat.Event, w evWant) {
+func (e *env) checkEvent(ev registry.Event, w evWant) {
 	e.t.Helper()
 	if err := checkEvent(ev, e.tenant, w); err != nil {
 		e.t.Fatalf("event %s of %q: %v", w.kind, w.srv.ModuleName, err)
 	}
 }
 
-func checkEvent(ev heartbeat.Event, tenant uuid.UUID, w evWant) error {
+func checkEvent(ev registry.Event, tenant uuid.UUID, w evWant) error {
 	from := ""
 	if ev.FromStatus != nil {
 		from = string(*ev.FromStatus)
@@ -412,8 +412,8 @@ func checkEvent(ev heartbeat.Event, tenant uuid.UUID, w evWant) error {
 		return fmt.Errorf("kind %s, want %s", ev.Kind, w.kind)
 	case ev.Body.SkillsAffected == nil || ev.Body.SupportedProtocols == nil:
 		return errors.New("body skills_affected or supported_protocols nil, want a list")
-	case !ev.Kind.Spec().Allows(heartbeat.Status(from), ev.ToStatus):
-		return fmt.Errorf("kind %s from %q to %s: a transition heartbeat.Kinds does not allow", ev.Kind, from, ev.ToStatus)
+	case !ev.Kind.Spec().Allows(registry.Status(from), ev.ToStatus):
+		return fmt.Errorf("kind %s from %q to %s: a transition registry.Kinds does not allow", ev.Kind, from, ev.ToStatus)
 	case ev.TenantID != tenant:
 		return fmt.Errorf("tenant %s, want %s", ev.TenantID, tenant)
 	case ev.ServerID != w.srv.ServerID || ev.Body.ServerID != w.srv.ServerID:
@@ -452,12 +452,12 @@ func sameList(what string, got, want []string) error {
 	return nil
 }
 
-func sameEvent(a, b heartbeat.Event) error {
+func sameEvent(a, b registry.Event) error {
 	if !a.OccurredAt.Truncate(time.Microsecond).Equal(b.OccurredAt.Truncate(time.Microsecond)) {
 		return fmt.Errorf("occurred_at %s and %s", a.OccurredAt, b.OccurredAt)
 	}
 	a.Seq, b.Seq = 0, 0
-	a.Position, b.Position = heartbeat.Position{}, heartbeat.Position{}
+	a.Position, b.Position = registry.Position{}, registry.Position{}
 	a.OccurredAt, b.OccurredAt = time.Time{}, time.Time{}
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
@@ -467,7 +467,7 @@ func sameEvent(a, b heartbeat.Event) error {
 	return nil
 }
 
-func skillNames(info heartbeat.ServerInfo) []string {
+func skillNames(info registry.ServerInfo) []string {
 	names := make([]string, len(info.Skills))
 	for i, s := range info.Skills {
 		names[i] = s.Name
@@ -496,7 +496,7 @@ func merge(maps ...map[string]string) map[string]string {
 	return out
 }
 
-func describe(evs []heartbeat.Event) string {
+func describe(evs []registry.Event) string {
 	var b bytes.Buffer
 	for _, ev := range evs {
 		from := "-"

@@ -19,8 +19,9 @@ import (
 	"github.com/cyberos/mcpd/cmd/mcpd-bench/internal/bench"
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/auth"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // Go benchmarks of the hot functions of the heartbeat path that have none in
@@ -78,7 +79,7 @@ func newHandler(b *testing.B, servers int) handlerBundle {
 func newTracedHandler(b *testing.B, servers int, tp trace.TracerProvider) handlerBundle {
 	b.Helper()
 	st := memstore.New(clockwork.NewRealClock())
-	reg := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{Store: st})
+	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: st})
 	v, err := auth.NewVerifier(auth.VerifierOptions{HMACSecret: benchSecret})
 	if err != nil {
 		b.Fatal(err)
@@ -87,7 +88,7 @@ func newTracedHandler(b *testing.B, servers int, tp trace.TracerProvider) handle
 	hb := handlerBundle{h: api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: v, Tracer: tp}), token: benchToken(b, tenant)}
 	for m := 1; m <= servers; m++ {
 		req := bench.RegisterRequest(m)
-		srv, _, err := reg.Register(context.Background(), tenant, heartbeat.ServerInfo{
+		srv, _, err := reg.Register(context.Background(), tenant, registry.ServerInfo{
 			ModuleName: req.ModuleName, Version: req.Version, SupportedProtocols: req.SupportedProtocols, Skills: req.Skills,
 		})
 		if err != nil {
@@ -173,10 +174,10 @@ func BenchmarkHandlerListServers(b *testing.B) {
 // heartbeat answers.
 func BenchmarkEncodeServer(b *testing.B) {
 	now := time.Now().UTC()
-	srv := heartbeat.Server{
+	srv := registry.Server{
 		ServerID: bench.ServerID(1), TenantID: bench.TenantID(1), ModuleName: "module-1", Version: "1.0.0",
 		SupportedProtocols: []string{"2025-06-18"}, CapabilityAdvertisement: json.RawMessage(`{"tools":{"listChanged":true}}`),
-		Status: heartbeat.StatusHealthy, LastHeartbeatAt: now, RegisteredAt: now,
+		Status: registry.StatusHealthy, LastHeartbeatAt: now, RegisteredAt: now,
 		TraceID: strings.Repeat("ab", 16), HeartbeatIntervalSecs: 10,
 	}
 	b.ReportAllocs()

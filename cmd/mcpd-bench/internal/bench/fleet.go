@@ -109,7 +109,7 @@ func (f *Fleet) HeartbeatGrouped(ctx context.Context, seq int64) error {
 }
 
 // HeartbeatClient is Heartbeat through pkg/client, as a module's own
-// program would send it (the answer decoded into a heartbeat.Server).
+// program would send it (the answer decoded into a registry.Server).
 func (f *Fleet) HeartbeatClient(ctx context.Context, seq int64) error {
 	t, id := f.Server(seq)
 	_, err := f.clients[t-1].Heartbeat(ctx, id)

@@ -9,13 +9,13 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/cyberos/mcpd/pkg/api"
-	"github.com/cyberos/mcpd/pkg/heartbeat"
 	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // benchSkills are the skills of every server the harness registers: two,
 // as the seeded database has.
-var benchSkills = []heartbeat.SkillInfo{{Name: "search"}, {Name: "summarize"}}
+var benchSkills = []registry.SkillInfo{{Name: "search"}, {Name: "summarize"}}
 
 // RegisterRequest is the registration of module m (from 1) of a tenant.
 func RegisterRequest(m int) api.RegisterRequest {
@@ -41,9 +41,9 @@ func MemstoreHeap(ctx context.Context, tenants, modules int) (HeapResult, error)
 	for t := 1; t <= tenants; t++ {
 		for m := 1; m <= modules; m++ {
 			req := RegisterRequest(m)
-			_, _, _, err := st.Register(ctx, TenantID(t), heartbeat.ServerInfo{
+			_, _, _, err := st.Register(ctx, TenantID(t), registry.ServerInfo{
 				ModuleName: req.ModuleName, Version: req.Version, SupportedProtocols: req.SupportedProtocols,
-				Skills: req.Skills, TraceID: heartbeat.NewTraceID(),
+				Skills: req.Skills, TraceID: registry.NewTraceID(),
 			})
 			if err != nil {
 				return HeapResult{}, fmt.Errorf("memstore register: %w", err)

@@ -8,7 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/lifecycle"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // SweepResult is the timing of several sweeps of one case.
@@ -30,8 +31,8 @@ func (r *SweepResult) summarize() {
 
 // The sweep's thresholds at the default 10 s interval.
 var (
-	degradedAfter  = heartbeat.DegradedAfter(heartbeat.DefaultHeartbeatInterval)
-	unhealthyAfter = heartbeat.UnhealthyAfter(heartbeat.DefaultHeartbeatInterval)
+	degradedAfter  = registry.DegradedAfter(registry.DefaultHeartbeatInterval)
+	unhealthyAfter = registry.UnhealthyAfter(registry.DefaultHeartbeatInterval)
 )
 
 // sweepSQL is the monitor's statement, as pgstore sends it.
@@ -67,7 +68,7 @@ func SweepNothingDue(ctx context.Context, admin, app *pgxpool.Pool, at time.Time
 		return res, err
 	}
 	for range runs {
-		d, n, err := sweepOnce(ctx, app, at.Add(time.Second), heartbeat.DefaultSweepBatch)
+		d, n, err := sweepOnce(ctx, app, at.Add(time.Second), lifecycle.DefaultSweepBatch)
 		if err != nil {
 			return res, err
 		}
@@ -96,7 +97,7 @@ func SweepDue(ctx context.Context, admin, app *pgxpool.Pool, at time.Time, total
 		if err := makeDue(ctx, admin, at.Add(-35*time.Second), every, total); err != nil {
 			return res, err
 		}
-		d, n, err := sweepOnce(ctx, app, at.Add(time.Second), max(heartbeat.DefaultSweepBatch, due))
+		d, n, err := sweepOnce(ctx, app, at.Add(time.Second), max(lifecycle.DefaultSweepBatch, due))
 		if err != nil {
 			return res, err
 		}

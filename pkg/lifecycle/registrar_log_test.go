@@ -1,4 +1,4 @@
-package heartbeat_test
+package lifecycle_test
 
 import (
 	"context"
@@ -11,8 +11,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jonboulle/clockwork"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/testlog"
 )
 
@@ -59,12 +60,12 @@ func TestHeartbeatLogLevels(t *testing.T) {
 	var logs testlog.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	interval := 10 * time.Second
-	reg := heartbeat.NewRegistrar(heartbeat.RegistrarOptions{Store: store, Logger: logger, HeartbeatInterval: interval.Seconds()})
-	mon := heartbeat.NewMonitor(heartbeat.MonitorOptions{Store: store, Logger: logger, Clock: clock,
+	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: store, Logger: logger, HeartbeatInterval: interval.Seconds()})
+	mon := lifecycle.NewMonitor(lifecycle.MonitorOptions{Store: store, Logger: logger, Clock: clock,
 		HeartbeatInterval: interval, Period: time.Second, BlindAfter: -1})
 	tenant := uuid.New()
 	const trace = "4bf92f3577b34da6a3ce929d0e0e4736"
-	info := heartbeat.ServerInfo{ModuleName: "calendar", Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"},
+	info := registry.ServerInfo{ModuleName: "calendar", Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"},
 		TraceID: trace}
 	srv, _, err := reg.Register(ctx, tenant, info)
 	if err != nil {
@@ -102,13 +103,13 @@ func TestHeartbeatLogLevels(t *testing.T) {
 
 	// Silent past unhealthy; the heartbeat that recovers it is an info line
 	// with both statuses, the next one a debug line again.
-	clock.Advance(heartbeat.UnhealthyAfter(interval) + time.Second)
+	clock.Advance(registry.UnhealthyAfter(interval) + time.Second)
 	if _, err := mon.Sweep(ctx, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	beat(2)
 	lines, _ := heartbeatLines(t, &logs, off)
-	if len(lines) == 0 || lines[0].FromStatus != string(heartbeat.StatusUnhealthy) || lines[0].Status != string(heartbeat.StatusHealthy) {
+	if len(lines) == 0 || lines[0].FromStatus != string(registry.StatusUnhealthy) || lines[0].Status != string(registry.StatusHealthy) {
 		t.Fatalf("recovery line %+v, want from unhealthy to healthy", lines)
 	}
 	off = expect(off, "INFO heartbeat changed status", "DEBUG heartbeat")

@@ -1,4 +1,4 @@
-package heartbeat
+package lifecycle
 
 import (
 	"cmp"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // DefaultSweepBatch bounds the transitions one sweep statement applies; a
@@ -22,28 +24,28 @@ const maxSweepBatches = 100
 // MonitorStore is what the monitor needs of a store: the sweep, and the
 // live counts of the mass-heartbeat-loss check.
 type MonitorStore interface {
-	Sweep(ctx context.Context, req SweepRequest) (SweepResult, error)
-	LiveCounter
+	Sweep(ctx context.Context, req registry.SweepRequest) (registry.SweepResult, error)
+	registry.LiveCounter
 }
 
 // Monitor is the health monitor: every period it sweeps all tenants and
 // moves servers that stopped heartbeating to degraded and unhealthy.
 type Monitor struct {
 	store    MonitorStore
-	sink     AlertSink
+	sink     registry.AlertSink
 	logger   *slog.Logger
 	clock    clockwork.Clock
 	interval time.Duration
 	period   time.Duration
 	batch    int
-	observe  func(d time.Duration, transitions []Event, err error)
-	trace    func(ctx context.Context) (context.Context, func(transitions []Event, err error))
+	observe  func(d time.Duration, transitions []registry.Event, err error)
+	trace    func(ctx context.Context) (context.Context, func(transitions []registry.Event, err error))
 
 	blindAfter    time.Duration
-	onBlind       func(BlindWindow)
+	onBlind       func(registry.BlindWindow)
 	massLossShare float64
 	massLossMin   int
-	onMassLoss    func(MassLoss)
+	onMassLoss    func(registry.MassLoss)
 	sweepTimeout  time.Duration
 
 	mu       sync.Mutex
@@ -56,25 +58,25 @@ type Monitor struct {
 // MonitorOptions configures a Monitor.
 type MonitorOptions struct {
 	Store             MonitorStore
-	Sink              AlertSink
+	Sink              registry.AlertSink
 	Logger            *slog.Logger
 	Clock             clockwork.Clock // nil: the real clock
 	HeartbeatInterval time.Duration
 	Period            time.Duration
 	Batch             int
 	// Observe, when set, is called after every sweep (for metrics).
-	Observe func(d time.Duration, transitions []Event, err error)
+	Observe func(d time.Duration, transitions []registry.Event, err error)
 	// Trace, when set, is called as each sweep starts: the sweep runs in
 	// the context it returns (a span's, for tracing), and end is called
 	// with the sweep's transitions and error when it is over.
-	Trace func(ctx context.Context) (sweepCtx context.Context, end func(transitions []Event, err error))
+	Trace func(ctx context.Context) (sweepCtx context.Context, end func(transitions []registry.Event, err error))
 
 	// BlindAfter turns on blind-window protection (SweepRequest): a gap
 	// longer than this between successful sweeps means the registry was
 	// blind. Zero: DefaultBlindAfter; negative: off.
 	BlindAfter time.Duration
 	// OnBlind is called once per blind window, when sight returns.
-	OnBlind func(BlindWindow)
+	OnBlind func(registry.BlindWindow)
 	// MassLossShare and MassLossMin set the mass-heartbeat-loss check: more
 	// than this share of a tenant's live servers, and at least this many,
 	// going unhealthy in one sweep (defaults 0.5 and 10). The transitions
@@ -82,7 +84,7 @@ type MonitorOptions struct {
 	MassLossShare float64
 	MassLossMin   int
 	// OnMassLoss is called for each tenant with a mass heartbeat loss.
-	OnMassLoss func(MassLoss)
+	OnMassLoss func(registry.MassLoss)
 	// SweepTimeout bounds each sweep of the loop (Start, Run); zero: the
 	// heartbeat interval.
 	SweepTimeout time.Duration
@@ -97,12 +99,12 @@ func DefaultBlindAfter(period, interval time.Duration) time.Duration {
 // NewMonitor returns a Monitor with opts, defaults filled in.
 func NewMonitor(opts MonitorOptions) *Monitor {
 	logger := cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
-	interval := cmp.Or(max(opts.HeartbeatInterval, 0), DefaultHeartbeatInterval)
+	interval := cmp.Or(max(opts.HeartbeatInterval, 0), registry.DefaultHeartbeatInterval)
 	m := &Monitor{store: opts.Store, logger: logger, observe: opts.Observe,
-		sink:         cmp.Or[AlertSink](opts.Sink, LogSink{Logger: logger}),
+		sink:         cmp.Or[registry.AlertSink](opts.Sink, registry.LogSink{Logger: logger}),
 		clock:        cmp.Or[clockwork.Clock](opts.Clock, clockwork.NewRealClock()),
 		interval:     interval,
-		period:       cmp.Or(max(opts.Period, 0), DefaultMonitorPeriod),
+		period:       cmp.Or(max(opts.Period, 0), registry.DefaultMonitorPeriod),
 		batch:        cmp.Or(max(opts.Batch, 0), DefaultSweepBatch),
 		sweepTimeout: cmp.Or(max(opts.SweepTimeout, 0), interval),
 		trace:        opts.Trace,
@@ -115,8 +117,8 @@ func NewMonitor(opts MonitorOptions) *Monitor {
 		m.blindAfter = 0
 	}
 	m.massLossShare, m.massLossMin, m.onMassLoss = opts.MassLossShare, opts.MassLossMin, opts.OnMassLoss
-	m.massLossShare = cmp.Or(max(m.massLossShare, 0), DefaultMassLossShare)
-	m.massLossMin = cmp.Or(max(m.massLossMin, 0), DefaultMassLossMin)
+	m.massLossShare = cmp.Or(max(m.massLossShare, 0), registry.DefaultMassLossShare)
+	m.massLossMin = cmp.Or(max(m.massLossMin, 0), registry.DefaultMassLossMin)
 	return m
 }
 
@@ -219,16 +221,16 @@ func (m *Monitor) Run(ctx context.Context) error {
 // Sweep is one pass over every tenant at now (zero: the store's clock). It
 // returns every transition applied, each already audited and handed to the
 // alert sink.
-func (m *Monitor) Sweep(ctx context.Context, now time.Time) (all []Event, err error) {
+func (m *Monitor) Sweep(ctx context.Context, now time.Time) (all []registry.Event, err error) {
 	start := m.clock.Now()
 	if m.trace != nil {
-		var end func([]Event, error)
+		var end func([]registry.Event, error)
 		ctx, end = m.trace(ctx)
 		defer func() { end(all, err) }()
 	}
 	for range maxSweepBatches {
-		var res SweepResult
-		res, err = m.store.Sweep(ctx, SweepRequest{Now: now, Interval: m.interval, Limit: m.batch, BlindAfter: m.blindAfter})
+		var res registry.SweepResult
+		res, err = m.store.Sweep(ctx, registry.SweepRequest{Now: now, Interval: m.interval, Limit: m.batch, BlindAfter: m.blindAfter})
 		evs := res.Events
 		if err == nil && res.Opened != nil {
 			m.reportBlind(ctx, *res.Opened)
@@ -254,7 +256,7 @@ func (m *Monitor) Sweep(ctx context.Context, now time.Time) (all []Event, err er
 	return all, err
 }
 
-func (m *Monitor) reportBlind(ctx context.Context, w BlindWindow) {
+func (m *Monitor) reportBlind(ctx context.Context, w registry.BlindWindow) {
 	m.logger.WarnContext(ctx, "registry was blind: no server is moved away from healthy for that time",
 		"blind_from", w.From, "blind_until", w.Until, "blind_seconds", w.Duration().Seconds())
 	if m.onBlind != nil {
@@ -262,7 +264,7 @@ func (m *Monitor) reportBlind(ctx context.Context, w BlindWindow) {
 	}
 }
 
-func (m *Monitor) checkMassLoss(ctx context.Context, events []Event) {
+func (m *Monitor) checkMassLoss(ctx context.Context, events []registry.Event) {
 	if len(events) < m.massLossMin {
 		return
 	}

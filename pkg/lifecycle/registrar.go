@@ -1,4 +1,4 @@
-package heartbeat
+package lifecycle
 
 import (
 	"cmp"
@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"github.com/google/uuid"
+
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // Registrar is the lifecycle of servers as their owners drive it: register,
@@ -22,8 +24,8 @@ import (
 // Registrar or when it changes the server's status (a recovery); every
 // other heartbeat is logged at debug level.
 type Registrar struct {
-	store    Store
-	sink     AlertSink
+	store    registry.Store
+	sink     registry.AlertSink
 	logger   *slog.Logger
 	interval float64
 	quota    int
@@ -43,8 +45,8 @@ const maxUnbeaten = 1 << 16
 
 // RegistrarOptions configures a Registrar.
 type RegistrarOptions struct {
-	Store             Store
-	Sink              AlertSink // nil: transitions are only logged
+	Store             registry.Store
+	Sink              registry.AlertSink // nil: transitions are only logged
 	Logger            *slog.Logger
 	HeartbeatInterval float64 // seconds, reported in every server object
 	// MaxServersPerTenant is the most servers that are not deregistered a
@@ -57,24 +59,24 @@ type RegistrarOptions struct {
 func NewRegistrar(opts RegistrarOptions) *Registrar {
 	logger := cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
 	return &Registrar{store: opts.Store, logger: logger,
-		sink:     cmp.Or[AlertSink](opts.Sink, LogSink{Logger: logger}),
-		interval: cmp.Or(opts.HeartbeatInterval, DefaultHeartbeatInterval.Seconds()),
+		sink:     cmp.Or[registry.AlertSink](opts.Sink, registry.LogSink{Logger: logger}),
+		interval: cmp.Or(opts.HeartbeatInterval, registry.DefaultHeartbeatInterval.Seconds()),
 		quota:    max(opts.MaxServersPerTenant, 0), unbeaten: make(map[uuid.UUID]struct{})}
 }
 
 // Register validates info and registers it for tenant; created reports a new
 // server. A missing trace id is made here.
-func (r *Registrar) Register(ctx context.Context, tenant uuid.UUID, info ServerInfo) (Server, bool, error) {
+func (r *Registrar) Register(ctx context.Context, tenant uuid.UUID, info registry.ServerInfo) (registry.Server, bool, error) {
 	if err := info.Validate(); err != nil {
-		return Server{}, false, err
+		return registry.Server{}, false, err
 	}
 	if info.TraceID == "" {
-		info.TraceID = NewTraceID()
+		info.TraceID = registry.NewTraceID()
 	}
 	info.MaxServers = r.quota
 	srv, created, ev, err := r.store.Register(ctx, tenant, info)
 	if err != nil {
-		return Server{}, false, fmt.Errorf("register %q: %w", info.ModuleName, err)
+		return registry.Server{}, false, fmt.Errorf("register %q: %w", info.ModuleName, err)
 	}
 	r.logger.InfoContext(ctx, "server registered", "tenant_id", tenant.String(), "server_id", srv.ServerID.String(),
 		"module_name", srv.ModuleName, "version", srv.Version, "created", created, "trace_id", srv.TraceID)
@@ -92,10 +94,10 @@ func (r *Registrar) Register(ctx context.Context, tenant uuid.UUID, info ServerI
 // Heartbeat records a heartbeat; a degraded or unhealthy server recovers.
 // The first heartbeat after a registration and one that changes the
 // status are logged at info level, the others at debug level.
-func (r *Registrar) Heartbeat(ctx context.Context, tenant, serverID uuid.UUID) (Server, error) {
+func (r *Registrar) Heartbeat(ctx context.Context, tenant, serverID uuid.UUID) (registry.Server, error) {
 	srv, ev, err := r.store.Heartbeat(ctx, tenant, serverID)
 	if err != nil {
-		return Server{}, fmt.Errorf("heartbeat %s: %w", serverID, err)
+		return registry.Server{}, fmt.Errorf("heartbeat %s: %w", serverID, err)
 	}
 	first := r.pending.Load() > 0 && r.firstBeat(srv.ServerID)
 	switch {
@@ -133,10 +135,10 @@ func (r *Registrar) firstBeat(id uuid.UUID) bool {
 }
 
 // Deregister marks a server deregistered; it is idempotent.
-func (r *Registrar) Deregister(ctx context.Context, tenant, serverID uuid.UUID) (Server, error) {
+func (r *Registrar) Deregister(ctx context.Context, tenant, serverID uuid.UUID) (registry.Server, error) {
 	srv, ev, err := r.store.Deregister(ctx, tenant, serverID)
 	if err != nil {
-		return Server{}, fmt.Errorf("deregister %s: %w", serverID, err)
+		return registry.Server{}, fmt.Errorf("deregister %s: %w", serverID, err)
 	}
 	if r.pending.Load() > 0 {
 		r.firstBeat(srv.ServerID)
@@ -150,19 +152,19 @@ func (r *Registrar) Deregister(ctx context.Context, tenant, serverID uuid.UUID) 
 }
 
 // Server returns one server of tenant.
-func (r *Registrar) Server(ctx context.Context, tenant, serverID uuid.UUID) (Server, error) {
+func (r *Registrar) Server(ctx context.Context, tenant, serverID uuid.UUID) (registry.Server, error) {
 	srv, err := r.store.Server(ctx, tenant, serverID)
 	if err != nil {
-		return Server{}, err
+		return registry.Server{}, err
 	}
 	return r.decorate(srv), nil
 }
 
 // Servers returns a page of tenant's servers.
-func (r *Registrar) Servers(ctx context.Context, tenant uuid.UUID, f ServerFilter) (ServerPage, error) {
+func (r *Registrar) Servers(ctx context.Context, tenant uuid.UUID, f registry.ServerFilter) (registry.ServerPage, error) {
 	page, err := r.store.Servers(ctx, tenant, f)
 	if err != nil {
-		return ServerPage{}, err
+		return registry.ServerPage{}, err
 	}
 	for i := range page.Servers {
 		page.Servers[i] = r.decorate(page.Servers[i])
@@ -172,9 +174,9 @@ func (r *Registrar) Servers(ctx context.Context, tenant uuid.UUID, f ServerFilte
 
 // Store returns the store the Registrar writes through, for the reads
 // that need nothing of the Registrar (skills, the audit trail).
-func (r *Registrar) Store() Store { return r.store }
+func (r *Registrar) Store() registry.Store { return r.store }
 
-func (r *Registrar) decorate(s Server) Server {
+func (r *Registrar) decorate(s registry.Server) registry.Server {
 	s.HeartbeatIntervalSecs = r.interval
 	return s
 }

@@ -1,4 +1,4 @@
-package heartbeat_test
+package lifecycle_test
 
 import (
 	"context"
@@ -15,8 +15,9 @@ import (
 	"github.com/jonboulle/clockwork"
 	"go.uber.org/goleak"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/testlog"
 )
 
@@ -24,26 +25,26 @@ var start = time.Date(2026, 5, 17, 10, 0, 0, 0, time.UTC)
 
 // sweep is what Observe saw of one sweep.
 type sweep struct {
-	transitions []heartbeat.Event
+	transitions []registry.Event
 	err         error
 }
 
 // recorder is an AlertSink that keeps every transition.
 type recorder struct {
 	mu  sync.Mutex
-	evs []heartbeat.Event
+	evs []registry.Event
 }
 
-func (r *recorder) Transition(_ context.Context, ev heartbeat.Event) {
+func (r *recorder) Transition(_ context.Context, ev registry.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.evs = append(r.evs, ev)
 }
 
-func (r *recorder) kinds() []heartbeat.EventKind {
+func (r *recorder) kinds() []registry.EventKind {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := []heartbeat.EventKind{}
+	out := []registry.EventKind{}
 	for _, ev := range r.evs {
 		out = append(out, ev.Kind)
 	}
@@ -58,14 +59,14 @@ type flaky struct {
 	fail  func(call int) error
 }
 
-func (f *flaky) Sweep(ctx context.Context, req heartbeat.SweepRequest) (heartbeat.SweepResult, error) {
+func (f *flaky) Sweep(ctx context.Context, req registry.SweepRequest) (registry.SweepResult, error) {
 	f.mu.Lock()
 	f.calls++
 	call := f.calls
 	f.mu.Unlock()
 	if f.fail != nil {
 		if err := f.fail(call); err != nil {
-			return heartbeat.SweepResult{}, err
+			return registry.SweepResult{}, err
 		}
 	}
 	return f.Store.Sweep(ctx, req)
@@ -81,7 +82,7 @@ type monitorBundle struct {
 	tenant uuid.UUID
 }
 
-func setupMonitor(t *testing.T, fail func(call int) error) (*monitorBundle, *heartbeat.Monitor) {
+func setupMonitor(t *testing.T, fail func(call int) error) (*monitorBundle, *lifecycle.Monitor) {
 	t.Helper()
 	clock := clockwork.NewFakeClockAt(start)
 	store := memstore.New(clock)
@@ -89,22 +90,22 @@ func setupMonitor(t *testing.T, fail func(call int) error) (*monitorBundle, *hea
 		clock: clock, store: store, flaky: &flaky{Store: store, fail: fail}, sink: &recorder{},
 		logs: &testlog.Buffer{}, sweeps: make(chan sweep, 100), tenant: uuid.New(),
 	}
-	m := heartbeat.NewMonitor(heartbeat.MonitorOptions{
+	m := lifecycle.NewMonitor(lifecycle.MonitorOptions{
 		Store: b.flaky, Sink: b.sink, Clock: clock,
 		Logger:            slog.New(slog.NewTextHandler(b.logs, nil)),
 		HeartbeatInterval: 10 * time.Second, Period: 5 * time.Second, Batch: 100,
-		Observe: func(_ time.Duration, transitions []heartbeat.Event, err error) {
+		Observe: func(_ time.Duration, transitions []registry.Event, err error) {
 			b.sweeps <- sweep{transitions: transitions, err: err}
 		},
 	})
 	return b, m
 }
 
-func (b *monitorBundle) register(t *testing.T, module string) heartbeat.Server {
+func (b *monitorBundle) register(t *testing.T, module string) registry.Server {
 	t.Helper()
-	srv, _, _, err := b.store.Register(t.Context(), b.tenant, heartbeat.ServerInfo{
+	srv, _, _, err := b.store.Register(t.Context(), b.tenant, registry.ServerInfo{
 		ModuleName: module, Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"},
-		Skills: []heartbeat.SkillInfo{{Name: "s"}},
+		Skills: []registry.SkillInfo{{Name: "s"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +126,7 @@ func (b *monitorBundle) next(t *testing.T) sweep {
 }
 
 // runMonitor starts m.Run and returns a function that cancels it and waits.
-func runMonitor(t *testing.T, m *heartbeat.Monitor) (stop func()) {
+func runMonitor(t *testing.T, m *lifecycle.Monitor) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -144,8 +145,8 @@ func runMonitor(t *testing.T, m *heartbeat.Monitor) (stop func()) {
 	}
 }
 
-func kindsOf(evs []heartbeat.Event) []heartbeat.EventKind {
-	out := []heartbeat.EventKind{}
+func kindsOf(evs []registry.Event) []registry.EventKind {
+	out := []registry.EventKind{}
 	for _, ev := range evs {
 		out = append(out, ev.Kind)
 	}
@@ -165,7 +166,7 @@ func TestMonitorRunSweepsAtStartAndEveryPeriod(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Every 5 s a sweep: at +20 s the server is degraded, at +30 s unhealthy.
-	want := map[int][]heartbeat.EventKind{4: {heartbeat.KindDegraded}, 6: {heartbeat.KindUnhealthy}}
+	want := map[int][]registry.EventKind{4: {registry.KindDegraded}, 6: {registry.KindUnhealthy}}
 	for tick := 1; tick <= 8; tick++ {
 		b.clock.Advance(5 * time.Second)
 		s := b.next(t)
@@ -182,11 +183,11 @@ func TestMonitorRunSweepsAtStartAndEveryPeriod(t *testing.T) {
 	if len(b.sweeps) != 0 {
 		t.Fatalf("%d sweeps without a tick", len(b.sweeps))
 	}
-	if got := b.sink.kinds(); !slices.Equal(got, []heartbeat.EventKind{heartbeat.KindDegraded, heartbeat.KindUnhealthy}) {
+	if got := b.sink.kinds(); !slices.Equal(got, []registry.EventKind{registry.KindDegraded, registry.KindUnhealthy}) {
 		t.Fatalf("alert sink got %v, want degraded, unhealthy", got)
 	}
 	got, err := b.store.Server(t.Context(), b.tenant, srv.ServerID)
-	if err != nil || got.Status != heartbeat.StatusUnhealthy {
+	if err != nil || got.Status != registry.StatusUnhealthy {
 		t.Fatalf("server: %s, %v; want unhealthy", got.Status, err)
 	}
 	if b.flaky.calls != 9 {
@@ -212,7 +213,7 @@ func TestMonitorRunGoesOnAfterStoreError(t *testing.T) {
 	boom := errors.New("connection refused")
 	b, m := setupMonitor(t, func(call int) error {
 		if call <= 2 {
-			return fmt.Errorf("%w: %w", heartbeat.ErrUnavailable, boom)
+			return fmt.Errorf("%w: %w", registry.ErrUnavailable, boom)
 		}
 		return nil
 	})
@@ -221,7 +222,7 @@ func TestMonitorRunGoesOnAfterStoreError(t *testing.T) {
 
 	for i := range 2 {
 		s := b.next(t)
-		if !errors.Is(s.err, boom) || !errors.Is(s.err, heartbeat.ErrUnavailable) {
+		if !errors.Is(s.err, boom) || !errors.Is(s.err, registry.ErrUnavailable) {
 			t.Fatalf("sweep %d: err %v, want the store's", i, s.err)
 		}
 		if i == 0 {
@@ -240,7 +241,7 @@ func TestMonitorRunGoesOnAfterStoreError(t *testing.T) {
 		t.Fatalf("sweep at +15s: %v, %v", kindsOf(s.transitions), s.err)
 	}
 	b.clock.Advance(5 * time.Second)
-	if s := b.next(t); s.err != nil || !slices.Equal(kindsOf(s.transitions), []heartbeat.EventKind{heartbeat.KindDegraded}) {
+	if s := b.next(t); s.err != nil || !slices.Equal(kindsOf(s.transitions), []registry.EventKind{registry.KindDegraded}) {
 		t.Fatalf("sweep at +20s: %v, %v; want degraded", kindsOf(s.transitions), s.err)
 	}
 	stop()
@@ -281,10 +282,10 @@ func TestMonitorSweepBatches(t *testing.T) {
 			store := memstore.New(clock)
 			fl := &flaky{Store: store}
 			sink := &recorder{}
-			m := heartbeat.NewMonitor(heartbeat.MonitorOptions{Store: fl, Sink: sink, Clock: clock, Batch: c.batch})
+			m := lifecycle.NewMonitor(lifecycle.MonitorOptions{Store: fl, Sink: sink, Clock: clock, Batch: c.batch})
 			tenant := uuid.New()
 			register := func(module string) {
-				if _, _, _, err := store.Register(t.Context(), tenant, heartbeat.ServerInfo{
+				if _, _, _, err := store.Register(t.Context(), tenant, registry.ServerInfo{
 					ModuleName: module, Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"},
 				}); err != nil {
 					t.Fatal(err)
@@ -313,7 +314,7 @@ func TestMonitorSweepBatches(t *testing.T) {
 // NewMonitor fills in the defaults: a monitor with no options still sweeps.
 func TestNewMonitorDefaults(t *testing.T) {
 	store := memstore.New(clockwork.NewFakeClockAt(start))
-	m := heartbeat.NewMonitor(heartbeat.MonitorOptions{Store: store})
+	m := lifecycle.NewMonitor(lifecycle.MonitorOptions{Store: store})
 	if _, err := m.Sweep(t.Context(), start); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package heartbeat
+package registry
 
 // KindSpec says what an audit event kind means: the transition it records
 // and what the alert outbox, the skill alerts and a watching board make of

@@ -1,4 +1,4 @@
-package heartbeat_test
+package registry_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 )
 
@@ -69,7 +69,7 @@ func TestValidateMatchesPostgreSQL(t *testing.T) {
 	}
 	for _, name := range []string{"a", "é😀", "a\x00b", "a\xff", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\uFFFD", "\u2028"} {
 		info := validInfo()
-		info.Skills = []heartbeat.SkillInfo{{Name: name, Description: name}}
+		info.Skills = []registry.SkillInfo{{Name: name, Description: name}}
 		valid := info.Validate() == nil
 		if pg := stores(`SELECT $1::text`, name); valid != pg {
 			t.Errorf("skill name %q: Validate accepts %t, PostgreSQL stores %t", name, valid, pg)

@@ -1,10 +1,10 @@
-package heartbeat_test
+package registry_test
 
 import (
 	"strings"
 	"testing"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 func TestTraceIDFromTraceparent(t *testing.T) {
@@ -38,7 +38,7 @@ func TestTraceIDFromTraceparent(t *testing.T) {
 		{"trace id alone", id, ""},
 	}
 	for _, c := range cases {
-		if got := heartbeat.TraceIDFromTraceparent(c.header); got != c.want {
+		if got := registry.TraceIDFromTraceparent(c.header); got != c.want {
 			t.Errorf("%s: TraceIDFromTraceparent(%q) = %q, want %q", c.name, c.header, got, c.want)
 		}
 	}
@@ -47,8 +47,8 @@ func TestTraceIDFromTraceparent(t *testing.T) {
 func TestNewTraceID(t *testing.T) {
 	seen := map[string]bool{}
 	for range 100 {
-		id := heartbeat.NewTraceID()
-		if !heartbeat.ValidTraceID(id) {
+		id := registry.NewTraceID()
+		if !registry.ValidTraceID(id) {
 			t.Fatalf("NewTraceID() = %q, not 32 lowercase hex digits", id)
 		}
 		if seen[id] {
@@ -69,7 +69,7 @@ func TestValidTraceID(t *testing.T) {
 		"4bf92f3577b34da6a3ce929d0e0e473g":  false,
 		"":                                  false,
 	} {
-		if got := heartbeat.ValidTraceID(s); got != want {
+		if got := registry.ValidTraceID(s); got != want {
 			t.Errorf("ValidTraceID(%q) = %v, want %v", s, got, want)
 		}
 	}

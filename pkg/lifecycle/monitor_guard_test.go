@@ -1,4 +1,4 @@
-package heartbeat_test
+package lifecycle_test
 
 import (
 	"fmt"
@@ -8,15 +8,16 @@ import (
 	"github.com/google/uuid"
 	"github.com/jonboulle/clockwork"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
-func registerMany(t *testing.T, st heartbeat.Store, tenant uuid.UUID, prefix string, n int) {
+func registerMany(t *testing.T, st registry.Store, tenant uuid.UUID, prefix string, n int) {
 	t.Helper()
 	for i := range n {
-		info := heartbeat.ServerInfo{ModuleName: fmt.Sprintf("%s-%02d", prefix, i), Version: "1.0.0",
-			SupportedProtocols: []string{"2025-06-18"}, TraceID: heartbeat.NewTraceID()}
+		info := registry.ServerInfo{ModuleName: fmt.Sprintf("%s-%02d", prefix, i), Version: "1.0.0",
+			SupportedProtocols: []string{"2025-06-18"}, TraceID: registry.NewTraceID()}
 		if _, _, _, err := st.Register(t.Context(), tenant, info); err != nil {
 			t.Fatal(err)
 		}
@@ -33,12 +34,12 @@ func TestMonitorMassHeartbeatLoss(t *testing.T) {
 	registerMany(t, st, lost, "lost", 12)
 	registerMany(t, st, fine, "fine", 20)
 	registerMany(t, st, small, "small", 4)
-	var reports []heartbeat.MassLoss
-	m := heartbeat.NewMonitor(heartbeat.MonitorOptions{Store: st, Clock: clock, HeartbeatInterval: 10 * time.Second,
-		Period: 5 * time.Second, BlindAfter: -1, OnMassLoss: func(l heartbeat.MassLoss) { reports = append(reports, l) }})
+	var reports []registry.MassLoss
+	m := lifecycle.NewMonitor(lifecycle.MonitorOptions{Store: st, Clock: clock, HeartbeatInterval: 10 * time.Second,
+		Period: 5 * time.Second, BlindAfter: -1, OnMassLoss: func(l registry.MassLoss) { reports = append(reports, l) }})
 	clock.Advance(20 * time.Second)
 	// Keep 11 of fine's 20 servers beating: 9 going unhealthy is under both bounds.
-	page, err := st.Servers(t.Context(), fine, heartbeat.ServerFilter{Limit: 100})
+	page, err := st.Servers(t.Context(), fine, registry.ServerFilter{Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,9 +66,9 @@ func TestMonitorReportsBlindWindow(t *testing.T) {
 	clock := clockwork.NewFakeClockAt(start)
 	st := memstore.New(clock)
 	registerMany(t, st, uuid.New(), "calendar", 1)
-	var windows []heartbeat.BlindWindow
-	m := heartbeat.NewMonitor(heartbeat.MonitorOptions{Store: st, Clock: clock, HeartbeatInterval: 10 * time.Second,
-		Period: 5 * time.Second, OnBlind: func(w heartbeat.BlindWindow) { windows = append(windows, w) }})
+	var windows []registry.BlindWindow
+	m := lifecycle.NewMonitor(lifecycle.MonitorOptions{Store: st, Clock: clock, HeartbeatInterval: 10 * time.Second,
+		Period: 5 * time.Second, OnBlind: func(w registry.BlindWindow) { windows = append(windows, w) }})
 	if _, err := m.Sweep(t.Context(), time.Time{}); err != nil {
 		t.Fatal(err)
 	}

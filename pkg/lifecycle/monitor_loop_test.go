@@ -1,4 +1,4 @@
-package heartbeat_test
+package lifecycle_test
 
 import (
 	"context"
@@ -10,8 +10,9 @@ import (
 	"github.com/jonboulle/clockwork"
 	"go.uber.org/goleak"
 
-	"github.com/cyberos/mcpd/pkg/heartbeat"
+	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
@@ -24,22 +25,22 @@ type blocking struct {
 	finished atomic.Int32
 }
 
-func (b *blocking) Sweep(ctx context.Context, req heartbeat.SweepRequest) (heartbeat.SweepResult, error) {
+func (b *blocking) Sweep(ctx context.Context, req registry.SweepRequest) (registry.SweepResult, error) {
 	b.entered <- ctx
 	defer b.finished.Add(1)
 	select {
 	case <-b.release:
 	case <-ctx.Done():
-		return heartbeat.SweepResult{}, ctx.Err()
+		return registry.SweepResult{}, ctx.Err()
 	}
 	return b.Store.Sweep(ctx, req)
 }
 
-func newBlocking(t *testing.T) (*blocking, *heartbeat.Monitor, *clockwork.FakeClock) {
+func newBlocking(t *testing.T) (*blocking, *lifecycle.Monitor, *clockwork.FakeClock) {
 	t.Helper()
 	clock := clockwork.NewFakeClockAt(start)
 	b := &blocking{Store: memstore.New(clock), entered: make(chan context.Context, 10), release: make(chan struct{})}
-	m := heartbeat.NewMonitor(heartbeat.MonitorOptions{Store: b, Clock: clock,
+	m := lifecycle.NewMonitor(lifecycle.MonitorOptions{Store: b, Clock: clock,
 		HeartbeatInterval: 10 * time.Second, Period: 5 * time.Second, SweepTimeout: 7 * time.Second})
 	return b, m, clock
 }

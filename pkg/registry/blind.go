@@ -1,4 +1,4 @@
-package heartbeat
+package registry
 
 import (
 	"context"
@@ -62,35 +62,3 @@ const (
 	DefaultMassLossShare = 0.5
 	DefaultMassLossMin   = 10
 )
-
-// massLosses is, of one sweep's events, the tenants whose unhealthy share
-// is above share with at least `least` servers.
-func massLosses(ctx context.Context, counter LiveCounter, events []Event, share float64, least int) ([]MassLoss, error) {
-	byTenant := make(map[uuid.UUID]int)
-	for _, ev := range events {
-		if ev.Kind == KindUnhealthy {
-			byTenant[ev.TenantID]++
-		}
-	}
-	var tenants []uuid.UUID
-	for t, n := range byTenant {
-		if n >= least {
-			tenants = append(tenants, t)
-		}
-	}
-	if len(tenants) == 0 {
-		return nil, nil
-	}
-	live, err := counter.LiveCounts(ctx, tenants)
-	if err != nil {
-		return nil, err
-	}
-	var out []MassLoss
-	for _, t := range tenants {
-		n := byTenant[t]
-		if float64(n) > share*float64(live[t]) {
-			out = append(out, MassLoss{TenantID: t, Unhealthy: n, Live: live[t]})
-		}
-	}
-	return out, nil
-}
