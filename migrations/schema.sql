@@ -1,4 +1,4 @@
--- mcpd's schema after migration 15 (make schema), dumped by pg_dump 15
+-- mcpd's schema after migration 16 (make schema), dumped by pg_dump 15
 --
 -- PostgreSQL database dump
 --
@@ -58,7 +58,7 @@ BEGIN
     WHERE (e.kind IN ('mcp.server.unhealthy', 'mcp.server.recovered', 'mcp.server.deregistered')
            OR (e.kind = 'mcp.server.registered' AND e.from_status = 'unhealthy'))
       AND (e.txid, e.seq) > (v_txid, v_seq)
-      AND e.txid < pg_snapshot_xmin(pg_current_snapshot())
+      AND e.txid < (SELECT h.horizon FROM mcp_feed_horizon() h)
     ORDER BY e.txid, e.seq
     LIMIT p_limit;
 END

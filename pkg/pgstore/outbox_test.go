@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -81,5 +82,41 @@ func TestAlertLease(t *testing.T) {
 	last.Release(ctx)
 	if c, err := st.ClaimAlerts(ctx, "d", 10); err != nil || c == nil {
 		t.Fatalf("claim after release: %v, %v", c, err)
+	}
+}
+
+// An open transaction in another database of the same cluster (a report,
+// a migration, the rollback tier of these tests) does not hold the alert
+// outbox back: the claim waits only for this database's transactions, as
+// the change feed does (migration 0016).
+func TestAlertClaimIgnoresOtherDatabases(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	other := pgtest.NewDB(t)
+	ctx := t.Context()
+	long, err := other.Admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = long.Rollback(context.WithoutCancel(ctx)) })
+	// A transaction id, older than every event below.
+	if _, err := long.Exec(ctx, `SELECT pg_current_xact_id()`); err != nil {
+		t.Fatal(err)
+	}
+	clock := clockwork.NewFakeClockAt(epoch)
+	st := pgstore.New(db.App, pgstore.Options{Clock: clock})
+	t.Cleanup(st.Close)
+	tenant := uuid.New()
+	if _, _, _, err := st.Register(ctx, tenant, registry.ServerInfo{
+		ModuleName: "alpha", Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := st.Sweep(ctx, registry.SweepRequest{Now: epoch.Add(35 * time.Second), Interval: 10 * time.Second, Limit: 100}); err != nil || len(res.Events) != 1 {
+		t.Fatalf("sweep: %d events, %v", len(res.Events), err)
+	}
+	c, err := st.ClaimAlerts(ctx, "d", 10)
+	if err != nil || c == nil || len(c.Events()) != 1 {
+		t.Fatalf("claim beside another database's open transaction: %v, %v; want the unhealthy event", c, err)
 	}
 }
