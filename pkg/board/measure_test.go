@@ -102,7 +102,10 @@ func TestBrowserScreenshots(t *testing.T) {
 			t.Fatal(err)
 		}
 		eval[int](b, `document.activeElement.blur(), 0`)
-		time.Sleep(200 * time.Millisecond) // the scheme applied
+		// The scheme applied, and a frame painted with it.
+		b.until("the "+scheme+" scheme", `matchMedia('(prefers-color-scheme: `+scheme+`)').matches`)
+		eval[int](b, `window.mcpdPainted = false, requestAnimationFrame(() => requestAnimationFrame(() => { window.mcpdPainted = true })), 0`)
+		b.until("a frame painted", `window.mcpdPainted`)
 		png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
 		if err != nil {
 			t.Fatal(err)
@@ -197,9 +200,11 @@ func TestBrowserTenThousand(t *testing.T) {
 	t.Logf("first render (sign-in to the list painted): %.0f ms; skills listed: %.0f ms; long tasks: %s",
 		durationOf("mcpd:first-render"), durationOf("mcpd:skills-listed"), eval[string](b, `JSON.stringify(window.longTasks.map(Math.round))`))
 
-	// Let the page settle (the skills' answer parsed and collected), then
-	// an idle second as the baseline of the task time.
-	time.Sleep(2 * time.Second)
+	// Let the page settle (the skills' answer parsed and collected: the
+	// main thread goes idle), then an idle second as the baseline of the
+	// task time.
+	eval[int](b, `window.mcpdIdle = false, requestIdleCallback(() => { window.mcpdIdle = true }, {timeout: 10000}), 0`)
+	b.until("the page idle", `window.mcpdIdle`)
 	before := taskTime()
 	time.Sleep(time.Second)
 	t.Logf("idle second: main-thread task time %.1f ms", taskTime()-before)

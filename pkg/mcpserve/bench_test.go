@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cyberos/mcpd/pkg/mcpserve"
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 // rawSession is a bare MCP client of one revision that holds a stream
@@ -170,9 +171,7 @@ func BenchmarkNotify1000Sessions(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sessions := openSessions(ctx, b, benchClient(), e.url, tok, mcpserve.SkillURI("search"), n)
-	for e.mcp.Subscribed(tenant) < n {
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(b, "every session subscribed", time.Minute, func() bool { return e.mcp.Subscribed(tenant) >= n })
 
 	var lat []time.Duration
 	dead := false
@@ -251,9 +250,7 @@ func BenchmarkIdleSession(b *testing.B) {
 		hc = benchClient()
 		before = inUse()
 		sessions := openSessions(ctx, b, hc, e.url, tok, mcpserve.SkillURI("search"), n)
-		for e.mcp.Subscribed(tenant) < int64(n) {
-			time.Sleep(time.Millisecond)
-		}
+		testwait.Until(b, "every session subscribed", time.Minute, func() bool { return e.mcp.Subscribed(tenant) >= int64(n) })
 		perSession := float64(inUse()-before) / n
 		for _, s := range sessions {
 			s.body.Close()
