@@ -55,6 +55,7 @@ func TestBrowserBoard(t *testing.T) {
 	b.until("both servers listed", statusOf("calendar")+` === 'healthy' && `+statusOf("mail")+` === 'healthy'`)
 	b.until("live", `document.getElementById('conn').dataset.state === 'live'`)
 	b.until("skill counts", `document.querySelector('#servers-table tbody tr').cells[5].textContent === '2/2'`)
+	b.until("remotes", `document.querySelector('#servers-table tbody tr').cells[6].textContent.includes('`+remoteOf("calendar")+`')`)
 	// A mark that a reload would lose.
 	eval[int](b, `window.noReload = 1`)
 

@@ -226,7 +226,8 @@ func devConfig(secretFile string) config.Config {
 func register(t *testing.T, c *client.Client, module string, skills ...string) registry.Server {
 	t.Helper()
 	req := apiwire.RegisterRequest{ModuleName: module, Version: "1.2.0", SupportedProtocols: []string{"2025-06-18"},
-		CapabilityAdvertisement: []byte(`{"tools":{"listChanged":true}}`)}
+		CapabilityAdvertisement: []byte(`{"tools":{"listChanged":true}}`),
+		Remotes:                 []registry.Remote{{Type: registry.RemoteStreamableHTTP, URL: remoteOf(module)}}}
 	for _, s := range skills {
 		req.Skills = append(req.Skills, registry.SkillInfo{Name: s, Description: "does " + s})
 	}
@@ -236,6 +237,9 @@ func register(t *testing.T, c *client.Client, module string, skills ...string) r
 	}
 	return s
 }
+
+// remoteOf is where the tests say module's server is reached.
+func remoteOf(module string) string { return "https://" + module + ".mcp.internal/mcp" }
 
 // statusIs waits until mcpd says module's server has status st.
 func statusIs(t *testing.T, c *client.Client, id uuid.UUID, st registry.Status) {
