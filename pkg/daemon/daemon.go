@@ -261,16 +261,8 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		ln = tls.NewListener(ln, d.tls.serverConfig())
 	}
 	d.ln = ln
-	d.srv = &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: d.headerWait,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      d.cfg.RequestTimeout + writeSlack,
-		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          d.errorLog.stdLogger(),
-		ConnState:         limiter.connState,
-	}
+	d.srv = d.httpServer(handler)
+	d.srv.ConnState = limiter.connState
 	d.srv.RegisterOnShutdown(d.stopStreams)
 	d.serveErr = make(chan error, 2)
 	var serving sync.WaitGroup
@@ -413,15 +405,7 @@ func (d *Daemon) listenAdmin(ctx context.Context, handler http.Handler) error {
 		mux.Handle(p, handler)
 	}
 	d.adminLn = ln
-	d.adminSrv = &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: d.headerWait,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      d.cfg.RequestTimeout + writeSlack,
-		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          d.errorLog.stdLogger(),
-	}
+	d.adminSrv = d.httpServer(mux)
 	d.logger.Info("mcpd admin listener", "addr", ln.Addr().String(), "serves", "/healthz /readyz /metrics")
 	return nil
 }
@@ -607,5 +591,20 @@ func (d *Daemon) closeResources() {
 		}
 		cancel()
 		d.tracing = nil
+	}
+}
+
+// httpServer is the http.Server of every listener of mcpd: header reads,
+// bodies, answers and idle connections are bounded in time, headers in
+// size, and the server's own errors go to the daemon's log.
+func (d *Daemon) httpServer(handler http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: d.headerWait,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      d.cfg.RequestTimeout + writeSlack,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          d.errorLog.stdLogger(),
 	}
 }
