@@ -135,6 +135,12 @@ func TestRegisterInputRules(t *testing.T) {
 		{"remote url fragment", ok(`{"remotes":[{"type":"sse","url":"https://a.example/mcp#x"}]}`), "remotes[0].url"},
 		{"remote url space", ok(`{"remotes":[{"type":"sse","url":"https://a.example/a b"}]}`), "remotes[0].url"},
 		{"remote url empty", ok(`{"remotes":[{"type":"sse","url":""}]}`), "remotes[0].url"},
+		// What server.schema.json's format "uri" refuses, mcpd refuses too.
+		{"remote url angle brackets", ok(`{"remotes":[{"type":"sse","url":"https://a.example/<script>"}]}`), "remotes[0].url"},
+		{"remote url quote", ok(`{"remotes":[{"type":"sse","url":"https://a.example/\"x"}]}`), "remotes[0].url"},
+		{"remote url non-ASCII host", ok(`{"remotes":[{"type":"sse","url":"https://bücher.example/"}]}`), "remotes[0].url"},
+		{"remote url bidi mark", ok(`{"remotes":[{"type":"sse","url":"https://a.example/\u202e"}]}`), "remotes[0].url"},
+		{"remote url port 99999", ok(`{"remotes":[{"type":"sse","url":"https://a.example:99999/"}]}`), "remotes[0].url"},
 		{"remote url too long", ok(`{"remotes":[{"type":"sse","url":"https://a.example/` + strings.Repeat("x", 2048) + `"}]}`), "remotes[0].url"},
 		{"unknown remote field", ok(`{"remotes":[{"type":"sse","url":"https://a.example/","headers":[]}]}`), "headers"},
 		{"description empty", ok(`{"description":""}`), "description"},

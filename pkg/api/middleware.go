@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -63,9 +65,8 @@ func (h *handler) instrument(mux *http.ServeMux) http.Handler {
 			h.logger.DebugContext(r.Context(), "http request", "method", r.Method, "path", r.URL.Path,
 				"route", route, "status", code, "duration_ms", float64(elapsed.Microseconds())/1000)
 		}()
-		if name := repeatedQueryParameter(r.URL.RawQuery); name != "" {
+		if name, detail := badQueryParameter(r.URL.RawQuery); name != "" {
 			_, r.Pattern = mux.Handler(r)
-			const detail = "given more than once; give each query parameter once"
 			if strings.HasPrefix(r.URL.Path, "/v0.1/") {
 				// The MCP registry API answers its own error shape.
 				writeRegistryError(sw, &registryError{http.StatusBadRequest, name + ": " + detail})
@@ -78,20 +79,35 @@ func (h *handler) instrument(mux *http.ServeMux) http.Handler {
 	})
 }
 
-// repeatedQueryParameter names the first query parameter that raw gives
-// twice; "" when none is. Every endpoint refuses one: taking the first value
-// and ignoring the next hides a caller's mistake.
-func repeatedQueryParameter(raw string) string {
+// badQueryParameter names the first query parameter that every endpoint
+// refuses, and why; "" when the query is sound. A pair that does not parse
+// (a bad percent-escape, a ';' separator) would be dropped by
+// url.URL.Query, and its filter or limit silently ignored; a parameter
+// given twice would have its first value taken and the next ignored. Both
+// hide a caller's mistake.
+func badQueryParameter(raw string) (name, detail string) {
 	if raw == "" {
-		return ""
+		return "", ""
+	}
+	for pair := range strings.SplitSeq(raw, "&") {
+		key, value, _ := strings.Cut(pair, "=")
+		_, kerr := url.QueryUnescape(key)
+		_, verr := url.QueryUnescape(value)
+		if kerr != nil || verr != nil || strings.Contains(pair, ";") {
+			if !utf8.ValidString(key) {
+				key = "" // a name that a problem cannot carry
+			}
+			// The name as the caller wrote it.
+			return cmp.Or(key, "query"), "does not parse: percent-escape '%' and ';' in query values, and separate parameters with '&'"
+		}
 	}
 	q, _ := url.ParseQuery(raw)
 	for _, name := range slices.Sorted(maps.Keys(q)) {
 		if len(q[name]) > 1 {
-			return name
+			return name, "given more than once; give each query parameter once"
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // statusWriter records the status of a response. An answer of the router

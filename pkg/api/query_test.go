@@ -29,6 +29,12 @@ func TestRepeatedQueryParameter(t *testing.T) {
 		{"GET", "/healthz?probe=1&probe=2", "", "probe"},
 		{"GET", "/readyz?probe=1&probe=2", "", "probe"},
 		{"GET", "/metrics?name[]=a&name[]=b", "", "name[]"},
+		// A pair that does not parse is refused, not dropped with its filter.
+		{"GET", "/v1/mcp/servers?status=bogus;x", "", "status"},
+		{"GET", "/v1/mcp/servers?status=%zz", "", "status"},
+		{"GET", "/v1/mcp/servers?status=deregistered;", "", "status"},
+		{"GET", "/v1/mcp/servers?limit=5&limit=%zz", "", "limit"},
+		{"GET", "/v1/mcp/audit?%zz=1", "", "%zz"},
 	} {
 		t.Run(c.path, func(t *testing.T) {
 			wantProblem(t, b.do(t, req{method: c.method, path: c.path, body: c.body}), http.StatusBadRequest, c.field)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"strings"
 	"sync"
@@ -73,7 +74,11 @@ func FuzzListQueries(f *testing.F) {
 				}
 			case http.StatusBadRequest:
 				p := wantProblem(t, resp, http.StatusBadRequest, "")
-				if !fields[p.Field] {
+				// A filter of the list, or the parameter of the query that
+				// does not parse or is given twice, as the caller wrote it.
+				given, _ := url.ParseQuery(query)
+				_, named := given[p.Field]
+				if !fields[p.Field] && !named && !strings.Contains(query, p.Field) && p.Field != "query" {
 					t.Fatalf("%s?%s: 400 naming %q: %s", path, query, p.Field, resp.body)
 				}
 			default:

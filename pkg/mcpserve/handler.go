@@ -325,10 +325,13 @@ func setCacheable(_ context.Context, req mcp.Request, c *mcp.Cacheable) {
 	}
 }
 
-// sdkLogger is the SDK's logger: warnings and errors only (it logs every
-// subscription at info).
+// sdkLogger is the SDK's logger: errors only. It logs every subscription
+// at info, and at warning every notification that a client's session
+// could not take (a session that subscribed and never opened its stream):
+// one line per session and change, which any caller with a read token
+// could multiply at will.
 func sdkLogger(l *slog.Logger) *slog.Logger {
-	return slog.New(minLevel{l.Handler(), slog.LevelWarn})
+	return slog.New(minLevel{l.Handler(), slog.LevelError})
 }
 
 type minLevel struct {

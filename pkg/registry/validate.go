@@ -150,6 +150,10 @@ func RemoteURLProblem(s string) string {
 		return unstorableText(s)
 	case strings.ContainsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
 		return "must not contain spaces or control characters"
+	case strings.ContainsFunc(s, func(r rune) bool { return !uriChar(r) }):
+		// server.schema.json's format "uri" (RFC 3986): what a registry
+		// client validates must validate.
+		return "must be a URI of ASCII characters: percent-encode the rest of its path, and give a host in punycode"
 	}
 	u, err := url.Parse(s)
 	switch {
@@ -164,7 +168,22 @@ func RemoteURLProblem(s string) string {
 	case u.Fragment != "" || strings.Contains(s, "#"):
 		return "must not hold a fragment (#...)"
 	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "must have a port from 1 to 65535"
+		}
+	}
 	return ""
+}
+
+// uriChar reports whether r may stand in a URI as RFC 3986 writes it: an
+// unreserved or reserved character, or the '%' of a percent-encoding.
+func uriChar(r rune) bool {
+	switch {
+	case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9':
+		return true
+	}
+	return strings.ContainsRune("-._~:/?#[]@!$&'()*+,;=%", r)
 }
 
 // checkLabel checks an optional description or title: empty, or 1-100
