@@ -254,9 +254,18 @@ func notifyDeathAndRecovery(t *testing.T, e *env, rev string) {
 	}
 
 	// Recovery within the same second: held back until the second passed.
+	// The coalescer takes the event on its own goroutine, so it may read
+	// the fake clock before a single Advance and set its timer after it
+	// (the timer would then never fire): the clock moves on in small steps
+	// until the held-back update goes out.
 	e.heartbeat(t, tenant, srv.ServerID)
-	e.clock.Advance(time.Second)
-	testwait.Eventually(t, "the update after the recovery", func() bool { return rec.updates(uri) >= 2 })
+	testwait.Eventually(t, "the update after the recovery", func() bool {
+		if rec.updates(uri) >= 2 {
+			return true
+		}
+		e.clock.Advance(100 * time.Millisecond)
+		return false
+	})
 	var p mcpserve.Providers
 	readJSON(t, cs, uri, &p)
 	if len(p.Providers) != 1 || p.Providers[0].Status != "healthy" {
