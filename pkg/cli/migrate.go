@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
 
 	"github.com/cyberos/mcpd/pkg/output"
@@ -87,11 +86,7 @@ func completeMigrate(f *Factory, opts *migrateOptions) error {
 // libpq key=value string. The message does not repeat the URL, which may
 // hold a password.
 func checkDatabaseURL(raw string) error {
-	conn := strings.TrimSpace(raw)
-	if len(conn) >= len("pgx5://") && strings.EqualFold(conn[:len("pgx5://")], "pgx5://") {
-		conn = "postgres://" + conn[len("pgx5://"):]
-	}
-	if _, err := pgconn.ParseConfig(conn); err != nil || conn == "" {
+	if err := schema.ValidateURL(raw); err != nil {
 		return usagef("invalid database URL (--database-url, %s or the config file's database_url): "+
 			"want postgres://USER@HOST:PORT/DATABASE or libpq key=value pairs", EnvDatabaseURL)
 	}

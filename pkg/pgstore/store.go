@@ -15,7 +15,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cyberos/mcpd/pkg/registry"
-	"github.com/cyberos/mcpd/pkg/schema"
 )
 
 // Options configures a Store.
@@ -458,7 +457,7 @@ func (r *eventRow) event() (ev registry.Event, ok bool, err error) {
 // standby when there is one: a primary that cannot commit is not ready
 // either (the caller's deadline bounds the wait).
 func (s *Store) Ping(ctx context.Context) error {
-	if err := schema.Check(ctx, s.pool); err != nil {
+	if err := CheckSchema(ctx, s.pool); err != nil {
 		return translate(err)
 	}
 	var readOnly bool

@@ -3,31 +3,26 @@ package schema
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
+	"database/sql/driver"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
-	"net/url"
+	"os"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/golang-migrate/migrate/v4"
 	"github.com/golang-migrate/migrate/v4/database"
-	pgxv5 "github.com/golang-migrate/migrate/v4/database/pgx/v5"
+	"github.com/golang-migrate/migrate/v4/database/postgres"
 	"github.com/golang-migrate/migrate/v4/source"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
-	"github.com/jackc/pgerrcode"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/lib/pq"
 
 	"github.com/cyberos/mcpd/migrations"
 )
-
-// ErrSchemaMismatch reports a database whose schema is not exactly the
-// version this build expects, or is dirty.
-var ErrSchemaMismatch = errors.New("schema version mismatch")
 
 // Status is the migration state of a database.
 type Status struct {
@@ -112,34 +107,6 @@ func Current(ctx context.Context, databaseURL string) (Status, error) {
 	return st, err
 }
 
-// Check reports nil when the database's schema is exactly migrations.Latest
-// and not dirty, and an error wrapping ErrSchemaMismatch when it is not. Any
-// other error means the database did not answer. q is typically a
-// *pgxpool.Pool of mcpd's own login role.
-func Check(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}) error {
-	var (
-		version int64
-		dirty   bool
-	)
-	err := q.QueryRow(ctx, `SELECT version, dirty FROM schema_migrations`).Scan(&version, &dirty)
-	var pgErr *pgconn.PgError
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return fmt.Errorf("%w: no migration applied, want version %d", ErrSchemaMismatch, migrations.Latest)
-	case errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UndefinedTable:
-		return fmt.Errorf("%w: no schema_migrations table, want version %d", ErrSchemaMismatch, migrations.Latest)
-	case err != nil:
-		return fmt.Errorf("read schema version: %w", err)
-	case dirty:
-		return fmt.Errorf("%w: version %d is dirty, want version %d", ErrSchemaMismatch, version, migrations.Latest)
-	case version < 0 || uint64(version) != uint64(migrations.Latest):
-		return fmt.Errorf("%w: database at version %d, want version %d", ErrSchemaMismatch, version, migrations.Latest)
-	}
-	return nil
-}
-
 // runner is one open golang-migrate instance.
 type runner struct {
 	m   *migrate.Migrate
@@ -207,7 +174,7 @@ func (r *runner) stepName(n int) string {
 }
 
 // dbError is golang-migrate's database.Error without the text of the whole
-// migration, and with its cause (a *pgconn.PgError) reachable by errors.As.
+// migration, and with its cause (a *pq.Error) reachable by errors.As.
 type dbError struct{ e database.Error }
 
 func (d dbError) Error() string {
@@ -247,7 +214,7 @@ func withMigrate(ctx context.Context, databaseURL, op string, fn func(*runner) e
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	pgURL, dbPath, appName, err := prepareURLs(ctx, databaseURL)
+	connector, lockName, appName, err := prepareConn(ctx, databaseURL)
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
@@ -256,15 +223,15 @@ func withMigrate(ctx context.Context, databaseURL, op string, fn func(*runner) e
 		return fmt.Errorf("%s: read migrations: %w", op, err)
 	}
 
-	c := startCanceller(ctx, pgURL, appName)
+	c := startCanceller(ctx, connector, appName)
 	defer c.stop()
 
-	drv, err := openDriver(pgURL, dbPath)
+	drv, err := openDriver(connector, lockName)
 	if err != nil {
 		_ = src.Close()
 		return fmt.Errorf("%s: %w", op, ctxErrOr(ctx, fmt.Errorf("open database: %w", shortError(err))))
 	}
-	m, err := migrate.NewWithInstance("iofs", src, driverScheme, drv)
+	m, err := migrate.NewWithInstance("iofs", src, "postgres", drv)
 	if err != nil {
 		_ = src.Close()
 		_ = drv.Close()
@@ -293,71 +260,96 @@ func ctxErrOr(ctx context.Context, err error) error {
 	return err
 }
 
-// prepareURLs turns databaseURL into the pgx5:// URL golang-migrate's driver
-// knows, and returns it as the postgres:// URL (without golang-migrate's x-
-// options) that the driver would connect with, with a unique
-// application_name that marks this instance's sessions and a connect_timeout
-// from ctx's deadline unless one is set; and the URL's path, by which the
-// driver names the database in its lock id.
-func prepareURLs(ctx context.Context, databaseURL string) (pgURL, dbPath, appName string, err error) {
-	raw, err := driverURL(databaseURL)
+// ValidateURL reports whether databaseURL is a connection string that
+// migrations can use: a postgres://, postgresql:// or pgx5:// URL or a libpq
+// key=value string. The error never quotes the string, which may hold a
+// password.
+func ValidateURL(databaseURL string) error {
+	_, _, _, err := prepareConn(context.Background(), databaseURL)
+	return err
+}
+
+// prepareConn reads databaseURL into a connector with a unique
+// application_name, which marks this instance's sessions, and a
+// connect_timeout from ctx's deadline unless one is set; and the name by
+// which golang-migrate's driver names the database in its lock id.
+//
+// Keywords that only pgx and pgxpool read (mcpd's --database-url may hold
+// pool_max_conns) are dropped, and sslmode defaults to prefer as in libpq
+// when neither the string nor PGSSLMODE sets it.
+func prepareConn(ctx context.Context, databaseURL string) (connector *pq.Connector, lockName, appName string, err error) {
+	cfg, err := parseConnString(databaseURL)
 	if err != nil {
-		return "", "", "", err
+		return nil, "", "", err
 	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		// url.Parse errors quote the URL, password included.
-		return "", "", "", errors.New("database url is not a valid URL")
+	params := make(map[string]string, len(cfg.params)+3)
+	for k, v := range cfg.params {
+		if !clientOnlyKey(k) {
+			params[k] = v
+		}
 	}
 	var b [6]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return "", "", "", fmt.Errorf("application name: %w", err)
+		return nil, "", "", fmt.Errorf("application name: %w", err)
 	}
 	appName = "mcpd-migrate-" + hex.EncodeToString(b[:])
-	q := u.Query()
-	q.Set("application_name", appName)
-	if deadline, ok := ctx.Deadline(); ok && q.Get("connect_timeout") == "" {
+	params["application_name"] = appName
+	if deadline, ok := ctx.Deadline(); ok && params["connect_timeout"] == "" {
 		secs := math.Ceil(time.Until(deadline).Seconds())
-		q.Set("connect_timeout", strconv.Itoa(max(1, int(secs))))
+		params["connect_timeout"] = strconv.Itoa(max(1, int(secs)))
 	}
-	u.RawQuery = q.Encode()
-	p := migrate.FilterCustomQuery(u)
-	p.Scheme = "postgres"
-	return p.String(), u.Path, appName, nil
+	if _, ok := params["sslmode"]; !ok && os.Getenv("PGSSLMODE") == "" {
+		params["sslmode"] = "prefer"
+	}
+	connector, err = pq.NewConnector(dsn(params))
+	if err != nil {
+		return nil, "", "", fmt.Errorf("database url: %w", err)
+	}
+	return connector, cfg.lockName, appName, nil
 }
 
-// openDriver opens golang-migrate's pgx v5 driver as its pgx5:// Open would,
-// with one difference: when the driver fails to start (no answer, a lock
-// wait cancelled), Open leaves its sql.DB and connection open; this closes
-// them.
-func openDriver(pgURL, dbPath string) (database.Driver, error) {
-	cfg, err := pgx.ParseConfig(pgURL)
-	if err != nil {
-		return nil, err
-	}
-	var (
-		mu    sync.Mutex
-		conns []*pgx.Conn
-	)
-	db := stdlib.OpenDB(*cfg, stdlib.OptionAfterConnect(func(_ context.Context, c *pgx.Conn) error {
-		mu.Lock()
-		conns = append(conns, c)
-		mu.Unlock()
-		return nil
-	}))
-	drv, err := pgxv5.WithInstance(db, &pgxv5.Config{DatabaseName: dbPath})
+// openDriver opens golang-migrate's postgres driver on connector as its
+// postgres:// Open would, with one difference: when the driver fails to
+// start (no answer, a lock wait cancelled), Open leaves its connection open;
+// this closes it.
+func openDriver(connector driver.Connector, lockName string) (database.Driver, error) {
+	tc := &trackingConnector{Connector: connector}
+	db := sql.OpenDB(tc)
+	drv, err := postgres.WithInstance(db, &postgres.Config{DatabaseName: lockName})
 	if err != nil {
 		_ = db.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			_ = c.Close(ctx)
-		}
+		tc.closeAll()
 		return nil, err
 	}
 	return drv, nil
+}
+
+// trackingConnector remembers the connections it made, so that a failed
+// start can close the one that golang-migrate's driver took and never gave
+// back.
+type trackingConnector struct {
+	driver.Connector
+	mu    sync.Mutex
+	conns []driver.Conn
+}
+
+func (c *trackingConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err == nil {
+		c.mu.Lock()
+		c.conns = append(c.conns, conn)
+		c.mu.Unlock()
+	}
+	return conn, err
+}
+
+func (c *trackingConnector) closeAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, conn := range c.conns {
+		_ = conn.Close()
+	}
+	c.conns = nil
 }
 
 // canceller ends the advisory lock waits of one migrate instance's sessions
@@ -370,7 +362,7 @@ type canceller struct {
 	done     chan struct{}
 }
 
-func startCanceller(ctx context.Context, pgURL, appName string) *canceller {
+func startCanceller(ctx context.Context, connector driver.Connector, appName string) *canceller {
 	c := &canceller{
 		kickCh: make(chan struct{}),
 		stopCh: make(chan struct{}),
@@ -384,18 +376,14 @@ func startCanceller(ctx context.Context, pgURL, appName string) *canceller {
 		case <-ctx.Done():
 		case <-c.kickCh:
 		}
-		var conn *pgx.Conn
-		defer func() {
-			if conn != nil {
-				cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				_ = conn.Close(cctx)
-				cancel()
-			}
-		}()
+		// database/sql reconnects after a failed try.
+		db := sql.OpenDB(connector)
+		db.SetMaxOpenConns(1)
+		defer db.Close()
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			conn = cancelLockWaits(conn, pgURL, appName)
+			cancelLockWaits(db, appName)
 			select {
 			case <-c.stopCh:
 				return
@@ -414,25 +402,12 @@ func (c *canceller) stop() {
 }
 
 // cancelLockWaits cancels the queries of appName's sessions that wait for an
-// advisory lock, connecting first if conn is nil; it returns the connection
-// to reuse (nil after a failure, to reconnect on the next try).
-func cancelLockWaits(conn *pgx.Conn, pgURL, appName string) *pgx.Conn {
+// advisory lock.
+func cancelLockWaits(db *sql.DB, appName string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if conn == nil {
-		var err error
-		conn, err = pgx.Connect(ctx, pgURL)
-		if err != nil {
-			return nil
-		}
-	}
-	_, err := conn.Exec(ctx, `
+	_, _ = db.ExecContext(ctx, `
 		SELECT pg_cancel_backend(pid) FROM pg_stat_activity
 		WHERE application_name = $1 AND wait_event_type = 'Lock' AND wait_event = 'advisory'
 		  AND pid <> pg_backend_pid()`, appName)
-	if err != nil {
-		_ = conn.Close(ctx)
-		return nil
-	}
-	return conn
 }

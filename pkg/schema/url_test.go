@@ -1,54 +1,51 @@
 package schema
 
 import (
-	"net/url"
+	"context"
+	"os"
+	"strings"
 	"testing"
+	"time"
 )
 
-func TestDriverURL(t *testing.T) {
+func TestParseConnString(t *testing.T) {
 	tests := []struct {
-		in, want string
+		in, wantDSN, wantLock string
 	}{
-		{"postgres://u:p@db.example:5432/mcpd?sslmode=disable", "pgx5://u:p@db.example:5432/mcpd?sslmode=disable"},
-		{"postgresql://u@h/d", "pgx5://u@h/d"},
-		{"POSTGRES://u@h/d", "pgx5://u@h/d"},
-		{"pgx5://u@h/d", "pgx5://u@h/d"},
-		{"  postgres://u@h/d\n", "pgx5://u@h/d"},
+		{"postgres://u:p@db.example:5432/mcpd?sslmode=disable",
+			`dbname='mcpd' host='db.example' password='p' port='5432' sslmode='disable' user='u'`, "/mcpd"},
+		{"postgresql://u@h/d", `dbname='d' host='h' user='u'`, "/d"},
+		{"POSTGRES://u@h/d", `dbname='d' host='h' user='u'`, "/d"},
+		{"pgx5://u@h/d", `dbname='d' host='h' user='u'`, "/d"},
+		{"  postgres://u@h/d\n", `dbname='d' host='h' user='u'`, "/d"},
+		{"postgres://u@h", `host='h' user='u'`, ""},
+		// Several hosts, as libpq and pgx take them; a host without a port
+		// gets the default one when another names a port.
+		{"postgres://u@p1:5433,p2,[::1]:5434/d?target_session_attrs=read-write",
+			`dbname='d' host='p1,p2,::1' port='5433,5432,5434' target_session_attrs='read-write' user='u'`, "/d"},
+		{"postgres://u@p1,p2/d", `dbname='d' host='p1,p2' user='u'`, "/d"},
+		{"postgres:///d?host=/var/run/postgresql", `dbname='d' host='/var/run/postgresql'`, "/d"},
 		{"host=127.0.0.1 port=5432 user=mcpd dbname=registry sslmode=disable",
-			"pgx5://mcpd@/registry?host=127.0.0.1&port=5432&sslmode=disable"},
-		{"host=/var/run/postgresql dbname=registry", "pgx5:///registry?host=%2Fvar%2Frun%2Fpostgresql"},
-		{`user=a password='it\'s a secret' dbname = 'my db'`, "pgx5://a:it%27s%20a%20secret@/my%20db"},
-		{`password=p@ss host=h`, "pgx5:///?host=h&password=p%40ss"},
-		{`password=x://y host=h`, "pgx5:///?host=h&password=x%3A%2F%2Fy"},
+			`dbname='registry' host='127.0.0.1' port='5432' sslmode='disable' user='mcpd'`, "/registry"},
+		{"host=/var/run/postgresql dbname=registry", `dbname='registry' host='/var/run/postgresql'`, "/registry"},
+		{`user=a password='it\'s a secret' dbname = 'my db'`, `dbname='my db' password='it\'s a secret' user='a'`, "/my db"},
+		{`password=p@ss host=h`, `host='h' password='p@ss'`, "/"},
+		{`password=x://y host=h`, `host='h' password='x://y'`, "/"},
+		{`user=o\'neil password='a b\\c' dbname=x`, `dbname='x' password='a b\\c' user='o\'neil'`, "/x"},
 	}
 	for _, tt := range tests {
-		got, err := driverURL(tt.in)
+		cfg, err := parseConnString(tt.in)
 		if err != nil {
-			t.Errorf("driverURL(%q): %v", tt.in, err)
+			t.Errorf("parseConnString(%q): %v", tt.in, err)
 			continue
 		}
-		if got != tt.want {
-			t.Errorf("driverURL(%q) = %q, want %q", tt.in, got, tt.want)
+		if got := dsn(cfg.params); got != tt.wantDSN || cfg.lockName != tt.wantLock {
+			t.Errorf("parseConnString(%q) = %s, lock %q; want %s, lock %q", tt.in, got, cfg.lockName, tt.wantDSN, tt.wantLock)
 		}
 	}
 }
 
-func TestDriverURLDSNRoundTrip(t *testing.T) {
-	got, err := driverURL(`user=o\'neil password='a b\\c' dbname=x`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, err := url.Parse(got)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pw, _ := u.User.Password()
-	if u.User.Username() != "o'neil" || pw != `a b\c` || u.Path != "/x" {
-		t.Fatalf("parsed %q: user %q password %q path %q", got, u.User.Username(), pw, u.Path)
-	}
-}
-
-func TestDriverURLRejects(t *testing.T) {
+func TestParseConnStringRejects(t *testing.T) {
 	for _, in := range []string{
 		"",
 		"   ",
@@ -58,9 +55,48 @@ func TestDriverURLRejects(t *testing.T) {
 		"password='unterminated",
 		"password='a'b",
 		"=x",
+		"postgres://u@h1,,h2/d",
+		"postgres://u:secret@h:port/d",
+		"postgres://u:secret@h:0/d",
+		"postgres://u:secret@h:1,h:99999/d",
 	} {
-		if got, err := driverURL(in); err == nil {
-			t.Errorf("driverURL(%q) = %q, want an error", in, got)
+		cfg, err := parseConnString(in)
+		if err == nil {
+			t.Errorf("parseConnString(%q) = %v, want an error", in, cfg.params)
+			continue
 		}
+		if strings.Contains(err.Error(), "secret") {
+			t.Errorf("parseConnString(%q): error %q quotes the password", in, err)
+		}
+	}
+}
+
+func TestPrepareConn(t *testing.T) {
+	t.Setenv("PGSSLMODE", "prefer") // restored at the end
+	_ = os.Unsetenv("PGSSLMODE")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	// pgxpool's and golang-migrate's own keywords are not sent to the server.
+	_, lock, app, err := prepareConn(ctx, "postgres://u@h/d?pool_max_conns=4&x-migrations-table=m&statement_cache_capacity=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lock != "/d" || !strings.HasPrefix(app, "mcpd-migrate-") {
+		t.Fatalf("lock %q, application_name %q", lock, app)
+	}
+	cfg, _ := parseConnString("postgres://u@h/d?pool_max_conns=4&x-migrations-table=m&sslmode=disable")
+	for _, k := range []string{"pool_max_conns", "x-migrations-table"} {
+		if !clientOnlyKey(k) {
+			t.Errorf("clientOnlyKey(%q) = false", k)
+		}
+	}
+	if clientOnlyKey("sslmode") || clientOnlyKey("target_session_attrs") || cfg.params["sslmode"] != "disable" {
+		t.Error("libpq keywords must reach the connection")
+	}
+	if err := ValidateURL("postgres://u@h/d?sslmode=bogus"); err == nil {
+		t.Error("ValidateURL accepts sslmode=bogus")
+	}
+	if err := ValidateURL("postgres://u@h/d"); err != nil {
+		t.Errorf("ValidateURL: %v", err)
 	}
 }

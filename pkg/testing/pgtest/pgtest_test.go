@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cyberos/mcpd/migrations"
+	"github.com/cyberos/mcpd/pkg/pgstore"
 	"github.com/cyberos/mcpd/pkg/schema"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
@@ -29,10 +30,10 @@ func TestNewDBIsMigrated(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
 	ctx := context.Background()
-	if err := schema.Check(ctx, db.Admin); err != nil {
+	if err := pgstore.CheckSchema(ctx, db.Admin); err != nil {
 		t.Fatalf("Check(admin) = %v, want nil", err)
 	}
-	if err := schema.Check(ctx, db.App); err != nil {
+	if err := pgstore.CheckSchema(ctx, db.App); err != nil {
 		t.Fatalf("Check(app) = %v, want nil", err)
 	}
 	st, err := schema.Current(ctx, db.AdminURL)
@@ -186,7 +187,7 @@ func TestClusterStopStart(t *testing.T) {
 	}
 	// The template still clones after a restart.
 	db2 := c.NewDB(t)
-	if err := schema.Check(ctx, db2.App); err != nil {
+	if err := pgstore.CheckSchema(ctx, db2.App); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -211,7 +212,7 @@ func TestHelperProcess(t *testing.T) {
 	case "external":
 		db := pgtest.NewDB(t)
 		ctx := context.Background()
-		if err := schema.Check(ctx, db.App); err != nil {
+		if err := pgstore.CheckSchema(ctx, db.App); err != nil {
 			t.Fatal(err)
 		}
 		var user string
