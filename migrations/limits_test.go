@@ -10,11 +10,13 @@ import (
 )
 
 // liveOf is the count mcp_tenant_servers keeps for tenant, and the count
-// of its servers that are not deregistered.
-func liveOf(t *testing.T, db *pgtest.DB, tenant uuid.UUID) (kept, actual int) {
+// of its servers that are not deregistered, read in tx as tenant (who sees
+// all of its own rows); it leaves tenant set.
+func liveOf(t *testing.T, tx pgx.Tx, tenant uuid.UUID) (kept, actual int) {
 	t.Helper()
-	kept = count(t, db.Admin, `SELECT COALESCE((SELECT live FROM mcp_tenant_servers WHERE tenant_id = $1), 0)`, tenant)
-	actual = count(t, db.Admin, `SELECT count(*) FROM mcp_servers WHERE tenant_id = $1 AND status <> 'deregistered'`, tenant)
+	setTenant(t, tx, tenant)
+	kept = count(t, tx, `SELECT COALESCE((SELECT live FROM mcp_tenant_servers WHERE tenant_id = $1), 0)`, tenant)
+	actual = count(t, tx, `SELECT count(*) FROM mcp_servers WHERE tenant_id = $1 AND status <> 'deregistered'`, tenant)
 	return kept, actual
 }
 
@@ -23,13 +25,13 @@ func liveOf(t *testing.T, db *pgtest.DB, tenant uuid.UUID) (kept, actual int) {
 // deregistration, registration again.
 func TestTenantLiveCountKept(t *testing.T) {
 	t.Parallel()
-	db := pgtest.NewDB(t)
+	tx := pgtest.AppTx(t)
 	a, b := uuid.New(), uuid.New()
-	ids := []uuid.UUID{seed(t, db, a, "one"), seed(t, db, a, "two"), seed(t, db, a, "three")}
-	seed(t, db, b, "one")
+	ids := []uuid.UUID{seedTx(t, tx, a, "one"), seedTx(t, tx, a, "two"), seedTx(t, tx, a, "three")}
+	seedTx(t, tx, b, "one")
 	check := func(what string, tenant uuid.UUID, want int) {
 		t.Helper()
-		kept, actual := liveOf(t, db, tenant)
+		kept, actual := liveOf(t, tx, tenant)
 		if kept != want || actual != want {
 			t.Fatalf("%s: kept %d, actual %d, want %d", what, kept, actual, want)
 		}
@@ -38,10 +40,8 @@ func TestTenantLiveCountKept(t *testing.T) {
 	check("the other tenant", b, 1)
 	set := func(id uuid.UUID, status string) {
 		t.Helper()
-		if err := asTenant(t, db.App, a, func(tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, `UPDATE mcp_servers SET status = $2 WHERE server_id = $1`, id, status)
-			return err
-		}); err != nil {
+		setTenant(t, tx, a)
+		if _, err := tx.Exec(ctx, `UPDATE mcp_servers SET status = $2 WHERE server_id = $1`, id, status); err != nil {
 			t.Fatalf("set %s: %v", status, err)
 		}
 	}
@@ -58,14 +58,12 @@ func TestTenantLiveCountKept(t *testing.T) {
 	check("the other tenant untouched", b, 1)
 
 	// The app role sees and locks only its own tenant's count.
-	if n := count(t, db.App, `SELECT count(*) FROM mcp_tenant_servers`); n != 0 {
+	setTenant(t, tx, uuid.Nil)
+	if n := count(t, tx, `SELECT count(*) FROM mcp_tenant_servers`); n != 0 {
 		t.Fatalf("without a tenant the app sees %d counts", n)
 	}
-	err := asTenant(t, db.App, a, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `UPDATE mcp_tenant_servers SET live = 0 WHERE tenant_id = $1`, b)
-		return err
-	})
-	if err != nil {
+	setTenant(t, tx, a)
+	if _, err := tx.Exec(ctx, `UPDATE mcp_tenant_servers SET live = 0 WHERE tenant_id = $1`, b); err != nil {
 		t.Fatalf("update of another tenant's count: %v", err)
 	}
 	check("another tenant's count cannot be touched", b, 1)
@@ -75,38 +73,29 @@ func TestTenantLiveCountKept(t *testing.T) {
 // its trigger on insert and on every update of the advertisement.
 func TestCapabilityBytesKept(t *testing.T) {
 	t.Parallel()
-	db := pgtest.NewDB(t)
+	// Written and read back as the tenant, in one rolled-back transaction.
+	tx := pgtest.AppTx(t)
 	a := uuid.New()
-	id := seed(t, db, a, "one")
-	want := count(t, db.Admin, `SELECT octet_length(capability_advertisement::text) FROM mcp_servers WHERE server_id = $1`, id)
-	if got := count(t, db.Admin, `SELECT capability_bytes FROM mcp_servers WHERE server_id = $1`, id); got != want || got == 0 {
+	id := seedTx(t, tx, a, "one")
+	want := count(t, tx, `SELECT octet_length(capability_advertisement::text) FROM mcp_servers WHERE server_id = $1`, id)
+	if got := count(t, tx, `SELECT capability_bytes FROM mcp_servers WHERE server_id = $1`, id); got != want || got == 0 {
 		t.Fatalf("capability_bytes %d, want %d", got, want)
 	}
 	// Already in jsonb's own text form: the size is the text's.
 	for _, caps := range []string{`{"x": "0123456789", "tools": {"listChanged": true}}`, ""} {
 		want := len(caps)
-		if err := asTenant(t, db.App, a, func(tx pgx.Tx) error {
-			var v any
-			if caps != "" {
-				v = caps
-			}
-			_, err := tx.Exec(ctx, `UPDATE mcp_servers SET capability_advertisement = $2::jsonb, capability_bytes = 7 WHERE server_id = $1`, id, v)
-			return err
-		}); err == nil {
+		var v any
+		if caps != "" {
+			v = caps
+		}
+		if err := inSavepoint(t, tx, `UPDATE mcp_servers SET capability_advertisement = $2::jsonb, capability_bytes = 7 WHERE server_id = $1`, id, v); err == nil {
 			t.Fatal("the app set capability_bytes itself")
 		}
-		if err := asTenant(t, db.App, a, func(tx pgx.Tx) error {
-			var v any
-			if caps != "" {
-				v = caps
-			}
-			_, err := tx.Exec(ctx, `UPDATE mcp_servers SET capability_advertisement = $2::jsonb WHERE server_id = $1`, id, v)
-			return err
-		}); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE mcp_servers SET capability_advertisement = $2::jsonb WHERE server_id = $1`, id, v); err != nil {
 			t.Fatal(err)
 		}
-		got := count(t, db.Admin, `SELECT capability_bytes FROM mcp_servers WHERE server_id = $1`, id)
-		text := count(t, db.Admin, `SELECT COALESCE(octet_length(capability_advertisement::text), 0) FROM mcp_servers WHERE server_id = $1`, id)
+		got := count(t, tx, `SELECT capability_bytes FROM mcp_servers WHERE server_id = $1`, id)
+		text := count(t, tx, `SELECT COALESCE(octet_length(capability_advertisement::text), 0) FROM mcp_servers WHERE server_id = $1`, id)
 		if got != text || got != want {
 			t.Fatalf("advertisement %q: capability_bytes %d, text %d, want %d", caps, got, text, want)
 		}

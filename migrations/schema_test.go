@@ -108,63 +108,58 @@ func count(t *testing.T, q interface {
 
 func TestRLSKeepsTenantsApart(t *testing.T) {
 	t.Parallel()
-	db := pgtest.NewDB(t)
+	// One rolled-back transaction of the app role; each step sets the
+	// tenant it acts as.
+	tx := pgtest.AppTx(t)
 	a, b := uuid.New(), uuid.New()
-	srv := seed(t, db, a, "calendar")
+	srv := seedTx(t, tx, a, "calendar")
 
 	// Read: b sees none of a's servers, skills or events.
-	if err := asTenant(t, db.App, a, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO mcp_audit_events
-			(event_id, tenant_id, kind, server_id, module_name, to_status, occurred_at, body)
-			VALUES ($1, $2, 'mcp.server.registered', $3, 'calendar', 'healthy', now(), '{}')`, uuid.New(), a, srv)
-		return err
-	}); err != nil {
+	if _, err := tx.Exec(ctx, `INSERT INTO mcp_audit_events
+		(event_id, tenant_id, kind, server_id, module_name, to_status, occurred_at, body)
+		VALUES ($1, $2, 'mcp.server.registered', $3, 'calendar', 'healthy', now(), '{}')`, uuid.New(), a, srv); err != nil {
 		t.Fatal(err)
 	}
-	_ = asTenant(t, db.App, b, func(tx pgx.Tx) error {
-		for _, table := range []string{"mcp_servers", "mcp_skills", "mcp_audit_events"} {
-			if n := count(t, tx, `SELECT count(*) FROM `+table); n != 0 {
-				t.Errorf("tenant b sees %d rows of %s, want 0", n, table)
-			}
+	setTenant(t, tx, b)
+	for _, table := range []string{"mcp_servers", "mcp_skills", "mcp_audit_events"} {
+		if n := count(t, tx, `SELECT count(*) FROM `+table); n != 0 {
+			t.Errorf("tenant b sees %d rows of %s, want 0", n, table)
 		}
-		return nil
-	})
-	_ = asTenant(t, db.App, a, func(tx pgx.Tx) error {
-		for _, table := range []string{"mcp_servers", "mcp_skills", "mcp_audit_events"} {
-			if n := count(t, tx, `SELECT count(*) FROM `+table); n != 1 {
-				t.Errorf("tenant a sees %d rows of %s, want 1", n, table)
-			}
+	}
+	setTenant(t, tx, a)
+	for _, table := range []string{"mcp_servers", "mcp_skills", "mcp_audit_events"} {
+		if n := count(t, tx, `SELECT count(*) FROM `+table); n != 1 {
+			t.Errorf("tenant a sees %d rows of %s, want 1", n, table)
 		}
-		return nil
-	})
+	}
 
 	// Update: b's UPDATE of a's rows changes nothing.
-	_ = asTenant(t, db.App, b, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE mcp_servers SET version = '6.6.6', status = 'deregistered' WHERE server_id = $1`, srv)
-		if err != nil {
-			t.Fatalf("update of another tenant's server: %v", err)
-		}
-		if tag.RowsAffected() != 0 {
-			t.Errorf("tenant b updated %d of a's servers", tag.RowsAffected())
-		}
-		tag, err = tx.Exec(ctx, `UPDATE mcp_skills SET available = false, unavailable_reason = 'x' WHERE server_id = $1`, srv)
-		if err != nil {
-			t.Fatalf("update of another tenant's skills: %v", err)
-		}
-		if tag.RowsAffected() != 0 {
-			t.Errorf("tenant b updated %d of a's skills", tag.RowsAffected())
-		}
-		tag, err = tx.Exec(ctx, `DELETE FROM mcp_skills WHERE server_id = $1`, srv)
-		if err != nil {
-			t.Fatalf("delete of another tenant's skills: %v", err)
-		}
-		if tag.RowsAffected() != 0 {
-			t.Errorf("tenant b deleted %d of a's skills", tag.RowsAffected())
-		}
-		return nil
-	})
+	setTenant(t, tx, b)
+	tag, err := tx.Exec(ctx, `UPDATE mcp_servers SET version = '6.6.6', status = 'deregistered' WHERE server_id = $1`, srv)
+	if err != nil {
+		t.Fatalf("update of another tenant's server: %v", err)
+	}
+	if tag.RowsAffected() != 0 {
+		t.Errorf("tenant b updated %d of a's servers", tag.RowsAffected())
+	}
+	tag, err = tx.Exec(ctx, `UPDATE mcp_skills SET available = false, unavailable_reason = 'x' WHERE server_id = $1`, srv)
+	if err != nil {
+		t.Fatalf("update of another tenant's skills: %v", err)
+	}
+	if tag.RowsAffected() != 0 {
+		t.Errorf("tenant b updated %d of a's skills", tag.RowsAffected())
+	}
+	tag, err = tx.Exec(ctx, `DELETE FROM mcp_skills WHERE server_id = $1`, srv)
+	if err != nil {
+		t.Fatalf("delete of another tenant's skills: %v", err)
+	}
+	if tag.RowsAffected() != 0 {
+		t.Errorf("tenant b deleted %d of a's skills", tag.RowsAffected())
+	}
+	// Read back as a, who sees its own row whole.
+	setTenant(t, tx, a)
 	var version string
-	if err := db.Admin.QueryRow(ctx, `SELECT version FROM mcp_servers WHERE server_id = $1`, srv).Scan(&version); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT version FROM mcp_servers WHERE server_id = $1`, srv).Scan(&version); err != nil {
 		t.Fatal(err)
 	}
 	if version != "1.0.0" {
@@ -172,23 +167,18 @@ func TestRLSKeepsTenantsApart(t *testing.T) {
 	}
 
 	// Insert: b cannot write rows of a (WITH CHECK).
-	err := asTenant(t, db.App, b, func(tx pgx.Tx) error {
-		_, err := insertServer(tx, a, "smuggled")
+	setTenant(t, tx, b)
+	err = savepoint(t, tx, func(sp pgx.Tx) error {
+		_, err := insertServer(sp, a, "smuggled")
 		return err
 	})
 	wantState(t, "tenant b inserts a server of tenant a", err, insufficientPrivilege)
-	err = asTenant(t, db.App, b, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO mcp_skills (skill_id, tenant_id, server_id, name) VALUES ($1, $2, $3, 'x')`,
-			uuid.New(), a, srv)
-		return err
-	})
+	err = inSavepoint(t, tx, `INSERT INTO mcp_skills (skill_id, tenant_id, server_id, name) VALUES ($1, $2, $3, 'x')`,
+		uuid.New(), a, srv)
 	wantState(t, "tenant b inserts a skill of tenant a", err, insufficientPrivilege)
-	err = asTenant(t, db.App, b, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO mcp_audit_events
-			(event_id, tenant_id, kind, server_id, module_name, to_status, occurred_at, body)
-			VALUES ($1, $2, 'mcp.server.deregistered', $3, 'calendar', 'deregistered', now(), '{}')`, uuid.New(), a, srv)
-		return err
-	})
+	err = inSavepoint(t, tx, `INSERT INTO mcp_audit_events
+		(event_id, tenant_id, kind, server_id, module_name, to_status, occurred_at, body)
+		VALUES ($1, $2, 'mcp.server.deregistered', $3, 'calendar', 'deregistered', now(), '{}')`, uuid.New(), a, srv)
 	wantState(t, "tenant b inserts an audit event of tenant a", err, insufficientPrivilege)
 }
 
@@ -239,48 +229,39 @@ func TestNoTenantSeesNothing(t *testing.T) {
 
 func TestUniqueTenantModule(t *testing.T) {
 	t.Parallel()
-	db := pgtest.NewDB(t)
+	tx := pgtest.AppTx(t)
 	a, b := uuid.New(), uuid.New()
-	seed(t, db, a, "calendar")
-	err := asTenant(t, db.App, a, func(tx pgx.Tx) error {
-		_, err := insertServer(tx, a, "calendar")
+	seedTx(t, tx, a, "calendar")
+	err := savepoint(t, tx, func(sp pgx.Tx) error {
+		_, err := insertServer(sp, a, "calendar")
 		return err
 	})
 	wantState(t, "a second calendar for one tenant", err, uniqueViolation)
-	seed(t, db, b, "calendar") // another tenant's calendar is fine
+	seedTx(t, tx, b, "calendar") // another tenant's calendar is fine
 }
 
 func TestStatusCheck(t *testing.T) {
 	t.Parallel()
-	db := pgtest.NewDB(t)
+	tx := pgtest.AppTx(t)
 	a := uuid.New()
-	srv := seed(t, db, a, "calendar")
+	srv := seedTx(t, tx, a, "calendar")
 	for _, status := range []string{"healthy", "degraded", "unhealthy", "deregistered"} {
-		if err := asTenant(t, db.App, a, func(tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, `UPDATE mcp_servers SET status = $2 WHERE server_id = $1`, srv, status)
-			return err
-		}); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE mcp_servers SET status = $2 WHERE server_id = $1`, srv, status); err != nil {
 			t.Fatalf("status %s: %v", status, err)
 		}
 	}
-	err := asTenant(t, db.App, a, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `UPDATE mcp_servers SET status = 'zombie' WHERE server_id = $1`, srv)
-		return err
-	})
+	err := inSavepoint(t, tx, `UPDATE mcp_servers SET status = 'zombie' WHERE server_id = $1`, srv)
 	wantState(t, "a fifth status", err, checkViolation)
-	err = asTenant(t, db.App, a, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO mcp_servers (server_id, tenant_id, module_name, version, supported_protocols, status)
+	err = inSavepoint(t, tx, `INSERT INTO mcp_servers (server_id, tenant_id, module_name, version, supported_protocols, status)
 			VALUES ($1, $2, 'other', '1.0.0', ARRAY['2025-06-18'], 'Healthy')`, uuid.New(), a)
-		return err
-	})
 	wantState(t, "insert with a fifth status", err, checkViolation)
 }
 
 func TestServerColumnsTheAppMayNotChange(t *testing.T) {
 	t.Parallel()
-	db := pgtest.NewDB(t)
+	tx := pgtest.AppTx(t)
 	a := uuid.New()
-	srv := seed(t, db, a, "calendar")
+	srv := seedTx(t, tx, a, "calendar")
 	for _, set := range []string{
 		`module_name = 'renamed'`,
 		fmt.Sprintf(`tenant_id = '%s'`, uuid.New()),
@@ -289,46 +270,31 @@ func TestServerColumnsTheAppMayNotChange(t *testing.T) {
 		fmt.Sprintf(`trace_id = '%s'`, strings.Repeat("cd", 16)),
 	} {
 		t.Run(strings.Fields(set)[0], func(t *testing.T) {
-			err := asTenant(t, db.App, a, func(tx pgx.Tx) error {
-				_, err := tx.Exec(ctx, `UPDATE mcp_servers SET `+set+` WHERE server_id = $1`, srv)
-				return err
-			})
+			err := inSavepoint(t, tx, `UPDATE mcp_servers SET `+set+` WHERE server_id = $1`, srv)
 			wantState(t, "UPDATE SET "+set, err, insufficientPrivilege)
 		})
 	}
 	t.Run("delete", func(t *testing.T) {
-		err := asTenant(t, db.App, a, func(tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, `DELETE FROM mcp_servers WHERE server_id = $1`, srv)
-			return err
-		})
+		err := inSavepoint(t, tx, `DELETE FROM mcp_servers WHERE server_id = $1`, srv)
 		wantState(t, "DELETE of an own server", err, insufficientPrivilege)
-		err = asTenant(t, db.App, a, func(tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, `DELETE FROM mcp_servers`)
-			return err
-		})
+		err = inSavepoint(t, tx, `DELETE FROM mcp_servers`)
 		wantState(t, "DELETE of every server", err, insufficientPrivilege)
-		err = asTenant(t, db.App, a, func(tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, `TRUNCATE mcp_servers CASCADE`)
-			return err
-		})
+		err = inSavepoint(t, tx, `TRUNCATE mcp_servers CASCADE`)
 		wantState(t, "TRUNCATE", err, insufficientPrivilege)
 	})
 	t.Run("skill name", func(t *testing.T) {
-		err := asTenant(t, db.App, a, func(tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, `UPDATE mcp_skills SET name = 'renamed' WHERE server_id = $1`, srv)
-			return err
-		})
+		err := inSavepoint(t, tx, `UPDATE mcp_skills SET name = 'renamed' WHERE server_id = $1`, srv)
 		wantState(t, "UPDATE mcp_skills SET name", err, insufficientPrivilege)
 	})
 	// What the lifecycle needs stays possible.
-	if err := asTenant(t, db.App, a, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `UPDATE mcp_servers SET version = '1.1.0', supported_protocols = ARRAY['2025-11-25'],
+	if err := savepoint(t, tx, func(sp pgx.Tx) error {
+		_, err := sp.Exec(ctx, `UPDATE mcp_servers SET version = '1.1.0', supported_protocols = ARRAY['2025-11-25'],
 			capability_advertisement = '{}', status = 'deregistered', last_heartbeat_at = now(),
 			deregistered_at = now() WHERE server_id = $1`, srv)
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE mcp_skills SET description = 'd', available = false,
+		_, err = sp.Exec(ctx, `UPDATE mcp_skills SET description = 'd', available = false,
 			unavailable_reason = 'server_deregistered' WHERE server_id = $1`, srv)
 		return err
 	}); err != nil {
@@ -342,27 +308,67 @@ func TestServerColumnsTheAppMayNotChange(t *testing.T) {
 func tenantTx(t *testing.T, tenant uuid.UUID) pgx.Tx {
 	t.Helper()
 	tx := pgtest.AppTx(t)
-	if _, err := tx.Exec(ctx, `SELECT set_config('auth.tenant_id', $1, true)`, tenant.String()); err != nil {
-		t.Fatal(err)
-	}
+	setTenant(t, tx, tenant)
 	return tx
 }
 
-// inSavepoint runs stmt in a savepoint of tx, rolled back when it fails,
-// so that tx goes on after an error the case expects.
-func inSavepoint(t *testing.T, tx pgx.Tx, stmt string, args ...any) error {
+// setTenant sets auth.tenant_id to tenant for the rest of tx, or to the
+// empty string (no tenant, as unset: the policies read it through NULLIF)
+// for uuid.Nil.
+func setTenant(t *testing.T, tx pgx.Tx, tenant uuid.UUID) {
+	t.Helper()
+	v := ""
+	if tenant != uuid.Nil {
+		v = tenant.String()
+	}
+	if _, err := tx.Exec(ctx, `SELECT set_config('auth.tenant_id', $1, true)`, v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// seedTx is seed in tx: it registers module for tenant with one skill,
+// and leaves tenant set in tx.
+func seedTx(t *testing.T, tx pgx.Tx, tenant uuid.UUID, module string) uuid.UUID {
+	t.Helper()
+	setTenant(t, tx, tenant)
+	id, err := insertServer(tx, tenant, module)
+	if err == nil {
+		_, err = tx.Exec(ctx, `INSERT INTO mcp_skills (skill_id, tenant_id, server_id, name) VALUES ($1, $2, $3, $4)`,
+			uuid.New(), tenant, id, module+"-skill")
+	}
+	if err != nil {
+		t.Fatalf("seed %s: %v", module, err)
+	}
+	return id
+}
+
+// savepoint runs fn in a savepoint of tx, rolled back when fn fails, so
+// that tx goes on after an error the case expects; it returns fn's error.
+func savepoint(t *testing.T, tx pgx.Tx, fn func(sp pgx.Tx) error) error {
 	t.Helper()
 	sp, err := tx.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sp.Exec(ctx, stmt, args...); err != nil {
+	if err := fn(sp); err != nil {
 		if rerr := sp.Rollback(ctx); rerr != nil {
 			t.Fatal(rerr)
 		}
 		return err
 	}
-	return sp.Commit(ctx)
+	if err := sp.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return nil
+}
+
+// inSavepoint runs stmt in a savepoint of tx (see savepoint).
+func inSavepoint(t *testing.T, tx pgx.Tx, stmt string, args ...any) error {
+	t.Helper()
+	return savepoint(t, tx, func(sp pgx.Tx) error {
+		_, err := sp.Exec(ctx, stmt, args...)
+		return err
+	})
 }
 
 func TestAuditIsAppendOnly(t *testing.T) {
@@ -397,10 +403,12 @@ func TestAuditIsAppendOnly(t *testing.T) {
 
 func TestAppRoleIsUnprivileged(t *testing.T) {
 	t.Parallel()
-	db := pgtest.NewDB(t)
+	// The app role's own session, in a transaction rolled back: what it
+	// cannot do fails in a savepoint, and nothing it did is kept.
+	tx := pgtest.AppTx(t)
 	for _, role := range []string{"current_user", "'cyberos_app'"} {
 		var super, bypass, createrole, createdb bool
-		if err := db.App.QueryRow(ctx, `SELECT rolsuper, rolbypassrls, rolcreaterole, rolcreatedb
+		if err := tx.QueryRow(ctx, `SELECT rolsuper, rolbypassrls, rolcreaterole, rolcreatedb
 			FROM pg_roles WHERE rolname = `+role).Scan(&super, &bypass, &createrole, &createdb); err != nil {
 			t.Fatal(err)
 		}
@@ -409,13 +417,13 @@ func TestAppRoleIsUnprivileged(t *testing.T) {
 				role, super, bypass, createrole, createdb)
 		}
 		// Owns nothing, in any database of the cluster.
-		if n := count(t, db.App, `SELECT count(*) FROM pg_shdepend WHERE deptype = 'o'
+		if n := count(t, tx, `SELECT count(*) FROM pg_shdepend WHERE deptype = 'o'
 			AND refclassid = 'pg_authid'::regclass AND refobjid = (SELECT oid FROM pg_roles WHERE rolname = `+role+`)`); n != 0 {
 			t.Fatalf("%s owns %d objects, want 0", role, n)
 		}
 	}
 	var canLogin bool
-	if err := db.App.QueryRow(ctx, `SELECT rolcanlogin FROM pg_roles WHERE rolname = 'cyberos_app'`).Scan(&canLogin); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT rolcanlogin FROM pg_roles WHERE rolname = 'cyberos_app'`).Scan(&canLogin); err != nil {
 		t.Fatal(err)
 	}
 	if canLogin {
@@ -427,8 +435,7 @@ func TestAppRoleIsUnprivileged(t *testing.T) {
 		`CREATE FUNCTION public.mine() RETURNS int LANGUAGE sql AS 'SELECT 1'`,
 		`CREATE SCHEMA mine`,
 	} {
-		_, err := db.App.Exec(ctx, stmt)
-		wantState(t, stmt, err, insufficientPrivilege)
+		wantState(t, stmt, inSavepoint(t, tx, stmt), insufficientPrivilege)
 	}
 	for _, stmt := range []string{
 		`ALTER TABLE mcp_servers DISABLE ROW LEVEL SECURITY`,
@@ -436,7 +443,7 @@ func TestAppRoleIsUnprivileged(t *testing.T) {
 		`ALTER FUNCTION mcp_status_counts() SECURITY INVOKER`,
 		`SET ROLE postgres`,
 	} {
-		_, err := db.App.Exec(ctx, stmt)
+		err := inSavepoint(t, tx, stmt)
 		if sqlState(err) != insufficientPrivilege && sqlState(err) != pgerrcode.UndefinedObject { // or: no such role
 			t.Fatalf("%s: %v, want permission denied", stmt, err)
 		}
@@ -445,20 +452,30 @@ func TestAppRoleIsUnprivileged(t *testing.T) {
 
 func TestSweepAndCountsAreTheOnlyWayAcross(t *testing.T) {
 	t.Parallel()
-	db := pgtest.NewDB(t)
+	// One rolled-back transaction of the app role (the shared rollback
+	// database holds no committed server, so the sweep and the counts see
+	// only this case's rows); its now() is one instant throughout.
+	tx := pgtest.AppTx(t)
 	a, b := uuid.New(), uuid.New()
-	sa := seed(t, db, a, "calendar")
-	sb := seed(t, db, b, "mail")
-	seed(t, db, b, "fresh")
-	// The admin backdates two heartbeats: a's by 25 s, b's by 35 s.
-	if _, err := db.Admin.Exec(ctx, `UPDATE mcp_servers SET last_heartbeat_at = now() - CASE server_id
-		WHEN $1 THEN interval '25 seconds' ELSE interval '35 seconds' END WHERE server_id IN ($1, $2)`, sa, sb); err != nil {
-		t.Fatal(err)
+	sa := seedTx(t, tx, a, "calendar")
+	sb := seedTx(t, tx, b, "mail")
+	seedTx(t, tx, b, "fresh")
+	// Each tenant backdates its heartbeat: a's by 25 s, b's by 35 s.
+	for _, hb := range []struct {
+		tenant, server uuid.UUID
+		age            string
+	}{{a, sa, "25 seconds"}, {b, sb, "35 seconds"}} {
+		setTenant(t, tx, hb.tenant)
+		if tag, err := tx.Exec(ctx, `UPDATE mcp_servers SET last_heartbeat_at = now() - $2::interval WHERE server_id = $1`,
+			hb.server, hb.age); err != nil || tag.RowsAffected() != 1 {
+			t.Fatalf("backdate %s: %v, %d rows", hb.server, err, tag.RowsAffected())
+		}
 	}
 
 	// No tenant set: the app sees no row directly, but the sweep moves both
 	// tenants' servers and returns only the events.
-	rows, err := db.App.Query(ctx, `SELECT * FROM mcp_sweep(now(), interval '20 seconds', interval '30 seconds', 100)`)
+	setTenant(t, tx, uuid.Nil)
+	rows, err := tx.Query(ctx, `SELECT * FROM mcp_sweep(now(), interval '20 seconds', interval '30 seconds', 100)`)
 	if err != nil {
 		t.Fatalf("app role executes mcp_sweep: %v", err)
 	}
@@ -512,28 +529,38 @@ func TestSweepAndCountsAreTheOnlyWayAcross(t *testing.T) {
 
 	// A second sweep at the same time finds nothing to do, and so shows
 	// nothing: the function is no window onto the tables.
-	if n := count(t, db.App, `SELECT count(*) FROM mcp_sweep(now(), interval '20 seconds', interval '30 seconds', 100)`); n != 0 {
+	if n := count(t, tx, `SELECT count(*) FROM mcp_sweep(now(), interval '20 seconds', interval '30 seconds', 100)`); n != 0 {
 		t.Fatalf("second sweep returned %d events, want 0", n)
 	}
 	for _, table := range []string{"mcp_servers", "mcp_skills", "mcp_audit_events"} {
-		if n := count(t, db.App, `SELECT count(*) FROM `+table); n != 0 {
+		if n := count(t, tx, `SELECT count(*) FROM `+table); n != 0 {
 			t.Fatalf("after sweeping, the app without a tenant sees %d rows of %s", n, table)
 		}
 	}
-	if n := count(t, db.Admin, `SELECT count(*) FROM mcp_audit_events`); n != 2 {
-		t.Fatalf("%d audit events written, want 2", n)
+	// What was written, counted tenant by tenant (the two tenants are all
+	// there is).
+	written, cascaded := 0, 0
+	for _, tenant := range []uuid.UUID{a, b} {
+		setTenant(t, tx, tenant)
+		written += count(t, tx, `SELECT count(*) FROM mcp_audit_events`)
+		cascaded += count(t, tx, `SELECT count(*) FROM mcp_skills WHERE NOT available AND unavailable_reason = 'server_unhealthy'`)
 	}
-	if n := count(t, db.Admin, `SELECT count(*) FROM mcp_skills WHERE NOT available AND unavailable_reason = 'server_unhealthy'`); n != 1 {
-		t.Fatalf("%d skills cascaded, want 1", n)
+	setTenant(t, tx, uuid.Nil)
+	if written != 2 {
+		t.Fatalf("%d audit events written, want 2", written)
+	}
+	if cascaded != 1 {
+		t.Fatalf("%d skills cascaded, want 1", cascaded)
 	}
 
 	// Counts: across tenants, only status and a number. A temporary table
 	// of the same name does not fool the function (fixed search_path).
-	if _, err := db.App.Exec(ctx, `CREATE TEMP TABLE mcp_servers AS SELECT 'healthy'::text AS status FROM generate_series(1, 50)`); err != nil {
-		// A pool connection keeps the temp table; that is the point.
+	if _, err := tx.Exec(ctx, `CREATE TEMP TABLE mcp_servers AS SELECT 'healthy'::text AS status FROM generate_series(1, 50)`); err != nil {
+		// The session keeps the temp table (until the rollback); that is
+		// the point.
 		t.Fatalf("temp table: %v", err)
 	}
-	rows, err = db.App.Query(ctx, `SELECT * FROM mcp_status_counts()`)
+	rows, err = tx.Query(ctx, `SELECT * FROM mcp_status_counts()`)
 	if err != nil {
 		t.Fatalf("app role executes mcp_status_counts: %v", err)
 	}
