@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -123,8 +124,8 @@ func (h *handler) parseRegistryQuery(r *http.Request, tenant uuid.UUID, list boo
 		rq.limit = n
 	}
 	if s := q.Get("updated_since"); s != "" {
-		t, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
+		t, ok := parseRFC3339(s)
+		if !ok {
 			return rq, badRegistryQuery("updated_since must be an RFC 3339 date-time (2025-08-07T13:15:04.280Z), not %q", truncateQuery(s))
 		}
 		// Every server that changed, whatever its status, so that a
@@ -156,6 +157,22 @@ func (h *handler) parseRegistryQuery(r *http.Request, tenant uuid.UUID, list boo
 		rq.filter.AfterModule = module
 	}
 	return rq, nil
+}
+
+// rfc3339RE is RFC 3339's date-time (section 5.6), with the upper-case T
+// and Z that time.Parse reads.
+var rfc3339RE = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T(\d{2}):(\d{2}):\d{2}(?:\.\d+)?(?:Z|[+-](\d{2}):(\d{2}))$`)
+
+// parseRFC3339 parses an RFC 3339 date-time. time.Parse alone also takes
+// what RFC 3339 does not: an offset hour of 24, an offset minute of 60, a
+// one-digit hour, a comma before the fraction.
+func parseRFC3339(s string) (time.Time, bool) {
+	m := rfc3339RE.FindStringSubmatch(s)
+	if m == nil || m[1] > "23" || m[2] > "59" || (m[3] != "" && (m[3] > "23" || m[4] > "59")) {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	return t, err == nil
 }
 
 func truncateQuery(s string) string {
