@@ -222,11 +222,16 @@ func (h *handler) registryModule(r *http.Request) (string, bool) {
 // registryVersions answers GET /v0.1/servers/{serverName}/versions: the
 // server's one entry, since mcpd keeps one version per server.
 func (h *handler) registryVersions(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
+	rq, e := h.registryEntryQuery(r, claims)
+	if e != nil {
+		writeRegistryError(w, e)
+		return
+	}
 	tag := h.registryTag(r, claims.TenantID)
 	if registryNotModified(w, r, tag) {
 		return
 	}
-	en, e := h.registryEntry(r, claims, "")
+	en, e := h.registryEntry(r, claims, rq, "")
 	if e != nil {
 		writeRegistryError(w, e)
 		return
@@ -241,11 +246,16 @@ func (h *handler) registryVersion(w http.ResponseWriter, r *http.Request, claims
 		writeRegistryError(w, &registryError{http.StatusNotFound, "Server version not found"})
 		return
 	}
+	rq, e := h.registryEntryQuery(r, claims)
+	if e != nil {
+		writeRegistryError(w, e)
+		return
+	}
 	tag := h.registryTag(r, claims.TenantID)
 	if registryNotModified(w, r, tag) {
 		return
 	}
-	en, e := h.registryEntry(r, claims, version)
+	en, e := h.registryEntry(r, claims, rq, version)
 	if e != nil {
 		writeRegistryError(w, e)
 		return
@@ -253,19 +263,26 @@ func (h *handler) registryVersion(w http.ResponseWriter, r *http.Request, claims
 	h.writeRegistry(w, r, tag, h.registryServerResponse(en))
 }
 
-// registryEntry reads the one server named by the path, at version
-// ("latest" or "": any). A server that is not reachable now (unhealthy or
-// deregistered) is found with include_deleted=true only, as on the list.
-func (h *handler) registryEntry(r *http.Request, claims auth.Claims, version string) (registry.CatalogEntry, *registryError) {
+// registryEntryQuery reads the query and the server name of a versions
+// endpoint, without the store: a request that is an error is answered as
+// one before any conditional answer.
+func (h *handler) registryEntryQuery(r *http.Request, claims auth.Claims) (registryQuery, *registryError) {
 	rq, e := h.parseRegistryQuery(r, claims.TenantID, false)
 	if e != nil {
-		return registry.CatalogEntry{}, e
+		return rq, e
 	}
 	module, ok := h.registryModule(r)
 	if !ok {
-		return registry.CatalogEntry{}, &registryError{http.StatusNotFound, "Server not found"}
+		return rq, &registryError{http.StatusNotFound, "Server not found"}
 	}
 	rq.filter.ModuleName, rq.filter.Limit = module, 1
+	return rq, nil
+}
+
+// registryEntry reads the one server that rq names, at version ("latest"
+// or "": any). A server that is not reachable now (unhealthy or
+// deregistered) is found with include_deleted=true only, as on the list.
+func (h *handler) registryEntry(r *http.Request, claims auth.Claims, rq registryQuery, version string) (registry.CatalogEntry, *registryError) {
 	page, err := h.catalog.Catalog(r.Context(), claims.TenantID, rq.filter)
 	if err != nil {
 		p := h.errorProblem(r, err)
