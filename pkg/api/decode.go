@@ -17,6 +17,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // decodeBody reads the request body into v under the contract's rules: JSON
@@ -46,7 +48,13 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) *Problem {
 		}
 		return malformedProblem("the body could not be read")
 	}
-	// The syntax first: when it is wrong, encoding/json's decoder says
+	// The nesting first, without recursion: nothing below walks more than
+	// maxBodyDepth levels (encoding/json would call 10,001 levels invalid
+	// JSON, and checkBody recurses once per level).
+	if p := depthProblem(body); p != nil {
+		return p
+	}
+	// The syntax next: when it is wrong, encoding/json's decoder says
 	// where, and whether something follows the first value.
 	if !json.Valid(body) {
 		dec := json.NewDecoder(bytes.NewReader(body))
@@ -65,6 +73,51 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) *Problem {
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		return decodeProblem(err)
+	}
+	return nil
+}
+
+// maxBodyDepth is how deep a request body may nest objects and arrays: the
+// body's object, then a capability advertisement's levels
+// (registry.MaxCapabilityDepth).
+const maxBodyDepth = registry.MaxCapabilityDepth + 1
+
+// depthProblem is the problem of a body nested more than maxBodyDepth
+// levels deep, naming the member of the body's object in which it is; nil
+// when it is not. The body need not be valid JSON: the scan follows
+// strings and brackets, in one pass whatever the depth.
+func depthProblem(body []byte) *Problem {
+	depth := 0
+	var object bool // the body is an object
+	var name []byte // the latest string literal at the body's level: in an object, the member name before a value
+	for i := 0; i < len(body); i++ {
+		switch body[i] {
+		case '"':
+			start := i
+			for i++; i < len(body) && body[i] != '"'; i++ {
+				if body[i] == '\\' {
+					i++
+				}
+			}
+			if depth == 1 {
+				name = body[start:min(i+1, len(body))]
+			}
+		case '{', '[':
+			if depth == 0 {
+				object = body[i] == '{'
+			}
+			depth++
+			if depth <= maxBodyDepth {
+				continue
+			}
+			var member string
+			if object && json.Unmarshal(name, &member) == nil && member != "" {
+				return validationProblem(fieldName(member), registry.DepthReason(maxBodyDepth-1))
+			}
+			return malformedProblem("the body " + registry.DepthReason(maxBodyDepth))
+		case '}', ']':
+			depth--
+		}
 	}
 	return nil
 }

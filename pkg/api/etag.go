@@ -92,30 +92,33 @@ func withoutHeartbeats(v any) any {
 	return v
 }
 
-// notModified reports whether r's If-None-Match names tag (or is "*").
-func notModified(r *http.Request, tag string) bool {
+// notModified reports whether r's If-None-Match names tag, or is "*" when
+// star is set: when the answer is known to be a current representation.
+func notModified(r *http.Request, tag string, star bool) bool {
 	inm := r.Header.Get("If-None-Match")
 	if inm == "" || tag == "" {
 		return false
 	}
 	for _, t := range strings.Split(inm, ",") {
 		t = strings.TrimSpace(t)
-		if t == "*" || strings.TrimPrefix(t, "W/") == tag {
+		if (star && t == "*") || strings.TrimPrefix(t, "W/") == tag {
 			return true
 		}
 	}
 	return false
 }
 
-// writeRegistry sends v with its ETag (the feed's tag, else v's own),
-// or 304 without a body when If-None-Match names it.
+// writeRegistry sends v, a 200's answer, with its ETag (the feed's tag,
+// else v's own), or 304 without a body when If-None-Match names it or is
+// "*". Error answers carry no ETag and are never 304 (RFC 9110 section
+// 13.2.1: a precondition is ignored when the answer would not be 2xx).
 func (h *handler) writeRegistry(w http.ResponseWriter, r *http.Request, tag string, v any) {
 	if tag == "" {
 		tag = contentTag(v)
 	}
 	w.Header().Set("ETag", tag)
 	w.Header().Set("Cache-Control", "private, no-cache")
-	if notModified(r, tag) {
+	if notModified(r, tag, true) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
@@ -123,9 +126,14 @@ func (h *handler) writeRegistry(w http.ResponseWriter, r *http.Request, tag stri
 }
 
 // registryNotModified answers 304 when the feed's tag matches r's
-// If-None-Match, before anything is read: it reports whether it did.
+// If-None-Match, before anything is read: it reports whether it did. The
+// request must be known to be sound (its query and name parsed). Only the
+// tag itself matches here: it was sent with a 200 of this very request at
+// this version of the tenant, so the answer is that 200 again. "*" asks
+// whether a current representation exists, which the store says: it is
+// left to writeRegistry.
 func registryNotModified(w http.ResponseWriter, r *http.Request, tag string) bool {
-	if !notModified(r, tag) {
+	if !notModified(r, tag, false) {
 		return false
 	}
 	w.Header().Set("ETag", tag)

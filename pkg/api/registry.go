@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -123,8 +124,8 @@ func (h *handler) parseRegistryQuery(r *http.Request, tenant uuid.UUID, list boo
 		rq.limit = n
 	}
 	if s := q.Get("updated_since"); s != "" {
-		t, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
+		t, ok := parseRFC3339(s)
+		if !ok {
 			return rq, badRegistryQuery("updated_since must be an RFC 3339 date-time (2025-08-07T13:15:04.280Z), not %q", truncateQuery(s))
 		}
 		// Every server that changed, whatever its status, so that a
@@ -156,6 +157,22 @@ func (h *handler) parseRegistryQuery(r *http.Request, tenant uuid.UUID, list boo
 		rq.filter.AfterModule = module
 	}
 	return rq, nil
+}
+
+// rfc3339RE is RFC 3339's date-time (section 5.6), with the upper-case T
+// and Z that time.Parse reads.
+var rfc3339RE = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T(\d{2}):(\d{2}):\d{2}(?:\.\d+)?(?:Z|[+-](\d{2}):(\d{2}))$`)
+
+// parseRFC3339 parses an RFC 3339 date-time. time.Parse alone also takes
+// what RFC 3339 does not: an offset hour of 24, an offset minute of 60, a
+// one-digit hour, a comma before the fraction.
+func parseRFC3339(s string) (time.Time, bool) {
+	m := rfc3339RE.FindStringSubmatch(s)
+	if m == nil || m[1] > "23" || m[2] > "59" || (m[3] != "" && (m[3] > "23" || m[4] > "59")) {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	return t, err == nil
 }
 
 func truncateQuery(s string) string {
@@ -205,11 +222,16 @@ func (h *handler) registryModule(r *http.Request) (string, bool) {
 // registryVersions answers GET /v0.1/servers/{serverName}/versions: the
 // server's one entry, since mcpd keeps one version per server.
 func (h *handler) registryVersions(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
+	rq, e := h.registryEntryQuery(r, claims)
+	if e != nil {
+		writeRegistryError(w, e)
+		return
+	}
 	tag := h.registryTag(r, claims.TenantID)
 	if registryNotModified(w, r, tag) {
 		return
 	}
-	en, e := h.registryEntry(r, claims, "")
+	en, e := h.registryEntry(r, claims, rq, "")
 	if e != nil {
 		writeRegistryError(w, e)
 		return
@@ -224,11 +246,16 @@ func (h *handler) registryVersion(w http.ResponseWriter, r *http.Request, claims
 		writeRegistryError(w, &registryError{http.StatusNotFound, "Server version not found"})
 		return
 	}
+	rq, e := h.registryEntryQuery(r, claims)
+	if e != nil {
+		writeRegistryError(w, e)
+		return
+	}
 	tag := h.registryTag(r, claims.TenantID)
 	if registryNotModified(w, r, tag) {
 		return
 	}
-	en, e := h.registryEntry(r, claims, version)
+	en, e := h.registryEntry(r, claims, rq, version)
 	if e != nil {
 		writeRegistryError(w, e)
 		return
@@ -236,19 +263,26 @@ func (h *handler) registryVersion(w http.ResponseWriter, r *http.Request, claims
 	h.writeRegistry(w, r, tag, h.registryServerResponse(en))
 }
 
-// registryEntry reads the one server named by the path, at version
-// ("latest" or "": any). A server that is not reachable now (unhealthy or
-// deregistered) is found with include_deleted=true only, as on the list.
-func (h *handler) registryEntry(r *http.Request, claims auth.Claims, version string) (registry.CatalogEntry, *registryError) {
+// registryEntryQuery reads the query and the server name of a versions
+// endpoint, without the store: a request that is an error is answered as
+// one before any conditional answer.
+func (h *handler) registryEntryQuery(r *http.Request, claims auth.Claims) (registryQuery, *registryError) {
 	rq, e := h.parseRegistryQuery(r, claims.TenantID, false)
 	if e != nil {
-		return registry.CatalogEntry{}, e
+		return rq, e
 	}
 	module, ok := h.registryModule(r)
 	if !ok {
-		return registry.CatalogEntry{}, &registryError{http.StatusNotFound, "Server not found"}
+		return rq, &registryError{http.StatusNotFound, "Server not found"}
 	}
 	rq.filter.ModuleName, rq.filter.Limit = module, 1
+	return rq, nil
+}
+
+// registryEntry reads the one server that rq names, at version ("latest"
+// or "": any). A server that is not reachable now (unhealthy or
+// deregistered) is found with include_deleted=true only, as on the list.
+func (h *handler) registryEntry(r *http.Request, claims auth.Claims, rq registryQuery, version string) (registry.CatalogEntry, *registryError) {
 	page, err := h.catalog.Catalog(r.Context(), claims.TenantID, rq.filter)
 	if err != nil {
 		p := h.errorProblem(r, err)

@@ -100,6 +100,19 @@ func (c *limitedConn) Close() error {
 	return err
 }
 
+// CloseWrite half-closes the connection, as the HTTP server does before it
+// closes one whose request it did not read to the end (a 431 for headers
+// past MaxHeaderBytes, an answer to a body it did not read): the client
+// then reads the whole answer and the end of the stream, before the close
+// with its unread bytes resets the connection. Without it, a client got
+// "connection reset by peer" instead of the answer.
+func (c *limitedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 // fdReserveBase is what mcpd keeps of the open-file limit besides the API's
 // connections and the database pool: standard streams, key and TLS files,
 // alert deliveries, the epoll and signal descriptors, with room to spare.

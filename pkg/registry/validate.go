@@ -32,6 +32,9 @@ const (
 	MaxRemotes       = 8
 	MaxRemoteURLLen  = 2048
 	MaxDescription   = 100 // characters of a description or a title
+	// MaxCapabilityDepth bounds how deep a capability advertisement nests
+	// objects and arrays, the advertisement itself being the first level.
+	MaxCapabilityDepth = 32
 )
 
 // PublishedProtocols are the MCP revisions published when this build was
@@ -84,7 +87,13 @@ func (info ServerInfo) Validate() error {
 	}
 	if c := bytes.TrimSpace(info.CapabilityAdvertisement); len(c) > 0 && !bytes.Equal(c, []byte("null")) {
 		var obj map[string]json.RawMessage
-		if c[0] != '{' || json.Unmarshal(c, &obj) != nil {
+		if c[0] != '{' {
+			return &FieldError{"capability_advertisement", "must be a JSON object"}
+		}
+		if jsonDepth(c) > MaxCapabilityDepth {
+			return &FieldError{"capability_advertisement", DepthReason(MaxCapabilityDepth)}
+		}
+		if json.Unmarshal(c, &obj) != nil {
 			return &FieldError{"capability_advertisement", "must be a JSON object"}
 		}
 		if reason := unstorableJSON(c); reason != "" {
@@ -187,7 +196,8 @@ func uriChar(r rune) bool {
 }
 
 // checkLabel checks an optional description or title: empty, or 1-100
-// characters of storable text.
+// characters of storable text on one line, without characters that change
+// how the text around it is shown (labelControl).
 func checkLabel(field, s string) error {
 	if s == "" {
 		return nil
@@ -195,10 +205,32 @@ func checkLabel(field, s string) error {
 	if reason := unstorableText(s); reason != "" {
 		return &FieldError{field, reason}
 	}
+	if i := strings.IndexFunc(s, labelControl); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(s[i:])
+		return &FieldError{field, fmt.Sprintf("must not contain control characters, line breaks or bidirectional "+
+			"overrides (U+%04X at byte %d)", r, i)}
+	}
 	if n := utf8.RuneCountInString(s); n > MaxDescription {
 		return &FieldError{field, fmt.Sprintf("must be 1-%d characters, has %d", MaxDescription, n)}
 	}
 	return nil
+}
+
+// labelControl reports whether r may not stand in a description or a
+// title, one line of text that the board, registry clients and terminals
+// show: a control character (C0, DEL, C1: line breaks, tabs, terminal
+// escapes), a line or paragraph separator, or a bidirectional embedding,
+// override or isolate (U+202A-U+202E, U+2066-U+2069), which reorders what a
+// reader sees. The bidirectional marks (LRM, RLM, ALM) that right-to-left
+// text needs are letters' companions, and are kept.
+func labelControl(r rune) bool {
+	switch {
+	case unicode.IsControl(r), r == '\u2028', r == '\u2029':
+		return true
+	case r >= '\u202a' && r <= '\u202e', r >= '\u2066' && r <= '\u2069':
+		return true
+	}
+	return false
 }
 
 // Why text cannot be stored: PostgreSQL keeps text and jsonb in UTF-8,
@@ -251,6 +283,35 @@ func unstorableJSON(raw []byte) string {
 		i++ // the escaped character, which may be a backslash
 	}
 	return ""
+}
+
+// DepthReason is why a JSON value nested more than limit levels deep is
+// refused, as a FieldError's Reason says it.
+func DepthReason(limit int) string {
+	return fmt.Sprintf("nests objects and arrays more than %d levels deep", limit)
+}
+
+// jsonDepth is how deep the JSON text raw nests objects and arrays, raw
+// itself being the first level when it is one. It reads brackets outside
+// strings, without recursion, so that any depth is measured in one pass.
+func jsonDepth(raw []byte) int {
+	depth, deepest := 0, 0
+	for i := 0; i < len(raw); i++ {
+		switch raw[i] {
+		case '"':
+			for i++; i < len(raw) && raw[i] != '"'; i++ {
+				if raw[i] == '\\' {
+					i++
+				}
+			}
+		case '{', '[':
+			depth++
+			deepest = max(deepest, depth)
+		case '}', ']':
+			depth--
+		}
+	}
+	return deepest
 }
 
 // What PostgreSQL's numeric, the type of a jsonb number, holds: digits up
