@@ -75,6 +75,7 @@ func statusOf(err error) string {
 
 // auditEvent is one row of mcp_audit_events, as the admin reads it.
 type auditEvent struct {
+	id       uuid.UUID
 	seq      int64
 	server   uuid.UUID
 	kind     registry.EventKind
@@ -128,14 +129,14 @@ GROUP BY s.server_id`)
 	if err := rows.Err(); err != nil {
 		t.Fatalf("read servers: %v", err)
 	}
-	rows, err = tx.Query(ctx, `SELECT seq, server_id, kind, from_status, to_status, occurred_at FROM mcp_audit_events ORDER BY seq`)
+	rows, err = tx.Query(ctx, `SELECT event_id, seq, server_id, kind, from_status, to_status, occurred_at FROM mcp_audit_events ORDER BY seq`)
 	if err != nil {
 		t.Fatalf("read events: %v", err)
 	}
 	for rows.Next() {
 		var e auditEvent
 		var kind string
-		if err := rows.Scan(&e.seq, &e.server, &kind, &e.from, &e.to, &e.occurred); err != nil {
+		if err := rows.Scan(&e.id, &e.seq, &e.server, &kind, &e.from, &e.to, &e.occurred); err != nil {
 			t.Fatalf("scan event: %v", err)
 		}
 		e.kind = registry.EventKind(kind)
