@@ -166,8 +166,10 @@ func (st dbState) count(server uuid.UUID, kind registry.EventKind) int {
 // assertConsistent fails t unless the database holds no partial write:
 // every event belongs to a server row; every server's trail starts with its
 // registration, each event starts from the status the one before it ended
-// in, and the last one ends in the row's status (never a transition without
-// its event, never two events for one transition); and, when skillsOf is
+// in and is a transition its kind allows (registry.Kinds: no unhealthy
+// from unhealthy, no degraded from unhealthy), and the last one ends in the
+// row's status (never a transition without its event, never two events for
+// one transition); and, when skillsOf is
 // not nil, every server has the skills count it gives for the module.
 func assertConsistent(t *testing.T, st dbState, skillsOf func(module string) int) {
 	t.Helper()
@@ -194,6 +196,12 @@ func assertConsistent(t *testing.T, st dbState, skillsOf func(module string) int
 					s.module, i, evs[i].kind, deref(evs[i].from), evs[i-1].to, trail(evs))
 			}
 		}
+		for i, e := range evs {
+			if !e.kind.Spec().Allows(registry.Status(deref0(e.from)), registry.Status(e.to)) {
+				t.Fatalf("server %s: event %d (%s) from %s to %s is no transition of the contract: %s",
+					s.module, i, e.kind, deref(e.from), e.to, trail(evs))
+			}
+		}
 		if last := evs[len(evs)-1]; last.to != s.status {
 			t.Fatalf("server %s is %s but its last event (%s) ends in %s: %s", s.module, s.status, last.kind, last.to, trail(evs))
 		}
@@ -208,6 +216,14 @@ func assertConsistent(t *testing.T, st dbState, skillsOf func(module string) int
 func deref(s *string) string {
 	if s == nil {
 		return "<null>"
+	}
+	return *s
+}
+
+// deref0 is *s, or "" (registry.NoStatus) for nil.
+func deref0(s *string) string {
+	if s == nil {
+		return ""
 	}
 	return *s
 }
