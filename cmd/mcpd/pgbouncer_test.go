@@ -19,9 +19,10 @@ import (
 // TestThroughPgBouncer runs two mcpd replicas whose --database-url is a
 // pgbouncer in transaction mode, as the URL an operator gives: register,
 // heartbeat, list for three tenants, none seeing another's servers; a
-// silent server is swept unhealthy by the monitor and its alert delivered
-// once; /readyz is 200 throughout. Before mcpd was pooler-safe every call
-// answered 500 (42P05), every sweep failed and /readyz said 200.
+// silent server is swept unhealthy by the monitor, the watch and the audit
+// trail agree, and its alert is delivered once; /readyz is 200 at the start
+// and at the end. Before mcpd was pooler-safe every call answered 500
+// (42P05), every sweep failed and /readyz said 200.
 func TestThroughPgBouncer(t *testing.T) {
 	t.Parallel()
 	c := pgtest.Shared(t)
@@ -49,11 +50,16 @@ func TestThroughPgBouncer(t *testing.T) {
 		tr.servers = registerN(t, tr.clients, fmt.Sprintf("t%d", i), modules, 2)
 		runs[i] = tr
 	}
-	for _, p := range reps {
-		if err := p.client(t, uuid.New()).Readyz(ctx); err != nil {
-			t.Fatalf("readyz through pgbouncer: %v", err)
+	// /readyz follows the monitor's last sweep, which a loaded machine
+	// may have let run out of its time (the interval): it must be 200
+	// again by the next ones.
+	readyz := func(what string) {
+		for _, p := range reps {
+			cl := p.client(t, uuid.New())
+			testwait.Poll(t, what, pollCap, func() error { return cl.Readyz(ctx) })
 		}
 	}
+	readyz("readyz through pgbouncer")
 	// Tenant 0's silent server is watched through the pooler too, from
 	// the watch_cursor of its audit trail as listed now: the list and the
 	// watch together miss nothing, however late the watch connects.
@@ -182,13 +188,16 @@ func TestThroughPgBouncer(t *testing.T) {
 				k, seen[k].Kind, seen[k].EventID, e.kind, e.id)
 		}
 	}
+	readyz("readyz through pgbouncer at the end")
 	for _, p := range reps {
-		if err := p.client(t, uuid.New()).Readyz(ctx); err != nil {
-			t.Fatalf("readyz through pgbouncer at the end: %v", err)
-		}
 		assertNoPanic(t, "mcpd", p.stderr.String())
-		if lines := logLines(p.stderr.String(), `"level":"ERROR"`); len(lines) > 0 {
-			t.Fatalf("mcpd logged errors through pgbouncer:\n%s", lines[0])
+		// A sweep that ran out of its time on a loaded machine is logged
+		// at error level and the next one sweeps; any other error (a
+		// pooler-unsafe statement's 42P05 among them) is a failure.
+		for _, line := range logLines(p.stderr.String(), `"level":"ERROR"`) {
+			if !strings.Contains(line, `"msg":"sweep failed"`) || !strings.Contains(line, "store unavailable: timeout") {
+				t.Fatalf("mcpd logged errors through pgbouncer:\n%s", line)
+			}
 		}
 	}
 }
