@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -231,19 +232,33 @@ func TestLifecycleOverHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	var kinds []string
-	for _, e := range events.Events {
+	var unhealthyFrom registry.Status
+	for i, e := range events.Events {
 		kinds = append(kinds, strings.TrimPrefix(string(e.Kind), "mcp.server."))
 		if e.TraceID != srv.TraceID {
 			t.Fatalf("event %s trace_id %q", e.Kind, e.TraceID)
 		}
+		// Each event a transition of the contract from where the one
+		// before ended: a duplicate or a step out of order shows here.
+		var from registry.Status
+		if e.FromStatus != nil {
+			from = *e.FromStatus
+		}
+		if !e.Kind.Spec().Allows(from, e.ToStatus) || i > 0 && from != events.Events[i-1].ToStatus {
+			t.Fatalf("event %d %s from %q to %s: %s", i, e.Kind, from, e.ToStatus, strings.Join(kinds, " "))
+		}
+		if e.Kind == registry.KindUnhealthy {
+			unhealthyFrom = from
+		}
 	}
-	// The silence goes through degraded to unhealthy, once each, and then
-	// the heartbeat and the deregistration.
+	// The silence goes to unhealthy, through degraded unless the sweep
+	// came an interval late (API.md: the status follows the lag at the
+	// sweep), and then the heartbeat and the deregistration. Before it, a
+	// loaded machine may have let the server lag between the calls.
 	trail := strings.Join(kinds, " ")
-	if !strings.HasPrefix(trail, "registered ") || !strings.HasSuffix(trail, " degraded unhealthy recovered deregistered") {
+	if !silenceTrail.MatchString(trail) {
 		t.Fatalf("audit trail %q", trail)
 	}
-
 	// Another tenant sees none of it.
 	other := p.client(t, uuid.New())
 	if _, err := other.Server(ctx, srv.ServerID); !errors.As(err, &prob) || prob.Status != http.StatusNotFound {
@@ -251,7 +266,7 @@ func TestLifecycleOverHTTP(t *testing.T) {
 	}
 
 	metrics := get(t, "http://"+p.addr+"/metrics")
-	for _, want := range []string{`mcpd_servers{status="deregistered"}`, `mcpd_transitions_total{from="degraded",to="unhealthy"}`,
+	for _, want := range []string{`mcpd_servers{status="deregistered"}`, `mcpd_transitions_total{from="` + string(unhealthyFrom) + `",to="unhealthy"}`,
 		`mcpd_heartbeats_total{result="deregistered"} 1`} {
 		if !strings.Contains(metrics, want) {
 			t.Fatalf("metrics lack %s", want)
@@ -268,9 +283,7 @@ func TestLifecycleOverHTTP(t *testing.T) {
 	if strings.Contains(logs, `"msg":"heartbeat"`) {
 		t.Fatal("a heartbeat that changed nothing is logged at info level")
 	}
-	if strings.Contains(logs, `"level":"ERROR"`) {
-		t.Fatalf("errors logged:\n%s", logs)
-	}
+	assertNoErrorLogs(t, "mcpd", logs)
 }
 
 func TestSIGTERMExitsZero(t *testing.T) {
@@ -388,6 +401,11 @@ func TestDatabaseRestartSurvived(t *testing.T) {
 		t.Fatalf("mcpd exited: %v", p.err)
 	}
 }
+
+// silenceTrail is TestLifecycleOverHTTP's audit trail: the registrations
+// (and what a slow machine made of the time between them), the silence to
+// unhealthy, the recovery and the deregistration.
+var silenceTrail = regexp.MustCompile(`^registered( registered| degraded| unhealthy| recovered)* (degraded )?unhealthy recovered deregistered$`)
 
 func get(t *testing.T, url string) string {
 	t.Helper()

@@ -281,17 +281,7 @@ func TestFailover(t *testing.T) {
 		}
 	}
 	regMu.Unlock()
-	degraded, unhealthy := 0, 0
-	for _, id := range ids {
-		for _, e := range st.events[id] {
-			if e.seq > baseline && e.kind == registry.KindDegraded {
-				degraded++
-			}
-			if e.seq > baseline && e.kind == registry.KindUnhealthy {
-				unhealthy++
-			}
-		}
-	}
+	m := b.marks(st, ids, baseline)
 	if st.count(silentBefore, registry.KindUnhealthy) != 1 || st.count(silentAfter, registry.KindUnhealthy) != 1 {
 		t.Fatalf("silent servers' unhealthy events: %d before, %d after; want one each",
 			st.count(silentBefore, registry.KindUnhealthy), st.count(silentAfter, registry.KindUnhealthy))
@@ -299,11 +289,13 @@ func TestFailover(t *testing.T) {
 	metrics := get(t, "http://"+p.addr+"/metrics")
 	t.Logf("FIGURE failover: primary crashed, standby promoted %s later; ready %s, every server heartbeated %s, "+
 		"first registration acknowledged %s after the promotion; %d registrations acknowledged, none lost; "+
-		"heartbeats during %v, after %v; falsely degraded %d/%d, falsely unhealthy %d/%d; "+
+		"heartbeats during %v, after %v; falsely degraded %d/%d, falsely unhealthy %d/%d (marked after their own "+
+		"late heartbeats: degraded %d, unhealthy %d); "+
 		"alert before the failover delivered %d time(s), after %d time(s); %s; %s",
 		promoted.Sub(crashed).Round(time.Millisecond), ready.Round(time.Millisecond), heartbeated.Round(time.Millisecond),
-		firstWrite.Round(time.Millisecond), ackedN, out[1], out[2], degraded, servers, unhealthy, servers,
+		firstWrite.Round(time.Millisecond), ackedN, out[1], out[2], m.degraded, servers, m.unhealthy, servers,
+		m.lateDegraded, m.lateUnhealthy,
 		hook.count(before), hook.count(after), strings.Join(grepLinesPrefix(metrics, "mcpd_blind_"), ", "), watchFigure)
 	assertNoPanic(t, "mcpd", p.stderr.String())
-	assertNoFalseUnhealthy(t, degraded, unhealthy, servers)
+	assertNoFalseUnhealthy(t, m, servers)
 }

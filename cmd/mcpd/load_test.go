@@ -69,9 +69,11 @@ func loadShapes() []loadShape {
 // TestLoadWithoutFalseAlarms runs pkg/simulate against the real binary on
 // PostgreSQL with no heartbeat missed on purpose: no server may be moved
 // away from healthy during the run (no degraded, unhealthy or recovered
-// event while it heartbeats), --verify finds no mismatch, and the figure
-// is the heartbeat rate, error rate and latency. MCPD_LONG=1: 5,000 servers
-// for 3 minutes.
+// event while it heartbeats) unless mcpd's own log shows it had finished
+// none of the server's heartbeats for the lag the mark needs (a starved
+// machine: the contract's mark, reported), --verify finds no mismatch,
+// and the figure is the heartbeat rate, error rate and latency.
+// MCPD_LONG=1: 5,000 servers for 3 minutes.
 func TestLoadWithoutFalseAlarms(t *testing.T) {
 	// Not parallel: the load takes the machine.
 	for _, shape := range loadShapes() {
@@ -163,11 +165,14 @@ func TestLoadWithoutFalseAlarms(t *testing.T) {
 					}
 				}
 			}
-			// mcpd may never mark a server it heard from in time; in the
-			// short variant no server may be marked at all. The long one
-			// runs for minutes on a shared machine, where the generator
-			// itself may be starved: its late heartbeats are reported.
-			if fa.early > 0 || mismatches > 0 || !longRun() && (fa.degraded > 0 || fa.unhealthy > 0) {
+			// mcpd may never mark a server it heard from in time. In the
+			// short variant no server may be marked less than 2I (3I)
+			// after mcpd logged one of its heartbeats; one that mcpd had
+			// not heard from for that long (the generator or mcpd starved
+			// on a loaded machine) is marked by the contract, and
+			// reported. The long one runs for minutes on a shared machine:
+			// there only the marks proven early fail.
+			if fa.early > 0 || mismatches > 0 || !longRun() && fa.unproven > 0 {
 				t.Fatalf("false alarms under load: %s; %d verify mismatches: %s", fa, mismatches, firstMismatch(sums))
 			}
 			if errRate > 0.001 {
@@ -224,6 +229,7 @@ type alarms struct {
 	degraded, unhealthy int // servers moved away from healthy while heartbeating
 	early               int // of those transitions, how many came before mcpd's own log shows 2I (3I) of silence, less the slack
 	late                int // the others: mcpd heard nothing for that long (the generator was late)
+	unproven            int // of all, how many came before mcpd's own log shows 2I (3I) of silence, without the slack
 	warmup              int // transitions of the warm-up, not counted
 	registration        time.Duration
 	slack               time.Duration
@@ -232,8 +238,9 @@ type alarms struct {
 
 func (a alarms) String() string {
 	return fmt.Sprintf("falsely degraded %d, falsely unhealthy %d servers (transitions before 2I/3I less %s of silence "+
-		"in mcpd's log %d, after late heartbeats %d; by 10 s %v); warm-up transitions not counted %d (registration took %s)",
-		a.degraded, a.unhealthy, a.slack.Round(time.Millisecond), a.early, a.late, a.buckets, a.warmup,
+		"in mcpd's log %d, after late heartbeats %d, before 2I/3I of silence in mcpd's log %d; by 10 s %v); "+
+		"warm-up transitions not counted %d (registration took %s)",
+		a.degraded, a.unhealthy, a.slack.Round(time.Millisecond), a.early, a.late, a.unproven, a.buckets, a.warmup,
 		a.registration.Round(time.Millisecond))
 }
 
@@ -244,7 +251,9 @@ func (a alarms) String() string {
 // after the run's end. Each false transition is then held against the
 // heartbeats that the replicas logged for the server: early when mcpd had
 // logged one less than 2I (3I for unhealthy) less slack before it, late
-// otherwise.
+// otherwise; and unproven when mcpd had logged one less than 2I (3I)
+// before it (early included): the log is written after the heartbeat is
+// recorded, so a mark without one for that long is the contract's.
 func falseAlarms(st dbState, interval, slack time.Duration, reps []*proc) alarms {
 	a := alarms{slack: slack, buckets: map[int]int{}}
 	var regStart, regEnd time.Time
@@ -285,6 +294,9 @@ func falseAlarms(st dbState, interval, slack time.Duration, reps []*proc) alarms
 				a.early++
 			} else {
 				a.late++
+			}
+			if i > 0 && e.occurred.Sub(times[i-1]) < due {
+				a.unproven++
 			}
 		}
 		if deg {

@@ -99,11 +99,15 @@ func startSkewedReplica(t *testing.T, databaseURL string, secret []byte, clock c
 // TestClockSkewedReplica runs a replica whose wall clock is a minute off
 // beside a normal one: a server that heartbeats through both is never
 // moved, and a silent one (registered through either) is degraded at 2I
-// and unhealthy at 3I of silence by the database's clock.
+// (unless the sweep came late) and unhealthy at 3I of silence by the
+// database's clock.
 func TestClockSkewedReplica(t *testing.T) {
-	// Not parallel: the bounds below are tight enough to catch a
-	// misreading of the clock, not a starved machine.
-	const tolerance = 2 * e2eInterval // a sweep period, a loaded machine
+	// Not parallel: the bounds below catch a misreading of the clock by
+	// the offset (a minute), not a starved machine. The tolerance covers
+	// sweeps that come a few intervals late on a loaded machine, and the
+	// blind window (--blind-after) that such a late sweep opens, during
+	// which nothing is due: still a twentieth of the offset.
+	const tolerance = 15 * e2eInterval
 	for _, offset := range []time.Duration{time.Minute, -time.Minute} {
 		t.Run(fmt.Sprintf("offset %s", offset), func(t *testing.T) {
 			db := pgtest.NewDB(t)
@@ -145,8 +149,10 @@ func TestClockSkewedReplica(t *testing.T) {
 			var lags []string
 			for i, id := range silent {
 				evs := st.events[id]
-				if trail(evs) != "registered degraded unhealthy" {
-					t.Fatalf("silent-%03d: trail %q", i, trail(evs))
+				// Through degraded unless the sweep came an interval late
+				// (API.md: the status follows the lag at the sweep).
+				if tr := trail(evs); tr != "registered degraded unhealthy" && tr != "registered unhealthy" {
+					t.Fatalf("silent-%03d: trail %q, want registered [degraded] unhealthy", i, tr)
 				}
 				last := evs[0].occurred // the registration is the last heartbeat
 				for _, e := range evs[1:] {
