@@ -166,11 +166,17 @@ func TestHostileInput(t *testing.T) {
 			// One rule for every string: encoding/json would store U+FFFD.
 			{"bad utf-8 in skill name", ",\"skills\":[{\"name\":\"\xff\xfe\"}]", "skills[0].name"},
 			{"lone surrogate in skill name", `,"skills":[{"name":"a\ud800"}]`, "skills[0].name"},
+			// Nesting past registry.MaxCapabilityDepth, even past what
+			// encoding/json itself parses (10,000).
+			{"deep capabilities", `,"capability_advertisement":` + nested(registry.MaxCapabilityDepth+1), "capability_advertisement"},
+			{"very deep capabilities", `,"capability_advertisement":` + nested(20000), "capability_advertisement"},
+			{"line break in title", `,"title":"a\nb"`, "title"},
+			{"bidi override in description", `,"description":"\u202egnp.exe"`, "description"},
 		} {
 			h.want(t, http.StatusBadRequest, c.field, http.MethodPost, regPath, "", nil, registerJSON("nul", c.extra))
 		}
-		// Taken as they are: the largest body, deep nesting, odd text.
-		deep := strings.Repeat(`{"a":`, 5000) + "1" + strings.Repeat("}", 5000)
+		// Taken as they are: the largest body, the deepest nesting, odd text.
+		deep := nested(registry.MaxCapabilityDepth)
 		big := strings.Repeat("x", api.MaxBodyBytes-200)
 		var skills []string
 		for i := range registry.MaxSkills {
@@ -542,4 +548,9 @@ func withPassword(t *testing.T, url string) (string, string) {
 	}
 	const password = "pw-d0-not-log-me-5eCr3t"
 	return m[1] + m[2] + ":" + password + "@" + strings.TrimPrefix(url, m[0]), password
+}
+
+// nested is a JSON object that nests objects depth levels deep.
+func nested(depth int) string {
+	return strings.Repeat(`{"a":`, depth) + "1" + strings.Repeat("}", depth)
 }
