@@ -20,3 +20,14 @@ func (h *Handler) Tenants() int {
 	defer h.mu.Unlock()
 	return len(h.tenants)
 }
+
+// Sessions returns how many sessions tenant has open.
+func (h *Handler) Sessions(tenant uuid.UUID) int {
+	h.mu.Lock()
+	t := h.tenants[tenant]
+	h.mu.Unlock()
+	if t == nil {
+		return 0
+	}
+	return t.sessions()
+}

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +35,14 @@ const (
 	DefaultStreamWriteTimeout = 10 * time.Second
 	// DefaultRequestTimeout bounds the reads of one call.
 	DefaultRequestTimeout = 5 * time.Second
+	// DefaultMaxSessions bounds a tenant's open 2025-11-25 sessions in one
+	// mcpd: each holds memory until it ends or idles out, and one token
+	// could otherwise open them at its request rate for as long as the
+	// session timeout.
+	DefaultMaxSessions = 1000
+	// sessionRetryAfter is the Retry-After of an initialize refused at
+	// the cap: a session ends when its client closes it or idles out.
+	sessionRetryAfter = 5 * time.Second
 	// maxBodyBytes bounds a request body (the API's limit).
 	maxBodyBytes = 256 << 10
 )
@@ -68,6 +78,9 @@ type Options struct {
 	RequestTimeout time.Duration
 	// StreamWriteTimeout bounds each write; zero: DefaultStreamWriteTimeout.
 	StreamWriteTimeout time.Duration
+	// MaxSessions bounds each tenant's open 2025-11-25 sessions; zero:
+	// DefaultMaxSessions.
+	MaxSessions int
 	// Streams ends every open stream when it is done (shutdown); nil:
 	// streams end with their request.
 	Streams context.Context
@@ -103,6 +116,9 @@ func New(opts Options) *Handler {
 	}
 	if opts.StreamWriteTimeout <= 0 {
 		opts.StreamWriteTimeout = DefaultStreamWriteTimeout
+	}
+	if opts.MaxSessions <= 0 {
+		opts.MaxSessions = DefaultMaxSessions
 	}
 	if opts.Streams == nil {
 		opts.Streams = context.Background()
@@ -162,6 +178,15 @@ func (h *Handler) ServeMCP(w http.ResponseWriter, r *http.Request, claims auth.C
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		stream = isListen(body)
 	}
+	if !modern && r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" &&
+		t.sessions() >= h.opts.MaxSessions {
+		// A request without a session opens one (initialize).
+		w.Header().Set("Retry-After", strconv.Itoa(int(sessionRetryAfter/time.Second)))
+		writeRPCError(w, http.StatusTooManyRequests, fmt.Sprintf(
+			"the tenant has %d MCP sessions open, as many as it may; close one, or use revision %s, which needs none",
+			h.opts.MaxSessions, statelessRevision))
+		return
+	}
 	if stream {
 		release, ok := acquireStream()
 		if !ok {
@@ -179,6 +204,19 @@ func (h *Handler) ServeMCP(w http.ResponseWriter, r *http.Request, claims auth.C
 		return
 	}
 	t.stateful.ServeHTTP(sw, r.WithContext(ctx))
+}
+
+// sessions counts the tenant's open 2025-11-25 sessions: those with an
+// id. A stateless request's session has none, and lives as long as its
+// request (a stream's is bounded by the watch-stream limit).
+func (t *tenant) sessions() int {
+	n := 0
+	for s := range t.server.Sessions() {
+		if s.ID() != "" {
+			n++
+		}
+	}
+	return n
 }
 
 // isListen reports whether a request body is a subscriptions/listen call.

@@ -509,6 +509,47 @@ func TestStreamLimit(t *testing.T) {
 	})
 }
 
+// TestSessionLimit: a tenant opens at most MaxSessions 2025-11-25 sessions
+// in one mcpd; past them initialize is a 429 with Retry-After, while the
+// tenant's sessions, its stateless calls and other tenants go on.
+func TestSessionLimit(t *testing.T) {
+	t.Parallel()
+	e := setup(t, envOptions{maxSessions: 2})
+	tenant := uuid.New()
+	tok := e.token(t, tenant, "mcp:read")
+	first, _ := e.connect(t, tok, rev2025)
+	second, _ := e.connect(t, tok, rev2025)
+	if _, _, err := e.tryConnect(t, tok, rev2025); err == nil {
+		t.Fatal("a third session opened past the limit of two")
+	}
+	initialize := `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}`
+	code, msg := e.post(t, tok, rev2025, "initialize", initialize)
+	rpcErr, _ := msg["error"].(map[string]any)
+	if code != http.StatusTooManyRequests || rpcErr == nil || !strings.Contains(fmt.Sprint(rpcErr["message"]), "2 MCP sessions") {
+		t.Fatalf("initialize past the limit: %d %v, want 429 naming the limit", code, msg)
+	}
+	// What is open goes on, and so do calls that need no session; their
+	// streams count against the watch-stream limit, not this one.
+	findSkill(t, first, map[string]any{"name": "search"})
+	findSkill(t, second, map[string]any{"name": "search"})
+	stateless, _ := e.connect(t, tok, rev2026)
+	findSkill(t, stateless, map[string]any{"name": "search"})
+	if n := e.mcp.Sessions(tenant); n != 2 {
+		t.Fatalf("%d sessions counted beside a stateless client, want 2", n)
+	}
+	// Another tenant has its own.
+	other := e.token(t, uuid.New(), "mcp:read")
+	e.connect(t, other, rev2025)
+	// A session that ends makes room.
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, "a session once one closed", func() bool {
+		code, _ := e.post(t, tok, rev2025, "initialize", initialize)
+		return code == http.StatusOK
+	})
+}
+
 // TestTenantEvicted: a tenant's MCP server and follower go once it has no
 // session and no call in flight.
 func TestTenantEvicted(t *testing.T) {

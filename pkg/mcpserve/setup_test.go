@@ -60,6 +60,8 @@ type envOptions struct {
 	limits *limit.Tenants
 	// streams ends the streams when done; nil: never.
 	streams context.Context
+	// maxSessions bounds a tenant's sessions; zero: the default.
+	maxSessions int
 }
 
 // testStore is a store the monitor can sweep.
@@ -109,7 +111,7 @@ func setup(t testing.TB, opts ...envOptions) *env {
 		t.Fatal(err)
 	}
 	mh := mcpserve.New(mcpserve.Options{Reader: mcpserve.Reader{ServerSource: reg, SkillSource: reg.Store()}, Feed: hub, Clock: clock, Version: "1.2.3-test", Logger: logger,
-		Streams: o.streams})
+		Streams: o.streams, MaxSessions: o.maxSessions})
 	t.Cleanup(mh.Close)
 	h := api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: verifier, Logger: logger, Feed: hub, MCP: mh,
 		Limits: o.limits})
