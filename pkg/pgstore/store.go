@@ -158,28 +158,7 @@ const setTenantForRead = `SELECT set_config('auth.tenant_id', $1, true), set_con
 // implicit transaction, to which set_config(..., true) is local. It returns
 // the rows that collect makes of the query's answer.
 func queryInTenant[T any](ctx context.Context, s *Store, tenant uuid.UUID, collect pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
-	var pb pgx.Batch
-	pb.Queue(setTenantForRead, tenant.String())
-	pb.Queue(sql, args...)
-	br := s.pool.SendBatch(ctx, &pb)
-	if _, err := br.Exec(); err != nil {
-		_ = br.Close()
-		return nil, translate(err)
-	}
-	rows, err := br.Query()
-	if err != nil {
-		_ = br.Close()
-		return nil, translate(err)
-	}
-	out, err := pgx.CollectRows(rows, collect)
-	if err != nil {
-		_ = br.Close()
-		return nil, translate(err)
-	}
-	if err := br.Close(); err != nil {
-		return nil, translate(err)
-	}
-	return out, nil
+	return queryInTenantAfter(ctx, s, "", nil, tenant, collect, sql, args...)
 }
 
 // horizonIntoSettings reads the feed's horizon into the transaction's
@@ -195,32 +174,7 @@ const horizonIntoSettings = `SELECT set_config('mcpd.feed_timeline', timeline::t
 // the tenant's plan_cache_mode, which would make mcp_feed_horizon plan its
 // query again on every call (as in queryInTenantAt).
 func queryInTenantAfterHorizon[T any](ctx context.Context, s *Store, tenant uuid.UUID, collect pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
-	var pb pgx.Batch
-	pb.Queue(horizonIntoSettings)
-	pb.Queue(setTenantForRead, tenant.String())
-	pb.Queue(sql, args...)
-	br := s.pool.SendBatch(ctx, &pb)
-	fail := func(err error) ([]T, error) {
-		_ = br.Close()
-		return nil, translate(err)
-	}
-	for range 2 {
-		if _, err := br.Exec(); err != nil {
-			return fail(err)
-		}
-	}
-	rows, err := br.Query()
-	if err != nil {
-		return fail(err)
-	}
-	out, err := pgx.CollectRows(rows, collect)
-	if err != nil {
-		return fail(err)
-	}
-	if err := br.Close(); err != nil {
-		return nil, translate(err)
-	}
-	return out, nil
+	return queryInTenantAfter(ctx, s, horizonIntoSettings, nil, tenant, collect, sql, args...)
 }
 
 // queryInTenantAt is queryInTenant that also reads the horizon before the
@@ -228,39 +182,60 @@ func queryInTenantAfterHorizon[T any](ctx context.Context, s *Store, tenant uuid
 // query's answer does not reflect.
 func queryInTenantAt[T any](ctx context.Context, s *Store, tenant uuid.UUID, collect pgx.RowToFunc[T], sql string, args ...any) ([]T, registry.Position, error) {
 	var (
-		pb       pgx.Batch
 		timeline int64
 		horizon  string
 	)
 	// The horizon before the tenant's settings: their plan_cache_mode
 	// would make mcp_feed_horizon plan its query again on every call.
-	pb.Queue(horizonSQL)
-	pb.Queue(setTenantForRead, tenant.String())
-	pb.Queue(sql, args...)
-	br := s.pool.SendBatch(ctx, &pb)
-	fail := func(err error) ([]T, registry.Position, error) {
-		_ = br.Close()
-		return nil, registry.Position{}, translate(err)
-	}
-	if err := br.QueryRow().Scan(&timeline, &horizon); err != nil {
-		return fail(err)
-	}
-	if _, err := br.Exec(); err != nil {
-		return fail(err)
-	}
-	rows, err := br.Query()
+	out, err := queryInTenantAfter(ctx, s, horizonSQL, func(br pgx.BatchResults) error {
+		return br.QueryRow().Scan(&timeline, &horizon)
+	}, tenant, collect, sql, args...)
 	if err != nil {
-		return fail(err)
-	}
-	out, err := pgx.CollectRows(rows, collect)
-	if err != nil {
-		return fail(err)
-	}
-	if err := br.Close(); err != nil {
-		return nil, registry.Position{}, translate(err)
+		return nil, registry.Position{}, err
 	}
 	pos, err := horizonPosition(timeline, horizon)
 	return out, pos, err
+}
+
+// queryInTenantAfter is queryInTenant with the statement first (none when
+// empty) ahead of the tenant's setting in the same pipeline; readFirst
+// reads its answer, or when nil it is run for its effect.
+func queryInTenantAfter[T any](ctx context.Context, s *Store, first string, readFirst func(pgx.BatchResults) error,
+	tenant uuid.UUID, collect pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
+	var pb pgx.Batch
+	if first != "" {
+		pb.Queue(first)
+	}
+	pb.Queue(setTenantForRead, tenant.String())
+	pb.Queue(sql, args...)
+	br := s.pool.SendBatch(ctx, &pb)
+	out, err := func() ([]T, error) {
+		if first != "" {
+			if readFirst != nil {
+				if err := readFirst(br); err != nil {
+					return nil, err
+				}
+			} else if _, err := br.Exec(); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return nil, err
+		}
+		return pgx.CollectRows(rows, collect)
+	}()
+	// Close ends the pipeline either way; the first error is the one told.
+	if closeErr := br.Close(); err == nil {
+		err = closeErr
+	}
+	if err != nil {
+		return nil, translate(err)
+	}
+	return out, nil
 }
 
 // inTenant runs fn in a transaction scoped to tenant by row-level security.
