@@ -64,11 +64,16 @@ func badRegistryQuery(format string, args ...any) *registryError {
 	return &registryError{http.StatusBadRequest, fmt.Sprintf(format, args...)}
 }
 
-// writeRegistryError sends e as {"error": "..."}.
+// writeRegistryError sends e as {"error": "..."}, with the tag of that
+// body: the contract puts an ETag on every answer. Errors are never
+// answered 304 (RFC 9110, section 13.2.1: If-None-Match counts only when
+// the answer would be 2xx), and no-store keeps them out of caches.
 func writeRegistryError(w http.ResponseWriter, e *registryError) {
-	b, _ := json.Marshal(apiwire.RegistryError{Error: e.msg})
+	body := apiwire.RegistryError{Error: e.msg}
+	b, _ := json.Marshal(body)
 	w.Header().Set("Content-Type", ContentTypeJSON)
 	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("ETag", contentTag(body))
 	w.WriteHeader(e.status)
 	_, _ = w.Write(b)
 }

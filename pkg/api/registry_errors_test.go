@@ -40,8 +40,9 @@ func TestRegistryUpdatedSinceStrictRFC3339(t *testing.T) {
 }
 
 // TestRegistryErrorsAreNotConditional: a /v0.1 answer that is an error
-// (400, 404) carries no ETag, and a conditional request whose answer would
-// be an error gets the error (RFC 9110 section 13.2.1: preconditions are
+// (400, 404) carries the ETag of its own body (API.md: an ETag on every
+// answer), and a conditional request whose answer would be an error gets
+// the error, even when it sends that very tag (RFC 9110 section 13.2.1: preconditions are
 // ignored when the answer would not be 2xx or 412). "If-None-Match: *" means
 // "any current representation", and an unknown server has none: it was a
 // 304, before the store was read, for any name or version.
@@ -72,8 +73,12 @@ func TestRegistryErrorsAreNotConditional(t *testing.T) {
 			t.Errorf("%s with If-None-Match %s: %d %q, want %d", c.path, c.inm, resp.code, resp.body, c.code)
 			continue
 		}
-		if e := resp.header.Get("ETag"); e != "" {
-			t.Errorf("%s: a %d with ETag %s", c.path, resp.code, e)
+		errTag := resp.header.Get("ETag")
+		if errTag == "" || errTag == tag || errTag == mailTag {
+			t.Errorf("%s: a %d with ETag %q, want its own", c.path, resp.code, errTag)
+		}
+		if again := b.do(t, req{path: c.path, header: map[string]string{"If-None-Match": errTag}}); again.code != c.code {
+			t.Errorf("%s with the error's own tag: %d, want %d", c.path, again.code, c.code)
 		}
 		if e := strictDecode[oaError](t, resp); e.Error == "" {
 			t.Errorf("%s: empty error", c.path)
@@ -91,7 +96,7 @@ func TestRegistryErrorsAreNotConditional(t *testing.T) {
 		t.Fatalf("deregister: %d %s", resp.code, resp.body)
 	}
 	if resp := b.do(t, req{path: one, header: map[string]string{"If-None-Match": tag}}); resp.code != http.StatusNotFound ||
-		resp.header.Get("ETag") != "" {
-		t.Fatalf("deregistered, with the old tag: %d, ETag %q, want 404 without one", resp.code, resp.header.Get("ETag"))
+		resp.header.Get("ETag") == tag {
+		t.Fatalf("deregistered, with the old tag: %d, ETag %q, want 404 with a tag of its own", resp.code, resp.header.Get("ETag"))
 	}
 }
