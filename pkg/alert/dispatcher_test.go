@@ -576,11 +576,14 @@ func TestRunTwice(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	// A probe with a cancelled context returns at once: nil when it ran
-	// (the first Run had not started yet), an error once the first runs.
+	// Not probed with Run itself: a probe that took the slot for an
+	// instant could refuse the first Run instead.
+	testwait.Until(t, "the first Run running", waitTimeout, d.Running)
 	probe, stopProbe := context.WithCancel(t.Context())
 	stopProbe()
-	testwait.Until(t, "second Run refused", waitTimeout, func() bool { return d.Run(probe) != nil })
+	if err := d.Run(probe); err == nil {
+		t.Fatal("a second Run beside the first: nil, want refused")
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

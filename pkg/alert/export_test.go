@@ -7,3 +7,6 @@ func (d *Dispatcher) Waiting() <-chan string {
 	d.waiting = ch
 	return ch
 }
+
+// Running reports whether a Run is in progress.
+func (d *Dispatcher) Running() bool { return d.running.Load() }
