@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -204,13 +206,38 @@ func registerN(t *testing.T, clients []*client.Client, prefix string, n, skills 
 		for k := range skills {
 			req.Skills = append(req.Skills, registry.SkillInfo{Name: fmt.Sprintf("skill-%d", k)})
 		}
-		srv, _, err := clients[i%len(clients)].Register(context.Background(), req, "")
+		ids[i] = registerRetrying(t, clients[i%len(clients)], req)
+	}
+	return ids
+}
+
+// registerRetrying registers req, again after a 503: on a loaded machine
+// the store's deadline may pass while a test sets up, which mcpd answers
+// as it should (503, retry later), and registration is idempotent. Any
+// other error fails t.
+func registerRetrying(t *testing.T, c *client.Client, req api.RegisterRequest) uuid.UUID {
+	t.Helper()
+	var (
+		id      uuid.UUID
+		lastErr error
+	)
+	testwait.Until(t, "register "+req.ModuleName, time.Minute, func() bool {
+		srv, _, err := c.Register(context.Background(), req, "")
+		var prob *api.Problem
+		if err != nil && errors.As(err, &prob) && prob.Status == http.StatusServiceUnavailable {
+			lastErr = err
+			return false
+		}
 		if err != nil {
 			t.Fatalf("register %s: %v", req.ModuleName, err)
 		}
-		ids[i] = srv.ServerID
+		id = srv.ServerID
+		return true
+	})
+	if lastErr != nil {
+		t.Logf("register %s: answered after a 503 (%v)", req.ModuleName, lastErr)
 	}
-	return ids
+	return id
 }
 
 // assertNoFalseUnhealthy fails t when a server that kept heartbeating

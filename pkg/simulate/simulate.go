@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"net/http"
 	"regexp"
 	"strconv"
 	"sync"
@@ -237,12 +238,12 @@ func (r *runner) register(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return
 			}
-			srv, _, err := r.c.Register(ctx, apiwire.RegisterRequest{
+			srv, err := r.registerOne(ctx, apiwire.RegisterRequest{
 				ModuleName:         moduleName(r.opts.Prefix, i),
 				Version:            SimVersion,
 				SupportedProtocols: []string{SimProtocol},
 				Skills:             []registry.SkillInfo{{Name: "echo", Description: "simulated by mcpctl heartbeat-simulate"}},
-			}, "")
+			})
 			if err != nil {
 				cancel(fmt.Errorf("register %s: %w", moduleName(r.opts.Prefix, i), err))
 				return
@@ -269,6 +270,31 @@ func (r *runner) register(ctx context.Context) error {
 		r.interval = registry.DefaultHeartbeatInterval
 	}
 	return nil
+}
+
+// registerAttempts bounds the tries of one registration that mcpd asks to
+// retry later (429, 503): a registry under load, or one that lost its
+// database for a moment, is not a reason to abandon the run.
+const registerAttempts = 5
+
+// registerOne registers req, trying again after the Retry-After of a 429
+// or a 503, registerAttempts times at most; registration is idempotent.
+func (r *runner) registerOne(ctx context.Context, req apiwire.RegisterRequest) (registry.Server, error) {
+	for attempt := 1; ; attempt++ {
+		srv, _, err := r.c.Register(ctx, req, "")
+		var p *apiwire.Problem
+		if err == nil || attempt == registerAttempts || !errors.As(err, &p) ||
+			p.Status != http.StatusTooManyRequests && p.Status != http.StatusServiceUnavailable {
+			return srv, err
+		}
+		wait := time.NewTimer(client.RetryWait(err, time.Duration(attempt)*200*time.Millisecond, 0.5, 10*time.Second, nil))
+		select {
+		case <-ctx.Done():
+			wait.Stop()
+			return srv, err
+		case <-wait.C:
+		}
+	}
 }
 
 // heartbeatPhase heartbeats every server until the end of the duration (or

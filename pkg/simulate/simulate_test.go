@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -335,6 +336,59 @@ func TestRegisterFailureStopsTheRun(t *testing.T) {
 	}
 	if got := b.heartbeats.Load(); got != 0 {
 		t.Fatalf("%d heartbeats after a failed registration", got)
+	}
+}
+
+// TestRegisterRetriesWhenToldTo: a registration answered 503 or 429 with
+// Retry-After is tried again, and the run goes on; registerAttempts of them
+// in a row end it.
+func TestRegisterRetriesWhenToldTo(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		refusals int64
+		wantErr  bool
+	}{
+		{"two refusals", 2, false},
+		{"refused every time", 1 << 30, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var refused atomic.Int64
+			b := setup(t, setupOpts{wrap: func(_ *bundle, next http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.URL.Path == "/v1/mcp/servers/register" && refused.Add(1) <= tc.refusals {
+						status := http.StatusServiceUnavailable
+						if refused.Load()%2 == 0 {
+							status = http.StatusTooManyRequests
+						}
+						w.Header().Set("Content-Type", "application/problem+json")
+						w.Header().Set("Retry-After", "0")
+						w.WriteHeader(status)
+						_, _ = w.Write([]byte(`{"type":"about:blank","title":"busy","status":` + strconv.Itoa(status) + `}`))
+						return
+					}
+					next.ServeHTTP(w, r)
+				})
+			}})
+			sum, err := Run(context.Background(), b.c, Options{Servers: 1, Duration: 100 * time.Millisecond})
+			if tc.wantErr {
+				p, ok := errors.AsType[*api.Problem](err)
+				if !ok || p.Status != http.StatusServiceUnavailable && p.Status != http.StatusTooManyRequests {
+					t.Fatalf("err %v, want the last refusal", err)
+				}
+				if got := refused.Load(); got != registerAttempts {
+					t.Fatalf("%d tries, want %d", got, registerAttempts)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("run after %d refusals: %v", tc.refusals, err)
+			}
+			if sum.Servers != 1 {
+				t.Fatalf("summary %+v, want one server", sum)
+			}
+		})
 	}
 }
 
