@@ -24,7 +24,7 @@ import (
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 
 // waitTimeout bounds every wait for something to arrive.
-const waitTimeout = 10 * time.Second
+const waitTimeout = testwait.Cap
 
 const interval = 10 * time.Second
 

@@ -394,21 +394,19 @@ func TestRegisterRetriesWhenToldTo(t *testing.T) {
 
 func TestRunEndsWithContext(t *testing.T) {
 	t.Parallel()
-	// The context ends once the API has answered a few heartbeats, not
-	// after a fixed 400 ms: on a loaded machine that could pass before the
-	// first heartbeat, and the summary was empty.
+	// The context ends once the run has had three heartbeats answered, not
+	// after a fixed 400 ms nor once the API has served three: on a loaded
+	// machine the first could pass before any heartbeat, and with the
+	// second the answers could still be on their way, cut off by the end.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var ended atomic.Int64 // UnixNano of the cancellation
-	b := setup(t, setupOpts{wrap: func(b *bundle, next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			next.ServeHTTP(w, r)
-			if b.heartbeats.Load() >= 3 && ended.CompareAndSwap(0, time.Now().UnixNano()) {
-				cancel()
-			}
-		})
-	}})
-	sum, err := Run(ctx, b.c, Options{Servers: 5, Duration: time.Minute, Verify: true})
+	b := setup(t, setupOpts{})
+	c := &cancelAfterHeartbeats{Client: b.c, after: 3, cancel: func() {
+		ended.Store(time.Now().UnixNano())
+		cancel()
+	}}
+	sum, err := run(ctx, c, Options{Servers: 5, Duration: time.Minute, Verify: true})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err %v, want the context's", err)
 	}
@@ -709,4 +707,21 @@ func TestExpectWindows(t *testing.T) {
 	if got := r.expect(gone, now); !slices.Equal(got, []registry.Status{registry.StatusDeregistered}) {
 		t.Fatalf("deregistered: %v", got)
 	}
+}
+
+// cancelAfterHeartbeats is a client that calls cancel once after its
+// after-th successful heartbeat.
+type cancelAfterHeartbeats struct {
+	*client.Client
+	after  int64
+	n      atomic.Int64
+	cancel func()
+}
+
+func (c *cancelAfterHeartbeats) Heartbeat(ctx context.Context, id uuid.UUID) (registry.Server, error) {
+	srv, err := c.Client.Heartbeat(ctx, id)
+	if err == nil && c.n.Add(1) == c.after {
+		c.cancel()
+	}
+	return srv, err
 }

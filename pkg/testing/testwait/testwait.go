@@ -11,10 +11,14 @@ import (
 	"time"
 )
 
-// Step is the time between two polls; Cap bounds Eventually.
+// Step is the time between two polls; Cap bounds Eventually: far above
+// what a quiet machine needs, since a wait that holds returns at once and
+// only a failing one waits it out, so that a loaded machine (the race
+// suite five times over beside busy loops) does not fail a wait that would
+// have held a little later.
 const (
 	Step = 20 * time.Millisecond
-	Cap  = 10 * time.Second
+	Cap  = 30 * time.Second
 )
 
 // Until polls cond every Step until it holds, failing t (with what) when it
