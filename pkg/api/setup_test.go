@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -24,6 +25,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/testlog"
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 const testInterval = 10 * time.Second
@@ -42,6 +44,8 @@ type bundle struct {
 	readTok  string // mcp:read
 	logs     *testlog.Buffer
 	registry *lifecycle.Registrar
+	// hub is the change-feed hub when setupOptions.feed; else nil.
+	hub *feed.Hub
 }
 
 // testStore is what the tests' stores offer: the API's store, with the
@@ -92,6 +96,14 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 		go func() { defer close(done); hub.Run(ctx) }()
 		t.Cleanup(func() { cancel(); <-done })
 		sink = hubSink{next: sink, hub: hub}
+		// Writes after the hub's first horizon, as in a running mcpd: one
+		// that commits before it and is told after counts as this
+		// handler's own until feed.PendingTTL (a minute), setting its tags
+		// apart.
+		testwait.Eventually(t, "the hub starts", func() bool {
+			_, err := hub.TenantVersion(t.Context(), uuid.New(), store)
+			return !errors.Is(err, feed.ErrNotStarted)
+		})
 	}
 	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: store, Sink: sink, Logger: logger,
 		HeartbeatInterval: testInterval.Seconds(), MaxServersPerTenant: o.maxServers})
@@ -104,7 +116,7 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 	h := api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: verifier, Logger: logger, Metrics: metrics,
 		Pinger: pinger, RequestTimeout: o.requestTimeout, Limits: o.limits, Catalog: store, Feed: hub})
 	b := &bundle{handler: h, store: store, clock: clock, monitor: mon, metrics: metrics, secret: secret,
-		tenant: uuid.New(), logs: logs, registry: reg}
+		tenant: uuid.New(), logs: logs, registry: reg, hub: hub}
 	b.token = b.issue(t, b.tenant, "mcp:read mcp:write")
 	b.readTok = b.issue(t, b.tenant, "mcp:read")
 	return b

@@ -194,6 +194,15 @@ func (h *Hub) Run(ctx context.Context) {
 	}
 	h.mu.Lock()
 	h.base, h.cursor = start, start
+	// What this process wrote before now committed before the horizon just
+	// read, and the hub reads only after it: counted as pending, such a
+	// write would set this replica's versions apart until PendingTTL. (A
+	// write that commits before that horizon and is told after this point
+	// still counts until PendingTTL: the hub cannot tell it from a write
+	// that it will read.)
+	for _, m := range h.marks {
+		m.pending = nil
+	}
 	close(h.started)
 	h.mu.Unlock()
 

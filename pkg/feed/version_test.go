@@ -142,3 +142,29 @@ func TestTenantVersion(t *testing.T) {
 		t.Fatalf("another tenant's write: %+v", v)
 	}
 }
+
+// A write this process made before the hub started committed before the
+// hub's first horizon, which the hub never reads: it is not pending once
+// the hub runs (it was, until PendingTTL, one minute, and set this
+// replica's tags apart from the others').
+func TestWroteBeforeTheHubStarted(t *testing.T) {
+	t.Parallel()
+	src := &pausable{Store: memstore.New(clockwork.NewFakeClockAt(time.Date(2026, 5, 17, 10, 0, 0, 0, time.UTC)))}
+	hub := feed.NewHub(feed.Options{Source: src, PollInterval: time.Millisecond})
+	tenant := uuid.New()
+	hub.Wrote(register(t, src, tenant, "calendar"))
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); hub.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	var v feed.TenantVersion
+	testwait.Eventually(t, "the hub starts", func() bool {
+		var err error
+		v, err = hub.TenantVersion(t.Context(), tenant, src)
+		return !errors.Is(err, feed.ErrNotStarted)
+	})
+	latest, err := src.Store.LatestPosition(t.Context(), tenant, registry.Position{Epoch: v.Latest.Epoch, Seq: 1 << 62})
+	if err != nil || len(v.Pending) != 0 || v.Latest != latest {
+		t.Fatalf("version %+v, want the store's latest %+v and nothing pending (%v)", v, latest, err)
+	}
+}
