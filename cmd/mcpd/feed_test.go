@@ -258,7 +258,9 @@ func firstDiff(a, b []uuid.UUID) int {
 func TestWatchCursorsAndSIGTERM(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
-	p := startMcpd(t, db.AppURL, "--shutdown-timeout", "3s")
+	// No transition but the registrations: at 200 ms a loaded machine let
+	// alpha go degraded before the audit list, or before bravo's event.
+	p := startMcpd(t, db.AppURL, "--shutdown-timeout", "3s", "--heartbeat-interval", "1h")
 	tenant := uuid.New()
 	c, oc := p.client(t, tenant), p.client(t, uuid.New())
 	ctx, cancel := context.WithCancel(context.Background())
