@@ -776,12 +776,19 @@ func TestSlowDatabaseBoundedByDeadline(t *testing.T) {
 		}
 	}
 
-	// Afterwards every call succeeds.
+	// Afterwards every call succeeds: on a loaded machine one may still
+	// meet its 500 ms deadline (503, retry later) and succeed when tried
+	// again; any other error fails.
 	testwait.Until(t, "heartbeat after the locks", pollCap, func() bool { _, err := c.Heartbeat(ctx, ids[0]); return err == nil })
 	for _, name := range names {
-		if err := calls[name](); err != nil {
-			t.Fatalf("%s after the locks: %v", name, err)
-		}
+		testwait.Until(t, name+" after the locks", pollCap, func() bool {
+			err := calls[name]()
+			var prob *api.Problem
+			if err != nil && !(errors.As(err, &prob) && prob.Status == http.StatusServiceUnavailable) {
+				t.Fatalf("%s after the locks: %v", name, err)
+			}
+			return err == nil
+		})
 	}
 	assertConsistent(t, readState(t, db.Admin), nil)
 	assertNoPanic(t, "mcpd", p.stderr.String())

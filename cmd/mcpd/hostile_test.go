@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -50,6 +51,9 @@ type hostile struct {
 
 	mu       sync.Mutex
 	statuses map[int]int
+	// busy counts the 503s of valid requests retried because the store
+	// was past its deadline (a loaded machine), not because of their input.
+	busy atomic.Int64
 }
 
 func newHostile(t *testing.T, p *proc, tenant uuid.UUID) *hostile {
@@ -192,7 +196,20 @@ func TestHostileInput(t *testing.T) {
 			{"unicode", `,"skills":[{"name":"日本語 ✓ \ud83d\ude00","description":"\u200b\u202e rtl"}]`, 1},
 			{"escapes", `,"capability_advertisement":{"q":"'; DROP TABLE mcp_servers; --","b":"\\\"\\\\","c":"\\u0000"}`, 0},
 		} {
-			code, _, b := h.do(t, http.MethodPost, regPath, "", nil, strings.NewReader(registerJSON(c.module, c.extra)))
+			// A valid registration may meet a store past its deadline on a
+			// loaded machine: 503, retry later (counted apart below).
+			var (
+				code int
+				b    []byte
+			)
+			testwait.Until(t, "register "+c.module, time.Minute, func() bool {
+				code, _, b = h.do(t, http.MethodPost, regPath, "", nil, strings.NewReader(registerJSON(c.module, c.extra)))
+				if code == http.StatusServiceUnavailable {
+					h.busy.Add(1)
+					return false
+				}
+				return true
+			})
 			if code != http.StatusCreated {
 				t.Fatalf("register %s: %d %s", c.module, code, truncated(b))
 			}
@@ -418,13 +435,18 @@ func TestHostileInput(t *testing.T) {
 	// After all of it: no 5xx, no panic, no half-written row, and only the
 	// registrations that were accepted.
 	metrics := get(t, "http://"+p.addr+"/metrics")
-	if n := metricValue(metrics, "mcpd_http_request_duration_seconds_count", regexp.MustCompile(`code="5\d\d"`)); n > 0 {
-		t.Fatalf("mcpd answered %v 5xx:\n%s", n, strings.Join(grepLinesPrefix(metrics, "mcpd_http_request_duration_seconds_count"), "\n"))
+	busy := h.busy.Load()
+	if n := metricValue(metrics, "mcpd_http_request_duration_seconds_count", regexp.MustCompile(`code="5\d\d"`)); n != float64(busy) {
+		t.Fatalf("mcpd answered %v 5xx, %d of them 503s of valid requests retried:\n%s", n, busy,
+			strings.Join(grepLinesPrefix(metrics, "mcpd_http_request_duration_seconds_count"), "\n"))
 	}
-	for code := range h.statuses {
-		if code >= 500 {
-			t.Fatalf("statuses seen: %v", h.statuses)
+	for code, n := range h.statuses {
+		if code >= 500 && (code != http.StatusServiceUnavailable || int64(n) != busy) {
+			t.Fatalf("statuses seen: %v (%d 503s of valid requests retried)", h.statuses, busy)
 		}
+	}
+	if busy > 0 {
+		t.Logf("%d valid registrations met a store past its deadline (503) and were retried", busy)
 	}
 	assertNoPanic(t, "mcpd", p.stderr.String())
 	st := readState(t, db.Admin)
