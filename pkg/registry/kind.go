@@ -1,5 +1,17 @@
 package registry
 
+// EventKind is the kind of an audit event: one of Kinds.
+type EventKind string
+
+// The audit event kinds; each has its entry in Kinds.
+const (
+	KindRegistered   EventKind = "mcp.server.registered"
+	KindDegraded     EventKind = "mcp.server.degraded"
+	KindUnhealthy    EventKind = "mcp.server.unhealthy"
+	KindRecovered    EventKind = "mcp.server.recovered"
+	KindDeregistered EventKind = "mcp.server.deregistered"
+)
+
 // KindSpec says what an audit event kind means: the transition it records
 // and what the alert outbox, the skill alerts and a watching board make of
 // it. Kinds is the one list of them; the stores, the API, the CLI, the TUI

@@ -86,18 +86,6 @@ type Skill struct {
 	UnavailableReason *string   `json:"unavailable_reason"`
 }
 
-// EventKind is one of the five kinds of audit event.
-type EventKind string
-
-// The five audit event kinds.
-const (
-	KindRegistered   EventKind = "mcp.server.registered"
-	KindDegraded     EventKind = "mcp.server.degraded"
-	KindUnhealthy    EventKind = "mcp.server.unhealthy"
-	KindRecovered    EventKind = "mcp.server.recovered"
-	KindDeregistered EventKind = "mcp.server.deregistered"
-)
-
 // EventKinds lists the kinds of Kinds, in its order.
 var EventKinds = eventKinds()
 
