@@ -784,7 +784,7 @@ func TestSlowDatabaseBoundedByDeadline(t *testing.T) {
 		testwait.Until(t, name+" after the locks", pollCap, func() bool {
 			err := calls[name]()
 			var prob *api.Problem
-			if err != nil && !(errors.As(err, &prob) && prob.Status == http.StatusServiceUnavailable) {
+			if err != nil && (!errors.As(err, &prob) || prob.Status != http.StatusServiceUnavailable) {
 				t.Fatalf("%s after the locks: %v", name, err)
 			}
 			return err == nil
