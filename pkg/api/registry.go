@@ -227,21 +227,9 @@ func (h *handler) registryModule(r *http.Request) (string, bool) {
 // registryVersions answers GET /v0.1/servers/{serverName}/versions: the
 // server's one entry, since mcpd keeps one version per server.
 func (h *handler) registryVersions(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
-	rq, e := h.registryEntryQuery(r, claims)
-	if e != nil {
-		writeRegistryError(w, e)
-		return
+	if tag, en, ok := h.registryEntryFor(w, r, claims, ""); ok {
+		h.writeRegistry(w, r, tag, h.registryServerList([]registry.CatalogEntry{en}))
 	}
-	tag := h.registryTag(r, claims.TenantID)
-	if registryNotModified(w, r, tag) {
-		return
-	}
-	en, e := h.registryEntry(r, claims, rq, "")
-	if e != nil {
-		writeRegistryError(w, e)
-		return
-	}
-	h.writeRegistry(w, r, tag, h.registryServerList([]registry.CatalogEntry{en}))
 }
 
 // registryVersion answers GET /v0.1/servers/{serverName}/versions/{version}.
@@ -251,21 +239,30 @@ func (h *handler) registryVersion(w http.ResponseWriter, r *http.Request, claims
 		writeRegistryError(w, &registryError{http.StatusNotFound, "Server version not found"})
 		return
 	}
+	if tag, en, ok := h.registryEntryFor(w, r, claims, version); ok {
+		h.writeRegistry(w, r, tag, h.registryServerResponse(en))
+	}
+}
+
+// registryEntryFor takes a versions endpoint up to its entry (version ""
+// for any): the query, the tag, then the store. ok is false when it has
+// answered already: an error, or 304 for an exact tag.
+func (h *handler) registryEntryFor(w http.ResponseWriter, r *http.Request, claims auth.Claims,
+	version string) (tag string, en registry.CatalogEntry, ok bool) {
 	rq, e := h.registryEntryQuery(r, claims)
 	if e != nil {
 		writeRegistryError(w, e)
-		return
+		return "", en, false
 	}
-	tag := h.registryTag(r, claims.TenantID)
+	tag = h.registryTag(r, claims.TenantID)
 	if registryNotModified(w, r, tag) {
-		return
+		return "", en, false
 	}
-	en, e := h.registryEntry(r, claims, rq, version)
-	if e != nil {
+	if en, e = h.registryEntry(r, claims, rq, version); e != nil {
 		writeRegistryError(w, e)
-		return
+		return "", en, false
 	}
-	h.writeRegistry(w, r, tag, h.registryServerResponse(en))
+	return tag, en, true
 }
 
 // registryEntryQuery reads the query and the server name of a versions
