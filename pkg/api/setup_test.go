@@ -95,7 +95,7 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 		done := make(chan struct{})
 		go func() { defer close(done); hub.Run(ctx) }()
 		t.Cleanup(func() { cancel(); <-done })
-		sink = hubSink{next: sink, hub: hub}
+		sink = hub.Sink(sink) // as mcpd does
 		// Writes after the hub's first horizon, as in a running mcpd: one
 		// that commits before it and is told after counts as this
 		// handler's own until feed.PendingTTL (a minute), setting its tags
@@ -120,17 +120,6 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 	b.token = b.issue(t, b.tenant, "mcp:read mcp:write")
 	b.readTok = b.issue(t, b.tenant, "mcp:read")
 	return b
-}
-
-// hubSink tells the hub of each event the handler wrote, as mcpd does.
-type hubSink struct {
-	next registry.AlertSink
-	hub  *feed.Hub
-}
-
-func (s hubSink) Transition(ctx context.Context, ev registry.Event) {
-	s.hub.Wrote(ev)
-	s.next.Transition(ctx, ev)
 }
 
 func (b *bundle) issue(t *testing.T, tenant uuid.UUID, scope string) string {

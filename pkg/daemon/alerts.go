@@ -8,7 +8,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cyberos/mcpd/pkg/alert"
-	"github.com/cyberos/mcpd/pkg/feed"
 	"github.com/cyberos/mcpd/pkg/registry"
 )
 
@@ -47,16 +46,4 @@ type alertWaker struct {
 func (w alertWaker) Transition(ctx context.Context, ev registry.Event) {
 	w.next.Transition(ctx, ev)
 	w.dispatcher.Transition(ctx, ev)
-}
-
-// feedWriter is an AlertSink that tells the change-feed hub of each event
-// this process wrote, then passes it on.
-type feedWriter struct {
-	next registry.AlertSink
-	hub  *feed.Hub
-}
-
-func (s feedWriter) Transition(ctx context.Context, ev registry.Event) {
-	s.hub.Wrote(ev)
-	s.next.Transition(ctx, ev)
 }

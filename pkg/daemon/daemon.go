@@ -180,7 +180,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	hub := feed.NewHub(feed.Options{Source: store, Logger: d.logger, OnPoll: metrics.ObserveFeedRead})
 	// The hub learns of this process's own writes at once, so that the
 	// MCP registry API's ETag reflects them before it reads them.
-	sink = feedWriter{next: sink, hub: hub}
+	sink = hub.Sink(sink)
 	registrar := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{
 		Store: store, Sink: sink, Logger: d.logger, HeartbeatInterval: d.cfg.HeartbeatInterval.Seconds(),
 		MaxServersPerTenant: d.cfg.TenantMaxServers,

@@ -116,6 +116,23 @@ func (h *Hub) Wrote(ev registry.Event) {
 	m.pending[ev.EventID] = now
 }
 
+// Sink returns an AlertSink that tells h of each event this process wrote
+// (Wrote), then passes it to next: what the API's writes go through.
+func (h *Hub) Sink(next registry.AlertSink) registry.AlertSink {
+	return wroteSink{hub: h, next: next}
+}
+
+// wroteSink is Hub.Sink's AlertSink.
+type wroteSink struct {
+	hub  *Hub
+	next registry.AlertSink
+}
+
+func (s wroteSink) Transition(ctx context.Context, ev registry.Event) {
+	s.hub.Wrote(ev)
+	s.next.Transition(ctx, ev)
+}
+
 // TenantVersion returns what the hub knows of tenant's changes. The first
 // call for a tenant whose events the hub has not read asks lr for its
 // latest event at or before the hub's cursor; every later call is answered
