@@ -211,33 +211,39 @@ func registerN(t *testing.T, clients []*client.Client, prefix string, n, skills 
 	return ids
 }
 
-// registerRetrying registers req, again after a 503: on a loaded machine
-// the store's deadline may pass while a test sets up, which mcpd answers
-// as it should (503, retry later), and registration is idempotent. Any
-// other error fails t.
+// registerRetrying registers req, again after a 503 (retryUnavailable):
+// registration is idempotent.
 func registerRetrying(t *testing.T, c *client.Client, req api.RegisterRequest) uuid.UUID {
 	t.Helper()
-	var (
-		id      uuid.UUID
-		lastErr error
-	)
-	testwait.Until(t, "register "+req.ModuleName, time.Minute, func() bool {
+	var id uuid.UUID
+	retryUnavailable(t, "register "+req.ModuleName, time.Minute, func() error {
 		srv, _, err := c.Register(context.Background(), req, "")
+		id = srv.ServerID
+		return err
+	})
+	return id
+}
+
+// retryUnavailable calls call until it succeeds, within limit, again after
+// each 503: on a loaded machine the store's deadline may pass, which mcpd
+// answers as it should (503, retry later). Any other error fails t.
+func retryUnavailable(t *testing.T, what string, limit time.Duration, call func() error) {
+	t.Helper()
+	var lastErr error
+	testwait.Until(t, what, limit, func() bool {
+		err := call()
 		var prob *api.Problem
-		if err != nil && errors.As(err, &prob) && prob.Status == http.StatusServiceUnavailable {
-			lastErr = err
-			return false
+		if err != nil && (!errors.As(err, &prob) || prob.Status != http.StatusServiceUnavailable) {
+			t.Fatalf("%s: %v", what, err)
 		}
 		if err != nil {
-			t.Fatalf("register %s: %v", req.ModuleName, err)
+			lastErr = err
 		}
-		id = srv.ServerID
-		return true
+		return err == nil
 	})
 	if lastErr != nil {
-		t.Logf("register %s: answered after a 503 (%v)", req.ModuleName, lastErr)
+		t.Logf("%s: answered after a 503 (%v)", what, lastErr)
 	}
-	return id
 }
 
 // assertNoFalseUnhealthy fails t when a server that kept heartbeating
@@ -781,14 +787,7 @@ func TestSlowDatabaseBoundedByDeadline(t *testing.T) {
 	// again; any other error fails.
 	testwait.Until(t, "heartbeat after the locks", pollCap, func() bool { _, err := c.Heartbeat(ctx, ids[0]); return err == nil })
 	for _, name := range names {
-		testwait.Until(t, name+" after the locks", pollCap, func() bool {
-			err := calls[name]()
-			var prob *api.Problem
-			if err != nil && (!errors.As(err, &prob) || prob.Status != http.StatusServiceUnavailable) {
-				t.Fatalf("%s after the locks: %v", name, err)
-			}
-			return err == nil
-		})
+		retryUnavailable(t, name+" after the locks", pollCap, calls[name])
 	}
 	assertConsistent(t, readState(t, db.Admin), nil)
 	assertNoPanic(t, "mcpd", p.stderr.String())

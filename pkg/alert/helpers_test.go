@@ -272,3 +272,26 @@ func eventIDs(reqs []recorded) map[string]int {
 	}
 	return out
 }
+
+// assertDeliveredOnce waits until every destination's receiver has had
+// every event of evs, then checks for five poll intervals, in which a
+// duplicate would show, that each had each event exactly once.
+func assertDeliveredOnce(t *testing.T, evs []registry.Event, hooks map[string]*receiver) {
+	t.Helper()
+	for _, h := range hooks {
+		h.waitFor(t, "every event", atLeast(len(evs)))
+	}
+	testwait.Throughout(t, 100*time.Millisecond, func() {
+		for name, h := range hooks {
+			ids := eventIDs(h.requests())
+			if len(ids) != len(evs) {
+				t.Fatalf("destination %s: %d distinct events, want %d", name, len(ids), len(evs))
+			}
+			for _, ev := range evs {
+				if n := ids[ev.EventID.String()]; n != 1 {
+					t.Fatalf("destination %s: event %s (%s) delivered %d times", name, ev.EventID, ev.Kind, n)
+				}
+			}
+		}
+	})
+}
