@@ -54,12 +54,17 @@ type devBanner struct {
 	board      bool // the web board is served at /ui/
 }
 
-func newDevBanner(secretFile string, now time.Time) (*devBanner, error) {
+// newDevBanner issues the demo token: for the tenant given, the public
+// tenant of /v0.1 when there is one, so that what the demo registers is
+// what registry clients list; else a new tenant.
+func newDevBanner(secretFile string, tenant uuid.UUID, now time.Time) (*devBanner, error) {
 	secret, err := auth.ReadSecretFile(secretFile)
 	if err != nil {
 		return nil, fmt.Errorf("dev token: %w", err)
 	}
-	tenant := uuid.New()
+	if tenant == uuid.Nil {
+		tenant = uuid.New()
+	}
 	token, err := auth.Issue(secret, tenant, devSubject, devScope, devTokenTTL, now)
 	if err != nil {
 		return nil, fmt.Errorf("dev token: %w", err)
