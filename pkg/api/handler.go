@@ -77,6 +77,11 @@ type HandlerOptions struct {
 	// RegistryNamespace is the namespace of the MCP registry API's server
 	// names; empty: DefaultRegistryNamespace.
 	RegistryNamespace string
+	// RegistryPublicTenant, when not uuid.Nil, is the tenant that a GET on
+	// /v0.1 without an Authorization header reads, with the read scope and
+	// that tenant's rate limit; uuid.Nil: such a GET is 401, as on /v1. A
+	// request with a token always reads the token's tenant.
+	RegistryPublicTenant uuid.UUID
 	// Limits are the per-tenant request rate and watch streams; nil: none.
 	// The request rate is checked for every /v1 call once its token is
 	// verified.
@@ -123,6 +128,8 @@ type handler struct {
 	// catalog and namespace serve the MCP registry API (registry.go).
 	catalog   registry.CatalogReader
 	namespace string
+	// publicTenant answers /v0.1 reads without a token; uuid.Nil: none.
+	publicTenant uuid.UUID
 	// tracer starts the request spans; nil: tracing is off.
 	tracer trace.Tracer
 }
@@ -163,10 +170,11 @@ func NewHandler(opts HandlerOptions) http.Handler {
 		feed:      opts.Feed,
 		streams:   opts.Streams,
 
-		limits:    opts.Limits,
-		catalog:   opts.Catalog,
-		namespace: opts.RegistryNamespace,
-		tracer:    tracing.Tracer(opts.Tracer, tracerName),
+		limits:       opts.Limits,
+		catalog:      opts.Catalog,
+		namespace:    opts.RegistryNamespace,
+		publicTenant: opts.RegistryPublicTenant,
+		tracer:       tracing.Tracer(opts.Tracer, tracerName),
 
 		streamWriteTimeout: opts.StreamWriteTimeout,
 	}
@@ -216,9 +224,10 @@ func NewHandler(opts HandlerOptions) http.Handler {
 		mux.HandleFunc("GET /v1/mcp/servers/"+verb, postOnly)
 	}
 	if h.catalog != nil {
-		mux.Handle(RouteRegistryServers, h.authorized(auth.ScopeRead, h.registryList))
-		mux.Handle(RouteRegistryVersions, h.authorized(auth.ScopeRead, h.registryVersions))
-		mux.Handle(RouteRegistryVersion, h.authorized(auth.ScopeRead, h.registryVersion))
+		mux.Handle(RouteRegistryServers, h.registryRead(h.registryList))
+		mux.Handle(RouteRegistryVersions, h.registryRead(h.registryVersions))
+		mux.Handle(RouteRegistryVersion, h.registryRead(h.registryVersion))
+		mux.HandleFunc(RouteRegistryPreflight, registryPreflight)
 		for _, route := range registryWriteRoutes {
 			mux.HandleFunc(route, registryNotImplemented)
 		}

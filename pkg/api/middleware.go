@@ -65,6 +65,9 @@ func (h *handler) instrument(mux *http.ServeMux) http.Handler {
 			h.logger.DebugContext(r.Context(), "http request", "method", r.Method, "path", r.URL.Path,
 				"route", route, "status", code, "duration_ms", float64(elapsed.Microseconds())/1000)
 		}()
+		if h.catalog != nil && isRegistryPath(r.URL.Path) {
+			setRegistryCORS(sw.Header())
+		}
 		if name, detail := badQueryParameter(r.URL.RawQuery); name != "" {
 			_, r.Pattern = mux.Handler(r)
 			if strings.HasPrefix(r.URL.Path, "/v0.1/") {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cyberos/mcpd/pkg/registry"
@@ -49,6 +50,7 @@ const (
 	KeyTenantRateBurst        = "tenant-rate-burst"
 	KeyTenantMaxWatches       = "tenant-max-watches"
 	KeyRegistryNamespace      = "registry-namespace"
+	KeyRegistryPublicTenant   = "registry-public-tenant"
 	KeyUI                     = "ui"
 )
 
@@ -160,8 +162,22 @@ type Config struct {
 	// RegistryNamespace is the namespace of the server names of the MCP
 	// registry API (/v0.1): "<namespace>/<module_name>".
 	RegistryNamespace string
+	// RegistryPublicTenant, a tenant UUID, is the tenant that a GET on the
+	// MCP registry API (/v0.1) without an Authorization header reads;
+	// empty: such a GET is 401.
+	RegistryPublicTenant string
 	// UI serves the read-only web board at /ui/.
 	UI bool
+}
+
+// PublicTenant returns RegistryPublicTenant as a UUID, uuid.Nil when it is
+// empty (or not valid: Validate refuses that).
+func (c Config) PublicTenant() uuid.UUID {
+	id, err := uuid.Parse(c.RegistryPublicTenant)
+	if err != nil {
+		return uuid.Nil
+	}
+	return id
 }
 
 // DefaultMonitorPeriodFor is the monitor period when none is given: the
@@ -232,6 +248,12 @@ func (c Config) Validate() error {
 	}
 	if !registryNamespaceRE.MatchString(c.RegistryNamespace) {
 		bad(KeyRegistryNamespace, "%q: want 1-100 of [a-zA-Z0-9.-], as in reverse DNS (local.mcpd, com.example)", c.RegistryNamespace)
+	}
+	if c.RegistryPublicTenant != "" {
+		if id, err := uuid.Parse(c.RegistryPublicTenant); err != nil || id == uuid.Nil ||
+			len(c.RegistryPublicTenant) != len(id.String()) {
+			bad(KeyRegistryPublicTenant, "%q is not a tenant id: want a UUID such as 6f1c2a4e-8b0d-4c3e-9f6a-1d2e3f4a5b6c", c.RegistryPublicTenant)
+		}
 	}
 	switch {
 	case c.Dev && c.DatabaseURL != "":

@@ -41,6 +41,7 @@ var Settings = []Setting{
 	{KeyTenantRateBurst, "requests a tenant may make at once above --tenant-rate-limit", func(c *Config) any { return &c.TenantRateBurst }},
 	{KeyTenantMaxWatches, "concurrent watch streams of one tenant, per mcpd process; past it 429 (0: no limit)", func(c *Config) any { return &c.TenantMaxWatches }},
 	{KeyRegistryNamespace, "namespace of the server names of the MCP registry API (/v0.1): NAMESPACE/MODULE", func(c *Config) any { return &c.RegistryNamespace }},
+	{KeyRegistryPublicTenant, "tenant UUID whose servers the MCP registry API (/v0.1) lists to GETs without a token (IDEs, CLIs, ToolHive); empty: such GETs are 401", func(c *Config) any { return &c.RegistryPublicTenant }},
 	{KeyUI, "serve the read-only web board at /ui/ (--ui=false turns it off)", func(c *Config) any { return &c.UI }},
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/spf13/pflag"
 
 	"github.com/cyberos/mcpd/pkg/config"
@@ -446,5 +447,32 @@ func TestEverySettingPrecedence(t *testing.T) {
 				t.Errorf("file, %s and flag: %v, want %v", name, g, w)
 			}
 		})
+	}
+}
+
+// --registry-public-tenant: flag, MCPD_REGISTRY_PUBLIC_TENANT, the file's
+// key, empty by default (no public view); what is not a tenant UUID is bad.
+func TestRegistryPublicTenant(t *testing.T) {
+	t.Parallel()
+	cfg, err := load(t, nil, nil)
+	if err != nil || cfg.RegistryPublicTenant != "" || cfg.PublicTenant() != uuid.Nil {
+		t.Fatalf("default %q, %v", cfg.RegistryPublicTenant, err)
+	}
+	id := uuid.New()
+	file := writeFile(t, "pub.yaml", "registry-public-tenant: "+uuid.NewString()+"\n")
+	cfg, err = load(t, []string{"--config", file, "--registry-public-tenant", id.String()},
+		map[string]string{"MCPD_REGISTRY_PUBLIC_TENANT": uuid.NewString()})
+	if err != nil || cfg.PublicTenant() != id {
+		t.Fatalf("flag %q, %v", cfg.RegistryPublicTenant, err)
+	}
+	cfg.Dev = true
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("a UUID: %v", err)
+	}
+	for _, bad := range []string{"tenant", uuid.Nil.String(), "{" + id.String() + "}", "urn:uuid:" + id.String(), id.String()[:35]} {
+		cfg.RegistryPublicTenant = bad
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--registry-public-tenant") {
+			t.Errorf("public tenant %q: %v, want an error naming --registry-public-tenant", bad, err)
+		}
 	}
 }

@@ -221,7 +221,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		},
 		RequestTimeout: d.cfg.RequestTimeout,
 		Feed:           hub, CursorKey: cursorKey, Streams: streams,
-		Catalog: store, RegistryNamespace: d.cfg.RegistryNamespace,
+		Catalog: store, RegistryNamespace: d.cfg.RegistryNamespace, RegistryPublicTenant: d.cfg.PublicTenant(),
 		Limits: limit.New(limit.Options{
 			Rate: d.cfg.TenantRateLimit, Burst: d.cfg.TenantRateBurst, MaxWatches: d.cfg.TenantMaxWatches,
 		}),
@@ -333,7 +333,7 @@ func (d *Daemon) openVerifier() (*auth.Verifier, *devBanner, error) {
 			}
 			d.secretFile = secretFile
 		}
-		if demo, err = newDevBanner(secretFile, time.Now()); err != nil {
+		if demo, err = newDevBanner(secretFile, d.cfg.PublicTenant(), time.Now()); err != nil {
 			return nil, nil, err
 		}
 		demo.generated = d.secretFile != ""
