@@ -164,7 +164,7 @@ func openSessions(ctx context.Context, b *testing.B, hc *http.Client, url, token
 // that coalescing holds none back.
 func BenchmarkNotify1000Sessions(b *testing.B) {
 	const n = 1000
-	e := setup(b)
+	e := setup(b, envOptions{maxPerSubject: -1}) // one token opens every session
 	tenant := uuid.New()
 	srv := e.register(b, tenant, "search-a", "search")
 	tok := e.token(b, tenant, "mcp:read")
@@ -212,7 +212,7 @@ func BenchmarkNotify1000Sessions(b *testing.B) {
 // SSE streams, so that the difference is what an MCP session adds in mcpd.
 func BenchmarkIdleSession(b *testing.B) {
 	const n = 1000
-	e := setup(b)
+	e := setup(b, envOptions{maxPerSubject: -1}) // one token opens every session
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
