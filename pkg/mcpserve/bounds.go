@@ -300,10 +300,11 @@ var (
 )
 
 // plainErrors rewrites a JSON-RPC error in p (a JSON answer or one SSE
-// event) whose message names Go types into a plain one: which field of
-// the params has the wrong JSON type. Anything else is returned as is.
+// event) whose message names Go types, or a tool error whose text does,
+// into plain words: which field has the wrong JSON type. Anything else is
+// returned as is.
 func plainErrors(p []byte) []byte {
-	if !goTypeRE.Match(p) {
+	if !bytes.Contains(p, []byte(`"error"`)) && !bytes.Contains(p, []byte(`"isError"`)) || !goTypeRE.Match(p) {
 		return p
 	}
 	// An SSE event ("event: message\ndata: {...}\n\n") or a JSON body.
@@ -318,34 +319,58 @@ func plainErrors(p []byte) []byte {
 	} else {
 		data = p
 	}
-	var msg struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Error   *jsonrpc.Error  `json:"error"`
-	}
-	if json.Unmarshal(data, &msg) != nil || msg.Error == nil || !goTypeRE.MatchString(msg.Error.Message) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var msg map[string]any
+	if dec.Decode(&msg) != nil {
 		return p
 	}
-	method := "the call"
-	if m := handlerRE.FindStringSubmatch(msg.Error.Message); m != nil {
-		method = m[1]
+	changed := false
+	if e, ok := msg["error"].(map[string]any); ok {
+		if m, _ := e["message"].(string); goTypeRE.MatchString(m) {
+			method := "the call"
+			if h := handlerRE.FindStringSubmatch(m); h != nil {
+				method = h[1]
+			}
+			e["message"] = "invalid params of " + method + ": " + wrongType(m)
+			if c, _ := e["code"].(json.Number); c == "" || c == "0" {
+				e["code"] = jsonrpc.CodeInvalidParams
+			}
+			delete(e, "data")
+			changed = true
+		}
 	}
-	text := "invalid params of " + method + ": a value has the wrong JSON type"
-	if m := fieldRE.FindStringSubmatch(msg.Error.Message); m != nil {
-		text = "invalid params of " + method + ": " + m[1] + " has the wrong JSON type"
+	if r, ok := msg["result"].(map[string]any); ok && r["isError"] == true {
+		content, _ := r["content"].([]any)
+		for _, c := range content {
+			if c, ok := c.(map[string]any); ok {
+				if text, _ := c["text"].(string); goTypeRE.MatchString(text) {
+					c["text"] = "invalid arguments: " + wrongType(text)
+					changed = true
+				}
+			}
+		}
 	}
-	code := msg.Error.Code
-	if code == 0 {
-		code = jsonrpc.CodeInvalidParams
+	if !changed {
+		return p
 	}
-	b, err := json.Marshal(struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id,omitempty"`
-		Error   jsonrpc.Error   `json:"error"`
-	}{"2.0", msg.ID, jsonrpc.Error{Code: code, Message: text}})
+	b, err := json.Marshal(msg)
 	if err != nil {
 		return p
 	}
 	out := make([]byte, 0, len(prefix)+len(b)+len(suffix))
 	return append(append(append(out, prefix...), b...), suffix...)
+}
+
+// wrongType says in plain words what a JSON decoding error of Go says:
+// which field has the wrong type, or that the value is no JSON object.
+func wrongType(msg string) string {
+	if m := fieldRE.FindStringSubmatch(msg); m != nil {
+		return m[1] + " has the wrong JSON type"
+	}
+	if strings.Contains(msg, "Go value of type map[") || strings.Contains(msg, "Go value of type mcp.") ||
+		strings.Contains(msg, "Go value of type *mcp.") {
+		return "must be a JSON object"
+	}
+	return "a value has the wrong JSON type"
 }

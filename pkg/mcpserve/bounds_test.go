@@ -503,4 +503,11 @@ func TestUnknownMethodAndPlainErrors(t *testing.T) {
 	if !strings.Contains(a.message(), "uri") {
 		t.Errorf("resources/read: %q does not name uri", a.message())
 	}
+	// A tool's arguments that are no object: a tool error, in plain words.
+	a = e.send(t, tok, rev2025, session, `{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"find_skill","arguments":"str"}}`)
+	res, _ := a.msg["result"].(map[string]any)
+	if a.status != http.StatusOK || res == nil || res["isError"] != true || strings.Contains(a.raw, "Go ") ||
+		!strings.Contains(a.raw, "must be a JSON object") {
+		t.Errorf("find_skill with arguments \"str\": %d %s", a.status, a.raw)
+	}
 }
