@@ -113,6 +113,10 @@ type Handler struct {
 	// life ends every follower when the handler closes.
 	life context.Context
 	kill context.CancelFunc
+
+	// smu guards streams, the open streams that keepAlives tends.
+	smu     sync.Mutex
+	streams map[*streamWriter]struct{}
 }
 
 // New returns the /mcp handler of opts.
@@ -153,8 +157,9 @@ func New(opts Options) *Handler {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	h := &Handler{opts: opts, tenants: make(map[uuid.UUID]*tenant)}
+	h := &Handler{opts: opts, tenants: make(map[uuid.UUID]*tenant), streams: make(map[*streamWriter]struct{})}
 	h.life, h.kill = context.WithCancel(context.WithoutCancel(opts.Streams))
+	go h.keepAlives(h.life, opts.KeepAlive)
 	context.AfterFunc(opts.Streams, h.Close)
 	return h
 }
@@ -247,7 +252,7 @@ func (h *Handler) ServeMCP(w http.ResponseWriter, r *http.Request, claims auth.C
 			timer := h.opts.TokenClock.AfterFunc(claims.ExpiresAt.Sub(h.opts.TokenClock.Now()), cancel)
 			defer timer.Stop()
 		}
-		defer sw.keepAlive(h.opts.KeepAlive)()
+		defer h.tend(sw)()
 	}
 	if modern {
 		t.stateless.ServeHTTP(sw, r.WithContext(ctx))
@@ -441,9 +446,10 @@ type streamWriter struct {
 
 	mu sync.Mutex
 	// started: the header is written; sse: as an event stream; last: when
-	// the stream last carried anything.
-	started, sse bool
-	last         time.Time
+	// the stream last carried anything; pinging: a keepalive is on its
+	// way; closed: the handler returned.
+	started, sse, pinging, closed bool
+	last                          time.Time
 	// held is a captured refusal: its status and body.
 	held     int
 	heldBody []byte
@@ -514,32 +520,64 @@ func (s *streamWriter) Flush() {
 // Unwrap lets http.ResponseController reach the connection.
 func (s *streamWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-// keepAlive sends an SSE comment whenever the event stream has carried
-// nothing for most of every, so that it is never silent for longer; the
-// function it returns stops it (before the handler returns).
-func (s *streamWriter) keepAlive(every time.Duration) (stop func()) {
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(every / 4)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case now := <-tick.C:
-				s.mu.Lock()
-				if s.started && s.sse && now.Sub(s.last) >= every*3/4 {
-					if _, err := s.writeLocked([]byte(": keepalive\n\n")); err == nil {
-						_ = s.rc.Flush()
+// keepAlives sends an SSE comment on each open stream that has carried
+// nothing for most of every, so that none is silent for longer: one
+// goroutine for all streams, until ctx ends. A stream busy with a write
+// is skipped (it is not silent); a due comment is written by a goroutine
+// of its own, so that a client that does not read holds up no other.
+func (h *Handler) keepAlives(ctx context.Context, every time.Duration) {
+	tick := time.NewTicker(every / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			h.smu.Lock()
+			for s := range h.streams {
+				if s.mu.TryLock() {
+					due := s.started && s.sse && !s.pinging && now.Sub(s.last) >= every*3/4
+					if due {
+						s.pinging = true
+					}
+					s.mu.Unlock()
+					if due {
+						go s.ping()
 					}
 				}
-				s.mu.Unlock()
 			}
+			h.smu.Unlock()
 		}
-	}()
-	return func() { close(done); <-stopped }
+	}
+}
+
+// tend counts s among the open streams that keepAlives tends, until
+// the function it returns.
+func (h *Handler) tend(s *streamWriter) (stop func()) {
+	h.smu.Lock()
+	h.streams[s] = struct{}{}
+	h.smu.Unlock()
+	return func() {
+		h.smu.Lock()
+		delete(h.streams, s)
+		h.smu.Unlock()
+		s.mu.Lock()
+		s.closed = true // no ping after the handler returns
+		s.mu.Unlock()
+	}
+}
+
+// ping writes one keepalive comment.
+func (s *streamWriter) ping() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pinging = false
+	if s.closed {
+		return
+	}
+	if _, err := s.writeLocked([]byte(": keepalive\n\n")); err == nil {
+		_ = s.rc.Flush()
+	}
 }
 
 // finish answers a refusal that Write held back: as a JSON-RPC error when
