@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jonboulle/clockwork"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cyberos/mcpd/pkg/auth"
@@ -71,6 +72,9 @@ type HandlerOptions struct {
 	// reads nothing for that long is disconnected; zero:
 	// DefaultStreamWriteTimeout.
 	StreamWriteTimeout time.Duration
+	// TokenClock tells when a token expires, which ends the watch stream
+	// it opened; nil: the real clock.
+	TokenClock clockwork.Clock
 	// Catalog serves the MCP registry API (/v0.1); nil: those routes are
 	// not served.
 	Catalog registry.CatalogReader
@@ -122,6 +126,8 @@ type handler struct {
 	streams   context.Context
 	// streamWriteTimeout bounds each write of a watch stream.
 	streamWriteTimeout time.Duration
+	// tokenClock times the end of a watch stream at its token's exp.
+	tokenClock clockwork.Clock
 	// frames holds the encoded frames of recent events for watch streams.
 	frames frameCache
 	limits *limit.Tenants
@@ -177,6 +183,10 @@ func NewHandler(opts HandlerOptions) http.Handler {
 		tracer:       tracing.Tracer(opts.Tracer, tracerName),
 
 		streamWriteTimeout: opts.StreamWriteTimeout,
+		tokenClock:         opts.TokenClock,
+	}
+	if h.tokenClock == nil {
+		h.tokenClock = clockwork.NewRealClock()
 	}
 	if h.reg != nil {
 		h.store = h.reg.Store()

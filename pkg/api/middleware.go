@@ -32,6 +32,8 @@ const tracerName = "github.com/cyberos/mcpd/pkg/api"
 func (h *handler) instrument(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		// No answer is to be read as anything but its Content-Type.
+		w.Header().Set("X-Content-Type-Options", "nosniff")
 		var span trace.Span
 		if h.tracer != nil {
 			r, span = h.startSpan(r)

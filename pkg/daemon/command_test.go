@@ -150,6 +150,7 @@ func TestEveryFlagHasAnEnvVariable(t *testing.T) {
 		"MCPD_MAX_CONNECTIONS":    "500",
 		"MCPD_TENANT_MAX_SERVERS": "0", "MCPD_TENANT_RATE_LIMIT": "2.5", "MCPD_TENANT_RATE_BURST": "9",
 		"MCPD_TENANT_MAX_WATCHES": "7", "MCPD_REGISTRY_NAMESPACE": "com.example", "MCPD_UI": "false",
+		"MCPD_MCP_MAX_SESSIONS": "50", "MCPD_MCP_MAX_SESSIONS_PER_SUBJECT": "5",
 	}
 	cfg, err := load(t, nil, env)
 	if err != nil {
@@ -162,7 +163,7 @@ func TestEveryFlagHasAnEnvVariable(t *testing.T) {
 		LogFormat: "text", LogLevel: "debug", BlindAfter: 7 * time.Second, MassLossShare: 0.25, MassLossMin: 3,
 		TLSCertFile: "/c", TLSKeyFile: "/k", TLSClientCAFile: "/ca", MaxConnections: 500,
 		TenantMaxServers: 0, TenantRateLimit: 2.5, TenantRateBurst: 9, TenantMaxWatches: 7,
-		RegistryNamespace: "com.example"}
+		MCPMaxSessions: 50, MCPMaxSessionsPerSubject: 5, RegistryNamespace: "com.example"}
 	if !equalConfig(cfg, want) {
 		t.Fatalf("got %+v\nwant %+v", cfg, want)
 	}

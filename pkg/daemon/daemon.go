@@ -206,6 +206,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	mcpHandler := mcpserve.New(mcpserve.Options{
 		Reader: mcpserve.Reader{ServerSource: registrar, SkillSource: store}, Feed: hub, Version: version.Version, Logger: d.logger, Streams: streams,
 		RequestTimeout: d.cfg.RequestTimeout,
+		MaxSessions:    d.cfg.MCPMaxSessions, MaxSessionsPerSubject: cmp.Or(d.cfg.MCPMaxSessionsPerSubject, -1),
 	})
 	var ui, uiRedirect http.Handler
 	if d.cfg.UI {
