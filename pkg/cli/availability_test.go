@@ -86,6 +86,12 @@ func TestAvailabilityRun(t *testing.T) {
 		t.Fatalf("wide list %q, want the 24 h ratio %v in the fifth column", ts.out, *day.AvailableRatio)
 	}
 
+	// The watch board's list carries the same ratio.
+	snap, err := NewSource(b.client).List(ctx)
+	if err != nil || snap.Availability[cal.ServerID] == nil || *snap.Availability[cal.ServerID] != *day.AvailableRatio {
+		t.Fatalf("watch source: %+v, %v; want the 24 h ratio %v", snap.Availability, err, *day.AvailableRatio)
+	}
+
 	ts = newTestIO()
 	err = availabilityRun(ctx, &availabilityOptions{IO: ts.io, Client: b.clientFunc(), Printer: b.printer(ts, output.Table), ServerID: uuid.New(), Window: registry.Window1h})
 	if err == nil {
