@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -27,42 +28,45 @@ func (s *Store) availabilityNow(ctx context.Context, req registry.AvailabilityRe
 }
 
 // serverAvailabilitySQL computes one server's availability over [$3, $4]
-// in the database, from the index of migration 0017 (tenant_id,
-// server_id, occurred_at, seq, including to_status): the status before
-// the window is one row read backwards, the transitions in the window are
-// read in index order, so that lead() needs no sort, and only the sums and
-// the newest MaxOutages outages come back. A server with 10,000
-// transitions in 30 days costs a few milliseconds (docs/performance.md).
+// in the database, by the index of migration 0017 (tenant_id, server_id,
+// occurred_at, seq, including to_status), every read index-only: h is the
+// status before the window (one row read backwards) and how long it lasted
+// into the window (one probe); a sums the time of each transition in the
+// window until the next, in one pass in index order (lead() needs no
+// sort; the sums are intervals, turned into microseconds once); o is the
+// newest $5 outages, from a backward scan that stops when it has them.
+// The part before the window's first transition (h) is added in Go. A
+// server with 10,000 transitions in 30 days costs a few milliseconds of
+// the server's CPU (docs/performance.md).
 const serverAvailabilitySQL = `
-WITH w AS (
-    SELECT e.occurred_at AS at, e.to_status AS st,
-           lead(e.occurred_at, 1, $4) OVER (ORDER BY e.occurred_at, e.seq) AS until
-    FROM mcp_audit_events e
-    WHERE e.tenant_id = $1 AND e.server_id = $2 AND e.occurred_at >= $3 AND e.occurred_at <= $4
-), head AS (
-    SELECT $3::timestamptz AS at, p.to_status AS st, COALESCE((SELECT min(w.at) FROM w), $4) AS until
-    FROM (SELECT e.to_status FROM mcp_audit_events e
-          WHERE e.tenant_id = $1 AND e.server_id = $2 AND e.occurred_at < $3
-          ORDER BY e.occurred_at DESC, e.seq DESC LIMIT 1) p
-), seg AS MATERIALIZED (
-    SELECT at, st, until, (extract(epoch FROM until - at) * 1000000)::bigint AS us FROM head
-    UNION ALL
-    SELECT at, st, until, (extract(epoch FROM until - at) * 1000000)::bigint FROM w
-)
 SELECT EXISTS (SELECT 1 FROM mcp_servers WHERE tenant_id = $1 AND server_id = $2),
-       (SELECT count(*) FROM w),
-       a.healthy, a.degraded, a.unhealthy, a.deregistered,
+       h.st, h.until, a.n, a.healthy, a.degraded, a.unhealthy, a.deregistered,
        o.froms, o.untils, o.statuses
-FROM (SELECT COALESCE(sum(us) FILTER (WHERE st = 'healthy'), 0) AS healthy,
-             COALESCE(sum(us) FILTER (WHERE st = 'degraded'), 0) AS degraded,
-             COALESCE(sum(us) FILTER (WHERE st = 'unhealthy'), 0) AS unhealthy,
-             COALESCE(sum(us) FILTER (WHERE st = 'deregistered'), 0) AS deregistered
-      FROM seg) a,
+FROM (SELECT (SELECT e.to_status FROM mcp_audit_events e
+              WHERE e.tenant_id = $1 AND e.server_id = $2 AND e.occurred_at < $3
+              ORDER BY e.occurred_at DESC, e.seq DESC LIMIT 1) AS st,
+             COALESCE((SELECT min(e.occurred_at) FROM mcp_audit_events e
+                       WHERE e.tenant_id = $1 AND e.server_id = $2 AND e.occurred_at >= $3 AND e.occurred_at <= $4),
+                      $4) AS until) h,
+     (SELECT count(*) AS n,
+             COALESCE((extract(epoch FROM sum(until - at) FILTER (WHERE st = 'healthy')) * 1000000)::bigint, 0) AS healthy,
+             COALESCE((extract(epoch FROM sum(until - at) FILTER (WHERE st = 'degraded')) * 1000000)::bigint, 0) AS degraded,
+             COALESCE((extract(epoch FROM sum(until - at) FILTER (WHERE st = 'unhealthy')) * 1000000)::bigint, 0) AS unhealthy,
+             COALESCE((extract(epoch FROM sum(until - at) FILTER (WHERE st = 'deregistered')) * 1000000)::bigint, 0) AS deregistered
+      FROM (SELECT e.occurred_at AS at, e.to_status AS st,
+                   lead(e.occurred_at, 1, $4) OVER (ORDER BY e.occurred_at, e.seq) AS until
+            FROM mcp_audit_events e
+            WHERE e.tenant_id = $1 AND e.server_id = $2 AND e.occurred_at >= $3 AND e.occurred_at <= $4) w) a,
      (SELECT array_agg(at ORDER BY at DESC) AS froms, array_agg(until ORDER BY at DESC) AS untils,
              array_agg(st ORDER BY at DESC) AS statuses
-      FROM (SELECT at, until, st FROM seg
+      FROM (SELECT at, until, st
+            FROM (SELECT e.occurred_at AS at, e.to_status AS st,
+                         lag(e.occurred_at, 1, $4) OVER (ORDER BY e.occurred_at DESC, e.seq DESC) AS until
+                  FROM mcp_audit_events e
+                  WHERE e.tenant_id = $1 AND e.server_id = $2 AND e.occurred_at >= $3 AND e.occurred_at <= $4
+                  ORDER BY e.occurred_at DESC, e.seq DESC) x
             WHERE st IN ('unhealthy', 'deregistered') AND until > at
-            ORDER BY at DESC LIMIT $5) x) o`
+            LIMIT $5) y) o`
 
 // outageRows is how many outages serverAvailabilitySQL returns: room for
 // registry.MergeOutages to join those that a zero-length transition split.
@@ -70,6 +74,8 @@ const outageRows = 2 * registry.MaxOutages
 
 type availabilityRow struct {
 	found       bool
+	headStatus  *string
+	headUntil   time.Time
 	transitions int64
 	us          [4]int64
 	froms       []time.Time
@@ -79,7 +85,8 @@ type availabilityRow struct {
 
 func collectAvailabilityRow(row pgx.CollectableRow) (availabilityRow, error) {
 	var r availabilityRow
-	err := row.Scan(&r.found, &r.transitions, &r.us[0], &r.us[1], &r.us[2], &r.us[3], &r.froms, &r.untils, &r.statuses)
+	err := row.Scan(&r.found, &r.headStatus, &r.headUntil, &r.transitions, &r.us[0], &r.us[1], &r.us[2], &r.us[3],
+		&r.froms, &r.untils, &r.statuses)
 	return r, err
 }
 
@@ -100,9 +107,19 @@ func (s *Store) ServerAvailability(ctx context.Context, tenant, serverID uuid.UU
 		return registry.Availability{}, registry.ErrNotFound
 	}
 	r := rows[0]
-	outages := make([]registry.Outage, len(r.froms))
+	outages := make([]registry.Outage, len(r.froms), len(r.froms)+1)
 	for i := range r.froms {
 		outages[i] = registry.Outage{From: r.froms[i].UTC(), To: r.untils[i].UTC(), Status: registry.Status(r.statuses[i])}
+	}
+	// The status the window starts in, until its first transition.
+	if r.headStatus != nil && r.headUntil.After(from) {
+		st := registry.Status(*r.headStatus)
+		if i := slices.Index(registry.Statuses, st); i >= 0 {
+			r.us[i] += r.headUntil.Sub(from).Microseconds()
+		}
+		if (st == registry.StatusUnhealthy || st == registry.StatusDeregistered) && len(r.froms) < outageRows {
+			outages = append(outages, registry.Outage{From: from, To: r.headUntil.UTC(), Status: st})
+		}
 	}
 	return registry.NewAvailability(w, from, to, r.us, registry.MergeOutages(outages), int(r.transitions)), nil
 }
