@@ -72,6 +72,12 @@ func TestAvailabilityEndpoints(t *testing.T) {
 		t.Fatalf("skill with a provider up all along: %+v", skill)
 	}
 
+	// A name with a slash and spaces, escaped in the path.
+	b.register(t, "paths", "team/search it")
+	if a := decode[registry.Availability](t, b.get(t, "/v1/mcp/skills/team%2Fsearch%20it/availability")); a.ObservedSeconds != 0 || a.Transitions != 1 {
+		t.Fatalf("skill with a slash: %+v", a)
+	}
+
 	list := decode[apiwire.AvailabilityList](t, b.get(t, "/v1/mcp/availability?window=1h&server_ids="+id+","+uuid.NewString()))
 	if list.Window != registry.Window1h || len(list.Servers) != 1 || list.Servers[0].ServerID != srv.ServerID ||
 		*list.Servers[0].AvailableRatio != *got.AvailableRatio || list.Servers[0].ObservedSeconds != got.ObservedSeconds {
