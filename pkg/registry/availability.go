@@ -36,7 +36,8 @@ const MaxOutages = 100
 // MaxAvailabilityRatios bounds the servers of one AvailabilityRatios call.
 const MaxAvailabilityRatios = 100
 
-// ErrSkillNotFound: no server of the tenant offers a skill of that name.
+// ErrSkillNotFound reports that no server of the tenant offers a skill of
+// that name.
 var ErrSkillNotFound = errors.New("skill not found")
 
 // ParseAvailabilityWindow returns the window named s; empty is the default.
