@@ -95,6 +95,60 @@ func availabilityRun(ctx context.Context, opts *availabilityOptions) error {
 	return opts.Printer.Availability(a)
 }
 
+type skillAvailabilityOptions struct {
+	IO      *IOStreams
+	Client  func() (*client.Client, error)
+	Printer *output.Printer
+
+	Name       string
+	WindowFlag string
+
+	Window registry.AvailabilityWindow
+}
+
+func newCmdSkillsAvailability(f *Factory, runF func(*skillAvailabilityOptions) error) *cobra.Command {
+	opts := &skillAvailabilityOptions{IO: f.IOStreams, Client: f.Client}
+	cmd := &cobra.Command{
+		Use:   "availability NAME",
+		Short: "Show what a skill delivered over the last hour, day, week or month",
+		Long: `Show a skill's availability over a window ending now, computed by mcpd from
+the audit trail of the servers that offer it
+(GET /v1/mcp/skills/{name}/availability): the skill is available while at
+least one of them is, and the time before any of them registered is not
+observed. docs/availability.md says what the figures mean.`,
+		Example: `  mcpctl skills availability search
+  mcpctl skills availability search --window 7d -o json`,
+		Args: exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			w, err := registry.ParseAvailabilityWindow(opts.WindowFlag)
+			if err != nil || opts.WindowFlag == "" {
+				return usagef("invalid --window %q: want 1h, 24h, 7d or 30d", opts.WindowFlag)
+			}
+			opts.Window, opts.Name = w, args[0]
+			opts.Printer = f.printer()
+			if runF != nil {
+				return runF(opts)
+			}
+			return failed(skillAvailabilityRun(cmd.Context(), opts))
+		},
+	}
+	cmd.Flags().StringVar(&opts.WindowFlag, "window", string(registry.DefaultAvailabilityWindow), "the window ending now: 1h, 24h, 7d or 30d")
+	_ = cmd.RegisterFlagCompletionFunc("window", fixedCompletions("1h", "24h", "7d", "30d"))
+	return cmd
+}
+
+func skillAvailabilityRun(ctx context.Context, opts *skillAvailabilityOptions) error {
+	c, err := opts.Client()
+	if err != nil {
+		return err
+	}
+	a, err := c.SkillAvailability(ctx, opts.Name, opts.Window)
+	if err != nil {
+		return err
+	}
+	return opts.Printer.Availability(a)
+}
+
 // printServers prints a list of servers; -o wide asks mcpd for their
 // available ratios of the last 24 h, 100 servers a call.
 func printServers(ctx context.Context, c *client.Client, p *output.Printer, servers []registry.Server) error {

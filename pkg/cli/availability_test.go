@@ -21,13 +21,13 @@ import (
 func TestAvailabilityRun(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	cal := b.register(t, "calendar")
+	cal := b.register(t, "calendar", registry.SkillInfo{Name: "planning"})
 	b.clock.Advance(10 * time.Minute)
 	if _, err := b.client.Deregister(context.Background(), cal.ServerID); err != nil {
 		t.Fatal(err)
 	}
 	b.clock.Advance(5 * time.Minute)
-	b.register(t, "calendar")
+	b.register(t, "calendar", registry.SkillInfo{Name: "planning"})
 	b.clock.Advance(15 * time.Minute) // tokens live an hour on the fake clock
 	ctx := context.Background()
 	api, err := b.client.ServerAvailability(ctx, cal.ServerID, registry.Window1h)
@@ -90,6 +90,17 @@ func TestAvailabilityRun(t *testing.T) {
 	snap, err := NewSource(b.client).List(ctx)
 	if err != nil || snap.Availability[cal.ServerID] == nil || *snap.Availability[cal.ServerID] != *day.AvailableRatio {
 		t.Fatalf("watch source: %+v, %v; want the 24 h ratio %v", snap.Availability, err, *day.AvailableRatio)
+	}
+
+	// skills availability: the skill of calendar alone has its figures.
+	ts = newTestIO()
+	if err := skillAvailabilityRun(ctx, &skillAvailabilityOptions{IO: ts.io, Client: b.clientFunc(), Printer: b.printer(ts, output.JSON),
+		Name: "planning", Window: registry.Window1h}); err != nil {
+		t.Fatal(err)
+	}
+	var sk registry.Availability
+	if err := json.Unmarshal(ts.out.Bytes(), &sk); err != nil || *sk.AvailableRatio != *api.AvailableRatio || sk.Seconds.Deregistered != 300 {
+		t.Fatalf("skills availability: %s (%v), want calendar's figures", ts.out, err)
 	}
 
 	ts = newTestIO()
