@@ -561,7 +561,8 @@ function renderServer() {
   const box = $('server-avail');
   if (box.figures !== avail) {
     box.figures = avail;
-    box.replaceChildren(avail ? bar(avail) : h('p', { className: 'muted' }, 'Loading…'));
+    box.replaceChildren(avail ? bar(avail) : h('p', { className: 'muted' },
+      avail === null ? 'This mcpd could not say (GET …/availability failed).' : 'Loading…'));
   }
 
   const events = (v.audit || []).concat(v.audit ? v.events : []);
@@ -622,7 +623,8 @@ function skillCells(g) {
       title: `${p.server.module_name}: ${p.server.status}, skill ${p.skill.available ? 'available' : 'unavailable'}`,
     }, h('span', { className: 'icon', 'aria-hidden': 'true' }, STATUS_ICON[p.server.status]),
     `${p.server.module_name} (${p.server.status})`))),
-    h('td', { className: 'num avail', title: a ? `${a.outages.length} outages in the last 24h` : '' }, a ? percent(a.available_ratio) : '…')];
+    h('td', { className: 'num avail', title: a ? `${a.outages.length} outages in the last 24h` : '' },
+      a ? percent(a.available_ratio) : (a === null ? '—' : '…'))];
 }
 
 // ---- wiring ---------------------------------------------------------------------

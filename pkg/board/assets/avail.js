@@ -49,22 +49,29 @@ export class Availability {
           for (const r of list.servers || []) this.ratios.set(r.server_id, { ratio: r.available_ratio, at });
           this.onChange();
         })
-        .catch(() => {}) // an mcpd without the endpoint: no figures
+        .catch(() => {
+          // An mcpd without the endpoint, or a failure: no figures, and no
+          // new try before the minute is over.
+          const at = Date.now();
+          for (const id of chunk) this.ratios.set(id, { ratio: null, at });
+        })
         .finally(() => { for (const id of chunk) this.inflight.delete(`r:${id}`); });
     }
   }
 
-  // server is a server's 24 h availability: undefined until fetched.
+  // server is a server's 24 h availability: undefined until fetched, null
+  // when it could not be read.
   server(id) {
     const e = this.servers.get(id);
     if (!this.fresh(e)) this.fetchOne(`s:${id}`, `/v1/mcp/servers/${encodeURIComponent(id)}/availability`, (a, at) => {
       this.servers.set(id, { a, at });
-      this.ratios.set(id, { ratio: a.available_ratio, at });
+      if (a) this.ratios.set(id, { ratio: a.available_ratio, at });
     });
     return e ? e.a : undefined;
   }
 
-  // skill is a skill's 24 h availability: undefined until fetched.
+  // skill is a skill's 24 h availability: undefined until fetched, null
+  // when it could not be read.
   skill(name) {
     const e = this.skills.get(name);
     if (!this.fresh(e)) this.fetchOne(`k:${name}`, `/v1/mcp/skills/${encodeURIComponent(name)}/availability`, (a, at) => {
@@ -80,7 +87,7 @@ export class Availability {
     this.inflight.add(key);
     this.queue.push(() => this.api.get(path, { window: '24h' }, this.signal)
       .then((a) => { keep(a, Date.now()); this.onChange(); })
-      .catch(() => {})
+      .catch(() => { keep(null, Date.now()); this.onChange(); })
       .finally(() => {
         this.inflight.delete(key);
         this.running--;
