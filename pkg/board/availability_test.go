@@ -158,6 +158,33 @@ func TestAvailabilitySameEverywhere(t *testing.T) {
 		b.until("skill "+name+"'s 24 h column", `(() => { const r = document.querySelector('#skills-table tbody tr[data-skill="`+name+`"]');`+
 			` return !!r && r.cells[3].textContent === '`+p+`'; })()`)
 	}
+
+	// A transition makes a row's figure old at once, without a reload:
+	// two intervals later both servers are degraded, and calendar's row
+	// shows its ratio of then (its outage is a smaller share of a longer
+	// observed time).
+	b.run(chromedp.Navigate(base + "/ui/#/servers"))
+	b.until("servers page", `document.querySelectorAll('#servers-table tbody tr').length === 2`)
+	eval[int](b, `window.noReload = 1`)
+	if err := clock.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(2 * registry.DefaultHeartbeatInterval)
+	statusIs(t, c, calendar.ServerID, registry.StatusDegraded)
+	statusIs(t, c, mail.ServerID, registry.StatusDegraded)
+	later, err := c.ServerAvailability(ctx, calendar.ServerID, registry.Window24h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if output.Percent(later.AvailableRatio) == want {
+		t.Fatalf("the ratio did not move (%s): the check below could not fail", want)
+	}
+	b.until("calendar's row after its transition", `(() => { const r = [...document.querySelectorAll('#servers-table tbody tr')]`+
+		`.find((tr) => tr.querySelector('th').textContent === 'calendar'); return !!r && r.dataset.status === 'degraded'`+
+		` && r.cells[7].textContent === '`+output.Percent(later.AvailableRatio)+`'; })()`)
+	if !eval[bool](b, `window.noReload === 1`) {
+		t.Fatal("the page reloaded")
+	}
 }
 
 // bearer adds a bearer token to every request.

@@ -452,7 +452,7 @@ function renderServers(params) {
   const slice = list.slice((page - 1) * PAGE_SIZE, page * PAGE_SIZE);
 
   const tbody = $('servers-table').tBodies[0];
-  session.avail.wantRatios(slice.map((s) => s.server_id));
+  session.avail.wantRatios(slice);
   const rows = slice.map(serverRow);
   const same = rows.length === tbody.rows.length && rows.every((r, i) => tbody.rows[i] === r);
   if (!same) {
@@ -557,7 +557,7 @@ function renderServer() {
       h('td', null, k.description || ''))) : [h('tr', null, h('td', { colSpan: 3, className: 'muted' }, v.skills ? 'No skills.' : 'Loading…'))]));
 
   $('server-caps').textContent = JSON.stringify(s.capability_advertisement || {}, null, 2);
-  const avail = session.avail.server(v.id);
+  const avail = session.avail.server(v.id, s.status);
   const box = $('server-avail');
   if (box.figures !== avail) {
     box.figures = avail;

@@ -1,7 +1,7 @@
 // avail.js: availability over the last 24 hours (docs/availability.md): the
 // ratios of the servers on screen (GET /v1/mcp/availability, one call per
 // page of 100), a server's figures and outages, a skill's ratio, kept for a
-// minute; and the bar of a window with its outages marked, readable
+// minute or until the server's status changes; and the bar of a window with its outages marked, readable
 // without colour (outages are hatched, named in text and listed).
 
 const TTL = 60 * 1000;
@@ -25,8 +25,11 @@ export class Availability {
     this.running = 0;
   }
 
-  fresh(entry) {
-    return entry && Date.now() - entry.at < TTL;
+  // fresh: the entry is less than a minute old and, when a status is
+  // given, was read while the server had it (a transition makes the
+  // figures old at once).
+  fresh(entry, status) {
+    return entry && Date.now() - entry.at < TTL && (status === undefined || entry.status === status);
   }
 
   // ratio is a server's kept 24 h ratio: undefined while unknown.
@@ -35,25 +38,29 @@ export class Availability {
     return e ? e.ratio : undefined;
   }
 
-  // wantRatios fetches the ratios of ids that are unknown or stale, 100 a
-  // call.
-  wantRatios(ids) {
-    const need = ids.filter((id) => !this.fresh(this.ratios.get(id)) && !this.inflight.has(`r:${id}`));
+  // wantRatios fetches the ratios of the servers whose ratio is unknown or
+  // old, 100 a call.
+  wantRatios(servers) {
+    const status = new Map(servers.map((s) => [s.server_id, s.status]));
+    const need = servers.filter((s) => !this.fresh(this.ratios.get(s.server_id), s.status) && !this.inflight.has(`r:${s.server_id}`))
+      .map((s) => s.server_id);
     for (let i = 0; i < need.length; i += 100) {
       const chunk = need.slice(i, i + 100);
       for (const id of chunk) this.inflight.add(`r:${id}`);
       this.api.get('/v1/mcp/availability', { window: '24h', server_ids: chunk.join(',') }, this.signal)
         .then((list) => {
           const at = Date.now();
-          for (const id of chunk) this.ratios.set(id, { ratio: null, at });
-          for (const r of list.servers || []) this.ratios.set(r.server_id, { ratio: r.available_ratio, at });
+          for (const id of chunk) this.ratios.set(id, { ratio: null, at, status: status.get(id) });
+          for (const r of list.servers || []) {
+            this.ratios.set(r.server_id, { ratio: r.available_ratio, at, status: status.get(r.server_id) });
+          }
           this.onChange();
         })
         .catch(() => {
           // An mcpd without the endpoint, or a failure: no figures, and no
           // new try before the minute is over.
           const at = Date.now();
-          for (const id of chunk) this.ratios.set(id, { ratio: null, at });
+          for (const id of chunk) this.ratios.set(id, { ratio: null, at, status: status.get(id) });
         })
         .finally(() => { for (const id of chunk) this.inflight.delete(`r:${id}`); });
     }
@@ -61,11 +68,11 @@ export class Availability {
 
   // server is a server's 24 h availability: undefined until fetched, null
   // when it could not be read.
-  server(id) {
+  server(id, status) {
     const e = this.servers.get(id);
-    if (!this.fresh(e)) this.fetchOne(`s:${id}`, `/v1/mcp/servers/${encodeURIComponent(id)}/availability`, (a, at) => {
-      this.servers.set(id, { a, at });
-      if (a) this.ratios.set(id, { ratio: a.available_ratio, at });
+    if (!this.fresh(e, status)) this.fetchOne(`s:${id}`, `/v1/mcp/servers/${encodeURIComponent(id)}/availability`, (a, at) => {
+      this.servers.set(id, { a, at, status });
+      if (a) this.ratios.set(id, { ratio: a.available_ratio, at, status });
     });
     return e ? e.a : undefined;
   }
@@ -116,6 +123,7 @@ function el(tag, props, ...children) {
 }
 
 function hm(ms) {
+  if (ms < 60000) return `${Math.round(ms / 1000)}s`;
   const m = Math.round(ms / 60000);
   return m < 60 ? `${m}m` : `${Math.floor(m / 60)}h ${String(m % 60).padStart(2, '0')}m`;
 }
