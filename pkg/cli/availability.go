@@ -150,7 +150,9 @@ func skillAvailabilityRun(ctx context.Context, opts *skillAvailabilityOptions) e
 }
 
 // printServers prints a list of servers; -o wide asks mcpd for their
-// available ratios of the last 24 h, 100 servers a call.
+// available ratios of the last 24 h, 100 servers a call. The list is
+// printed without them, and a note says why on stderr, when mcpd cannot
+// give them (one without the endpoint answers 404).
 func printServers(ctx context.Context, c *client.Client, p *output.Printer, servers []registry.Server) error {
 	if p.Format != output.Wide || len(servers) == 0 {
 		return p.Servers(servers)
@@ -161,7 +163,13 @@ func printServers(ctx context.Context, c *client.Client, p *output.Printer, serv
 	}
 	ratios, err := c.AvailabilityRatios(ctx, ids, registry.Window24h)
 	if err != nil {
-		return err
+		if ctx.Err() != nil {
+			return err
+		}
+		if p.ErrOut != nil {
+			fmt.Fprintf(p.ErrOut, "note: no availability column: %v\n", err)
+		}
+		ratios = nil
 	}
 	return p.ServersWithAvailability(servers, ratios)
 }

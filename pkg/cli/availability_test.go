@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/output"
 	"github.com/cyberos/mcpd/pkg/registry"
 )
@@ -111,5 +114,35 @@ func TestAvailabilityRun(t *testing.T) {
 	err = availabilityRun(ctx, &availabilityOptions{IO: ts.io, Client: b.clientFunc(), Printer: b.printer(ts, output.Table), Module: "nope", Window: registry.Window1h})
 	if err == nil || errors.Is(err, context.Canceled) {
 		t.Fatalf("an unknown module: %v", err)
+	}
+}
+
+// TestListWideWithoutAvailability: an mcpd without GET /v1/mcp/availability
+// still gets its list, with an empty column and a note on stderr.
+func TestListWideWithoutAvailability(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cal := b.register(t, "calendar")
+	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/mcp/availability" {
+			http.NotFound(w, r)
+			return
+		}
+		b.srv.Config.Handler.ServeHTTP(w, r)
+	}))
+	defer old.Close()
+	c := client.New(old.URL, b.token)
+	defer c.CloseIdleConnections()
+	ts := newTestIO()
+	err := listRun(context.Background(), &listOptions{IO: ts.io, Client: func() (*client.Client, error) { return c, nil },
+		Printer: b.printer(ts, output.Wide)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := cal.ServerID.String() + "\tcalendar\t1.3.2\thealthy\t\t2025-06-18\t"; !strings.HasPrefix(ts.out.String(), want) {
+		t.Fatalf("wide list %q, want it to start %q", ts.out, want)
+	}
+	if !strings.Contains(ts.errOut.String(), "note: no availability column") {
+		t.Fatalf("stderr %q, want the note", ts.errOut)
 	}
 }
