@@ -35,6 +35,7 @@ type Pinger interface {
 // skills and the audit trail, and the check of a cursor into the trail.
 type reader interface {
 	registry.AuditReader
+	registry.AvailabilityReader
 	Skills(ctx context.Context, tenant, serverID uuid.UUID) ([]registry.Skill, error)
 	FindSkills(ctx context.Context, tenant uuid.UUID, f registry.SkillFilter) (registry.SkillPage, error)
 }
@@ -222,6 +223,9 @@ func NewHandler(opts HandlerOptions) http.Handler {
 	mux.Handle(RouteSkills, h.authorized(auth.ScopeRead, h.listSkills))
 	mux.Handle(RouteAudit, h.authorized(auth.ScopeRead, h.listEvents))
 	mux.Handle(RouteFindSkills, h.authorized(auth.ScopeRead, h.findSkills))
+	mux.Handle(RouteServerAvailability, h.authorized(auth.ScopeRead, h.serverAvailability))
+	mux.Handle(RouteSkillAvailability, h.authorized(auth.ScopeRead, h.skillAvailability))
+	mux.Handle(RouteAvailability, h.authorized(auth.ScopeRead, h.availabilityRatios))
 	mux.Handle(RouteWatch, h.authenticated(auth.ScopeRead, h.watch))
 	if opts.MCP != nil {
 		mux.Handle(RouteMCP, h.authenticated(auth.ScopeRead, func(w http.ResponseWriter, r *http.Request, claims auth.Claims) {

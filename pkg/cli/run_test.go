@@ -122,7 +122,7 @@ func TestListRun(t *testing.T) {
 	}
 
 	ts = run(output.Wide, false, func(o *listOptions) { o.Limit = 1 })
-	want = cal.ServerID.String() + "\tcalendar\t1.3.2\thealthy\t2025-06-18\t2026-05-17T10:00:00Z\t2026-05-17T10:00:00Z\t" + cal.TraceID + "\t\n"
+	want = cal.ServerID.String() + "\tcalendar\t1.3.2\thealthy\t1\t2025-06-18\t2026-05-17T10:00:00Z\t2026-05-17T10:00:00Z\t" + cal.TraceID + "\t\n"
 	if ts.out.String() != want {
 		t.Fatalf("wide --limit 1:\n%q\nwant\n%q", ts.out, want)
 	}

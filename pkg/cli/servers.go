@@ -21,6 +21,7 @@ func newCmdServers(f *Factory) *cobra.Command {
 		newCmdServersList(f, nil),
 		newCmdServersGet(f, nil),
 		newCmdServersSkills(f, nil),
+		newCmdServersAvailability(f, nil),
 	)
 	return cmd
 }
@@ -54,7 +55,8 @@ func newCmdServersList(f *Factory, runF func(*listOptions) error) *cobra.Command
 every page unless --limit stops earlier.
 
 Columns: module, version, status, protocols and the age of the last
-heartbeat; -o wide adds the server ID, the registration age, the trace id and
+heartbeat; -o wide adds the server ID, the share of the last 24 hours it was
+available (docs/availability.md), the registration age, the trace id and
 the keys of the capability advertisement. Piped, rows are tab-separated
 without a header and times are RFC 3339.`,
 		Example: `  mcpctl servers list
@@ -99,7 +101,7 @@ func listRun(ctx context.Context, opts *listOptions) error {
 		if servers, err = c.AllServers(ctx, params); err != nil {
 			return err
 		}
-		return opts.Printer.Servers(servers)
+		return printServers(ctx, c, opts.Printer, servers)
 	}
 	for page := 0; page < maxListPages && len(servers) < opts.Limit; page++ {
 		params.Limit = min(opts.Limit-len(servers), registry.MaxPageLimit)
@@ -116,7 +118,7 @@ func listRun(ctx context.Context, opts *listOptions) error {
 	if len(servers) > opts.Limit {
 		servers = servers[:opts.Limit]
 	}
-	return opts.Printer.Servers(servers)
+	return printServers(ctx, c, opts.Printer, servers)
 }
 
 type getOptions struct {
