@@ -242,6 +242,12 @@ const (
 	reasonSurrogate = "must be valid Unicode: it holds a lone surrogate escape (\\ud800-\\udfff without its pair)"
 )
 
+// TextProblem says why s cannot be a string that reaches the store (a
+// query's filter, a name): PostgreSQL's text takes valid UTF-8 without NUL
+// only, so invalid UTF-8 (also an overlong encoding such as C0 80) or NUL
+// would be its error, not an answer. "" when s can be one.
+func TextProblem(s string) string { return unstorableText(s) }
+
 // unstorableText says why PostgreSQL cannot store s as text; "" when it can.
 func unstorableText(s string) string {
 	switch {

@@ -1,0 +1,61 @@
+package api_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// unstorableQueryValues are query values, as sent, that PostgreSQL's text
+// cannot hold: NUL, a byte that is not UTF-8, an overlong encoding of NUL,
+// and each inside otherwise good text.
+var unstorableQueryValues = []string{"%00", "%ff", "%C0%80", "cal%00endar", "cal%ffendar", "%C0%AF", "%ED%A0%80"}
+
+// TestQueryTextRefused: every string of a query that reaches the store is
+// valid UTF-8 without NUL, or a 400 naming its parameter. /v0.1's search
+// and version were passed to the store as given: a 500 on PostgreSQL
+// (counted in mcpd_store_errors_total, so any reader could raise it), a 200
+// on the memory store.
+func TestQueryTextRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOptions{feed: true})
+	b.register(t, "calendar", "send")
+	for _, v := range unstorableQueryValues {
+		for _, c := range []struct{ path, param string }{
+			{"/v0.1/servers?search=" + v, "search"},
+			{"/v0.1/servers?version=" + v, "version"},
+			{"/v0.1/servers?include_deleted=true&search=" + v, "search"},
+		} {
+			resp := b.get(t, c.path)
+			if resp.code != http.StatusBadRequest {
+				t.Errorf("%s: %d %s, want 400", c.path, resp.code, resp.body)
+				continue
+			}
+			if e := strictDecode[oaError](t, resp); !strings.HasPrefix(e.Error, c.param+" ") {
+				t.Errorf("%s: error %q does not name %s", c.path, e.Error, c.param)
+			}
+			if resp.header.Get("ETag") == "" {
+				t.Errorf("%s: no ETag on the error", c.path)
+			}
+		}
+		for _, c := range []struct{ path, param string }{
+			{"/v1/mcp/skills?name=" + v, "name"},
+			{"/v1/mcp/skills?module_name=" + v, "module_name"},
+			{"/v1/mcp/skills?protocol=" + v, "protocol"},
+			{"/v1/mcp/servers?module_name=" + v, "module_name"},
+			{"/v1/mcp/audit?module_name=" + v, "module_name"},
+			{"/v1/mcp/audit?server_id=" + v, "server_id"},
+			{"/v1/mcp/audit?kind=" + v, "kind"},
+			{"/v1/mcp/servers?status=" + v, "status"},
+		} {
+			wantProblem(t, b.get(t, c.path), http.StatusBadRequest, c.param)
+		}
+	}
+	// Good text is still searched.
+	if l := b.registryList(t, "?search=alen"); len(l.Servers) != 1 {
+		t.Fatalf("search=alen: %d servers, want 1", len(l.Servers))
+	}
+	if l := b.registryList(t, "?search=%C3%A9"); len(l.Servers) != 0 {
+		t.Fatalf("search=é: %d servers, want 0", len(l.Servers))
+	}
+}
