@@ -59,3 +59,35 @@ func TestQueryTextRefused(t *testing.T) {
 		t.Fatalf("search=é: %d servers, want 0", len(l.Servers))
 	}
 }
+
+// TestRegistryWhichAnswersCarryETags: every answer of a /v0.1 endpoint
+// carries an ETag, its errors (400, 404 {"error"}) too, with the tag of
+// their own body; the answers that come before an endpoint is reached
+// (401 and 403 problems, as on /v1, and the router's 404 problem for a path
+// that is no endpoint) carry none, as docs/registry-api.md says.
+func TestRegistryWhichAnswersCarryETags(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOptions{feed: true})
+	b.register(t, "calendar")
+	for _, c := range []struct {
+		r    req
+		code int
+		etag bool
+	}{
+		{req{path: "/v0.1/servers"}, http.StatusOK, true},
+		{req{path: "/v0.1/servers?limit=0"}, http.StatusBadRequest, true},
+		{req{path: "/v0.1/servers?search=%00"}, http.StatusBadRequest, true},
+		{req{path: "/v0.1/servers?limit=1&limit=2"}, http.StatusBadRequest, true},
+		{req{path: "/v0.1/servers/local.mcpd%2Fnosuch/versions"}, http.StatusNotFound, true},
+		{req{path: "/v0.1/servers/local.mcpd%2Fcalendar/versions/9.9.9"}, http.StatusNotFound, true},
+		{req{path: "/v0.1/servers", token: "-"}, http.StatusUnauthorized, false},
+		{req{path: "/v0.1/servers/a/b/c/d"}, http.StatusNotFound, false},
+		{req{path: "/v0.1/nosuch"}, http.StatusNotFound, false},
+	} {
+		resp := b.do(t, c.r)
+		if resp.code != c.code || (resp.header.Get("ETag") != "") != c.etag {
+			t.Errorf("%s (token %q): %d with ETag %q, want %d with an ETag %t", c.r.path, c.r.token, resp.code,
+				resp.header.Get("ETag"), c.code, c.etag)
+		}
+	}
+}
