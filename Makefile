@@ -3,7 +3,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/cyberos/mcpd/pkg/version.Version=$(VERSION)
 
-.PHONY: all build test unit vet fmt-check lint tidy-check darwin completions docs schema bench fuzz clean
+.PHONY: all build test unit consumers vet fmt-check lint tidy-check darwin completions docs schema bench fuzz clean
 
 # golangci-lint, pinned; installed on first use into bin/tools (the Go build
 # cache makes a reinstall after make clean quick). Settings: .golangci.yml.
@@ -39,10 +39,19 @@ darwin:
 	GOOS=darwin GOARCH=arm64 $(GO) build ./...
 
 # The gates first (cheap, and they fail fast), then every test.
-test: fmt-check tidy-check vet lint darwin unit
+test: fmt-check tidy-check vet lint darwin unit consumers
 
 unit:
 	$(GO) test -race -count=1 -timeout 15m ./...
+
+# ToolHive's own registry client reads mcpd (docs/consumers.md): a module of
+# its own, so that ToolHive's dependencies stay out of mcpd's go.mod and
+# binaries. It builds mcpd's packages from this tree (a replace), so -mod=mod
+# lets a dependency that mcpd gained reach its go.sum without a failure; run
+# go mod tidy there to keep the change.
+CONSUMERS := internal/consumers/toolhive
+consumers:
+	cd $(CONSUMERS) && $(GO) vet -mod=mod ./... && $(GO) test -mod=mod -race -count=1 -timeout 15m ./...
 
 clean:
 	rm -rf bin dist

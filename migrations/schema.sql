@@ -1,4 +1,4 @@
--- mcpd's schema after migration 16 (make schema), dumped by pg_dump 15
+-- mcpd's schema after migration 17 (make schema), dumped by pg_dump 15
 --
 -- PostgreSQL database dump
 --
@@ -772,6 +772,12 @@ ALTER TABLE ONLY public.schema_migrations
 --
 
 CREATE INDEX mcp_audit_events_alert_idx ON public.mcp_audit_events USING btree (txid, seq) WHERE ((kind = ANY (ARRAY['mcp.server.unhealthy'::text, 'mcp.server.recovered'::text, 'mcp.server.deregistered'::text])) OR ((kind = 'mcp.server.registered'::text) AND (from_status = 'unhealthy'::text)));
+
+--
+-- Name: mcp_audit_events_availability_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX mcp_audit_events_availability_idx ON public.mcp_audit_events USING btree (tenant_id, server_id, occurred_at, seq) INCLUDE (to_status);
 
 --
 -- Name: mcp_audit_events_feed_idx; Type: INDEX; Schema: public; Owner: -

@@ -24,6 +24,7 @@ func TestBinaryDependencies(t *testing.T) {
 		module + "pkg/testing/",
 		module + "cmd/mcpd-bench/",
 		"go.uber.org/goleak",
+		"github.com/stacklok/", // ToolHive: internal/consumers/toolhive's test only
 		"testing\n",
 	}
 	cases := []struct {

@@ -59,7 +59,7 @@ func TestExitCodes(t *testing.T) {
 	if code, out, _ := runMain(t, nil, "version"); code != 0 || !strings.HasPrefix(out, "mcpctl ") {
 		t.Fatalf("version: exit %d stdout %q", code, out)
 	}
-	if code, _, errOut := runMain(t, nil, "heartbeat", "not-a-uuid"); code != 2 || !strings.Contains(errOut, "invalid SERVER_ID") {
+	if code, _, errOut := runMain(t, nil, "heartbeat", "Not_A_UUID"); code != 2 || !strings.Contains(errOut, "invalid SERVER_ID") {
 		t.Fatalf("bad SERVER_ID: exit %d stderr %q", code, errOut)
 	}
 	// Nothing listens on port 1 of loopback: the call fails.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jonboulle/clockwork"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cyberos/mcpd/pkg/auth"
@@ -34,6 +35,7 @@ type Pinger interface {
 // skills and the audit trail, and the check of a cursor into the trail.
 type reader interface {
 	registry.AuditReader
+	registry.AvailabilityReader
 	Skills(ctx context.Context, tenant, serverID uuid.UUID) ([]registry.Skill, error)
 	FindSkills(ctx context.Context, tenant uuid.UUID, f registry.SkillFilter) (registry.SkillPage, error)
 }
@@ -71,12 +73,20 @@ type HandlerOptions struct {
 	// reads nothing for that long is disconnected; zero:
 	// DefaultStreamWriteTimeout.
 	StreamWriteTimeout time.Duration
+	// TokenClock tells when a token expires, which ends the watch stream
+	// it opened; nil: the real clock.
+	TokenClock clockwork.Clock
 	// Catalog serves the MCP registry API (/v0.1); nil: those routes are
 	// not served.
 	Catalog registry.CatalogReader
 	// RegistryNamespace is the namespace of the MCP registry API's server
 	// names; empty: DefaultRegistryNamespace.
 	RegistryNamespace string
+	// RegistryPublicTenant, when not uuid.Nil, is the tenant that a GET on
+	// /v0.1 without an Authorization header reads, with the read scope and
+	// that tenant's rate limit; uuid.Nil: such a GET is 401, as on /v1. A
+	// request with a token always reads the token's tenant.
+	RegistryPublicTenant uuid.UUID
 	// Limits are the per-tenant request rate and watch streams; nil: none.
 	// The request rate is checked for every /v1 call once its token is
 	// verified.
@@ -117,12 +127,16 @@ type handler struct {
 	streams   context.Context
 	// streamWriteTimeout bounds each write of a watch stream.
 	streamWriteTimeout time.Duration
+	// tokenClock times the end of a watch stream at its token's exp.
+	tokenClock clockwork.Clock
 	// frames holds the encoded frames of recent events for watch streams.
 	frames frameCache
 	limits *limit.Tenants
 	// catalog and namespace serve the MCP registry API (registry.go).
 	catalog   registry.CatalogReader
 	namespace string
+	// publicTenant answers /v0.1 reads without a token; uuid.Nil: none.
+	publicTenant uuid.UUID
 	// tracer starts the request spans; nil: tracing is off.
 	tracer trace.Tracer
 }
@@ -163,12 +177,17 @@ func NewHandler(opts HandlerOptions) http.Handler {
 		feed:      opts.Feed,
 		streams:   opts.Streams,
 
-		limits:    opts.Limits,
-		catalog:   opts.Catalog,
-		namespace: opts.RegistryNamespace,
-		tracer:    tracing.Tracer(opts.Tracer, tracerName),
+		limits:       opts.Limits,
+		catalog:      opts.Catalog,
+		namespace:    opts.RegistryNamespace,
+		publicTenant: opts.RegistryPublicTenant,
+		tracer:       tracing.Tracer(opts.Tracer, tracerName),
 
 		streamWriteTimeout: opts.StreamWriteTimeout,
+		tokenClock:         opts.TokenClock,
+	}
+	if h.tokenClock == nil {
+		h.tokenClock = clockwork.NewRealClock()
 	}
 	if h.reg != nil {
 		h.store = h.reg.Store()
@@ -204,6 +223,9 @@ func NewHandler(opts HandlerOptions) http.Handler {
 	mux.Handle(RouteSkills, h.authorized(auth.ScopeRead, h.listSkills))
 	mux.Handle(RouteAudit, h.authorized(auth.ScopeRead, h.listEvents))
 	mux.Handle(RouteFindSkills, h.authorized(auth.ScopeRead, h.findSkills))
+	mux.Handle(RouteServerAvailability, h.authorized(auth.ScopeRead, h.serverAvailability))
+	mux.Handle(RouteSkillAvailability, h.authorized(auth.ScopeRead, h.skillAvailability))
+	mux.Handle(RouteAvailability, h.authorized(auth.ScopeRead, h.availabilityRatios))
 	mux.Handle(RouteWatch, h.authenticated(auth.ScopeRead, h.watch))
 	if opts.MCP != nil {
 		mux.Handle(RouteMCP, h.authenticated(auth.ScopeRead, func(w http.ResponseWriter, r *http.Request, claims auth.Claims) {
@@ -216,9 +238,10 @@ func NewHandler(opts HandlerOptions) http.Handler {
 		mux.HandleFunc("GET /v1/mcp/servers/"+verb, postOnly)
 	}
 	if h.catalog != nil {
-		mux.Handle(RouteRegistryServers, h.authorized(auth.ScopeRead, h.registryList))
-		mux.Handle(RouteRegistryVersions, h.authorized(auth.ScopeRead, h.registryVersions))
-		mux.Handle(RouteRegistryVersion, h.authorized(auth.ScopeRead, h.registryVersion))
+		mux.Handle(RouteRegistryServers, h.registryRead(h.registryList))
+		mux.Handle(RouteRegistryVersions, h.registryRead(h.registryVersions))
+		mux.Handle(RouteRegistryVersion, h.registryRead(h.registryVersion))
+		mux.HandleFunc(RouteRegistryPreflight, registryPreflight)
 		for _, route := range registryWriteRoutes {
 			mux.HandleFunc(route, registryNotImplemented)
 		}

@@ -32,6 +32,8 @@ const tracerName = "github.com/cyberos/mcpd/pkg/api"
 func (h *handler) instrument(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		// No answer is to be read as anything but its Content-Type.
+		w.Header().Set("X-Content-Type-Options", "nosniff")
 		var span trace.Span
 		if h.tracer != nil && !untraced(r.URL.Path) {
 			r, span = h.startSpan(r)
@@ -65,6 +67,9 @@ func (h *handler) instrument(mux *http.ServeMux) http.Handler {
 			h.logger.DebugContext(r.Context(), "http request", "method", r.Method, "path", r.URL.Path,
 				"route", route, "status", code, "duration_ms", float64(elapsed.Microseconds())/1000)
 		}()
+		if h.catalog != nil && isRegistryPath(r.URL.Path) {
+			setRegistryCORS(sw.Header())
+		}
 		if name, detail := badQueryParameter(r.URL.RawQuery); name != "" {
 			_, r.Pattern = mux.Handler(r)
 			if strings.HasPrefix(r.URL.Path, "/v0.1/") {

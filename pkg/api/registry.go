@@ -336,12 +336,17 @@ func (h *handler) registryServerResponse(en registry.CatalogEntry) apiwire.Regis
 	if skills == nil {
 		skills = []registry.SkillState{}
 	}
+	official := apiwire.RegistryOfficial{Status: apiwire.OfficialStatusActive,
+		PublishedAt: srv.RegisteredAt, UpdatedAt: en.StatusChangedAt, IsLatest: true}
+	if srv.Status == registry.StatusDeregistered {
+		official.Status = apiwire.OfficialStatusDeleted
+	}
 	return apiwire.RegistryServerResponse{
 		Server: apiwire.RegistryServer{
 			Schema: apiwire.ServerSchemaURL, Name: h.namespace + "/" + srv.ModuleName,
 			Description: desc, Title: srv.Title, Version: srv.Version, Remotes: remotes,
 		},
-		Meta: apiwire.RegistryMeta{Health: apiwire.RegistryHealth{
+		Meta: apiwire.RegistryMeta{Official: official, Health: apiwire.RegistryHealth{
 			ServerID: srv.ServerID, Status: srv.Status, LastHeartbeatAt: srv.LastHeartbeatAt,
 			StatusChangedAt: en.StatusChangedAt, RegisteredAt: srv.RegisteredAt,
 			SupportedProtocols: protocols, Skills: skills,

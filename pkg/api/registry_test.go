@@ -64,6 +64,17 @@ type (
 			Available bool   `json:"available"`
 		} `json:"skills"`
 	}
+	// oaOfficial is the registry-set block of the official OpenAPI
+	// (ServerResponse._meta["io.modelcontextprotocol.registry/official"],
+	// additionalProperties false).
+	oaOfficial struct {
+		Status          string     `json:"status"`
+		StatusMessage   *string    `json:"statusMessage"`
+		StatusChangedAt *time.Time `json:"statusChangedAt"`
+		PublishedAt     time.Time  `json:"publishedAt"`
+		UpdatedAt       time.Time  `json:"updatedAt"`
+		IsLatest        *bool      `json:"isLatest"`
+	}
 	oaError struct {
 		Error string `json:"error"`
 	}
@@ -83,8 +94,8 @@ func strictDecode[T any](t *testing.T, resp response) T {
 func (r oaServerResponse) health(t *testing.T) oaHealth {
 	t.Helper()
 	raw, ok := r.Meta["io.cyberos.mcpd/health"]
-	if !ok || len(r.Meta) != 1 {
-		t.Fatalf("_meta of %s: %v, want io.cyberos.mcpd/health alone", r.Server.Name, r.Meta)
+	if _, official := r.Meta["io.modelcontextprotocol.registry/official"]; !ok || !official || len(r.Meta) != 2 {
+		t.Fatalf("_meta of %s: %v, want the official block and io.cyberos.mcpd/health", r.Server.Name, r.Meta)
 	}
 	var h oaHealth
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -93,6 +104,17 @@ func (r oaServerResponse) health(t *testing.T) oaHealth {
 		t.Fatalf("health of %s: %v", r.Server.Name, err)
 	}
 	return h
+}
+
+func (r oaServerResponse) official(t *testing.T) oaOfficial {
+	t.Helper()
+	var o oaOfficial
+	dec := json.NewDecoder(bytes.NewReader(r.Meta["io.modelcontextprotocol.registry/official"]))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&o); err != nil {
+		t.Fatalf("official block of %s: %v", r.Server.Name, err)
+	}
+	return o
 }
 
 func (b *bundle) registryList(t *testing.T, query string) oaServerList {
@@ -232,6 +254,49 @@ func TestRegistryLiveness(t *testing.T) {
 		t.Fatalf("include_deleted=false %v", got)
 	}
 	_ = start
+}
+
+// Every ServerResponse carries the official registry-set block: active
+// while registered (healthy, degraded or unhealthy), deleted once
+// deregistered; publishedAt the first registration, updatedAt the last
+// change (a heartbeat is none), isLatest true.
+func TestRegistryOfficialMeta(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	first := b.clock.Now()
+	cal := b.register(t, "calendar")
+	b.register(t, "gone")
+	b.clock.Advance(time.Second)
+	goneID := decode[registry.Server](t, b.post(t, registerPath, registerBody("gone"))).ServerID
+	b.clock.Advance(time.Second)
+	deregAt := b.clock.Now()
+	b.post(t, "/v1/mcp/servers/deregister", `{"server_id":"`+goneID.String()+`"}`)
+	b.clock.Advance(time.Second)
+	b.post(t, "/v1/mcp/servers/heartbeat", `{"server_id":"`+cal.ServerID.String()+`"}`)
+
+	list := b.registryList(t, "?include_deleted=true")
+	if got := names(list); !slices.Equal(got, []string{"local.mcpd/calendar", "local.mcpd/gone"}) {
+		t.Fatalf("names %v", got)
+	}
+	o := list.Servers[0].official(t)
+	if o.Status != "active" || !o.PublishedAt.Equal(first) || !o.UpdatedAt.Equal(first) ||
+		o.IsLatest == nil || !*o.IsLatest || o.StatusMessage != nil {
+		t.Fatalf("calendar's official block %+v", o)
+	}
+	o = list.Servers[1].official(t)
+	if o.Status != "deleted" || !o.PublishedAt.Equal(first) || !o.UpdatedAt.Equal(deregAt) || o.IsLatest == nil || !*o.IsLatest {
+		t.Fatalf("gone's official block %+v", o)
+	}
+	// Unhealthy is still active in the official sense: liveness is
+	// mcpd's own block.
+	b.sweep(t, 40*time.Second)
+	one := strictDecode[oaServerResponse](t, b.get(t, "/v0.1/servers/local.mcpd%2Fcalendar/versions/latest?include_deleted=true"))
+	if o := one.official(t); o.Status != "active" || !o.UpdatedAt.Equal(b.clock.Now()) {
+		t.Fatalf("unhealthy calendar's official block %+v", o)
+	}
+	if h := one.health(t); h.Status != "unhealthy" {
+		t.Fatalf("health %+v", h)
+	}
 }
 
 func TestRegistryQuery(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	v0 "github.com/modelcontextprotocol/registry/pkg/api/v0"
+	"github.com/modelcontextprotocol/registry/pkg/model"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -64,6 +65,7 @@ func validateServers(t *testing.T, sch *jsonschema.Schema, path string, body []b
 		if err := json.Unmarshal(body, &one); err != nil || one.Server.Name == "" || one.Server.Schema != schemaURL {
 			t.Fatalf("%s as the registry's v0.ServerResponse: %+v, %v", path, one.Server, err)
 		}
+		checkOfficial(t, path, one)
 	} else {
 		var list v0.ServerListResponse
 		if err := json.Unmarshal(body, &list); err != nil || len(list.Servers) != len(servers) || list.Metadata.Count != len(servers) {
@@ -73,6 +75,7 @@ func validateServers(t *testing.T, sch *jsonschema.Schema, path string, body []b
 			if s.Server.Name == "" || s.Server.Version == "" || s.Server.Description == "" || s.Server.Schema != schemaURL {
 				t.Fatalf("%s: server %d as v0.ServerJSON: %+v", path, i, s.Server)
 			}
+			checkOfficial(t, path, s)
 			for _, r := range s.Server.Remotes {
 				if r.URL == "" || (r.Type != "streamable-http" && r.Type != "sse") {
 					t.Fatalf("%s: remote %+v", path, r)
@@ -90,6 +93,17 @@ func validateServers(t *testing.T, sch *jsonschema.Schema, path string, body []b
 		}
 	}
 	return len(servers)
+}
+
+// checkOfficial checks the official block as the registry's own type
+// reads it: a status of its enum, the times set, isLatest.
+func checkOfficial(t *testing.T, path string, s v0.ServerResponse) {
+	t.Helper()
+	o := s.Meta.Official
+	if o == nil || (o.Status != model.StatusActive && o.Status != model.StatusDeleted) ||
+		o.PublishedAt.IsZero() || o.UpdatedAt.IsZero() || o.UpdatedAt.Before(o.PublishedAt) || !o.IsLatest {
+		t.Fatalf("%s: %s's official block as v0.RegistryExtensions: %+v", path, s.Server.Name, o)
+	}
 }
 
 // Every server mcpd's /v0.1 answers hold validates against the official

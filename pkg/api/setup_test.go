@@ -66,6 +66,8 @@ type setupOptions struct {
 	// feed runs a change-feed hub over the store, told of the handler's
 	// own writes (the MCP registry API's ETag).
 	feed bool
+	// public makes the bundle's tenant the public tenant of /v0.1.
+	public bool
 }
 
 func setup(t *testing.T, opts ...setupOptions) *bundle {
@@ -113,10 +115,15 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 	if pinger == nil {
 		pinger = store
 	}
+	tenant, public := uuid.New(), uuid.Nil
+	if o.public {
+		public = tenant
+	}
 	h := api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: verifier, Logger: logger, Metrics: metrics,
-		Pinger: pinger, RequestTimeout: o.requestTimeout, Limits: o.limits, Catalog: store, Feed: hub})
+		Pinger: pinger, RequestTimeout: o.requestTimeout, Limits: o.limits, Catalog: store, Feed: hub,
+		RegistryPublicTenant: public})
 	b := &bundle{handler: h, store: store, clock: clock, monitor: mon, metrics: metrics, secret: secret,
-		tenant: uuid.New(), logs: logs, registry: reg, hub: hub}
+		tenant: tenant, logs: logs, registry: reg, hub: hub}
 	b.token = b.issue(t, b.tenant, "mcp:read mcp:write")
 	b.readTok = b.issue(t, b.tenant, "mcp:read")
 	return b

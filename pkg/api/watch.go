@@ -83,6 +83,12 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request, claims auth.Clai
 	streamCtx, stop := context.WithCancel(r.Context())
 	defer stop()
 	defer context.AfterFunc(h.streams, stop)()
+	// The stream ends with its token: the client resumes from its last id
+	// with a fresh one.
+	if !claims.ExpiresAt.IsZero() {
+		expiry := h.tokenClock.AfterFunc(claims.ExpiresAt.Sub(h.tokenClock.Now()), stop)
+		defer expiry.Stop()
+	}
 	err = h.feed.Follow(streamCtx, claims.TenantID, f, from, sink)
 	switch {
 	case sink.writeErr != nil:

@@ -50,9 +50,35 @@ type RegistryServer struct {
 	Remotes     []registry.Remote `json:"remotes"`
 }
 
-// RegistryMeta is the _meta of a RegistryServerResponse.
+// OfficialMetaKey is the key of the registry-set block that the official
+// API defines in a ServerResponse's _meta.
+const OfficialMetaKey = "io.modelcontextprotocol.registry/official"
+
+// Statuses of the official block: mcpd sends active, or deleted for a
+// deregistered server.
+const (
+	OfficialStatusActive  = "active"
+	OfficialStatusDeleted = "deleted"
+)
+
+// RegistryMeta is the _meta of a RegistryServerResponse: the official
+// block, for clients that read only the official shape, and mcpd's
+// health block.
 type RegistryMeta struct {
-	Health RegistryHealth `json:"io.cyberos.mcpd/health"`
+	Official RegistryOfficial `json:"io.modelcontextprotocol.registry/official"`
+	Health   RegistryHealth   `json:"io.cyberos.mcpd/health"`
+}
+
+// RegistryOfficial is the registry-set block of the official API
+// (OpenAPI 2025-12-01, ServerResponse._meta): the lifecycle status of the
+// entry (active, or deleted once deregistered), when it was first
+// registered, when it last changed, and that it is the server's latest
+// version, which mcpd's one entry per server always is.
+type RegistryOfficial struct {
+	Status      string    `json:"status"`
+	PublishedAt time.Time `json:"publishedAt"`
+	UpdatedAt   time.Time `json:"updatedAt"`
+	IsLatest    bool      `json:"isLatest"`
 }
 
 // RegistryHealth is what mcpd knows of a server's liveness, which the

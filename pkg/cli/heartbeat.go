@@ -15,7 +15,9 @@ type heartbeatOptions struct {
 	Client  func() (*client.Client, error)
 	Printer *output.Printer
 
+	// ServerID, or Module when SERVER_ID was a module name.
 	ServerID uuid.UUID
+	Module   string
 }
 
 func newCmdHeartbeat(f *Factory, runF func(*heartbeatOptions) error) *cobra.Command {
@@ -25,16 +27,20 @@ func newCmdHeartbeat(f *Factory, runF func(*heartbeatOptions) error) *cobra.Comm
 		Short: "Send one heartbeat for a server",
 		Long: `Send one heartbeat for a server. A degraded or unhealthy server is healthy
 again at once and the skills its outage took away come back. A deregistered
-server cannot heartbeat (409): it must register again.`,
-		Example:           `  mcpctl heartbeat 6f1c2a4e-8b0d-4c3e-9f6a-1d2e3f4a5b6c`,
+server cannot heartbeat (409): it must register again.
+
+SERVER_ID is the server's id, or its module name: the tenant's server of
+that module.`,
+		Example: `  mcpctl heartbeat 6f1c2a4e-8b0d-4c3e-9f6a-1d2e3f4a5b6c
+  mcpctl heartbeat calendar`,
 		Args:              exactArgs("SERVER_ID"),
 		ValidArgsFunction: completeServerIDs(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseServerID(args[0])
+			ref, err := parseServerRef(args[0])
 			if err != nil {
 				return err
 			}
-			opts.ServerID = id
+			opts.ServerID, opts.Module = ref.ID, ref.Module
 			opts.Printer = f.printer()
 			if runF != nil {
 				return runF(opts)
@@ -50,7 +56,11 @@ func heartbeatRun(ctx context.Context, opts *heartbeatOptions) error {
 	if err != nil {
 		return err
 	}
-	srv, err := c.Heartbeat(ctx, opts.ServerID)
+	id, err := serverRef{ID: opts.ServerID, Module: opts.Module}.resolve(ctx, c)
+	if err != nil {
+		return err
+	}
+	srv, err := c.Heartbeat(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -62,7 +72,9 @@ type deregisterOptions struct {
 	Client  func() (*client.Client, error)
 	Printer *output.Printer
 
+	// ServerID, or Module when SERVER_ID was a module name.
 	ServerID uuid.UUID
+	Module   string
 }
 
 func newCmdDeregister(f *Factory, runF func(*deregisterOptions) error) *cobra.Command {
@@ -72,16 +84,20 @@ func newCmdDeregister(f *Factory, runF func(*deregisterOptions) error) *cobra.Co
 		Short: "Deregister a server",
 		Long: `Deregister a server: its status becomes deregistered and every skill
 unavailable. Deregistering a deregistered server changes nothing and
-succeeds. The server comes back only by registering again.`,
-		Example:           `  mcpctl deregister 6f1c2a4e-8b0d-4c3e-9f6a-1d2e3f4a5b6c`,
+succeeds. The server comes back only by registering again.
+
+SERVER_ID is the server's id, or its module name: the tenant's server of
+that module.`,
+		Example: `  mcpctl deregister 6f1c2a4e-8b0d-4c3e-9f6a-1d2e3f4a5b6c
+  mcpctl deregister calendar`,
 		Args:              exactArgs("SERVER_ID"),
 		ValidArgsFunction: completeServerIDs(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseServerID(args[0])
+			ref, err := parseServerRef(args[0])
 			if err != nil {
 				return err
 			}
-			opts.ServerID = id
+			opts.ServerID, opts.Module = ref.ID, ref.Module
 			opts.Printer = f.printer()
 			if runF != nil {
 				return runF(opts)
@@ -97,7 +113,11 @@ func deregisterRun(ctx context.Context, opts *deregisterOptions) error {
 	if err != nil {
 		return err
 	}
-	srv, err := c.Deregister(ctx, opts.ServerID)
+	id, err := serverRef{ID: opts.ServerID, Module: opts.Module}.resolve(ctx, c)
+	if err != nil {
+		return err
+	}
+	srv, err := c.Deregister(ctx, id)
 	if err != nil {
 		return err
 	}

@@ -73,6 +73,16 @@ func TestMainExitCodes(t *testing.T) {
 	if code != 1 || out != "" || errOut != "Error: Server not found: no server with this server_id for the token's tenant\n" {
 		t.Fatalf("get of a missing server: exit %d stdout %q stderr %q", code, out, errOut)
 	}
+	// SERVER_ID may be a module name.
+	code, out, errOut = mainRun(t, "servers", "get", "calendar", "-o", "json")
+	var byModule registry.Server
+	if code != 0 || json.Unmarshal([]byte(out), &byModule) != nil || byModule.ServerID != srv.ServerID {
+		t.Fatalf("get by module: exit %d stdout %q stderr %q", code, out, errOut)
+	}
+	code, out, errOut = mainRun(t, "heartbeat", "mail")
+	if code != 1 || out != "" || errOut != "Error: no server of module \"mail\" for the token's tenant\n" {
+		t.Fatalf("heartbeat of a missing module: exit %d stdout %q stderr %q", code, out, errOut)
+	}
 	code, _, errOut = mainRun(t, "register", "--module", "Bad_Name", "--version", "1.3.2", "--protocol", "2025-06-18")
 	if code != 1 || !strings.HasPrefix(errOut, "Error: Invalid input: module_name") {
 		t.Fatalf("register of a bad module: exit %d stderr %q", code, errOut)
@@ -83,10 +93,10 @@ func TestMainExitCodes(t *testing.T) {
 	}
 
 	usage := [][]string{
-		{"heartbeat", "not-a-uuid"},
+		{"heartbeat", "Not_A_UUID"},
 		{"heartbeat"},
 		{"deregister", "6f1c"},
-		{"servers", "get", "nope"},
+		{"servers", "get", "nope!"},
 		{"servers", "skills"},
 		{"list", "--status", "sick"},
 		{"-o", "xml", "list"},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/spf13/cobra"
 
 	"github.com/cyberos/mcpd/pkg/output"
 	"github.com/cyberos/mcpd/pkg/registry"
@@ -167,6 +168,7 @@ func TestServerIDCommandsParse(t *testing.T) {
 	id := uuid.MustParse("6f1c2a4e-8b0d-4c3e-9f6a-1d2e3f4a5b6c")
 	f := testFactory(newTestIO(), nil)
 	var got uuid.UUID
+	var gotModule string
 	capture := map[string]func() error{
 		"heartbeat": func() error {
 			return execute(t, newCmdHeartbeat(f, func(o *heartbeatOptions) error { got = o.ServerID; return nil }), id.String())
@@ -187,7 +189,27 @@ func TestServerIDCommandsParse(t *testing.T) {
 			t.Errorf("%s: id %s, err %v; want %s", name, got, err, id)
 		}
 	}
-	for _, args := range [][]string{{"not-a-uuid"}, {"6f1c2a4e8b0d4c3e9f6a1d2e3f4a5b6c"}, {}, {id.String(), id.String()}} {
+	// A module name stands for the tenant's server of that module.
+	for name, cmd := range map[string]func(f *Factory) *cobra.Command{
+		"heartbeat": func(f *Factory) *cobra.Command {
+			return newCmdHeartbeat(f, func(o *heartbeatOptions) error { got = o.ServerID; gotModule = o.Module; return nil })
+		},
+		"deregister": func(f *Factory) *cobra.Command {
+			return newCmdDeregister(f, func(o *deregisterOptions) error { got = o.ServerID; gotModule = o.Module; return nil })
+		},
+		"get": func(f *Factory) *cobra.Command {
+			return newCmdServersGet(f, func(o *getOptions) error { got = o.ServerID; gotModule = o.Module; return nil })
+		},
+		"skills": func(f *Factory) *cobra.Command {
+			return newCmdServersSkills(f, func(o *skillsOptions) error { got = o.ServerID; gotModule = o.Module; return nil })
+		},
+	} {
+		got, gotModule = id, ""
+		if err := execute(t, cmd(f), "calendar-2"); err != nil || got != uuid.Nil || gotModule != "calendar-2" {
+			t.Errorf("%s calendar-2: id %s module %q, err %v", name, got, gotModule, err)
+		}
+	}
+	for _, args := range [][]string{{"Not_A_UUID"}, {"6f1c2a4e8b0d4c3e9f6a1d2e3f4a5b6c"}, {"9calendar"}, {strings.Repeat("a", 64)}, {}, {id.String(), id.String()}} {
 		err := execute(t, newCmdHeartbeat(f, func(*heartbeatOptions) error { t.Fatal("runF reached"); return nil }), args...)
 		if !isUsage(err) {
 			t.Errorf("heartbeat %q: error %v, want a usage error", args, err)

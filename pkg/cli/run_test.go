@@ -122,7 +122,7 @@ func TestListRun(t *testing.T) {
 	}
 
 	ts = run(output.Wide, false, func(o *listOptions) { o.Limit = 1 })
-	want = cal.ServerID.String() + "\tcalendar\t1.3.2\thealthy\t2025-06-18\t2026-05-17T10:00:00Z\t2026-05-17T10:00:00Z\t" + cal.TraceID + "\t\n"
+	want = cal.ServerID.String() + "\tcalendar\t1.3.2\thealthy\t1\t2025-06-18\t2026-05-17T10:00:00Z\t2026-05-17T10:00:00Z\t" + cal.TraceID + "\t\n"
 	if ts.out.String() != want {
 		t.Fatalf("wide --limit 1:\n%q\nwant\n%q", ts.out, want)
 	}
@@ -287,5 +287,39 @@ func TestRegisterRunRemotes(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got.Remotes, remotes) || got.Description != "The calendar" || got.Title != "Calendar" {
 		t.Fatalf("registered %+v", got)
+	}
+}
+
+// A module name stands for the tenant's server of that module, whatever
+// its status: deregister by module, then get and heartbeat it by module
+// (the heartbeat is refused as for its id); a module without a server is
+// a failure that names it.
+func TestServerRunsByModule(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	srv := b.register(t, "calendar")
+	b.register(t, "mail")
+	ctx := context.Background()
+	ts := newTestIO()
+	if err := deregisterRun(ctx, &deregisterOptions{IO: ts.io, Client: b.clientFunc(), Printer: b.printer(ts, output.JSON), Module: "calendar"}); err != nil {
+		t.Fatal(err)
+	}
+	ts = newTestIO()
+	if err := getRun(ctx, &getOptions{IO: ts.io, Client: b.clientFunc(), Printer: b.printer(ts, output.JSON), Module: "calendar"}); err != nil {
+		t.Fatal(err)
+	}
+	var got registry.Server
+	if err := json.Unmarshal(ts.out.Bytes(), &got); err != nil || got.ServerID != srv.ServerID || got.Status != registry.StatusDeregistered {
+		t.Fatalf("get calendar after its deregistration: %s, %v", ts.out, err)
+	}
+	ts = newTestIO()
+	err := heartbeatRun(ctx, &heartbeatOptions{IO: ts.io, Client: b.clientFunc(), Printer: b.printer(ts, output.JSON), Module: "calendar"})
+	var prob *api.Problem
+	if !errors.As(err, &prob) || prob.Status != http.StatusConflict {
+		t.Fatalf("heartbeat of a deregistered module: %v, want its 409", err)
+	}
+	err = skillsRun(ctx, &skillsOptions{IO: ts.io, Client: b.clientFunc(), Printer: b.printer(ts, output.JSON), Module: "search"})
+	if err == nil || err.Error() != `no server of module "search" for the token's tenant` {
+		t.Fatalf("skills of a module without a server: %v", err)
 	}
 }

@@ -22,6 +22,44 @@ func parseServerID(s string) (uuid.UUID, error) {
 	return id, nil
 }
 
+// serverRef is a SERVER_ID argument: a server id, or a module name that
+// stands for the tenant's server of that module, as the MCP tool
+// get_server takes either.
+type serverRef struct {
+	ID     uuid.UUID
+	Module string
+}
+
+// parseServerRef parses a SERVER_ID argument: a UUID is a server id, a
+// module name (1-63 of [a-z0-9-], starting with a letter) a module;
+// anything else is bad usage.
+func parseServerRef(s string) (serverRef, error) {
+	if id, err := uuid.Parse(s); err == nil && len(s) == 36 {
+		return serverRef{ID: id}, nil
+	}
+	if registry.ValidModuleName(s) {
+		return serverRef{Module: s}, nil
+	}
+	return serverRef{}, usagef("invalid SERVER_ID %q: want a server id (a UUID like 6f1c2a4e-8b0d-4c3e-9f6a-1d2e3f4a5b6c) or a module name (calendar)", s)
+}
+
+// resolve returns the server id that r names: its id, or the id of the
+// tenant's server of its module, looked up with the list's module_name
+// filter (whatever its status).
+func (r serverRef) resolve(ctx context.Context, c *client.Client) (uuid.UUID, error) {
+	if r.Module == "" {
+		return r.ID, nil
+	}
+	list, err := c.Servers(ctx, client.ListServersParams{ModuleName: r.Module, Limit: 1})
+	if err != nil {
+		return uuid.Nil, err
+	}
+	if len(list.Servers) == 0 {
+		return uuid.Nil, fmt.Errorf("no server of module %q for the token's tenant", r.Module)
+	}
+	return list.Servers[0].ServerID, nil
+}
+
 // completionTimeout bounds the API call behind a shell completion.
 const completionTimeout = 3 * time.Second
 

@@ -21,6 +21,7 @@ func newCmdServers(f *Factory) *cobra.Command {
 		newCmdServersList(f, nil),
 		newCmdServersGet(f, nil),
 		newCmdServersSkills(f, nil),
+		newCmdServersAvailability(f, nil),
 	)
 	return cmd
 }
@@ -54,7 +55,8 @@ func newCmdServersList(f *Factory, runF func(*listOptions) error) *cobra.Command
 every page unless --limit stops earlier.
 
 Columns: module, version, status, protocols and the age of the last
-heartbeat; -o wide adds the server ID, the registration age, the trace id and
+heartbeat; -o wide adds the server ID, the share of the last 24 hours it was
+available (docs/availability.md), the registration age, the trace id and
 the keys of the capability advertisement. Piped, rows are tab-separated
 without a header and times are RFC 3339.`,
 		Example: `  mcpctl servers list
@@ -99,7 +101,7 @@ func listRun(ctx context.Context, opts *listOptions) error {
 		if servers, err = c.AllServers(ctx, params); err != nil {
 			return err
 		}
-		return opts.Printer.Servers(servers)
+		return printServers(ctx, c, opts.Printer, servers)
 	}
 	for page := 0; page < maxListPages && len(servers) < opts.Limit; page++ {
 		params.Limit = min(opts.Limit-len(servers), registry.MaxPageLimit)
@@ -116,7 +118,7 @@ func listRun(ctx context.Context, opts *listOptions) error {
 	if len(servers) > opts.Limit {
 		servers = servers[:opts.Limit]
 	}
-	return opts.Printer.Servers(servers)
+	return printServers(ctx, c, opts.Printer, servers)
 }
 
 type getOptions struct {
@@ -124,23 +126,28 @@ type getOptions struct {
 	Client  func() (*client.Client, error)
 	Printer *output.Printer
 
+	// ServerID, or Module when SERVER_ID was a module name.
 	ServerID uuid.UUID
+	Module   string
 }
 
 func newCmdServersGet(f *Factory, runF func(*getOptions) error) *cobra.Command {
 	opts := &getOptions{IO: f.IOStreams, Client: f.Client}
 	cmd := &cobra.Command{
-		Use:               "get SERVER_ID",
-		Short:             "Show one server",
-		Example:           `  mcpctl servers get 6f1c2a4e-8b0d-4c3e-9f6a-1d2e3f4a5b6c -o json`,
+		Use:   "get SERVER_ID",
+		Short: "Show one server",
+		Long: `Show one server. SERVER_ID is the server's id, or its module name: the
+tenant's server of that module, whatever its status.`,
+		Example: `  mcpctl servers get 6f1c2a4e-8b0d-4c3e-9f6a-1d2e3f4a5b6c -o json
+  mcpctl servers get calendar`,
 		Args:              exactArgs("SERVER_ID"),
 		ValidArgsFunction: completeServerIDs(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseServerID(args[0])
+			ref, err := parseServerRef(args[0])
 			if err != nil {
 				return err
 			}
-			opts.ServerID = id
+			opts.ServerID, opts.Module = ref.ID, ref.Module
 			opts.Printer = f.printer()
 			if runF != nil {
 				return runF(opts)
@@ -156,7 +163,11 @@ func getRun(ctx context.Context, opts *getOptions) error {
 	if err != nil {
 		return err
 	}
-	srv, err := c.Server(ctx, opts.ServerID)
+	id, err := serverRef{ID: opts.ServerID, Module: opts.Module}.resolve(ctx, c)
+	if err != nil {
+		return err
+	}
+	srv, err := c.Server(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -168,7 +179,9 @@ type skillsOptions struct {
 	Client  func() (*client.Client, error)
 	Printer *output.Printer
 
+	// ServerID, or Module when SERVER_ID was a module name.
 	ServerID uuid.UUID
+	Module   string
 }
 
 func newCmdServersSkills(f *Factory, runF func(*skillsOptions) error) *cobra.Command {
@@ -178,16 +191,20 @@ func newCmdServersSkills(f *Factory, runF func(*skillsOptions) error) *cobra.Com
 		Short: "List the skills of a server and whether each is available",
 		Long: `List the skills of a server. A skill is unavailable while its server is
 unhealthy or deregistered (reason server_unhealthy, server_deregistered) or
-for a reason of its own.`,
-		Example:           `  mcpctl servers skills 6f1c2a4e-8b0d-4c3e-9f6a-1d2e3f4a5b6c`,
+for a reason of its own.
+
+SERVER_ID is the server's id, or its module name: the tenant's server of
+that module.`,
+		Example: `  mcpctl servers skills 6f1c2a4e-8b0d-4c3e-9f6a-1d2e3f4a5b6c
+  mcpctl servers skills calendar`,
 		Args:              exactArgs("SERVER_ID"),
 		ValidArgsFunction: completeServerIDs(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseServerID(args[0])
+			ref, err := parseServerRef(args[0])
 			if err != nil {
 				return err
 			}
-			opts.ServerID = id
+			opts.ServerID, opts.Module = ref.ID, ref.Module
 			opts.Printer = f.printer()
 			if runF != nil {
 				return runF(opts)
@@ -203,7 +220,11 @@ func skillsRun(ctx context.Context, opts *skillsOptions) error {
 	if err != nil {
 		return err
 	}
-	skills, err := c.Skills(ctx, opts.ServerID)
+	id, err := serverRef{ID: opts.ServerID, Module: opts.Module}.resolve(ctx, c)
+	if err != nil {
+		return err
+	}
+	skills, err := c.Skills(ctx, id)
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,7 @@ import (
 
 func newCmdSkills(f *Factory) *cobra.Command {
 	cmd := newGroupCmd("skills", "Find skills across the tenant's servers")
-	cmd.AddCommand(newCmdSkillsList(f, nil))
+	cmd.AddCommand(newCmdSkillsList(f, nil), newCmdSkillsAvailability(f, nil))
 	return cmd
 }
 

@@ -43,7 +43,27 @@ func (s *Source) List(ctx context.Context) (tui.Snapshot, error) {
 		}
 		params.Cursor = *list.NextCursor
 	}
+	snap.Availability = s.availability(ctx, snap.Servers)
 	return snap, nil
+}
+
+// availability is each server's available ratio of the last 24 hours; nil
+// when mcpd cannot say (one without the endpoint): the board then shows no
+// column rather than no servers.
+func (s *Source) availability(ctx context.Context, servers []registry.Server) map[uuid.UUID]*float64 {
+	ids := make([]uuid.UUID, len(servers))
+	for i, srv := range servers {
+		ids[i] = srv.ServerID
+	}
+	ratios, err := s.c.AvailabilityRatios(ctx, ids, registry.Window24h)
+	if err != nil {
+		return nil
+	}
+	out := make(map[uuid.UUID]*float64, len(ratios))
+	for id, r := range ratios {
+		out[id] = r.AvailableRatio
+	}
+	return out
 }
 
 // Server returns one server.

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cyberos/mcpd/pkg/registry"
@@ -48,7 +49,10 @@ const (
 	KeyTenantRateLimit        = "tenant-rate-limit"
 	KeyTenantRateBurst        = "tenant-rate-burst"
 	KeyTenantMaxWatches       = "tenant-max-watches"
+	KeyMCPMaxSessions         = "mcp-max-sessions"
+	KeyMCPMaxSessionsPerSub   = "mcp-max-sessions-per-subject"
 	KeyRegistryNamespace      = "registry-namespace"
+	KeyRegistryPublicTenant   = "registry-public-tenant"
 	KeyUI                     = "ui"
 )
 
@@ -78,6 +82,10 @@ const (
 	DefaultTenantRateLimit  = 2000
 	DefaultTenantRateBurst  = 4000
 	DefaultTenantMaxWatches = 100
+	// The bounds of /mcp's 2025-11-25 sessions (of one mcpd process): a
+	// tenant's, and one token subject's of a tenant.
+	DefaultMCPMaxSessions           = 1000
+	DefaultMCPMaxSessionsPerSubject = 100
 	// DefaultRegistryNamespace is the namespace of the MCP registry API's
 	// server names ("local.mcpd/calendar").
 	DefaultRegistryNamespace = "local.mcpd"
@@ -157,11 +165,30 @@ type Config struct {
 	// TenantMaxWatches is the most concurrent watch streams of a tenant;
 	// 0: no limit.
 	TenantMaxWatches int
+	// MCPMaxSessions is the most open 2025-11-25 /mcp sessions of a
+	// tenant, and MCPMaxSessionsPerSubject of one token subject of a
+	// tenant (0: only the tenant's bound).
+	MCPMaxSessions           int
+	MCPMaxSessionsPerSubject int
 	// RegistryNamespace is the namespace of the server names of the MCP
 	// registry API (/v0.1): "<namespace>/<module_name>".
 	RegistryNamespace string
+	// RegistryPublicTenant, a tenant UUID, is the tenant that a GET on the
+	// MCP registry API (/v0.1) without an Authorization header reads;
+	// empty: such a GET is 401.
+	RegistryPublicTenant string
 	// UI serves the read-only web board at /ui/.
 	UI bool
+}
+
+// PublicTenant returns RegistryPublicTenant as a UUID, uuid.Nil when it is
+// empty (or not valid: Validate refuses that).
+func (c Config) PublicTenant() uuid.UUID {
+	id, err := uuid.Parse(c.RegistryPublicTenant)
+	if err != nil {
+		return uuid.Nil
+	}
+	return id
 }
 
 // DefaultMonitorPeriodFor is the monitor period when none is given: the
@@ -177,22 +204,24 @@ func DefaultMonitorPeriodFor(interval time.Duration) time.Duration {
 // Default returns the configuration with every default set.
 func Default() Config {
 	return Config{
-		Listen:            DefaultListen,
-		HeartbeatInterval: registry.DefaultHeartbeatInterval,
-		MonitorPeriod:     registry.DefaultMonitorPeriod,
-		RequestTimeout:    DefaultRequestTimeout,
-		ShutdownTimeout:   DefaultShutdownTimeout,
-		LogFormat:         DefaultLogFormat,
-		LogLevel:          DefaultLogLevel,
-		MassLossShare:     registry.DefaultMassLossShare,
-		MassLossMin:       registry.DefaultMassLossMin,
-		MaxConnections:    DefaultMaxConnections,
-		TenantMaxServers:  DefaultTenantMaxServers,
-		TenantRateLimit:   DefaultTenantRateLimit,
-		TenantRateBurst:   DefaultTenantRateBurst,
-		TenantMaxWatches:  DefaultTenantMaxWatches,
-		RegistryNamespace: DefaultRegistryNamespace,
-		UI:                true,
+		Listen:                   DefaultListen,
+		HeartbeatInterval:        registry.DefaultHeartbeatInterval,
+		MonitorPeriod:            registry.DefaultMonitorPeriod,
+		RequestTimeout:           DefaultRequestTimeout,
+		ShutdownTimeout:          DefaultShutdownTimeout,
+		LogFormat:                DefaultLogFormat,
+		LogLevel:                 DefaultLogLevel,
+		MassLossShare:            registry.DefaultMassLossShare,
+		MassLossMin:              registry.DefaultMassLossMin,
+		MaxConnections:           DefaultMaxConnections,
+		TenantMaxServers:         DefaultTenantMaxServers,
+		TenantRateLimit:          DefaultTenantRateLimit,
+		TenantRateBurst:          DefaultTenantRateBurst,
+		TenantMaxWatches:         DefaultTenantMaxWatches,
+		MCPMaxSessions:           DefaultMCPMaxSessions,
+		MCPMaxSessionsPerSubject: DefaultMCPMaxSessionsPerSubject,
+		RegistryNamespace:        DefaultRegistryNamespace,
+		UI:                       true,
 	}
 }
 
@@ -230,8 +259,20 @@ func (c Config) Validate() error {
 	if c.TenantMaxWatches < 0 {
 		bad(KeyTenantMaxWatches, "%d is negative (0 for no limit)", c.TenantMaxWatches)
 	}
+	if c.MCPMaxSessions < 1 {
+		bad(KeyMCPMaxSessions, "%d is not a positive number of sessions", c.MCPMaxSessions)
+	}
+	if c.MCPMaxSessionsPerSubject < 0 {
+		bad(KeyMCPMaxSessionsPerSub, "%d is negative (0 for only --%s)", c.MCPMaxSessionsPerSubject, KeyMCPMaxSessions)
+	}
 	if !registryNamespaceRE.MatchString(c.RegistryNamespace) {
 		bad(KeyRegistryNamespace, "%q: want 1-100 of [a-zA-Z0-9.-], as in reverse DNS (local.mcpd, com.example)", c.RegistryNamespace)
+	}
+	if c.RegistryPublicTenant != "" {
+		if id, err := uuid.Parse(c.RegistryPublicTenant); err != nil || id == uuid.Nil ||
+			len(c.RegistryPublicTenant) != len(id.String()) {
+			bad(KeyRegistryPublicTenant, "%q is not a tenant id: want a UUID such as 6f1c2a4e-8b0d-4c3e-9f6a-1d2e3f4a5b6c", c.RegistryPublicTenant)
+		}
 	}
 	switch {
 	case c.Dev && c.DatabaseURL != "":

@@ -68,6 +68,8 @@ func TestValidate(t *testing.T) {
 		{"negative rate", func(c *config.Config) { c.TenantRateLimit = -5 }, "--tenant-rate-limit: -5"},
 		{"rate without burst", func(c *config.Config) { c.TenantRateBurst = 0 }, "--tenant-rate-burst: 0"},
 		{"negative watches", func(c *config.Config) { c.TenantMaxWatches = -1 }, "--tenant-max-watches"},
+		{"no mcp sessions", func(c *config.Config) { c.MCPMaxSessions = 0 }, "--mcp-max-sessions: 0 is not"},
+		{"negative mcp sessions per subject", func(c *config.Config) { c.MCPMaxSessionsPerSubject = -1 }, "--mcp-max-sessions-per-subject: -1"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

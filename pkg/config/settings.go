@@ -40,7 +40,10 @@ var Settings = []Setting{
 	{KeyTenantRateLimit, "API requests per second of one tenant, per mcpd process; past it 429 (0: no limit)", func(c *Config) any { return &c.TenantRateLimit }},
 	{KeyTenantRateBurst, "requests a tenant may make at once above --tenant-rate-limit", func(c *Config) any { return &c.TenantRateBurst }},
 	{KeyTenantMaxWatches, "concurrent watch streams of one tenant, per mcpd process; past it 429 (0: no limit)", func(c *Config) any { return &c.TenantMaxWatches }},
+	{KeyMCPMaxSessions, "open 2025-11-25 /mcp sessions of one tenant, per mcpd process; past it initialize is 429", func(c *Config) any { return &c.MCPMaxSessions }},
+	{KeyMCPMaxSessionsPerSub, "open 2025-11-25 /mcp sessions of one token subject (sub) of a tenant, per mcpd process; past it initialize is 429 (0: only --mcp-max-sessions)", func(c *Config) any { return &c.MCPMaxSessionsPerSubject }},
 	{KeyRegistryNamespace, "namespace of the server names of the MCP registry API (/v0.1): NAMESPACE/MODULE", func(c *Config) any { return &c.RegistryNamespace }},
+	{KeyRegistryPublicTenant, "tenant UUID whose servers the MCP registry API (/v0.1) lists to GETs without a token (IDEs, CLIs, ToolHive); empty: such GETs are 401", func(c *Config) any { return &c.RegistryPublicTenant }},
 	{KeyUI, "serve the read-only web board at /ui/ (--ui=false turns it off)", func(c *Config) any { return &c.UI }},
 }
 

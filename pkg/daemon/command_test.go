@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/spf13/pflag"
 
 	"github.com/cyberos/mcpd/pkg/config"
@@ -149,6 +150,7 @@ func TestEveryFlagHasAnEnvVariable(t *testing.T) {
 		"MCPD_MAX_CONNECTIONS":    "500",
 		"MCPD_TENANT_MAX_SERVERS": "0", "MCPD_TENANT_RATE_LIMIT": "2.5", "MCPD_TENANT_RATE_BURST": "9",
 		"MCPD_TENANT_MAX_WATCHES": "7", "MCPD_REGISTRY_NAMESPACE": "com.example", "MCPD_UI": "false",
+		"MCPD_MCP_MAX_SESSIONS": "50", "MCPD_MCP_MAX_SESSIONS_PER_SUBJECT": "5",
 	}
 	cfg, err := load(t, nil, env)
 	if err != nil {
@@ -161,7 +163,7 @@ func TestEveryFlagHasAnEnvVariable(t *testing.T) {
 		LogFormat: "text", LogLevel: "debug", BlindAfter: 7 * time.Second, MassLossShare: 0.25, MassLossMin: 3,
 		TLSCertFile: "/c", TLSKeyFile: "/k", TLSClientCAFile: "/ca", MaxConnections: 500,
 		TenantMaxServers: 0, TenantRateLimit: 2.5, TenantRateBurst: 9, TenantMaxWatches: 7,
-		RegistryNamespace: "com.example"}
+		MCPMaxSessions: 50, MCPMaxSessionsPerSubject: 5, RegistryNamespace: "com.example"}
 	if !equalConfig(cfg, want) {
 		t.Fatalf("got %+v\nwant %+v", cfg, want)
 	}
@@ -446,5 +448,32 @@ func TestEverySettingPrecedence(t *testing.T) {
 				t.Errorf("file, %s and flag: %v, want %v", name, g, w)
 			}
 		})
+	}
+}
+
+// --registry-public-tenant: flag, MCPD_REGISTRY_PUBLIC_TENANT, the file's
+// key, empty by default (no public view); what is not a tenant UUID is bad.
+func TestRegistryPublicTenant(t *testing.T) {
+	t.Parallel()
+	cfg, err := load(t, nil, nil)
+	if err != nil || cfg.RegistryPublicTenant != "" || cfg.PublicTenant() != uuid.Nil {
+		t.Fatalf("default %q, %v", cfg.RegistryPublicTenant, err)
+	}
+	id := uuid.New()
+	file := writeFile(t, "pub.yaml", "registry-public-tenant: "+uuid.NewString()+"\n")
+	cfg, err = load(t, []string{"--config", file, "--registry-public-tenant", id.String()},
+		map[string]string{"MCPD_REGISTRY_PUBLIC_TENANT": uuid.NewString()})
+	if err != nil || cfg.PublicTenant() != id {
+		t.Fatalf("flag %q, %v", cfg.RegistryPublicTenant, err)
+	}
+	cfg.Dev = true
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("a UUID: %v", err)
+	}
+	for _, bad := range []string{"tenant", uuid.Nil.String(), "{" + id.String() + "}", "urn:uuid:" + id.String(), id.String()[:35]} {
+		cfg.RegistryPublicTenant = bad
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--registry-public-tenant") {
+			t.Errorf("public tenant %q: %v, want an error naming --registry-public-tenant", bad, err)
+		}
 	}
 }

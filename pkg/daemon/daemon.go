@@ -206,6 +206,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	mcpHandler := mcpserve.New(mcpserve.Options{
 		Reader: mcpserve.Reader{ServerSource: registrar, SkillSource: store}, Feed: hub, Version: version.Version, Logger: d.logger, Streams: streams,
 		RequestTimeout: d.cfg.RequestTimeout,
+		MaxSessions:    d.cfg.MCPMaxSessions, MaxSessionsPerSubject: cmp.Or(d.cfg.MCPMaxSessionsPerSubject, -1),
 	})
 	var ui, uiRedirect http.Handler
 	if d.cfg.UI {
@@ -221,7 +222,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		},
 		RequestTimeout: d.cfg.RequestTimeout,
 		Feed:           hub, CursorKey: cursorKey, Streams: streams,
-		Catalog: store, RegistryNamespace: d.cfg.RegistryNamespace,
+		Catalog: store, RegistryNamespace: d.cfg.RegistryNamespace, RegistryPublicTenant: d.cfg.PublicTenant(),
 		Limits: limit.New(limit.Options{
 			Rate: d.cfg.TenantRateLimit, Burst: d.cfg.TenantRateBurst, MaxWatches: d.cfg.TenantMaxWatches,
 		}),
@@ -333,7 +334,7 @@ func (d *Daemon) openVerifier() (*auth.Verifier, *devBanner, error) {
 			}
 			d.secretFile = secretFile
 		}
-		if demo, err = newDevBanner(secretFile, time.Now()); err != nil {
+		if demo, err = newDevBanner(secretFile, d.cfg.PublicTenant(), time.Now()); err != nil {
 			return nil, nil, err
 		}
 		demo.generated = d.secretFile != ""

@@ -55,6 +55,7 @@ type devBanner struct {
 	expires    time.Time
 	generated  bool   // the secret file is this run's own, removed on exit
 	board      bool   // the web board is served at /ui/
+	public     bool   // the tenant is the public tenant of /v0.1
 	mcpctl     string // how to run mcpctl where mcpd was started (mcpctlCommand)
 }
 
@@ -100,17 +101,24 @@ func startedMcpctlCommand() string {
 	return mcpctlCommand(exe, dir, exec.LookPath)
 }
 
-func newDevBanner(secretFile string, now time.Time) (*devBanner, error) {
+// newDevBanner issues the demo token: for the tenant given, the public
+// tenant of /v0.1 when there is one, so that what the demo registers is
+// what registry clients list; else a new tenant.
+func newDevBanner(secretFile string, tenant uuid.UUID, now time.Time) (*devBanner, error) {
 	secret, err := auth.ReadSecretFile(secretFile)
 	if err != nil {
 		return nil, fmt.Errorf("dev token: %w", err)
 	}
-	tenant := uuid.New()
+	public := tenant != uuid.Nil
+	if !public {
+		tenant = uuid.New()
+	}
 	token, err := auth.Issue(secret, tenant, devSubject, devScope, devTokenTTL, now)
 	if err != nil {
 		return nil, fmt.Errorf("dev token: %w", err)
 	}
-	return &devBanner{secretFile: secretFile, tenant: tenant, token: token, expires: now.Add(devTokenTTL).UTC()}, nil
+	return &devBanner{secretFile: secretFile, tenant: tenant, token: token, expires: now.Add(devTokenTTL).UTC(),
+		public: public}, nil
 }
 
 func (b *devBanner) print(w io.Writer, baseURL string) {
@@ -125,6 +133,9 @@ func (b *devBanner) print(w io.Writer, baseURL string) {
 	boardLine := ""
 	if b.board {
 		boardLine = "  board        " + baseURL + "/ui/ (paste the token to sign in)\n"
+	}
+	if b.public {
+		boardLine += "  registry     " + baseURL + "/v0.1/servers (no token needed: --registry-public-tenant)\n"
 	}
 	fmt.Fprintf(w, `mcpd is running in dev mode: in-memory store, nothing is kept after it stops.
 

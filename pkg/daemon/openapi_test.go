@@ -319,6 +319,9 @@ func TestOpenAPIMatchesAnswers(t *testing.T) {
 		{"/v1/mcp/servers/{server_id}/skills", "/v1/mcp/servers/" + id + "/skills", w},
 		{"/v1/mcp/audit", "/v1/mcp/audit?module_name=calendar", w},
 		{"/v1/mcp/skills", "/v1/mcp/skills?name=search&available=true&protocol=2025-06-18", w},
+		{"/v1/mcp/servers/{server_id}/availability", "/v1/mcp/servers/" + id + "/availability?window=1h", readOnly},
+		{"/v1/mcp/skills/{name}/availability", "/v1/mcp/skills/search/availability", w},
+		{"/v1/mcp/availability", "/v1/mcp/availability?window=7d&server_ids=" + id + "," + uuid.NewString(), w},
 		{"/healthz", "/healthz", ""},
 		{"/readyz", "/readyz", ""},
 		{"/metrics", "/metrics", ""},
@@ -331,6 +334,10 @@ func TestOpenAPIMatchesAnswers(t *testing.T) {
 		{"/v1/mcp/audit", "/v1/mcp/audit?kind=mcp.server.lost", w},
 		{"/v1/mcp/audit", "/v1/mcp/audit?cursor=forged", w},
 		{"/v1/mcp/skills", "/v1/mcp/skills?limit=0", w},
+		{"/v1/mcp/servers/{server_id}/availability", "/v1/mcp/servers/" + id + "/availability?window=2h", w},
+		{"/v1/mcp/servers/{server_id}/availability", "/v1/mcp/servers/" + uuid.NewString() + "/availability", w},
+		{"/v1/mcp/skills/{name}/availability", "/v1/mcp/skills/nobody/availability", w},
+		{"/v1/mcp/availability", "/v1/mcp/availability?server_ids=x", w},
 		{"/v1/mcp/watch", "/v1/mcp/watch?cursor=forged", w},
 	} {
 		a.call("GET", c.template, c.path, c.token, "", nil)

@@ -58,6 +58,12 @@ func rawRequest(ctx context.Context, method, url, token, rev, mcpMethod, session
 	return req
 }
 
+// What the 2025-11-25 sessions of openRaw say of themselves.
+var (
+	benchClientName   = "bench"
+	benchCapabilities = "{}"
+)
+
 // openRaw opens a subscribed stream on rev: on 2026-07-28 one
 // subscriptions/listen call; on 2025-11-25 initialize, initialized,
 // resources/subscribe and the GET stream.
@@ -86,7 +92,7 @@ func openRaw(ctx context.Context, hc *http.Client, url, token, rev, uri string) 
 		stream = resp
 	} else {
 		init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",` +
-			`"capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`
+			`"capabilities":` + benchCapabilities + `,"clientInfo":{"name":"` + benchClientName + `","version":"1"}}}`
 		resp, err := do(rawRequest(ctx, http.MethodPost, url, token, "", "", "", init))
 		if err != nil {
 			return nil, err
@@ -164,7 +170,7 @@ func openSessions(ctx context.Context, b *testing.B, hc *http.Client, url, token
 // that coalescing holds none back.
 func BenchmarkNotify1000Sessions(b *testing.B) {
 	const n = 1000
-	e := setup(b)
+	e := setup(b, envOptions{maxPerSubject: -1}) // one token opens every session
 	tenant := uuid.New()
 	srv := e.register(b, tenant, "search-a", "search")
 	tok := e.token(b, tenant, "mcp:read")
@@ -210,9 +216,22 @@ func BenchmarkNotify1000Sessions(b *testing.B) {
 // (half on each revision): the heap and stacks of the process (mcpd and
 // the bare clients) per session, and the same for as many plain hanging
 // SSE streams, so that the difference is what an MCP session adds in mcpd.
+// "small" sessions describe themselves in a few bytes; "bound" ones send
+// clientInfo and capabilities of almost MaxClientInfoBytes each, the most
+// a session may hold.
 func BenchmarkIdleSession(b *testing.B) {
+	b.Run("small", func(b *testing.B) { benchIdleSession(b) })
+	b.Run("bound", func(b *testing.B) {
+		fill := strings.Repeat("x", mcpserve.MaxClientInfoBytes-64)
+		benchClientName, benchCapabilities = fill, `{"experimental":{"x":"`+fill+`"}}`
+		defer func() { benchClientName, benchCapabilities = "bench", "{}" }()
+		benchIdleSession(b)
+	})
+}
+
+func benchIdleSession(b *testing.B) {
 	const n = 1000
-	e := setup(b)
+	e := setup(b, envOptions{maxPerSubject: -1}) // one token opens every session
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 

@@ -31,3 +31,14 @@ func (h *Handler) Sessions(tenant uuid.UUID) int {
 	}
 	return t.sessions()
 }
+
+// Subscriptions returns how many subscriptions tenant's sessions hold.
+func (h *Handler) Subscriptions(tenant uuid.UUID) int {
+	h.mu.Lock()
+	t := h.tenants[tenant]
+	h.mu.Unlock()
+	if t == nil {
+		return 0
+	}
+	return t.subscriptions()
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jonboulle/clockwork"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/cyberos/mcpd/pkg/auth"
@@ -40,6 +41,13 @@ const (
 	// could otherwise open them at its request rate for as long as the
 	// session timeout.
 	DefaultMaxSessions = 1000
+	// DefaultMaxSessionsPerSubject bounds the open 2025-11-25 sessions of
+	// one token subject (sub) of a tenant in one mcpd, so that one token
+	// cannot take the tenant's whole allowance.
+	DefaultMaxSessionsPerSubject = 100
+	// DefaultKeepAlive is the longest an open stream stays silent: past
+	// it, an SSE comment keeps proxies from taking it for dead.
+	DefaultKeepAlive = 15 * time.Second
 	// sessionRetryAfter is the Retry-After of an initialize refused at
 	// the cap: a session ends when its client closes it or idles out.
 	sessionRetryAfter = 5 * time.Second
@@ -81,6 +89,16 @@ type Options struct {
 	// MaxSessions bounds each tenant's open 2025-11-25 sessions; zero:
 	// DefaultMaxSessions.
 	MaxSessions int
+	// MaxSessionsPerSubject bounds the open 2025-11-25 sessions of each
+	// token subject of a tenant; zero: DefaultMaxSessionsPerSubject,
+	// negative: only the tenant's bound.
+	MaxSessionsPerSubject int
+	// KeepAlive is the longest an open stream stays silent; zero:
+	// DefaultKeepAlive.
+	KeepAlive time.Duration
+	// TokenClock tells when a token expires, which ends the streams it
+	// opened; nil: the real clock.
+	TokenClock clockwork.Clock
 	// Streams ends every open stream when it is done (shutdown); nil:
 	// streams end with their request.
 	Streams context.Context
@@ -95,6 +113,10 @@ type Handler struct {
 	// life ends every follower when the handler closes.
 	life context.Context
 	kill context.CancelFunc
+
+	// smu guards streams, the open streams that keepAlives tends.
+	smu     sync.Mutex
+	streams map[*streamWriter]struct{}
 }
 
 // New returns the /mcp handler of opts.
@@ -120,14 +142,24 @@ func New(opts Options) *Handler {
 	if opts.MaxSessions <= 0 {
 		opts.MaxSessions = DefaultMaxSessions
 	}
+	if opts.MaxSessionsPerSubject == 0 {
+		opts.MaxSessionsPerSubject = DefaultMaxSessionsPerSubject
+	}
+	if opts.KeepAlive <= 0 {
+		opts.KeepAlive = DefaultKeepAlive
+	}
+	if opts.TokenClock == nil {
+		opts.TokenClock = clockwork.NewRealClock()
+	}
 	if opts.Streams == nil {
 		opts.Streams = context.Background()
 	}
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	h := &Handler{opts: opts, tenants: make(map[uuid.UUID]*tenant)}
+	h := &Handler{opts: opts, tenants: make(map[uuid.UUID]*tenant), streams: make(map[*streamWriter]struct{})}
 	h.life, h.kill = context.WithCancel(context.WithoutCancel(opts.Streams))
+	go h.keepAlives(h.life, opts.KeepAlive)
 	context.AfterFunc(opts.Streams, h.Close)
 	return h
 }
@@ -150,10 +182,11 @@ func (h *Handler) Close() {
 	}
 }
 
-// ServeMCP serves one /mcp request of a caller with claims. A request that
-// opens a stream (a 2025-11-25 GET, a 2026-07-28 subscriptions/listen)
+// ServeMCP serves one /mcp request of a caller with claims. A request
+// that opens a stream (a 2025-11-25 GET, a 2026-07-28 subscriptions/listen)
 // first takes one of the tenant's watch streams with acquireStream, which
-// has answered when it reports false.
+// has answered when it reports false; the stream ends when the token that
+// opened it expires.
 func (h *Handler) ServeMCP(w http.ResponseWriter, r *http.Request, claims auth.Claims,
 	acquireStream func() (release func(), ok bool)) {
 	t, err := h.acquire(r.Context(), claims.TenantID)
@@ -169,41 +202,75 @@ func (h *Handler) ServeMCP(w http.ResponseWriter, r *http.Request, claims auth.C
 
 	modern := r.Header.Get(headerProtocolVersion) >= statelessRevision
 	stream := r.Method == http.MethodGet && !modern
-	if r.Method == http.MethodPost && modern {
+	var msgs []rpcMessage
+	if r.Method == http.MethodPost {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 		if err != nil {
 			writeRPCError(w, http.StatusRequestEntityTooLarge, "the request body is too large")
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		stream = isListen(body)
+		msgs = parseMessages(body)
+		if modern {
+			stream = isListen(msgs)
+		}
+		if m, field := oversized(msgs); m != nil {
+			writeRPC(w, rpcStatus(modern, m.isCall(), http.StatusBadRequest), m.ID, jsonrpc.CodeInvalidParams,
+				fmt.Sprintf("%s is larger than %d bytes of JSON", field, MaxClientInfoBytes))
+			return
+		}
 	}
-	if !modern && r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" &&
-		t.sessions() >= h.opts.MaxSessions {
-		// A request without a session opens one (initialize).
-		w.Header().Set("Retry-After", strconv.Itoa(int(sessionRetryAfter/time.Second)))
-		writeRPCError(w, http.StatusTooManyRequests, fmt.Sprintf(
-			"the tenant has %d MCP sessions open, as many as it may; close one, or use revision %s, which needs none",
-			h.opts.MaxSessions, statelessRevision))
-		return
+	sw := &streamWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: h.opts.StreamWriteTimeout,
+		capture: r.Method == http.MethodPost}
+	if !modern && r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
+		// A request without a session opens one (initialize). The place
+		// goes to the session before its client learns its id.
+		reserved, refusal := t.reserveSession(subjectOf(r, claims), h.opts.MaxSessions, h.opts.MaxSessionsPerSubject)
+		if reserved == nil {
+			w.Header().Set("Retry-After", strconv.Itoa(int(sessionRetryAfter/time.Second)))
+			writeRPCError(w, http.StatusTooManyRequests, refusal)
+			return
+		}
+		var once sync.Once
+		commit := func() { once.Do(func() { reserved(w.Header().Get("Mcp-Session-Id")) }) }
+		sw.onStart = commit
+		defer commit()
 	}
+
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(h.opts.Streams, cancel)()
 	if stream {
 		release, ok := acquireStream()
 		if !ok {
 			return
 		}
 		defer release()
+		// The stream ends with its token (the client reconnects with a
+		// fresh one), and says it is alive while it has nothing to say.
+		if !claims.ExpiresAt.IsZero() {
+			timer := h.opts.TokenClock.AfterFunc(claims.ExpiresAt.Sub(h.opts.TokenClock.Now()), cancel)
+			defer timer.Stop()
+		}
+		defer h.tend(sw)()
 	}
-
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	defer context.AfterFunc(h.opts.Streams, cancel)()
-	sw := &streamWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: h.opts.StreamWriteTimeout}
 	if modern {
 		t.stateless.ServeHTTP(sw, r.WithContext(ctx))
-		return
+	} else {
+		t.stateful.ServeHTTP(sw, r.WithContext(ctx))
 	}
-	t.stateful.ServeHTTP(sw, r.WithContext(ctx))
+	sw.finish(msgs, modern)
+}
+
+// rpcStatus is the HTTP status of a JSON-RPC error the endpoint answers
+// itself: on 2026-07-28 the status SEP-2575 gives its code; before it,
+// 200 for a call (the error is its answer, as a client reads any other)
+// and the refusal's status otherwise.
+func rpcStatus(modern, call bool, status int) int {
+	if !modern && call {
+		return http.StatusOK
+	}
+	return status
 }
 
 // sessions counts the tenant's open 2025-11-25 sessions: those with an
@@ -217,14 +284,6 @@ func (t *tenant) sessions() int {
 		}
 	}
 	return n
-}
-
-// isListen reports whether a request body is a subscriptions/listen call.
-func isListen(body []byte) bool {
-	var m struct {
-		Method string `json:"method"`
-	}
-	return json.Unmarshal(body, &m) == nil && m.Method == "subscriptions/listen"
 }
 
 // acquire returns tenant id's state, making it on first use, with one
@@ -291,6 +350,8 @@ func (h *Handler) newTenant(ctx context.Context, id uuid.UUID) (*tenant, error) 
 		timeout: h.opts.RequestTimeout,
 		modules: make(map[string][]string), names: make(map[string]int),
 		last: make(map[string]time.Time), pending: make(map[string]bool),
+		subs: make(map[*mcp.ServerSession]map[string]struct{}), owners: make(map[string]string),
+		openingBy: make(map[string]int),
 	}
 	t.server = mcp.NewServer(&mcp.Implementation{Name: "mcpd", Title: "mcpd registry", Version: h.opts.Version},
 		&mcp.ServerOptions{
@@ -302,7 +363,7 @@ func (h *Handler) newTenant(ctx context.Context, id uuid.UUID) (*tenant, error) 
 				Resources: &mcp.ResourceCapabilities{Subscribe: true, ListChanged: true},
 			},
 			SubscribeHandler:   t.checkSubscription,
-			UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+			UnsubscribeHandler: t.unsubscribe,
 			SetCacheable:       setCacheable,
 		})
 	t.addTools(t.server)
@@ -326,17 +387,6 @@ func (h *Handler) newTenant(ctx context.Context, id uuid.UUID) (*tenant, error) 
 	t.stop = stop
 	go t.follow(fctx, h.opts.Feed, from, func() bool { return h.evict(t) })
 	return t, nil
-}
-
-// checkSubscription accepts subscriptions to mcpd's two kinds of resource.
-func (t *tenant) checkSubscription(_ context.Context, req *mcp.SubscribeRequest) error {
-	u := req.Params.URI
-	if strings.HasPrefix(u, SkillURIPrefix) && len(u) > len(SkillURIPrefix) ||
-		strings.HasPrefix(u, ServerURIPrefix) && len(u) > len(ServerURIPrefix) {
-		t.subscribed.Add(1)
-		return nil
-	}
-	return mcp.ResourceNotFoundError(u)
 }
 
 // counts returns how many subscriptions tenant id accepted and how many of
@@ -383,22 +433,181 @@ func (m minLevel) Enabled(ctx context.Context, l slog.Level) bool {
 
 // streamWriter bounds each write to a client by the stream write timeout,
 // so that a long stream outlives the server's write timeout while a client
-// that stops reading is cut off.
+// that stops reading is cut off. It sends a stream's keepalives between
+// the SDK's events, rewrites the SDK's errors that name Go types, and
+// holds back its text/plain refusals of a POST (capture) for finish.
 type streamWriter struct {
 	http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration
+	capture bool
+	// onStart, if set, is called as the header is written.
+	onStart func()
+
+	mu sync.Mutex
+	// started: the header is written; sse: as an event stream; last: when
+	// the stream last carried anything; pinging: a keepalive is on its
+	// way; closed: the handler returned.
+	started, sse, pinging, closed bool
+	last                          time.Time
+	// held is a captured refusal: its status and body.
+	held     int
+	heldBody []byte
+}
+
+func (s *streamWriter) WriteHeader(code int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started || s.held != 0 {
+		return
+	}
+	if s.capture && code >= 400 && strings.HasPrefix(s.Header().Get("Content-Type"), "text/plain") {
+		s.held = code
+		return
+	}
+	s.startLocked(code)
+}
+
+func (s *streamWriter) startLocked(code int) {
+	if s.onStart != nil {
+		s.onStart()
+	}
+	s.started = true
+	s.sse = strings.HasPrefix(s.Header().Get("Content-Type"), "text/event-stream")
+	s.last = time.Now()
+	// The body may be rewritten (plainErrors): its length is the writer's.
+	s.Header().Del("Content-Length")
+	s.ResponseWriter.WriteHeader(code)
 }
 
 func (s *streamWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held != 0 {
+		if len(s.heldBody) < 4096 {
+			s.heldBody = append(s.heldBody, p[:min(len(p), 4096-len(s.heldBody))]...)
+		}
+		return len(p), nil
+	}
+	if !s.started {
+		s.startLocked(http.StatusOK)
+	}
+	n := len(p)
+	if _, err := s.writeLocked(plainErrors(p)); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+func (s *streamWriter) writeLocked(p []byte) (int, error) {
 	_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
+	s.last = time.Now()
 	return s.ResponseWriter.Write(p)
 }
 
-func (s *streamWriter) Flush() { _ = s.rc.Flush() }
+func (s *streamWriter) Flush() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held != 0 {
+		return
+	}
+	if !s.started {
+		s.startLocked(http.StatusOK)
+	}
+	_ = s.rc.Flush()
+}
 
 // Unwrap lets http.ResponseController reach the connection.
 func (s *streamWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// keepAlives sends an SSE comment on each open stream that has carried
+// nothing for most of every, so that none is silent for longer: one
+// goroutine for all streams, until ctx ends. A stream busy with a write
+// is skipped (it is not silent); a due comment is written by a goroutine
+// of its own, so that a client that does not read holds up no other.
+func (h *Handler) keepAlives(ctx context.Context, every time.Duration) {
+	tick := time.NewTicker(every / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			h.smu.Lock()
+			for s := range h.streams {
+				if s.mu.TryLock() {
+					due := s.started && s.sse && !s.pinging && now.Sub(s.last) >= every*3/4
+					if due {
+						s.pinging = true
+					}
+					s.mu.Unlock()
+					if due {
+						go s.ping()
+					}
+				}
+			}
+			h.smu.Unlock()
+		}
+	}
+}
+
+// tend counts s among the open streams that keepAlives tends, until
+// the function it returns.
+func (h *Handler) tend(s *streamWriter) (stop func()) {
+	h.smu.Lock()
+	h.streams[s] = struct{}{}
+	h.smu.Unlock()
+	return func() {
+		h.smu.Lock()
+		delete(h.streams, s)
+		h.smu.Unlock()
+		s.mu.Lock()
+		s.closed = true // no ping after the handler returns
+		s.mu.Unlock()
+	}
+}
+
+// ping writes one keepalive comment.
+func (s *streamWriter) ping() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pinging = false
+	if s.closed {
+		return
+	}
+	if _, err := s.writeLocked([]byte(": keepalive\n\n")); err == nil {
+		_ = s.rc.Flush()
+	}
+}
+
+// finish answers a refusal that Write held back: as a JSON-RPC error when
+// it is about the message (an unknown method, a body that is no JSON-RPC
+// message), else as the SDK wrote it.
+func (s *streamWriter) finish(msgs []rpcMessage, modern bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held == 0 {
+		return
+	}
+	var id json.RawMessage
+	call := false
+	if len(msgs) == 1 {
+		id, call = msgs[0].ID, msgs[0].isCall()
+	}
+	if code, msg, ok := sdkPlainError(string(s.heldBody)); ok {
+		if code == jsonrpc.CodeParseError {
+			id, call = nil, false // no id can be read
+		}
+		status := s.held
+		if code == jsonrpc.CodeMethodNotFound && modern {
+			status = http.StatusNotFound // SEP-2575
+		}
+		writeRPC(s.ResponseWriter, rpcStatus(modern, call, status), id, code, msg)
+		return
+	}
+	s.ResponseWriter.WriteHeader(s.held)
+	_, _ = s.ResponseWriter.Write(s.heldBody)
+}
 
 // writeRPCError answers a request the endpoint refuses before MCP sees it.
 func writeRPCError(w http.ResponseWriter, status int, msg string) {

@@ -2,6 +2,7 @@ package mcpserve_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"log/slog"
 	"net/http"
@@ -62,6 +63,13 @@ type envOptions struct {
 	streams context.Context
 	// maxSessions bounds a tenant's sessions; zero: the default.
 	maxSessions int
+	// maxPerSubject bounds a subject's sessions; zero: the default.
+	maxPerSubject int
+	// keepAlive is the streams' keepalive; zero: 200 ms, so that every
+	// test's client reads keepalives between its events.
+	keepAlive time.Duration
+	// tokenClock times token expiry; nil: the real clock.
+	tokenClock clockwork.Clock
 }
 
 // testStore is a store the monitor can sweep.
@@ -111,7 +119,8 @@ func setup(t testing.TB, opts ...envOptions) *env {
 		t.Fatal(err)
 	}
 	mh := mcpserve.New(mcpserve.Options{Reader: mcpserve.Reader{ServerSource: reg, SkillSource: reg.Store()}, Feed: hub, Clock: clock, Version: "1.2.3-test", Logger: logger,
-		Streams: o.streams, MaxSessions: o.maxSessions})
+		Streams: o.streams, MaxSessions: o.maxSessions, MaxSessionsPerSubject: o.maxPerSubject,
+		KeepAlive: cmp.Or(o.keepAlive, 200*time.Millisecond), TokenClock: o.tokenClock})
 	t.Cleanup(mh.Close)
 	h := api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: verifier, Logger: logger, Feed: hub, MCP: mh,
 		Limits: o.limits})
@@ -122,7 +131,13 @@ func setup(t testing.TB, opts ...envOptions) *env {
 
 func (e *env) token(t testing.TB, tenant uuid.UUID, scope string) string {
 	t.Helper()
-	tok, err := auth.Issue(e.secret, tenant, "test", scope, time.Hour, time.Now())
+	return e.tokenOf(t, tenant, "test", scope, time.Hour)
+}
+
+// tokenOf issues a token of subject sub (empty: none) that lives for ttl.
+func (e *env) tokenOf(t testing.TB, tenant uuid.UUID, sub, scope string, ttl time.Duration) string {
+	t.Helper()
+	tok, err := auth.Issue(e.secret, tenant, sub, scope, ttl, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,6 +57,15 @@ type tenant struct {
 	// read from the feed (tests).
 	subscribed, followed atomic.Int64
 
+	// smu guards the bounds of sessions: subs holds each session's
+	// subscribed URIs, owners the subject of each session id, opening and
+	// openingBy the sessions being opened (of the tenant, of each subject).
+	smu       sync.Mutex
+	subs      map[*mcp.ServerSession]map[string]struct{}
+	owners    map[string]string
+	opening   int
+	openingBy map[string]int
+
 	mu sync.Mutex
 	// modules holds the skill names of each module, as last read.
 	modules map[string][]string
@@ -126,6 +135,7 @@ func (s *tenantSink) Events(events []registry.Event) error {
 }
 
 func (s *tenantSink) Bookmark(registry.Position) error {
+	s.t.pruneSubscriptions()
 	if s.evict() {
 		return errEvicted
 	}

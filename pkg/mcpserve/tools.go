@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -116,6 +117,10 @@ type SkillState struct {
 type ServerDetail struct {
 	Server ServerSummary `json:"server"`
 	Skills []SkillState  `json:"skills"`
+	// Availability24h is what the server delivered over the last 24 hours
+	// (get_server only; GET /v1/mcp/servers/{server_id}/availability), when
+	// the Reader's SkillSource is also a registry.AvailabilityReader.
+	Availability24h *registry.Availability `json:"availability_24h,omitempty"`
 }
 
 // errNotFound is a tool error: no such server of the caller's tenant.
@@ -206,6 +211,14 @@ func (t *tenant) addTools(s *mcp.Server) {
 		}
 		if err != nil {
 			return nil, d, err
+		}
+		if ar, ok := t.reader.SkillSource.(registry.AvailabilityReader); ok {
+			id, _ := uuid.Parse(d.Server.ServerID)
+			a, err := ar.ServerAvailability(ctx, t.id, id, registry.AvailabilityRequest{Window: registry.Window24h})
+			if err != nil {
+				return nil, d, t.fault(ctx, "get server availability", err)
+			}
+			d.Availability24h = &a
 		}
 		return textResult(renderServer(d)), d, nil
 	})
@@ -376,6 +389,10 @@ func renderServers(l ServerList) string {
 func renderServer(d ServerDetail) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s: %s (server %s)", d.Server.ModuleName, d.Server.Version, d.Server.Status, d.Server.ServerID)
+	if a := d.Availability24h; a != nil && a.AvailableRatio != nil {
+		// As mcpctl and the board show it (output.Percent).
+		fmt.Fprintf(&b, "\navailable over the last 24h: %s%% (%d outages)", strconv.FormatFloat(*a.AvailableRatio*100, 'f', 3, 64), len(a.Outages))
+	}
 	for _, sk := range d.Skills {
 		state := "available"
 		if !sk.Available {

@@ -114,11 +114,14 @@ func TestServersPiped(t *testing.T) {
 func TestServersWidePiped(t *testing.T) {
 	t.Parallel()
 	p, out, _ := newPrinter(Wide, false, false)
-	if err := p.Servers(fixture()); err != nil {
+	servers := fixture()
+	ratio := 0.99931
+	ratios := map[uuid.UUID]registry.AvailabilityRatio{servers[0].ServerID: {ServerID: servers[0].ServerID, ObservedSeconds: 86400, AvailableRatio: &ratio}}
+	if err := p.ServersWithAvailability(servers, ratios); err != nil {
 		t.Fatal(err)
 	}
-	want := "6f1c2a4e-8b0d-4c3e-9f6a-1d2e3f4a5b6c\tcalendar\t1.3.2\thealthy\t2025-06-18,2025-03-26\t2026-05-17T10:00:05Z\t2026-05-17T08:00:17Z\t4bf92f3577b34da6a3ce929d0e0e4736\tprompts,tools\n" +
-		"7a2d3b5f-9c1e-4d4f-8a7b-2e3f4a5b6c7d\tmail\t0.9.0\tderegistered\t2025-06-18\t2026-05-17T09:57:17Z\t2026-05-15T08:00:17Z\t00f067aa0ba902b700f067aa0ba902b7\t\n"
+	want := "6f1c2a4e-8b0d-4c3e-9f6a-1d2e3f4a5b6c\tcalendar\t1.3.2\thealthy\t0.99931\t2025-06-18,2025-03-26\t2026-05-17T10:00:05Z\t2026-05-17T08:00:17Z\t4bf92f3577b34da6a3ce929d0e0e4736\tprompts,tools\n" +
+		"7a2d3b5f-9c1e-4d4f-8a7b-2e3f4a5b6c7d\tmail\t0.9.0\tderegistered\t\t2025-06-18\t2026-05-17T09:57:17Z\t2026-05-15T08:00:17Z\t00f067aa0ba902b700f067aa0ba902b7\t\n"
 	if got := out.String(); got != want {
 		t.Fatalf("piped wide:\n%q\nwant\n%q", got, want)
 	}

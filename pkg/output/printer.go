@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/cyberos/mcpd/pkg/registry"
 )
 
@@ -75,6 +77,12 @@ func (p *Printer) empty(what string, list any) error {
 
 // Servers prints a list of servers.
 func (p *Printer) Servers(servers []registry.Server) error {
+	return p.ServersWithAvailability(servers, nil)
+}
+
+// ServersWithAvailability prints a list of servers; -o wide adds each
+// one's available ratio of the last 24 h from ratios.
+func (p *Printer) ServersWithAvailability(servers []registry.Server, ratios map[uuid.UUID]registry.AvailabilityRatio) error {
 	if servers == nil {
 		servers = []registry.Server{}
 	}
@@ -88,7 +96,7 @@ func (p *Printer) Servers(servers []registry.Server) error {
 	wide := f == Wide
 	header := []string{"MODULE", "VERSION", "STATUS", "PROTOCOLS", "LAST HEARTBEAT"}
 	if wide {
-		header = []string{"SERVER ID", "MODULE", "VERSION", "STATUS", "PROTOCOLS", "LAST HEARTBEAT", "REGISTERED", "TRACE ID", "CAPABILITIES"}
+		header = []string{"SERVER ID", "MODULE", "VERSION", "STATUS", "AVAILABLE 24H", "PROTOCOLS", "LAST HEARTBEAT", "REGISTERED", "TRACE ID", "CAPABILITIES"}
 	}
 	rows := make([][]string, 0, len(servers))
 	for _, s := range servers {
@@ -98,7 +106,7 @@ func (p *Printer) Servers(servers []registry.Server) error {
 			continue
 		}
 		rows = append(rows, []string{
-			s.ServerID.String(), s.ModuleName, s.Version, p.status(s.Status), protocols,
+			s.ServerID.String(), s.ModuleName, s.Version, p.status(s.Status), p.availabilityCell(ratios, s.ServerID), protocols,
 			p.when(s.LastHeartbeatAt), p.when(s.RegisteredAt), s.TraceID,
 			p.dash(strings.Join(CapabilityKeys(s.CapabilityAdvertisement), ",")),
 		})

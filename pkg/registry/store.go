@@ -16,6 +16,7 @@ type Store interface {
 	Lifecycle
 	ServerReader
 	AuditReader
+	AvailabilityReader
 	FeedReader
 	Sweeper
 	// CursorKey returns the secret that seals cursors: the same for every

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -97,4 +98,13 @@ func padLines(lines []string, height int) string {
 		lines = append(lines, "")
 	}
 	return strings.Join(lines, "\n")
+}
+
+// percent is an available ratio as mcpctl and the web board show it
+// (output.Percent): three decimals and a percent sign; "-" when unknown.
+func percent(r *float64) string {
+	if r == nil {
+		return "-"
+	}
+	return strconv.FormatFloat(*r*100, 'f', 3, 64) + "%"
 }

@@ -15,6 +15,7 @@ const (
 	colMarker   = 2
 	colVersion  = 12
 	colStatus   = 14
+	colAvail    = 11
 	colLastBeat = 16
 	colChanged  = 12
 	minModule   = 12
@@ -22,7 +23,8 @@ const (
 )
 
 // serverTable is the list of servers with a cursor, one row each: module,
-// version, status, age of the last heartbeat, age of the last transition
+// version, status, the share of the last 24 hours it was available (as the
+// last list said), age of the last heartbeat, age of the last transition
 // the feed told of, protocols.
 type serverTable struct {
 	styles  styles
@@ -36,6 +38,9 @@ type serverTable struct {
 	module  int // width of the module column
 	now     time.Time
 	focused bool
+	// avail shows the availability column: the last list carried the
+	// ratios (an mcpd without GET /v1/mcp/availability does not).
+	avail bool
 }
 
 func newServerTable(st styles) serverTable {
@@ -73,9 +78,25 @@ func (t serverTable) Update(msg tea.Msg) (serverTable, tea.Cmd) {
 // SetSize sets the cells the table fills, its header line included.
 func (t *serverTable) SetSize(width, height int) {
 	t.width, t.height = width, height
-	rest := width - colMarker - colVersion - colStatus - colLastBeat - colChanged
+	rest := width - colMarker - colVersion - colStatus - t.availWidth() - colLastBeat - colChanged
 	t.module = min(max(rest*45/100, minModule), maxModule)
 	t.scroll()
+}
+
+// availWidth is the width of the availability column: 0 when hidden.
+func (t serverTable) availWidth() int {
+	if t.avail {
+		return colAvail
+	}
+	return 0
+}
+
+// ShowAvailability shows or hides the availability column.
+func (t *serverTable) ShowAvailability(show bool) {
+	if t.avail != show {
+		t.avail = show
+		t.SetSize(t.width, t.height)
+	}
 }
 
 // SetRows replaces the rows, keeping the cursor on the same server when it
@@ -132,9 +153,10 @@ func (t serverTable) View() string {
 	if t.height <= 0 {
 		return ""
 	}
-	protocols := max(t.width-colMarker-t.module-colVersion-colStatus-colLastBeat-colChanged, 0)
+	aw := t.availWidth()
+	protocols := max(t.width-colMarker-t.module-colVersion-colStatus-aw-colLastBeat-colChanged, 0)
 	head := fit("", colMarker) + fit("MODULE", t.module) + fit("VERSION", colVersion) +
-		fit("STATUS", colStatus) + fit("LAST HEARTBEAT", colLastBeat) + fit("CHANGED", colChanged) +
+		fit("STATUS", colStatus) + fit("AVAIL 24H", aw) + fit("LAST HEARTBEAT", colLastBeat) + fit("CHANGED", colChanged) +
 		fit("PROTOCOLS", protocols)
 	lines := []string{t.styles.header.Render(strings.TrimRight(head, " "))}
 	if len(t.rows) == 0 {
@@ -154,7 +176,7 @@ func (t serverTable) View() string {
 			status = t.styles.statusStyle(s.Status).Render(status)
 		}
 		row := fit(marker, colMarker) + fit(s.ModuleName, t.module-1) + " " + fit(s.Version, colVersion-1) + " " +
-			status + " " + fit(heartbeatAge(t.now, s), colLastBeat-1) + " " +
+			status + " " + availCell(s, aw) + fit(heartbeatAge(t.now, s), colLastBeat-1) + " " +
 			fit(changed(t.now, s.changedAt), colChanged-1) + " " + fit(strings.Join(s.SupportedProtocols, ", "), protocols)
 		row = strings.TrimRight(row, " ")
 		if selected {
@@ -163,4 +185,12 @@ func (t serverTable) View() string {
 		lines = append(lines, row)
 	}
 	return padLines(lines, t.height)
+}
+
+// availCell is a row's availability cell of width w (none when 0).
+func availCell(e *entry, w int) string {
+	if w == 0 {
+		return ""
+	}
+	return fit(percent(e.available), w-1) + " "
 }

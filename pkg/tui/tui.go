@@ -41,6 +41,9 @@ type Snapshot struct {
 	Servers []registry.Server
 	// Cursor is where to watch from: the first page's watch_cursor.
 	Cursor string
+	// Availability is each server's available ratio of the last 24 hours
+	// (GET /v1/mcp/availability); a server it lacks shows "-".
+	Availability map[uuid.UUID]*float64
 }
 
 // Options configures the board.
@@ -147,6 +150,9 @@ type entry struct {
 	// touch counts the events applied to it, so that a fetch that was
 	// overtaken by the feed does not roll its status back.
 	touch uint64
+	// available is its available ratio of the last 24 hours, from the last
+	// list; nil: not known.
+	available *float64
 }
 
 // feedState is the connection to the change feed.
@@ -295,7 +301,7 @@ func (m Model) listed(snap Snapshot) (tea.Model, tea.Cmd) {
 	m.byID = make(map[uuid.UUID]*entry, len(snap.Servers))
 	m.order = make([]*entry, 0, len(snap.Servers))
 	for _, s := range snap.Servers {
-		e := &entry{Server: s}
+		e := &entry{Server: s, available: snap.Availability[s.ServerID]}
 		if prev, ok := old[s.ServerID]; ok {
 			e.changedAt, e.touch = prev.changedAt, prev.touch
 		}
@@ -305,6 +311,7 @@ func (m Model) listed(snap Snapshot) (tea.Model, tea.Cmd) {
 	// The API lists by module name; sort anyway, so that the order of
 	// insertions below holds whatever the source.
 	slices.SortStableFunc(m.order, byModule)
+	m.table.ShowAvailability(snap.Availability != nil)
 	m.fetches = map[uuid.UUID]bool{}
 	m.derive()
 

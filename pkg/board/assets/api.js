@@ -74,7 +74,9 @@ export class API {
 //   onEvents(events)   a batch of audit events, in commit order
 //   onState(state, n)  'connecting', 'live' or 'reconnecting' (attempt n)
 //   onExpired()        410 (or 400): the position cannot be resumed; list again
-//   onAuth(err)        401 or 403: the token no longer serves
+//   onAuth(err)        401 or 403: the token no longer serves; also when
+//                      the token has expired before a reconnection (mcpd
+//                      ends a watch at its token's exp): ask for another
 export class Follower {
   constructor(api, cursor, callbacks) {
     this.api = api;
@@ -94,6 +96,14 @@ export class Follower {
   async run() {
     let attempt = 0;
     while (!this.stopped) {
+      // mcpd ends the stream when the token expires: reconnect with the
+      // token while it is valid, else ask for another rather than retry.
+      const exp = tokenExpiry(this.api.token);
+      if (exp && exp.getTime() <= Date.now()) {
+        this.stopped = true;
+        this.cb.onAuth(new APIError(401, { detail: `the token expired at ${exp.toLocaleString()}` }));
+        return;
+      }
       this.cb.onState(attempt === 0 ? 'connecting' : 'reconnecting', attempt);
       this.abort = new AbortController();
       try {

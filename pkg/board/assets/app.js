@@ -3,6 +3,7 @@
 
 import { API, APIError, Follower, tokenExpiry } from './api.js';
 import { Registry, STATUSES } from './model.js';
+import { Availability, bar, percent } from './avail.js';
 
 const TOKEN_KEY = 'mcpd.board.token';
 const PAGE_SIZE = 100;
@@ -90,6 +91,7 @@ class Session {
     this.skillsLog = null; // events received while the skills are listed
     this.fetching = new Set();
     this.ended = false;
+    this.avail = new Availability(this.api, this.abort.signal, () => render());
   }
 
   async start() {
@@ -371,7 +373,7 @@ function serverRow(s) {
     const link = h('a', { href: `#/server/${encodeURIComponent(s.server_id)}` });
     tr = h('tr', { dataset: { serverId: s.server_id } },
       h('th', { scope: 'row' }, link), h('td'), h('td'), h('td', { className: 'age' }), h('td'), h('td', { className: 'num' }),
-      h('td', { className: 'col-remotes remotes' }));
+      h('td', { className: 'col-remotes remotes' }), h('td', { className: 'num avail' }));
     tr.link = link;
     rowCache.set(s.server_id, tr);
   }
@@ -380,7 +382,9 @@ function serverRow(s) {
   const skills = sk ? `${sk[0]}/${sk[1]}` : '…';
   const protos = (s.supported_protocols || []).join(', ');
   const remotes = Array.isArray(s.remotes) ? s.remotes.map((x) => x.url).join('\n') : '';
-  const sig = [s.module_name, s.version, s.status, protos, skills, remotes].join('\u0000');
+  const ratio = session.avail.ratio(s.server_id);
+  const avail = ratio === undefined ? '…' : percent(ratio);
+  const sig = [s.module_name, s.version, s.status, protos, skills, remotes, avail].join('\u0000');
   if (tr.sig !== sig) {
     tr.sig = sig;
     tr.link.textContent = s.module_name;
@@ -391,6 +395,7 @@ function serverRow(s) {
     if (sk) c[5].setAttribute('aria-label', `${sk[0]} of ${sk[1]} skills available`);
     c[6].replaceChildren(...(Array.isArray(s.remotes) ? s.remotes.map((x) =>
       h('div', { className: 'remote', title: `${x.type} ${x.url}` }, x.url)) : []));
+    c[7].textContent = avail;
     tr.dataset.status = s.status;
   }
   tr.server = s;
@@ -458,6 +463,7 @@ function renderServers(params) {
   const slice = list.slice((page - 1) * PAGE_SIZE, page * PAGE_SIZE);
 
   const tbody = $('servers-table').tBodies[0];
+  session.avail.wantRatios(slice);
   const rows = slice.map(serverRow);
   const same = rows.length === tbody.rows.length && rows.every((r, i) => tbody.rows[i] === r);
   if (!same) {
@@ -562,6 +568,13 @@ function renderServer() {
       h('td', null, k.description || ''))) : [h('tr', null, h('td', { colSpan: 3, className: 'muted' }, v.skills ? 'No skills.' : 'Loading…'))]));
 
   $('server-caps').textContent = JSON.stringify(s.capability_advertisement || {}, null, 2);
+  const avail = session.avail.server(v.id, s.status);
+  const box = $('server-avail');
+  if (box.figures !== avail) {
+    box.figures = avail;
+    box.replaceChildren(avail ? bar(avail) : h('p', { className: 'muted' },
+      avail === null ? 'This mcpd could not say (GET …/availability failed).' : 'Loading…'));
+  }
 
   const events = (v.audit || []).concat(v.audit ? v.events : []);
   if (v.audit) {
@@ -599,6 +612,19 @@ function renderSkills(params) {
   const page = Math.min(pages, Math.max(1, parseInt(params.get('page') || '1', 10) || 1));
   const slice = groups.slice((page - 1) * PAGE_SIZE, page * PAGE_SIZE);
   tbody.replaceChildren(...slice.map((g) => h('tr', { className: g.available ? '' : 'missing', dataset: { skill: g.name } },
+    ...skillCells(g))));
+  empty.hidden = groups.length > 0;
+  empty.textContent = all.length ? 'No skill matches the filters.' : 'No skills are registered.';
+  $('skills-page-info').textContent = `${groups.length ? ((page - 1) * PAGE_SIZE + 1).toLocaleString() : 0}–${((page - 1) * PAGE_SIZE + slice.length).toLocaleString()} of ${groups.length.toLocaleString()}`;
+  $('skills-prev').disabled = page <= 1;
+  $('skills-next').disabled = page >= pages;
+  $('skills-prev').dataset.page = page - 1;
+  $('skills-next').dataset.page = page + 1;
+}
+
+function skillCells(g) {
+  const a = session.avail.skill(g.name);
+  return [
     h('th', { scope: 'row' }, g.name),
     h('td', null, h('span', { className: g.available ? 'yes' : 'no' },
       h('span', { className: 'icon', 'aria-hidden': 'true' }, g.available ? '✔' : '✖'),
@@ -607,14 +633,9 @@ function renderSkills(params) {
       href: `#/server/${encodeURIComponent(p.server.server_id)}`, className: `provider s-${p.server.status}`,
       title: `${p.server.module_name}: ${p.server.status}, skill ${p.skill.available ? 'available' : 'unavailable'}`,
     }, h('span', { className: 'icon', 'aria-hidden': 'true' }, STATUS_ICON[p.server.status]),
-    `${p.server.module_name} (${p.server.status})`))))));
-  empty.hidden = groups.length > 0;
-  empty.textContent = all.length ? 'No skill matches the filters.' : 'No skills are registered.';
-  $('skills-page-info').textContent = `${groups.length ? ((page - 1) * PAGE_SIZE + 1).toLocaleString() : 0}–${((page - 1) * PAGE_SIZE + slice.length).toLocaleString()} of ${groups.length.toLocaleString()}`;
-  $('skills-prev').disabled = page <= 1;
-  $('skills-next').disabled = page >= pages;
-  $('skills-prev').dataset.page = page - 1;
-  $('skills-next').dataset.page = page + 1;
+    `${p.server.module_name} (${p.server.status})`))),
+    h('td', { className: 'num avail', title: a ? `${a.outages.length} outages in the last 24h` : '' },
+      a ? percent(a.available_ratio) : (a === null ? '—' : '…'))];
 }
 
 // ---- wiring ---------------------------------------------------------------------

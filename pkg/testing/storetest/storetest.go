@@ -63,6 +63,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	all = append(all, pageBytesCases...)
 	all = append(all, remotesCases...)
 	all = append(all, catalogCases...)
+	all = append(all, availabilityCases...)
 	for _, c := range all {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -528,6 +528,14 @@ func (r *runner) mcpd(ctx context.Context) {
 	r.rep.add(Row{ID: "list_small_p99", Measure: fmt.Sprintf("e. GET /v1/mcp/servers, tenant of %d, limit %d: p99", r.cfg.Modules, r.cfg.Modules),
 		Value: millis(small.P99), Unit: unitMillis, Target: millis(targetListP99), Direction: AtMost,
 		Note: fmt.Sprintf("p50 %.2f ms, %d calls, %d errors", millis(small.P50), small.Calls, small.Errors)})
+	if avail, n, err := AvailabilityList(ctx, fleet.Client(1), r.cfg.ListDuration, r.cfg.MaxCalls); err != nil {
+		r.rep.fail("availability_list_p99", "e. GET /v1/mcp/availability", err)
+	} else {
+		r.rep.Details["availability_list"] = avail
+		r.rep.add(Row{ID: "availability_list_p99", Measure: fmt.Sprintf("e. GET /v1/mcp/availability, 24 h ratios of %d servers: p99", n),
+			Value: millis(avail.P99), Unit: unitMillis, Target: millis(targetAvailabilityListP99), Direction: AtMost,
+			Note: fmt.Sprintf("p50 %.2f ms, %d calls, %d errors", millis(avail.P50), avail.Calls, avail.Errors)})
+	}
 	if r.cfg.BigTenant > 0 {
 		big, err := NewTenantClient(m.URL, r.secret, BigTenantID())
 		if err != nil {

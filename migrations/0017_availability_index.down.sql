@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS mcp_audit_events_availability_idx;
