@@ -38,6 +38,7 @@ func TestQueryTextRefusedOnPostgreSQL(t *testing.T) {
 		}
 		h.want(t, http.StatusBadRequest, "name", http.MethodGet, "/v1/mcp/skills?name="+v, "", nil, "")
 		h.want(t, http.StatusBadRequest, "module_name", http.MethodGet, "/v1/mcp/servers?module_name="+v, "", nil, "")
+		h.want(t, http.StatusBadRequest, "name", http.MethodGet, "/v1/mcp/skills/"+v+"/availability", "", nil, "")
 	}
 	code, _, body := h.do(t, http.MethodGet, "/v0.1/servers?search=alen&updated_since=2026-01-01t00:00:00z", "", nil, nil)
 	if code != http.StatusOK || !strings.Contains(string(body), `"local.mcpd/calendar"`) {

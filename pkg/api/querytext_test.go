@@ -47,6 +47,8 @@ func TestQueryTextRefused(t *testing.T) {
 			{"/v1/mcp/audit?server_id=" + v, "server_id"},
 			{"/v1/mcp/audit?kind=" + v, "kind"},
 			{"/v1/mcp/servers?status=" + v, "status"},
+			{"/v1/mcp/skills/" + v + "/availability", "name"},
+			{"/v1/mcp/availability?server_ids=" + v, "server_ids"},
 		} {
 			wantProblem(t, b.get(t, c.path), http.StatusBadRequest, c.param)
 		}
