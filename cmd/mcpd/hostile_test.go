@@ -174,14 +174,21 @@ func TestHostileInput(t *testing.T) {
 			// encoding/json itself parses (10,000).
 			{"deep capabilities", `,"capability_advertisement":` + nested(registry.MaxCapabilityDepth+1), "capability_advertisement"},
 			{"very deep capabilities", `,"capability_advertisement":` + nested(20000), "capability_advertisement"},
+			// 9 KB that jsonb stores as 131 MB (1,000 numbers of 131,072
+			// digits): was a 201, and every read of it a 131 MB answer.
+			{"expanding numbers", `,"capability_advertisement":{"n":[1E131071` + strings.Repeat(",1E131071", 999) + `]}`,
+				"capability_advertisement"},
+			{"capabilities past 64 KiB", `,"capability_advertisement":{"x":"` + strings.Repeat("x", registry.MaxCapabilityBytes-8) + `"}`,
+				"capability_advertisement"},
 			{"line break in title", `,"title":"a\nb"`, "title"},
 			{"bidi override in description", `,"description":"\u202egnp.exe"`, "description"},
 		} {
 			h.want(t, http.StatusBadRequest, c.field, http.MethodPost, regPath, "", nil, registerJSON("nul", c.extra))
 		}
-		// Taken as they are: the largest body, the deepest nesting, odd text.
+		// Taken as they are: the largest advertisement (stored as
+		// {"x": "…"}, 9 bytes around the text), the deepest nesting, odd text.
 		deep := nested(registry.MaxCapabilityDepth)
-		big := strings.Repeat("x", api.MaxBodyBytes-200)
+		big := strings.Repeat("x", registry.MaxCapabilityBytes-9)
 		var skills []string
 		for i := range registry.MaxSkills {
 			skills = append(skills, fmt.Sprintf(`{"name":"%s-%03d"}`, strings.Repeat("s", 120), i))

@@ -35,7 +35,7 @@ func (h *handler) instrument(mux *http.ServeMux) http.Handler {
 		// No answer is to be read as anything but its Content-Type.
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		var span trace.Span
-		if h.tracer != nil {
+		if h.tracer != nil && !untraced(r.URL.Path) {
 			r, span = h.startSpan(r)
 		}
 		sw := &statusWriter{ResponseWriter: w, req: r}
@@ -157,6 +157,18 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// untraced reports whether a request to path gets no span: the probes and
+// the scrape (/healthz, /readyz, /metrics), every few seconds from every
+// prober, would otherwise be most of the traces and say nothing. Their
+// durations are in mcpd_http_request_duration_seconds.
+func untraced(path string) bool {
+	switch path {
+	case "/healthz", "/readyz", "/metrics":
+		return true
+	}
+	return false
+}
 
 // startSpan starts the request's server span, the child of the span its
 // traceparent names (or a new trace), and returns the request with it.

@@ -141,9 +141,15 @@ func (h *handler) parseRegistryQuery(r *http.Request, tenant uuid.UUID, list boo
 		if len(s) > 256 {
 			return rq, badRegistryQuery("search must be at most 256 bytes")
 		}
+		if reason := registry.TextProblem(s); reason != "" {
+			return rq, badRegistryQuery("search %s", reason)
+		}
 		rq.filter.Search = s
 	}
 	if s := q.Get("version"); s != "" && s != "latest" {
+		if reason := registry.TextProblem(s); reason != "" {
+			return rq, badRegistryQuery("version %s", reason)
+		}
 		rq.filter.Version = s
 	}
 	if s := q.Get("cursor"); s != "" {
@@ -164,19 +170,21 @@ func (h *handler) parseRegistryQuery(r *http.Request, tenant uuid.UUID, list boo
 	return rq, nil
 }
 
-// rfc3339RE is RFC 3339's date-time (section 5.6), with the upper-case T
-// and Z that time.Parse reads.
-var rfc3339RE = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T(\d{2}):(\d{2}):\d{2}(?:\.\d+)?(?:Z|[+-](\d{2}):(\d{2}))$`)
+// rfc3339RE is RFC 3339's date-time (section 5.6). Its T and Z may be
+// lower case (section 5.6, note on ABNF strings being case-insensitive).
+var rfc3339RE = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}[Tt](\d{2}):(\d{2}):\d{2}(?:\.\d+)?(?:[Zz]|[+-](\d{2}):(\d{2}))$`)
 
 // parseRFC3339 parses an RFC 3339 date-time. time.Parse alone also takes
-// what RFC 3339 does not: an offset hour of 24, an offset minute of 60, a
-// one-digit hour, a comma before the fraction.
+// what RFC 3339 does not (an offset of 24 hours or more, an offset minute of
+// 60, a one-digit hour, a comma before the fraction) and refuses what it
+// allows (a lower-case t or z).
 func parseRFC3339(s string) (time.Time, bool) {
 	m := rfc3339RE.FindStringSubmatch(s)
 	if m == nil || m[1] > "23" || m[2] > "59" || (m[3] != "" && (m[3] > "23" || m[4] > "59")) {
 		return time.Time{}, false
 	}
-	t, err := time.Parse(time.RFC3339Nano, s)
+	// Past the match, s holds digits, '-', ':', '.', '+' and its T and Z.
+	t, err := time.Parse(time.RFC3339Nano, strings.ToUpper(s))
 	return t, err == nil
 }
 

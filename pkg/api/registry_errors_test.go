@@ -19,6 +19,8 @@ func TestRegistryUpdatedSinceStrictRFC3339(t *testing.T) {
 		"2026-05-17T1:00:00Z", "2026-05-17T10:00:00,5Z", "2026-05-17T10:00:00.Z",
 		"2026-05-17T10:00:00+0200", "2026-05-17T10:00:00+02", "2026-05-17 10:00:00Z", "2026-05-17T10:00Z",
 		"2026-02-30T10:00:00Z", "2026-05-17T24:00:00Z", "+2026-05-17T10:00:00Z", "2026-05-17T10:00:00Z ",
+		"2026-05-17t10:00:00+24:00", "2026-05-17t10:00:00z ", "2026-05-17x10:00:00z", "2026-05-17T10:00:00Y",
+		"2026-05-17T10:00:00+99:00",
 	} {
 		resp := b.get(t, "/v0.1/servers?updated_since="+url.QueryEscape(s))
 		if resp.code != http.StatusBadRequest {
@@ -32,6 +34,8 @@ func TestRegistryUpdatedSinceStrictRFC3339(t *testing.T) {
 	for _, s := range []string{
 		"2026-05-17T10:00:00Z", "2026-05-17T10:00:00.123456789Z", "2026-05-17T10:00:00+23:59",
 		"2026-05-17T10:00:00-00:00", "2026-05-17T12:00:00+02:00", "2026-05-17T10:00:00.5-09:30",
+		// RFC 3339 section 5.6: "T" and "Z" may be lower case; was a 400.
+		"2026-05-17t10:00:00z", "2026-05-17t10:00:00Z", "2026-05-17T10:00:00.5z", "2026-05-17t12:00:00+02:00",
 	} {
 		if resp := b.get(t, "/v0.1/servers?updated_since="+url.QueryEscape(s)); resp.code != http.StatusOK {
 			t.Errorf("updated_since=%s: %d %s, want 200", s, resp.code, resp.body)

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -61,6 +63,12 @@ func (h *handler) register(w http.ResponseWriter, r *http.Request, claims auth.C
 		Skills:                  req.Skills,
 		Remotes:                 req.Remotes,
 		TraceID:                 requestTraceID(r),
+	}
+	// Stored without the whitespace it was sent with, by either store
+	// (jsonb drops it): registry.CapabilitySize counts none.
+	var compact bytes.Buffer
+	if c := req.CapabilityAdvertisement; len(c) > 0 && json.Compact(&compact, c) == nil {
+		info.CapabilityAdvertisement = compact.Bytes()
 	}
 	for _, f := range []struct {
 		name string

@@ -443,3 +443,33 @@ func TestRegisterServerJSONNote(t *testing.T) {
 		t.Fatalf("stderr %q, want the note on packages", got)
 	}
 }
+
+// TestRegisterServerJSONDuplicateKeys: a server.json that names a member
+// twice, or twice but for case, is a usage error (exit 2) naming it, as
+// the API refuses such a body. The second name was taken silently.
+func TestRegisterServerJSONDuplicateKeys(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ body, key string }{
+		{`{"name": "a/weather", "version": "1.0.0", "name": "a/other"}`, "name"},
+		{`{"name": "a/weather", "version": "1.0.0", "Version": "2.0.0"}`, "Version"},
+		{`{"name": "a/weather", "version": "1.0.0", "remotes": [{"type": "sse", "url": "https://a.example/sse"},
+			{"type": "sse", "url": "https://a.example/a", "url": "https://b.example/b"}]}`, "remotes[1].url"},
+		{`{"name": "a/weather", "version": "1.0.0", "packages": [{"x": {"k": 1, "k": 2}}]}`, "packages[0].x.k"},
+	} {
+		sj := writeFile(t, "dup.json", c.body)
+		cmd := newCmdRegister(testFactory(newTestIO(), nil), func(*registerOptions) error {
+			t.Fatal("runF reached")
+			return nil
+		})
+		err := execute(t, cmd, "--server-json", sj, "--protocol", "2025-06-18")
+		if err == nil || !asUsage(err) || !strings.Contains(err.Error(), c.key+" is given twice") {
+			t.Errorf("%s: %v, want a usage error naming %s", c.body, err, c.key)
+		}
+	}
+	ok := writeFile(t, "ok.json", `{"name": "a/weather", "version": "1.0.0", "remotes": [{"type": "sse", "url": "https://a.example/sse"},
+		{"type": "sse", "url": "https://a.example/a"}], "_meta": {"a": {"name": 1}, "b": {"name": 2}}}`)
+	cmd := newCmdRegister(testFactory(newTestIO(), nil), func(*registerOptions) error { return nil })
+	if err := execute(t, cmd, "--server-json", ok, "--protocol", "2025-06-18"); err != nil {
+		t.Fatalf("a server.json without duplicates: %v", err)
+	}
+}

@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/cyberos/mcpd/pkg/registry"
@@ -72,6 +74,11 @@ func (o *registerOptions) readServerJSON() error {
 	if err := json.Unmarshal(b, &sj); err != nil {
 		return usagef("--server-json %s: not a server.json object: %v", o.ServerJSON, err)
 	}
+	// encoding/json keeps the last of two members of one name, and matches
+	// names in any case: the API refuses both, and so does mcpctl.
+	if key := duplicateKey(b); key != "" {
+		return usagef("--server-json %s: %s is given twice (names are matched in any case)", o.ServerJSON, key)
+	}
 	module, ok := moduleFromServerName(sj.Name)
 	if !ok {
 		return usagef("--server-json %s: name %q: the part after the slash, lower-cased, must be a module name "+
@@ -112,4 +119,76 @@ func (o *registerOptions) readServerJSON() error {
 		o.RemoteList = append(o.RemoteList, registry.Remote{Type: r.Type, URL: r.URL})
 	}
 	return nil
+}
+
+// duplicateKey is the path (remotes[0].url) of the first member name of
+// the valid JSON text b that its object holds twice, also but for case
+// (Name and name); "" when there is none.
+func duplicateKey(b []byte) string {
+	type level struct {
+		path  string          // of the object or array
+		names map[string]bool // an object's names, folded; nil for an array
+		index int             // an array's next element
+		key   bool            // an object expects a name next
+	}
+	var stack []*level
+	dec := json.NewDecoder(bytes.NewReader(b))
+	// child is the path of the value that starts now, inside the top level.
+	child := func(name string) string {
+		if len(stack) == 0 {
+			return ""
+		}
+		top := stack[len(stack)-1]
+		if top.names == nil {
+			top.index++
+			return top.path + "[" + strconv.Itoa(top.index-1) + "]"
+		}
+		if top.path == "" {
+			return name
+		}
+		return top.path + "." + name
+	}
+	var name string // the member name whose value comes next
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		if len(stack) > 0 {
+			if top := stack[len(stack)-1]; top.names != nil && top.key {
+				if d, ok := tok.(json.Delim); ok && d == '}' {
+					stack = stack[:len(stack)-1]
+					if len(stack) > 0 && stack[len(stack)-1].names != nil {
+						stack[len(stack)-1].key = true // the object was a member's value
+					}
+					continue
+				}
+				name, _ = tok.(string)
+				folded := strings.ToLower(name)
+				if top.names[folded] {
+					return child(name)
+				}
+				top.names[folded], top.key = true, false
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			l := &level{path: child(name)}
+			if tok == json.Delim('{') {
+				l.names, l.key = map[string]bool{}, true
+			}
+			stack = append(stack, l)
+		case json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		default:
+			child(name) // a scalar: counts as an array's element
+		}
+		// After a value, an object expects its next name.
+		if len(stack) > 0 {
+			if top := stack[len(stack)-1]; top.names != nil && tok != json.Delim('{') {
+				top.key = true
+			}
+		}
+	}
 }

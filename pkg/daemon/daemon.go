@@ -338,6 +338,7 @@ func (d *Daemon) openVerifier() (*auth.Verifier, *devBanner, error) {
 			return nil, nil, err
 		}
 		demo.generated = d.secretFile != ""
+		demo.mcpctl = startedMcpctlCommand()
 	}
 	v, err := auth.LoadVerifier(secretFile, d.cfg.AuthJWKSFile)
 	if err != nil {

@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -50,9 +53,52 @@ type devBanner struct {
 	tenant     uuid.UUID
 	token      string
 	expires    time.Time
-	generated  bool // the secret file is this run's own, removed on exit
-	board      bool // the web board is served at /ui/
-	public     bool // the tenant is the public tenant of /v0.1
+	generated  bool   // the secret file is this run's own, removed on exit
+	board      bool   // the web board is served at /ui/
+	public     bool   // the tenant is the public tenant of /v0.1
+	mcpctl     string // how to run mcpctl where mcpd was started (mcpctlCommand)
+}
+
+// mcpctlCommand is how the banner tells to run mcpctl, as it works where
+// mcpd was started (exe its executable, dir the working directory,
+// lookPath exec.LookPath): from go run (mcpd's executable in the build
+// cache) in a clone, "go run ./cmd/mcpctl", as the README does; else
+// "mcpctl" when it is on the PATH; else the mcpctl beside mcpd's executable
+// (make build's bin/mcpctl, as ./bin/mcpctl from the clone); else, in a
+// clone, "go run ./cmd/mcpctl"; else "mcpctl".
+func mcpctlCommand(exe, dir string, lookPath func(string) (string, error)) string {
+	clone := isDir(filepath.Join(dir, "cmd", "mcpctl"))
+	if clone && strings.Contains(filepath.ToSlash(exe), "/go-build") {
+		return "go run ./cmd/mcpctl"
+	}
+	if _, err := lookPath("mcpctl"); err == nil {
+		return "mcpctl"
+	}
+	if exe != "" {
+		sibling := filepath.Join(filepath.Dir(exe), "mcpctl")
+		if fi, err := os.Stat(sibling); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			if rel, err := filepath.Rel(dir, sibling); err == nil && !strings.HasPrefix(rel, "..") {
+				return "./" + filepath.ToSlash(rel)
+			}
+			return sibling
+		}
+	}
+	if clone {
+		return "go run ./cmd/mcpctl"
+	}
+	return "mcpctl"
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}
+
+// startedMcpctlCommand is mcpctlCommand for this process.
+func startedMcpctlCommand() string {
+	exe, _ := os.Executable()
+	dir, _ := os.Getwd()
+	return mcpctlCommand(exe, dir, exec.LookPath)
 }
 
 // newDevBanner issues the demo token: for the tenant given, the public
@@ -80,6 +126,10 @@ func (b *devBanner) print(w io.Writer, baseURL string) {
 	if b.generated {
 		note = ", removed on exit"
 	}
+	mcpctl := b.mcpctl
+	if mcpctl == "" {
+		mcpctl = "mcpctl"
+	}
 	boardLine := ""
 	if b.board {
 		boardLine = "  board        " + baseURL + "/ui/ (paste the token to sign in)\n"
@@ -99,10 +149,10 @@ Try it:
 
   export MCPCTL_SERVER=%[1]s
   export MCPCTL_TOKEN=%[4]s
-  mcpctl register --module calendar --version 1.3.2 --protocol 2025-06-18 --skill search
-  mcpctl servers list
-  mcpctl watch
-  mcpctl token issue --tenant %[3]s --scope "%[5]s" --secret-file %[2]s
+  %[9]s register --module calendar --version 1.3.2 --protocol 2025-06-18 --skill search
+  %[9]s servers list
+  %[9]s watch
+  %[9]s token issue --tenant %[3]s --scope "%[5]s" --secret-file %[2]s
 
   curl -s -X POST %[1]s/v1/mcp/servers/register \
     -H "Authorization: Bearer $MCPCTL_TOKEN" -H 'Content-Type: application/json' \
@@ -112,7 +162,7 @@ Try it:
     -d '{"server_id":"SERVER_ID"}'
   curl -s -H "Authorization: Bearer $MCPCTL_TOKEN" %[1]s/v1/mcp/servers
 
-`, baseURL, b.secretFile, b.tenant, b.token, devScope, b.expires.Format(time.RFC3339), note, boardLine)
+`, baseURL, b.secretFile, b.tenant, b.token, devScope, b.expires.Format(time.RFC3339), note, boardLine, mcpctl)
 }
 
 // devCursorKey derives the cursor key of mcpd --dev from the operator's

@@ -38,7 +38,12 @@ var (
 	rulesFile     = filepath.Join("..", "..", "docs", "prometheus", "mcpd-rules.yml")
 	rulesTestFile = filepath.Join("..", "..", "docs", "prometheus", "mcpd-rules_test.yml")
 	dashboardFile = filepath.Join("..", "..", "docs", "grafana", "mcpd.json")
+	runbooksFile  = filepath.Join("..", "..", "docs", "prometheus", "runbooks.md")
 )
+
+// runbookBase is where the rules' runbook_url annotations point: the
+// sections of docs/prometheus/runbooks.md, by the alert's lower-cased name.
+const runbookBase = "https://github.com/cyberos/mcpd/blob/main/docs/prometheus/runbooks.md#"
 
 // installPromtool is how to install promtool.
 const installPromtool = "promtool not found: apt-get install prometheus"
@@ -248,6 +253,10 @@ func TestPrometheusRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	runbooks, err := os.ReadFile(runbooksFile)
+	if err != nil {
+		t.Fatal(err)
+	}
 	served := servedMetrics(t)
 	var alerts []string
 	for _, g := range rf.Groups {
@@ -258,10 +267,21 @@ func TestPrometheusRules(t *testing.T) {
 			if r.Labels["severity"] != "critical" && r.Labels["severity"] != "warning" {
 				t.Errorf("%s: severity %q, want critical or warning", r.Alert, r.Labels["severity"])
 			}
-			for _, k := range []string{"summary", "description", "runbook"} {
+			for _, k := range []string{"summary", "description", "runbook_url"} {
 				if strings.TrimSpace(r.Annotations[k]) == "" {
 					t.Errorf("%s: no %s annotation", r.Alert, k)
 				}
+			}
+			// The runbook is a section of the repository's runbooks page,
+			// linked as Prometheus' convention has it, not prose.
+			if _, ok := r.Annotations["runbook"]; ok {
+				t.Errorf("%s: a prose runbook annotation; give runbook_url", r.Alert)
+			}
+			if want := runbookBase + strings.ToLower(r.Alert); r.Annotations["runbook_url"] != want {
+				t.Errorf("%s: runbook_url %q, want %q", r.Alert, r.Annotations["runbook_url"], want)
+			}
+			if !regexp.MustCompile(`(?m)^## ` + r.Alert + `\n\n\S`).Match(runbooks) {
+				t.Errorf("%s: no section \"## %s\" in %s", r.Alert, r.Alert, runbooksFile)
 			}
 			// Every alert is unit-tested firing.
 			if !regexp.MustCompile(`alertname: ` + r.Alert + `\n\s+exp_alerts:\n\s+- exp_labels`).Match(tests) {

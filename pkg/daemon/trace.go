@@ -8,21 +8,26 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/tracing"
 )
 
 // monitorTracerName names the tracer of the sweep spans.
 const monitorTracerName = "github.com/cyberos/mcpd/pkg/registry"
 
-// sweepTracer returns the monitor's Trace hook: each sweep is the root span
-// of a trace of its own, "sweep", with the counts of its transitions by
-// status reached; nil when tracing is off.
+// sweepTracer returns the monitor's Trace hook: each sweep that changes
+// something (or fails) is the root span of a trace of its own, "sweep",
+// with the counts of its transitions by status reached; a sweep that
+// changes nothing is no trace (tracing.Idle). nil when tracing is off.
 func sweepTracer(tp trace.TracerProvider) func(context.Context) (context.Context, func([]registry.Event, error)) {
 	if tp == nil {
 		return nil
 	}
 	tracer := tp.Tracer(monitorTracerName)
 	return func(ctx context.Context) (context.Context, func([]registry.Event, error)) {
-		ctx, span := tracer.Start(ctx, "sweep", trace.WithNewRoot())
+		// Droppable: a sweep that changes nothing (most of them, every
+		// --monitor-period) is no trace at all, statements included.
+		ctx, span := tracer.Start(ctx, "sweep", trace.WithNewRoot(),
+			trace.WithAttributes(tracing.Droppable.Bool(true)))
 		return ctx, func(transitions []registry.Event, err error) {
 			var degraded, unhealthy int
 			for _, ev := range transitions {
@@ -41,6 +46,8 @@ func sweepTracer(tp trace.TracerProvider) func(context.Context) (context.Context
 			if err != nil {
 				span.RecordError(err)
 				span.SetStatus(codes.Error, "sweep failed")
+			} else if len(transitions) == 0 {
+				span.SetAttributes(tracing.Idle.Bool(true))
 			}
 			span.End()
 		}

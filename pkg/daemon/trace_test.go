@@ -49,6 +49,8 @@ var spanAttrs = []string{"http.route", "http.response.status_code", "db.system.n
 // child of its request, each sweep is a trace with its counts, an alert
 // delivery's traceparent reaches the webhook, no token or capability
 // payload is in any attribute, and the last spans are flushed at stop.
+// /metrics, /healthz and /readyz have no spans, and a sweep that changes
+// nothing is no trace (issue 33: each was a trace of its own).
 func TestTracesReachTheCollector(t *testing.T) {
 	rcv := otlptest.NewReceiver(true)
 	defer rcv.Close()
@@ -149,6 +151,18 @@ func TestTracesReachTheCollector(t *testing.T) {
 	// Silent: the sweeps turn it degraded, then unhealthy, which the
 	// webhook is told.
 	testwait.Eventually(t, "the unhealthy alert at the webhook", func() bool { return len(hooked()) > 0 })
+	// Probes and scrapes: no spans. Sweeps that change nothing, every 50 ms
+	// from now on: no traces.
+	for range 3 {
+		for _, path := range []string{"/metrics", "/healthz", "/readyz"} {
+			resp, err := http.Get("http://" + d.Addr() + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // six idle sweeps at least
 	if err := d.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -177,6 +191,20 @@ func TestTracesReachTheCollector(t *testing.T) {
 		}
 		t.Fatalf("no span %s among %d", what, len(spans))
 		return otlptest.Span{}
+	}
+
+	// No span for the probes and the scrape; no trace for a sweep that
+	// changed nothing, nor for its statements (a span whose parent was
+	// not exported). Before, each was a trace of its own.
+	for _, s := range spans {
+		switch {
+		case s.Attrs["url.path"] == "/metrics" || s.Attrs["url.path"] == "/healthz" || s.Attrs["url.path"] == "/readyz":
+			t.Errorf("a span %q for %s", s.Name, s.Attrs["url.path"])
+		case s.Name == "sweep" && s.Attrs["mcpd.sweep.transitions"] == "0" && !s.Error:
+			t.Errorf("a trace of a sweep that changed nothing: %v", s.Attrs)
+		case s.ParentSpanID != "" && s.TraceID != callerTrace && byID[s.ParentSpanID].SpanID == "":
+			t.Errorf("span %q: its parent %s was not exported", s.Name, s.ParentSpanID)
+		}
 	}
 
 	// The registration continues the caller's trace, as the server's trace_id.

@@ -35,6 +35,9 @@ const (
 	// MaxCapabilityDepth bounds how deep a capability advertisement nests
 	// objects and arrays, the advertisement itself being the first level.
 	MaxCapabilityDepth = 32
+	// MaxCapabilityBytes bounds a capability advertisement as it is stored
+	// and answered (CapabilitySize), not as it was sent.
+	MaxCapabilityBytes = 64 << 10
 )
 
 // PublishedProtocols are the MCP revisions published when this build was
@@ -101,6 +104,10 @@ func (info ServerInfo) Validate() error {
 		}
 		if reason := unstorableNumbers(c); reason != "" {
 			return &FieldError{"capability_advertisement", reason}
+		}
+		if n := CapabilitySize(c, MaxCapabilityBytes); n > MaxCapabilityBytes {
+			return &FieldError{"capability_advertisement", fmt.Sprintf("must be at most %d bytes as stored and "+
+				"answered (each number written out in full: 1E1000 is 1,001 digits), is more than that", MaxCapabilityBytes)}
 		}
 	}
 	if len(info.Skills) > MaxSkills {
@@ -242,6 +249,12 @@ const (
 	reasonSurrogate = "must be valid Unicode: it holds a lone surrogate escape (\\ud800-\\udfff without its pair)"
 )
 
+// TextProblem says why s cannot be a string that reaches the store (a
+// query's filter, a name): PostgreSQL's text takes valid UTF-8 without NUL
+// only, so invalid UTF-8 (also an overlong encoding such as C0 80) or NUL
+// would be its error, not an answer. "" when s can be one.
+func TextProblem(s string) string { return unstorableText(s) }
+
 // unstorableText says why PostgreSQL cannot store s as text; "" when it can.
 func unstorableText(s string) string {
 	switch {
@@ -312,6 +325,97 @@ func jsonDepth(raw []byte) int {
 		}
 	}
 	return deepest
+}
+
+// CapabilitySize is how many bytes the valid JSON text raw, whose numbers
+// PostgreSQL's numeric can hold, takes at most as it is stored and
+// answered, by either store: whitespace aside (the API compacts an
+// advertisement), each number and string at the longer of its form as sent
+// and its form as jsonb writes it back (each number in full, 1E3 as 1000
+// and 1e-3 as 0.001; escapes read and written again), with each '<', '>',
+// '&', U+2028 and U+2029 of a string at the six bytes of the escape that
+// the JSON of an answer writes, and a space after each ':' and ',' (as
+// jsonb writes them). It stops counting past limit (limit < 0: never), so
+// that a number of 131,072 digits costs one subtraction.
+func CapabilitySize(raw []byte, limit int) int {
+	size := 0
+	for i := 0; i < len(raw) && (limit < 0 || size <= limit); i++ {
+		switch c := raw[i]; {
+		case c == '"':
+			j := i + 1
+			for ; j < len(raw) && raw[j] != '"'; j++ {
+				if raw[j] == '\\' {
+					j++
+				}
+			}
+			size += stringSize(raw[i : j+1])
+			i = j
+		case c == ':' || c == ',':
+			size += 2
+		case c == '-' || (c >= '0' && c <= '9'):
+			j := i
+			for j < len(raw) && strings.IndexByte("0123456789+-.eE", raw[j]) >= 0 {
+				j++
+			}
+			size += max(j-i, numberSize(string(raw[i:j])))
+			i = j - 1
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		default: // brackets and the letters of true, false and null
+			size++
+		}
+	}
+	return size
+}
+
+// stringSize is the size of the JSON string lit (quotes included) as sent
+// or as jsonb and then an answer write it (escapes read, the text escaped
+// again), whichever is longer.
+func stringSize(lit []byte) int {
+	var s string
+	if json.Unmarshal(lit, &s) != nil {
+		return len(lit)
+	}
+	n := 2
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\' || r == '\b' || r == '\f' || r == '\n' || r == '\r' || r == '\t':
+			n += 2
+		case r < 0x20, r == '<', r == '>', r == '&', r == '\u2028', r == '\u2029':
+			n += 6
+		default:
+			n += utf8.RuneLen(r)
+		}
+	}
+	return max(n, len(lit))
+}
+
+// numberSize is the length of the JSON number num as PostgreSQL's numeric
+// writes it: without an exponent, a sign unless it is zero, the digits
+// before the point from the first that is not zero (at least one), a point
+// and the scale's digits when the scale (the digits after the point less
+// the exponent) is above 0.
+func numberSize(num string) int {
+	n := 0
+	if strings.HasPrefix(num, "-") {
+		n, num = 1, num[1:]
+	}
+	mant, exp, hasExp := strings.Cut(num, "e")
+	if !hasExp {
+		mant, exp, _ = strings.Cut(mant, "E")
+	}
+	e, _ := strconv.Atoi(exp) // bounded by unstorableNumber
+	whole, frac, _ := strings.Cut(mant, ".")
+	digits := whole + frac
+	lead := 1
+	if first := strings.IndexFunc(digits, func(r rune) bool { return r != '0' }); first >= 0 {
+		lead = max(1, len(whole)+e-first)
+	} else {
+		n = 0 // a zero has no sign
+	}
+	if scale := len(frac) - e; scale > 0 {
+		return n + lead + 1 + scale
+	}
+	return n + lead
 }
 
 // What PostgreSQL's numeric, the type of a jsonb number, holds: digits up

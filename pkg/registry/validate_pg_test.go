@@ -1,9 +1,12 @@
 package registry_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -24,7 +27,7 @@ func TestValidateMatchesPostgreSQL(t *testing.T) {
 	// each cast in a savepoint so that a refused one does not end it.
 	tx := pgtest.AppTx(t)
 	ctx := context.Background()
-	stores := func(sql, v string) bool {
+	stored := func(sql, v string) (string, bool) {
 		t.Helper()
 		sp, err := tx.Begin(ctx)
 		if err != nil {
@@ -35,6 +38,11 @@ func TestValidateMatchesPostgreSQL(t *testing.T) {
 		if err := sp.Rollback(ctx); err != nil {
 			t.Fatalf("roll back to the savepoint: %v", err)
 		}
+		return out, ok
+	}
+	stores := func(sql, v string) bool {
+		t.Helper()
+		_, ok := stored(sql, v)
 		return ok
 	}
 	for _, caps := range []string{
@@ -69,13 +77,17 @@ func TestValidateMatchesPostgreSQL(t *testing.T) {
 			t.Errorf("capabilities %q: Validate accepts %t, PostgreSQL stores %t", caps, valid, pg)
 		}
 	}
+	// A number PostgreSQL stores is taken when it is stored within
+	// MaxCapabilityBytes: 1e131071 is stored, as 131,072 digits.
 	for _, num := range outOfRangeCandidates() {
 		caps := `{"n":[` + num + `]}`
 		info := validInfo()
 		info.CapabilityAdvertisement = json.RawMessage(caps)
 		valid := info.Validate() == nil
-		if pg := stores(`SELECT $1::text::jsonb::text`, caps); valid != pg {
-			t.Errorf("capabilities with the number %.40q (%d bytes): Validate accepts %t, PostgreSQL stores %t", num, len(num), valid, pg)
+		text, pg := stored(`SELECT $1::text::jsonb::text`, caps)
+		if pg = pg && len(text) <= registry.MaxCapabilityBytes; valid != pg {
+			t.Errorf("capabilities with the number %.40q (%d bytes): Validate accepts %t, PostgreSQL stores %t (%d bytes)",
+				num, len(num), valid, pg, len(text))
 		}
 	}
 	for _, name := range []string{"a", "é😀", "a\x00b", "a\xff", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\uFFFD", "\u2028"} {
@@ -101,5 +113,96 @@ func outOfRangeCandidates() []string {
 		"0." + strings.Repeat("9", 20000), "1" + strings.Repeat("0", 131071), "1" + strings.Repeat("0", 131072),
 		strings.Repeat("0", 200000) + "1" + "e131071", "1" + strings.Repeat("0", 131071) + "e-1",
 		"10e131070", "10e131071", "0.1e131072", "0.1e131073", "100000e-16383", "100000e-16384",
+	}
+}
+
+// TestCapabilitySizeIsWhatPostgreSQLStores: CapabilitySize is the length of
+// the advertisement as jsonb writes it back (numbers in full, spaces after
+// ':' and ','), and Validate takes an advertisement exactly when that is at
+// most MaxCapabilityBytes. A 9,112-byte registration of 1,000 numbers
+// 1E131071 was stored as 131 MB, and every read of it answered as much.
+func TestCapabilitySizeIsWhatPostgreSQLStores(t *testing.T) {
+	t.Parallel()
+	tx := pgtest.AppTx(t)
+	ctx := context.Background()
+	pgText := func(caps string) string {
+		t.Helper()
+		var out string
+		if err := tx.QueryRow(ctx, `SELECT $1::text::jsonb::text`, caps).Scan(&out); err != nil {
+			t.Fatalf("%.80s: %v", caps, err)
+		}
+		return out
+	}
+	// Exactly what PostgreSQL stores, when each number and string is sent
+	// no longer than jsonb writes it.
+	for _, caps := range []string{
+		`{}`, `{"a":1}`, ` { "a" : [ 1 , 2 , {"b":null} ] , "c":true, "d":false } `,
+		`{"n":[0,1,-1.5,1e3,1E+3,1e-3,0.0,1e2,0.0001,-0.5,12345678901234567890,1e-2]}`,
+		`{"s":"\\ \" \t\n\r\u0001\u001f é 😀"}`,
+		`{"a":{"b":{"c":[[[]]],"d":{}}}}`,
+		`{"n":1E1000}`, `{"n":-1E-1000}`, `{"n":[1E131071]}`, `{"n":[1e-16383]}`,
+	} {
+		if got, text := registry.CapabilitySize([]byte(caps), -1), pgText(caps); got != len(text) {
+			t.Errorf("%.60s: CapabilitySize %d, PostgreSQL stores %d bytes", caps, got, len(text))
+		}
+	}
+	// At least what PostgreSQL stores, and what was sent, compacted.
+	for _, caps := range []string{
+		`{"n":[-0,100e-2,0.000e2,0e-5,1.0000e0,-0.0,123.456e-2,1.50e1,10e-1,0e5]}`,
+		`{"s":"\u00e9\u0041\/\ud83d\ude00\u007f"}`,
+		`{"dup":1,"dup":2}`,
+	} {
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, []byte(caps)); err != nil {
+			t.Fatal(err)
+		}
+		if got, text := registry.CapabilitySize([]byte(caps), -1), pgText(caps); got < len(text) || got < compact.Len() {
+			t.Errorf("%.60s: CapabilitySize %d, PostgreSQL stores %d bytes, sent %d", caps, got, len(text), compact.Len())
+		}
+	}
+	// On both sides of the bound, in each shape: a number's digits, a
+	// string, many small numbers, many keys.
+	shapes := map[string]func(k int) string{
+		"exponent": func(k int) string { return `{"n":1E` + strconv.Itoa(k) + `}` },
+		"fraction": func(k int) string { // 16,383 digits at most after the point: five numbers
+			return `{"a":[` + strings.Repeat("1E-16000,", 4) + `1E-` + strconv.Itoa(max(1, k-60000)) + `]}`
+		},
+		"string": func(k int) string { return `{"s":"` + strings.Repeat("x", k) + `"}` },
+		"array":  func(k int) string { return `{"a":[1` + strings.Repeat(",1", k) + `]}` },
+		"keys": func(k int) string {
+			var b strings.Builder
+			b.WriteString(`{"k":"` + strings.Repeat("x", k%20) + `"`)
+			for i := range k / 20 {
+				fmt.Fprintf(&b, `,"%08d":"12345"`, i)
+			}
+			return b.String() + "}"
+		},
+	}
+	for name, shape := range shapes {
+		var took, refused bool
+		for k := 16000; k < 70000 && !(took && refused); k += 1 {
+			caps := shape(k)
+			n := len(pgText(caps))
+			if n < registry.MaxCapabilityBytes-3 {
+				k += max(0, (registry.MaxCapabilityBytes-3-n)/4) // approach the bound faster
+				continue
+			}
+			info := validInfo()
+			info.CapabilityAdvertisement = json.RawMessage(caps)
+			err := info.Validate()
+			if (err == nil) != (n <= registry.MaxCapabilityBytes) {
+				t.Fatalf("%s k=%d: stored as %d bytes, Validate: %v", name, k, n, err)
+			}
+			if err != nil && !strings.HasPrefix(err.Error(), "capability_advertisement:") {
+				t.Fatalf("%s k=%d: %v does not name capability_advertisement", name, k, err)
+			}
+			took, refused = took || err == nil, refused || err != nil
+			if n > registry.MaxCapabilityBytes+3 {
+				break
+			}
+		}
+		if !took || !refused {
+			t.Errorf("%s: never reached both sides of the bound (took %t, refused %t)", name, took, refused)
+		}
 	}
 }

@@ -60,7 +60,8 @@ func Enabled(getenv func(string) string) bool {
 // OTEL_TRACES_SAMPLER_ARG; default parent-based, always on), the batch
 // processor (OTEL_BSP_*) and the resource (OTEL_SERVICE_NAME,
 // OTEL_RESOURCE_ATTRIBUTES) are read by the SDK from the process
-// environment, as its documentation describes.
+// environment, as its documentation describes. A trace whose root span
+// starts Droppable and ends Idle is not exported at all.
 //
 // The SDK reports what it cannot export through OpenTelemetry's one
 // process-wide error handler; New points it at logger (warn level), so the
@@ -90,7 +91,9 @@ func New(ctx context.Context, getenv func(string) string, logger *slog.Logger) (
 		_ = exp.Shutdown(ctx)
 		return nil, fmt.Errorf("trace resource: %w", err)
 	}
-	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	sdk := sdktrace.NewTracerProvider(
+		sdktrace.WithSpanProcessor(newIdleFilter(sdktrace.NewBatchSpanProcessor(exp))),
+		sdktrace.WithResource(res))
 	return &Provider{sdk: sdk}, nil
 }
 

@@ -446,7 +446,18 @@ function renderServers(params) {
     b.setAttribute('aria-pressed', String(st === status));
   });
 
-  const list = reg.filtered(status, module);
+  // By status then name unless sort=name: a server that needs a look is
+  // on the first page. The Module and Status headings switch.
+  const sort = params.get('sort') === 'name' ? 'name' : 'status';
+  const list = reg.filtered(status, module, sort);
+  for (const [id, by] of [['sort-name', 'name'], ['sort-status', 'status']]) {
+    const th = $(id).closest('th');
+    if (by === sort) th.setAttribute('aria-sort', 'ascending');
+    else th.removeAttribute('aria-sort');
+    $(id).setAttribute('aria-pressed', String(by === sort));
+  }
+  $('servers-order').textContent = sort === 'name' ? 'ordered by module name'
+    : 'ordered by status (unhealthy, degraded, healthy, deregistered), then module name';
   const pages = Math.max(1, Math.ceil(list.length / PAGE_SIZE));
   const page = Math.min(pages, Math.max(1, parseInt(params.get('page') || '1', 10) || 1));
   const slice = list.slice((page - 1) * PAGE_SIZE, page * PAGE_SIZE);
@@ -688,7 +699,19 @@ function init() {
     history.replaceState(null, '', filteredHash('servers', p));
     renderNow();
   });
-  $('clear-filters').addEventListener('click', () => setParams('servers', new URLSearchParams()));
+  $('clear-filters').addEventListener('click', () => {
+    const p = new URLSearchParams();
+    p.set('sort', parseRoute().params.get('sort') || '');
+    setParams('servers', p);
+  });
+  for (const [id, by] of [['sort-name', 'name'], ['sort-status', '']]) {
+    $(id).addEventListener('click', () => {
+      const p = parseRoute().params;
+      p.set('sort', by);
+      p.delete('page');
+      setParams('servers', p);
+    });
+  }
   for (const [id, v] of [['prev-page', 'servers'], ['next-page', 'servers'], ['skills-prev', 'skills'], ['skills-next', 'skills']]) {
     $(id).addEventListener('click', (e) => {
       const p = parseRoute().params;

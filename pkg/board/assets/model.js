@@ -10,15 +10,28 @@ function byModule(a, b) {
   return a.module_name < b.module_name ? -1 : a.module_name > b.module_name ? 1 : 0;
 }
 
+// The servers table's default order, as the TUI's status sort: those that
+// need a look first (unhealthy, degraded, healthy, deregistered), then by
+// module name.
+const STATUS_RANK = { unhealthy: 0, degraded: 1, healthy: 2, deregistered: 3 };
+
+function byStatus(a, b) {
+  return ((STATUS_RANK[a.status] ?? 4) - (STATUS_RANK[b.status] ?? 4)) || byModule(a, b);
+}
+
 export class Registry {
   constructor() {
     this.servers = new Map(); // server_id -> server object
     this.order = []; // server objects ordered by module_name
     this.skills = null; // server_id -> [skill]; null until listed
     this.hasRemotes = false;
+    this.version = 0; // counts the changes that may reorder the servers
+    this.byStatus = null; // this.order by status, of this.byStatusVersion
+    this.byStatusVersion = -1;
   }
 
   setServers(list) {
+    this.version++;
     this.servers = new Map();
     this.order = list.slice().sort(byModule);
     this.hasRemotes = false;
@@ -45,6 +58,7 @@ export class Registry {
 
   // upsert puts a full server object in, keeping its place in the order.
   upsert(s) {
+    this.version++;
     const old = this.servers.get(s.server_id);
     if (Array.isArray(s.remotes)) this.hasRemotes = true;
     if (old) {
@@ -67,6 +81,7 @@ export class Registry {
   // object must be fetched (a registration changes what events do not
   // carry: capabilities, skills, remotes).
   apply(ev) {
+    this.version++;
     const b = ev.body || {};
     let s = this.servers.get(ev.server_id);
     let fetch = ev.kind === 'mcp.server.registered';
@@ -128,10 +143,22 @@ export class Registry {
     return c;
   }
 
-  filtered(status, module) {
+  // filtered returns the servers of a status and a part of a module name
+  // (either may be empty), by status then name (sort 'status') or by name
+  // (sort 'name').
+  filtered(status, module, sort) {
     const m = (module || '').toLowerCase();
-    if (!status && !m) return this.order;
-    return this.order.filter((s) => (!status || s.status === status) && (!m || s.module_name.includes(m)));
+    const byName = sort === 'name' || !!status; // one status: the name decides
+    if (!m) {
+      if (byName) return status ? this.order.filter((s) => s.status === status) : this.order;
+      if (this.byStatusVersion !== this.version) {
+        this.byStatus = this.order.slice().sort(byStatus);
+        this.byStatusVersion = this.version;
+      }
+      return this.byStatus;
+    }
+    const list = this.order.filter((s) => (!status || s.status === status) && s.module_name.includes(m));
+    return byName ? list : list.sort(byStatus);
   }
 
   // skillCounts returns [available, total] of a server, or null before the

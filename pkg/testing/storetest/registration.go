@@ -269,15 +269,18 @@ func capabilitiesAndProtocols(e *env) {
 }
 
 // Both stores take every advertisement that Validate accepts, numbers at
-// the edge of PostgreSQL's numeric included, and Validate refuses those
-// past it (1e131072 was a 500 on PostgreSQL and a 201 on the memory store).
+// the edge of PostgreSQL's numeric and of MaxCapabilityBytes included, and
+// keep it within MaxCapabilityBytes; Validate refuses those past either
+// (1e131072 was a 500 on PostgreSQL and a 201 on the memory store;
+// 1e131071, 8 bytes, was stored by jsonb as 131,072 digits).
 func capabilityNumbersAtTheLimits(e *env) {
 	for i, c := range []struct {
 		num   string
 		valid bool
 	}{
-		{"1e131071", true}, {"-9.999e131071", true}, {"1e-16383", true}, {"0e999999", true},
-		{"0." + strings.Repeat("7", 16383), true}, {"1" + strings.Repeat("0", 131071), true},
+		{"1e65000", true}, {"-9.999e65000", true}, {"1e-16383", true}, {"0e999999", true},
+		{"0." + strings.Repeat("7", 16383), true}, {"1" + strings.Repeat("0", 65000), true},
+		{"1e131071", false}, {"-9.999e131071", false}, {"1" + strings.Repeat("0", 131071), false}, {"1e65536", false},
 		{"1e131072", false}, {"-1e999999", false}, {"1e-999999", false}, {"1e-16384", false},
 		{"0." + strings.Repeat("0", 20000), false}, {"0e1073741823", false},
 	} {
@@ -294,8 +297,12 @@ func capabilityNumbersAtTheLimits(e *env) {
 		if err != nil {
 			e.t.Fatalf("number %.30q (%d bytes): Validate = %v, want nil", c.num, len(c.num), err)
 		}
-		if _, _, _, err := e.store.Register(e.ctx, e.tenant, info); err != nil {
+		srv, _, _, err := e.store.Register(e.ctx, e.tenant, info)
+		if err != nil {
 			e.t.Fatalf("number %.30q (%d bytes): Validate accepts it, the store refuses: %v", c.num, len(c.num), err)
+		}
+		if n := len(e.server(srv.ServerID).CapabilityAdvertisement); n > registry.MaxCapabilityBytes {
+			e.t.Fatalf("number %.30q (%d bytes): stored as %d bytes, past %d", c.num, len(c.num), n, registry.MaxCapabilityBytes)
 		}
 	}
 }
