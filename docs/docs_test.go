@@ -69,6 +69,36 @@ func TestArchitectureNamesExist(t *testing.T) {
 	}
 }
 
+// located is Go names followed by the file they are in, as the notes
+// write them: `Hub.Sink` (`pkg/feed/version.go`), or `A`, `B` (`a/b.go`).
+var located = regexp.MustCompile("((?:`[A-Za-z_][A-Za-z0-9_.]*`,\\s+)*`[A-Za-z_][A-Za-z0-9_.]*`)\\s+\\(`([^`]+/[^`/]+\\.go)`")
+
+// TestArchitectureNamesWhereSaid fails when docs/architecture.md places a
+// Go name in a file that does not declare it, so that a name moved to
+// another file (or never there) does not send a reader to the wrong one.
+func TestArchitectureNamesWhereSaid(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, m := range located.FindAllStringSubmatch(string(doc), -1) {
+		path := m[2]
+		names := map[string]bool{}
+		if err := declare(fset, filepath.Join("..", path), names); err != nil {
+			t.Errorf("architecture.md places %s in %s: %v", m[1], path, err)
+			continue
+		}
+		for _, name := range backticked.FindAllStringSubmatch(m[1], -1) {
+			parts := strings.Split(name[1], ".")
+			if last := parts[len(parts)-1]; !names[last] {
+				t.Errorf("architecture.md places %s in %s, which does not declare %s", name[1], path, last)
+			}
+		}
+	}
+}
+
 // declarations returns every name declared in the repository's Go files
 // (packages, functions, methods, types, fields, interface methods, values)
 // and every file's base name.
@@ -90,37 +120,43 @@ func declarations(t *testing.T, root string) (names, bases map[string]bool) {
 		if !strings.HasSuffix(p, ".go") {
 			return nil
 		}
-		f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		names[f.Name.Name] = true
-		ast.Inspect(f, func(n ast.Node) bool {
-			switch n := n.(type) {
-			case *ast.FuncDecl:
-				names[n.Name.Name] = true
-			case *ast.TypeSpec:
-				names[n.Name.Name] = true
-			case *ast.ValueSpec:
-				for _, id := range n.Names {
-					names[id.Name] = true
-				}
-			case *ast.Field:
-				for _, id := range n.Names {
-					names[id.Name] = true
-				}
-			case *ast.BasicLit:
-				// A name the code spells as a string: an alert name.
-				if s, err := strconv.Unquote(n.Value); n.Kind == token.STRING && err == nil {
-					names[s] = true
-				}
-			}
-			return true
-		})
-		return nil
+		return declare(fset, p, names)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return names, bases
+}
+
+// declare adds to names every name declared in the Go file p, as
+// declarations describes them.
+func declare(fset *token.FileSet, p string, names map[string]bool) error {
+	f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
+	if err != nil {
+		return err
+	}
+	names[f.Name.Name] = true
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.FuncDecl:
+			names[n.Name.Name] = true
+		case *ast.TypeSpec:
+			names[n.Name.Name] = true
+		case *ast.ValueSpec:
+			for _, id := range n.Names {
+				names[id.Name] = true
+			}
+		case *ast.Field:
+			for _, id := range n.Names {
+				names[id.Name] = true
+			}
+		case *ast.BasicLit:
+			// A name the code spells as a string: an alert name.
+			if s, err := strconv.Unquote(n.Value); n.Kind == token.STRING && err == nil {
+				names[s] = true
+			}
+		}
+		return true
+	})
+	return nil
 }

@@ -71,11 +71,9 @@ func startSkewedReplica(t *testing.T, databaseURL string, secret []byte, clock c
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	monitored := make(chan struct{})
-	go func() {
-		defer close(monitored)
-		_ = mon.Run(ctx)
-	}()
+	if err := mon.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		sctx, scancel := context.WithTimeout(context.Background(), pollCap)
 		defer scancel()
@@ -86,7 +84,9 @@ func startSkewedReplica(t *testing.T, databaseURL string, secret []byte, clock c
 			t.Errorf("serve: %v", err)
 		}
 		cancel()
-		<-monitored
+		if err := mon.Stop(context.Background()); err != nil {
+			t.Errorf("stop the skewed replica's monitor: %v", err)
+		}
 		store.Close()
 		pool.Close()
 		if t.Failed() {

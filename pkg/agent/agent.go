@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/cyberos/mcpd/pkg/apiwire"
+	"github.com/cyberos/mcpd/pkg/backoff"
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/mcpinspect"
 	"github.com/cyberos/mcpd/pkg/registry"
@@ -624,7 +625,7 @@ func (a *Agent) dropSession() {
 // server that comes back is connected to, and heartbeated, within one.
 func (a *Agent) scheduleReconnect() {
 	a.restarts++
-	wait := client.RetryWait(nil, backoff(a.opts.RestartMin, a.opts.RestartMax, a.restarts), a.opts.Jitter, a.interval, a.draw())
+	wait := client.RetryWait(nil, backoff.Exponential(a.opts.RestartMin, a.opts.RestartMax, a.restarts), a.opts.Jitter, a.interval, a.draw())
 	a.reconnectAt = a.clock.Now().Add(wait)
 }
 
@@ -639,7 +640,7 @@ func (a *Agent) heartbeatDelay() time.Duration { return a.jitter(a.interval) }
 // a fleet refused at once does not retry at once, and never more than the
 // heartbeat interval.
 func (a *Agent) retryDelay() time.Duration {
-	return client.RetryWait(a.callErr, backoff(a.opts.RetryMin, a.opts.RetryMax, max(1, a.callFails)),
+	return client.RetryWait(a.callErr, backoff.Exponential(a.opts.RetryMin, a.opts.RetryMax, max(1, a.callFails)),
 		a.opts.Jitter, a.interval, a.draw())
 }
 
@@ -657,15 +658,6 @@ func (a *Agent) draw() func() float64 {
 		return a.opts.Rand.Float64
 	}
 	return rand.Float64
-}
-
-// backoff is lo doubled for each attempt after the first, at most hi.
-func backoff(lo, hi time.Duration, attempt int) time.Duration {
-	d := lo
-	for i := 1; i < attempt && d < hi; i++ {
-		d *= 2
-	}
-	return min(d, hi)
 }
 
 func (a *Agent) sleep(ctx context.Context, d time.Duration) error {

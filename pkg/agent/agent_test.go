@@ -17,6 +17,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/auth"
+	"github.com/cyberos/mcpd/pkg/backoff"
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/mcpinspect"
 	"github.com/cyberos/mcpd/pkg/mcpinspect/mcptest"
@@ -327,7 +328,7 @@ func TestBackoffAndJitter(t *testing.T) {
 	t.Parallel()
 	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second}
 	for i, w := range want {
-		if got := backoff(time.Second, 30*time.Second, i+1); got != w {
+		if got := backoff.Exponential(time.Second, 30*time.Second, i+1); got != w {
 			t.Errorf("backoff attempt %d = %s, want %s", i+1, got, w)
 		}
 	}

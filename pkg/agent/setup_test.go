@@ -91,19 +91,19 @@ func (r *testRegistry) restartEmpty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
 	// Blind-window protection off: at these compressed intervals a starved
 	// test machine would open windows and hold back the marks tests wait for.
 	mon := lifecycle.NewMonitor(lifecycle.MonitorOptions{Store: store, HeartbeatInterval: testInterval, Period: testPeriod, BlindAfter: -1})
-	go func() { defer close(done); _ = mon.Run(ctx) }()
+	if err := mon.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopMon != nil {
 		r.stopMon()
 	}
 	r.handler = api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: verifier})
-	r.stopMon = func() { cancel(); <-done }
+	r.stopMon = func() { _ = mon.Stop(context.Background()) }
 }
 
 func (r *testRegistry) serve(w http.ResponseWriter, req *http.Request) {

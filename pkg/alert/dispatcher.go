@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/cyberos/mcpd/pkg/backoff"
 	"github.com/cyberos/mcpd/pkg/registry"
 )
 
@@ -302,7 +303,7 @@ func (d *Dispatcher) loop(ctx context.Context, ds *destination) {
 		switch {
 		case err != nil:
 			failures++
-			wait, wake = d.backoff(failures), nil
+			wait, wake = d.retryWait(failures), nil
 			d.logger.WarnContext(ctx, "alert delivery failed", "destination", ds.name, "failures", failures,
 				"retry_in", wait.Round(time.Millisecond).String(), "err", err)
 		case failures > 0:
@@ -330,14 +331,11 @@ func (d *Dispatcher) loop(ctx context.Context, ds *destination) {
 	}
 }
 
-// backoff is the wait after failures failures in a row: BackoffMin doubled
-// each time up to BackoffMax, then a random point in its upper half.
-func (d *Dispatcher) backoff(failures int) time.Duration {
-	b := d.backoffMin
-	for i := 1; i < failures && b < d.backoffMax; i++ {
-		b *= 2
-	}
-	b = min(b, d.backoffMax)
+// retryWait is the wait after failures failures in a row: the backoff
+// from BackoffMin doubled each time up to BackoffMax, then a random point
+// in its upper half.
+func (d *Dispatcher) retryWait(failures int) time.Duration {
+	b := backoff.Exponential(d.backoffMin, d.backoffMax, failures)
 	half := b / 2
 	return half + rand.N(b-half+1)
 }

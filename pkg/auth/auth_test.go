@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,7 +23,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/go-jose/go-jose/v4"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
 	"github.com/jonboulle/clockwork"
@@ -68,12 +68,12 @@ var fixtureOnce = sync.OnceValues(func() (*fixture, error) {
 			return nil, err
 		}
 	}
-	f.jwks, err = json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{
-		{Key: &f.rsa.PublicKey, KeyID: "rsa-1", Algorithm: "RS256", Use: "sig"},
-		{Key: &f.rsaOther.PublicKey, KeyID: "rsa-2"},
-		{Key: &f.ec.PublicKey, KeyID: "ec-1", Algorithm: "ES256"},
-		{Key: f.ed.Public(), KeyID: "ed-1", Algorithm: "EdDSA"},
-	}})
+	f.jwks, err = jwksOf(
+		testJWK{Key: &f.rsa.PublicKey, KeyID: "rsa-1", Algorithm: "RS256", Use: "sig"},
+		testJWK{Key: &f.rsaOther.PublicKey, KeyID: "rsa-2"},
+		testJWK{Key: &f.ec.PublicKey, KeyID: "ec-1", Algorithm: "ES256"},
+		testJWK{Key: f.ed.Public(), KeyID: "ed-1", Algorithm: "EdDSA"},
+	)
 	return f, err
 })
 
@@ -506,8 +506,8 @@ func TestNewVerifier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := func(keys ...jose.JSONWebKey) []byte {
-		b, err := json.Marshal(jose.JSONWebKeySet{Keys: keys})
+	set := func(keys ...testJWK) []byte {
+		b, err := jwksOf(keys...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -527,12 +527,17 @@ func TestNewVerifier(t *testing.T) {
 		{"jwks pem", VerifierOptions{JWKS: rsaPublicPEM(t, &f.rsa.PublicKey)}, false},
 		{"jwks no keys", VerifierOptions{JWKS: []byte(`{"keys":[]}`)}, false},
 		{"jwks bad key", VerifierOptions{JWKS: []byte(`{"keys":[{"kty":"RSA","n":"AQAB"}]}`)}, false},
-		{"jwks only oct", VerifierOptions{JWKS: set(jose.JSONWebKey{Key: []byte(strings.Repeat("k", 32)), KeyID: "h"})}, false},
-		{"jwks only rsa 1024", VerifierOptions{JWKS: set(jose.JSONWebKey{Key: &small.PublicKey})}, false},
-		{"jwks only p-384", VerifierOptions{JWKS: set(jose.JSONWebKey{Key: &p384.PublicKey})}, false},
-		{"jwks only enc use", VerifierOptions{JWKS: set(jose.JSONWebKey{Key: &f.rsa.PublicKey, Use: "enc"})}, false},
-		{"jwks only other alg", VerifierOptions{JWKS: set(jose.JSONWebKey{Key: &f.rsa.PublicKey, Algorithm: "PS256"})}, false},
-		{"jwks unusable and usable", VerifierOptions{JWKS: set(jose.JSONWebKey{Key: &small.PublicKey}, jose.JSONWebKey{Key: f.ed.Public()})}, true},
+		{"jwks no kty", VerifierOptions{JWKS: []byte(`{"keys":[{"n":"AQAB","e":"AQAB"}]}`)}, false},
+		{"jwks unknown kty", VerifierOptions{JWKS: set(testJWK{Key: f.ed.Public()}, testJWK{Key: "XYZ"})}, false},
+		{"jwks ec off curve", VerifierOptions{JWKS: []byte(`{"keys":[{"kty":"EC","crv":"P-256","x":"` + strings.Repeat("A", 43) + `","y":"` + strings.Repeat("A", 42) + `E"}]}`)}, false},
+		{"jwks ed25519 short", VerifierOptions{JWKS: []byte(`{"keys":[{"kty":"OKP","crv":"Ed25519","x":"AQAB"}]}`)}, false},
+		{"jwks ed25519 bad base64", VerifierOptions{JWKS: []byte(`{"keys":[{"kty":"OKP","crv":"Ed25519","x":"!!"}]}`)}, false},
+		{"jwks only oct", VerifierOptions{JWKS: set(testJWK{Key: []byte(strings.Repeat("k", 32)), KeyID: "h"})}, false},
+		{"jwks only rsa 1024", VerifierOptions{JWKS: set(testJWK{Key: &small.PublicKey})}, false},
+		{"jwks only p-384", VerifierOptions{JWKS: set(testJWK{Key: &p384.PublicKey})}, false},
+		{"jwks only enc use", VerifierOptions{JWKS: set(testJWK{Key: &f.rsa.PublicKey, Use: "enc"})}, false},
+		{"jwks only other alg", VerifierOptions{JWKS: set(testJWK{Key: &f.rsa.PublicKey, Algorithm: "PS256"})}, false},
+		{"jwks unusable and usable", VerifierOptions{JWKS: set(testJWK{Key: &small.PublicKey}, testJWK{Key: f.ed.Public()})}, true},
 		{"jwks with secret", VerifierOptions{HMACSecret: f.secret, JWKS: f.jwks}, true},
 		{"bad jwks with good secret", VerifierOptions{HMACSecret: f.secret, JWKS: []byte("nope")}, false},
 	}
@@ -555,11 +560,11 @@ func TestNewVerifierJWKSRules(t *testing.T) {
 	f := setup(t)
 	// A private key in the set verifies with its public half; an RSA key
 	// that is also present for encryption only is not used.
-	b, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{
-		{Key: f.ec, KeyID: "priv"},
-		{Key: &f.rsa.PublicKey, KeyID: "enc", Use: "enc"},
-		{Key: &f.rsaOther.PublicKey, KeyID: "es", Algorithm: "ES256"},
-	}})
+	b, err := jwksOf(
+		testJWK{Key: f.ec, KeyID: "priv"},
+		testJWK{Key: &f.rsa.PublicKey, KeyID: "enc", Use: "enc"},
+		testJWK{Key: &f.rsaOther.PublicKey, KeyID: "es", Algorithm: "ES256"},
+	)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1097,4 +1102,55 @@ func decoderMembers(data []byte) (members []member, ok bool) {
 		return nil, false
 	}
 	return members, true
+}
+
+// testJWK is a key of a test JWKS: Key is an RSA, ECDSA or Ed25519 key
+// (public or private), a []byte (a symmetric "oct" key) or a string (the
+// kty of a key of some other type, with no members).
+type testJWK struct {
+	Key                   any
+	KeyID, Algorithm, Use string
+}
+
+// jwksOf marshals keys as a JSON Web Key Set, as an identity provider
+// publishes one.
+func jwksOf(keys ...testJWK) ([]byte, error) {
+	b64 := base64.RawURLEncoding.EncodeToString
+	pad := func(b []byte, size int) string { return b64(append(make([]byte, size-len(b)), b...)) }
+	var set struct {
+		Keys []map[string]string `json:"keys"`
+	}
+	for _, k := range keys {
+		m := map[string]string{}
+		switch key := k.Key.(type) {
+		case *rsa.PrivateKey:
+			m["kty"], m["n"], m["e"] = "RSA", b64(key.N.Bytes()), b64(big.NewInt(int64(key.E)).Bytes())
+			m["d"] = b64(key.D.Bytes())
+		case *rsa.PublicKey:
+			m["kty"], m["n"], m["e"] = "RSA", b64(key.N.Bytes()), b64(big.NewInt(int64(key.E)).Bytes())
+		case *ecdsa.PrivateKey:
+			size := (key.Curve.Params().BitSize + 7) / 8
+			m["kty"], m["crv"] = "EC", key.Curve.Params().Name
+			m["x"], m["y"], m["d"] = pad(key.X.Bytes(), size), pad(key.Y.Bytes(), size), pad(key.D.Bytes(), size)
+		case *ecdsa.PublicKey:
+			size := (key.Curve.Params().BitSize + 7) / 8
+			m["kty"], m["crv"] = "EC", key.Curve.Params().Name
+			m["x"], m["y"] = pad(key.X.Bytes(), size), pad(key.Y.Bytes(), size)
+		case ed25519.PublicKey:
+			m["kty"], m["crv"], m["x"] = "OKP", "Ed25519", b64(key)
+		case []byte:
+			m["kty"], m["k"] = "oct", b64(key)
+		case string:
+			m["kty"] = key
+		default:
+			return nil, fmt.Errorf("jwksOf: key of type %T", k.Key)
+		}
+		for name, v := range map[string]string{"kid": k.KeyID, "alg": k.Algorithm, "use": k.Use} {
+			if v != "" {
+				m[name] = v
+			}
+		}
+		set.Keys = append(set.Keys, m)
+	}
+	return json.Marshal(set)
 }

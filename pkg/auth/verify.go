@@ -1,12 +1,7 @@
 package auth
 
 import (
-	"crypto/ecdsa"
-	"crypto/ed25519"
-	"crypto/elliptic"
-	"crypto/rsa"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -14,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-jose/go-jose/v4"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
 )
@@ -176,49 +170,6 @@ func LoadVerifier(secretFile, jwksFile string) (*Verifier, error) {
 		return nil, fmt.Errorf("load verifier: %w", err)
 	}
 	return v, nil
-}
-
-// parseJWKS returns the signing keys of a JWKS that Verify can use: RSA of
-// at least 2048 bits (RS256), ECDSA P-256 (ES256) and Ed25519 (EdDSA). Keys
-// marked for another use or algorithm are left out; of a private key only
-// the public half is kept.
-func parseJWKS(data []byte) ([]publicKey, error) {
-	var set jose.JSONWebKeySet
-	if err := json.Unmarshal(data, &set); err != nil {
-		return nil, fmt.Errorf("parse jwks: %w", err)
-	}
-	var keys []publicKey
-	for _, jwk := range set.Keys {
-		if jwk.Use != "" && jwk.Use != "sig" {
-			continue
-		}
-		pub := jwk.Public()
-		var alg string
-		switch k := pub.Key.(type) {
-		case *rsa.PublicKey:
-			if k.N.BitLen() < minRSABits {
-				continue
-			}
-			alg = algRS256
-		case *ecdsa.PublicKey:
-			if k.Curve != elliptic.P256() {
-				continue
-			}
-			alg = algES256
-		case ed25519.PublicKey:
-			alg = algEdDSA
-		default:
-			continue
-		}
-		if jwk.Algorithm != "" && jwk.Algorithm != alg {
-			continue
-		}
-		keys = append(keys, publicKey{kid: jwk.KeyID, alg: alg, key: pub.Key})
-	}
-	if len(keys) == 0 {
-		return nil, errors.New("parse jwks: no usable signing key (RS256 >= 2048 bits, ES256 P-256, EdDSA Ed25519)")
-	}
-	return keys, nil
 }
 
 // Verify checks the token's size, algorithm, signature, exp and tenant_id,

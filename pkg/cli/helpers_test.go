@@ -107,7 +107,8 @@ func setupWith(t *testing.T, secret, cursorKey []byte, tenant uuid.UUID) *bundle
 	streams, stopStreams := context.WithCancel(context.Background())
 	srv := httptest.NewServer(api.NewHandler(api.HandlerOptions{
 		Registrar: reg, Verifier: verifier, Feed: hub, CursorKey: func(context.Context) ([]byte, error) { return cursorKey, nil }, Streams: streams,
-		// The token's exp, which ends a watch, is on the verifier's clock.
+		// The token's exp is on the fake clock, as the verifier reads it:
+		// on the real one it has long passed and ends every watch at once.
 		TokenClock: clock,
 	}))
 	token, err := auth.Issue(secret, tenant, "test", "mcp:read mcp:write", time.Hour, clock.Now())

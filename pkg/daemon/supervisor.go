@@ -8,9 +8,13 @@ import (
 
 // service is the one shape of the daemon's background work: Start returns
 // once the work runs on its own; Stop ends it and waits for it, bounded by
-// ctx where the work allows. The monitor is one; a job written as
-// Run(ctx) error (the feed's hub, the alert dispatcher with its skill
-// reconciler, the systemd watchdog) becomes one through runner.
+// ctx where the work allows. The shape is the monitor's (lifecycle.Monitor
+// has no other), because only it can say "finish the sweep in flight,
+// unless the shutdown timeout ends first": a Run(ctx) loop has one signal,
+// stop now. A loop that needs no such grace is written as Run(ctx) error
+// (the feed's hub, the alert dispatcher with its skill reconciler, the
+// systemd watchdog) and handed to the supervisor through runFunc, whose
+// Stop cancels it and waits.
 type service interface {
 	Start(ctx context.Context) error
 	Stop(ctx context.Context) error

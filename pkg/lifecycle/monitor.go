@@ -209,15 +209,6 @@ func (m *Monitor) Healthy() error {
 	return nil
 }
 
-// Run is Start, then Stop when ctx ends; it returns nil.
-func (m *Monitor) Run(ctx context.Context) error {
-	if err := m.Start(ctx); err != nil {
-		return err
-	}
-	<-ctx.Done()
-	return m.Stop(context.Background())
-}
-
 // Sweep is one pass over every tenant at now (zero: the store's clock). It
 // returns every transition applied, each already audited and handed to the
 // alert sink.

@@ -125,22 +125,23 @@ func (b *monitorBundle) next(t *testing.T) sweep {
 	}
 }
 
-// runMonitor starts m.Run and returns a function that cancels it and waits.
+// runMonitor starts m and returns a function that stops it and waits.
 func runMonitor(t *testing.T, m *lifecycle.Monitor) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
+	if err := m.Start(t.Context()); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
 	return func() {
 		t.Helper()
-		cancel()
+		done := make(chan error, 1)
+		go func() { done <- m.Stop(context.Background()) }()
 		select {
 		case err := <-done:
 			if err != nil {
-				t.Fatalf("Run returned %v, want nil on cancel", err)
+				t.Fatalf("Stop returned %v, want nil", err)
 			}
 		case <-time.After(5 * time.Second):
-			t.Fatalf("Run did not return within 5 s of its context's end")
+			t.Fatalf("Stop did not return within 5 s")
 		}
 	}
 }

@@ -33,15 +33,17 @@ func WriteTable(w io.Writer, terminal bool, header []string, rows [][]string) er
 		}
 		return bw.Flush()
 	}
+	// Not text/tabwriter: it measures a cell by its runes, so a status's
+	// colour codes would count as width and push the columns after it out
+	// of line. tablewriter measures what the terminal shows (colour takes
+	// no room, a wide character two); its borderless preset is the plain
+	// layout of cli/cli's tables.
 	var buf bytes.Buffer
 	t := tablewriter.NewTable(&buf,
 		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{
-			Borders: tw.BorderNone,
-			Symbols: tw.NewSymbols(tw.StyleNone),
-			Settings: tw.Settings{
-				Separators: tw.Separators{ShowHeader: tw.Off, ShowFooter: tw.Off, BetweenRows: tw.Off, BetweenColumns: tw.Off},
-				Lines:      tw.Lines{ShowTop: tw.Off, ShowBottom: tw.Off, ShowHeaderLine: tw.Off, ShowFooterLine: tw.Off},
-			},
+			Borders:  tw.BorderNone,
+			Symbols:  tw.NewSymbols(tw.StyleNone),
+			Settings: tw.Settings{Separators: tw.SeparatorsNone, Lines: tw.LinesNone},
 		})),
 		tablewriter.WithHeaderAutoFormat(tw.Off),
 		tablewriter.WithHeaderAlignment(tw.AlignLeft),
@@ -62,8 +64,9 @@ func WriteTable(w io.Writer, terminal bool, header []string, rows [][]string) er
 	if err := t.Render(); err != nil {
 		return fmt.Errorf("table: %w", err)
 	}
-	// The renderer pads the last column too; people and diffs prefer lines
-	// without trailing blanks.
+	// The renderer pads the last column to its width too (no option of
+	// its turns that off); people and diffs prefer lines without trailing
+	// blanks.
 	sc := bufio.NewScanner(&buf)
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	bw := bufio.NewWriter(w)

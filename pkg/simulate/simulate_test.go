@@ -84,13 +84,13 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	b.c = client.New(ts.URL, b.token)
 	t.Cleanup(b.c.CloseIdleConnections)
 	if o.monitor {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
 		// Blind-window protection off: at these compressed intervals a starved
 		// test machine would open windows and hold back the marks verify expects.
 		mon := lifecycle.NewMonitor(lifecycle.MonitorOptions{Store: b.store, HeartbeatInterval: testInterval, Period: testPeriod, BlindAfter: -1})
-		go func() { defer close(done); _ = mon.Run(ctx) }()
-		t.Cleanup(func() { cancel(); <-done })
+		if err := mon.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = mon.Stop(context.Background()) })
 	}
 	return b
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/google/uuid"
 
+	"github.com/cyberos/mcpd/pkg/backoff"
 	"github.com/cyberos/mcpd/pkg/registry"
 )
 
@@ -640,11 +641,7 @@ func statusRank(s registry.Status) int {
 // Backoff is the wait before retry n (from 1) after failed reads: 1s
 // doubling up to 30s.
 func Backoff(n int) time.Duration {
-	d := MinBackoff
-	for i := 1; i < n && d < MaxBackoff; i++ {
-		d *= 2
-	}
-	return min(d, MaxBackoff)
+	return backoff.Exponential(MinBackoff, MaxBackoff, n)
 }
 
 // setSize lays the children out in width x height cells: header, a banner
