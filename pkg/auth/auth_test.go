@@ -1116,7 +1116,6 @@ type testJWK struct {
 // publishes one.
 func jwksOf(keys ...testJWK) ([]byte, error) {
 	b64 := base64.RawURLEncoding.EncodeToString
-	pad := func(b []byte, size int) string { return b64(append(make([]byte, size-len(b)), b...)) }
 	var set struct {
 		Keys []map[string]string `json:"keys"`
 	}
@@ -1129,13 +1128,18 @@ func jwksOf(keys ...testJWK) ([]byte, error) {
 		case *rsa.PublicKey:
 			m["kty"], m["n"], m["e"] = "RSA", b64(key.N.Bytes()), b64(big.NewInt(int64(key.E)).Bytes())
 		case *ecdsa.PrivateKey:
-			size := (key.Curve.Params().BitSize + 7) / 8
-			m["kty"], m["crv"] = "EC", key.Curve.Params().Name
-			m["x"], m["y"], m["d"] = pad(key.X.Bytes(), size), pad(key.Y.Bytes(), size), pad(key.D.Bytes(), size)
+			d, err := key.Bytes()
+			if err != nil {
+				return nil, err
+			}
+			if err := ecPublic(m, &key.PublicKey); err != nil {
+				return nil, err
+			}
+			m["d"] = b64(d)
 		case *ecdsa.PublicKey:
-			size := (key.Curve.Params().BitSize + 7) / 8
-			m["kty"], m["crv"] = "EC", key.Curve.Params().Name
-			m["x"], m["y"] = pad(key.X.Bytes(), size), pad(key.Y.Bytes(), size)
+			if err := ecPublic(m, key); err != nil {
+				return nil, err
+			}
 		case ed25519.PublicKey:
 			m["kty"], m["crv"], m["x"] = "OKP", "Ed25519", b64(key)
 		case []byte:
@@ -1153,4 +1157,17 @@ func jwksOf(keys ...testJWK) ([]byte, error) {
 		set.Keys = append(set.Keys, m)
 	}
 	return json.Marshal(set)
+}
+
+// ecPublic sets the JWK members kty, crv, x and y of key in m.
+func ecPublic(m map[string]string, key *ecdsa.PublicKey) error {
+	point, err := key.Bytes() // 0x04 || X || Y, each padded to the curve's size
+	if err != nil {
+		return err
+	}
+	xy := point[1:]
+	b64 := base64.RawURLEncoding.EncodeToString
+	m["kty"], m["crv"] = "EC", key.Curve.Params().Name
+	m["x"], m["y"] = b64(xy[:len(xy)/2]), b64(xy[len(xy)/2:])
+	return nil
 }
