@@ -179,7 +179,7 @@ func parseServerID(s string) (uuid.UUID, *Problem) {
 // struct's JSON tags, each at most once ("MODULE_NAME" is an unknown field,
 // not module_name); an array is checked element by element; a free-form
 // value (json.RawMessage, maps, interfaces: capability_advertisement) only
-// needs valid strings. Every string of the body, member names included,
+// needs valid strings and no key twice in one object. Every string of the body, member names included,
 // must be valid UTF-8 without lone surrogate escapes ("\ud800"), which
 // encoding/json would silently replace with U+FFFD and PostgreSQL's jsonb
 // refuses. A value of another JSON type than its field's is left to the
@@ -312,7 +312,8 @@ func (c *bodyChecker) value(s *shape, path string) *Problem {
 func (c *bodyChecker) object(s *shape, path string) *Problem {
 	c.pos++ // {
 	strict := s.fields != nil
-	var seen []string // the few members of a request type
+	var seen []string            // the few members of a request type
+	var seenFree map[string]bool // the keys of a free-form object
 	for {
 		c.skipSpace()
 		if c.pos < len(c.data) && c.data[c.pos] == '}' {
@@ -336,6 +337,17 @@ func (c *bodyChecker) object(s *shape, path string) *Problem {
 			if bad != "" {
 				return stringProblem(path, bad)
 			}
+			// A key given twice is refused here too, at any depth: the
+			// stores would keep different ones (jsonb the last, --dev
+			// both), and readers disagree on which counts.
+			if seenFree[name] {
+				return validationProblem(path, fmt.Sprintf("the key %q appears more than once in one object",
+					fieldName(name)))
+			}
+			if seenFree == nil {
+				seenFree = make(map[string]bool)
+			}
+			seenFree[name] = true
 			if p := c.value(s, path); p != nil {
 				return p
 			}

@@ -53,11 +53,27 @@ func TestBodyStrictNames(t *testing.T) {
 	}
 	t.Run("capability advertisement is free-form", func(t *testing.T) {
 		resp := b.post(t, registerPath, `{"module_name":"free",`+rest+
-			`,"capability_advertisement":{"Tools":{},"tools":{},"x":1,"x":2,"MODULE_NAME":"y"}}`)
+			`,"capability_advertisement":{"Tools":{},"tools":{},"x":1,"X":2,"MODULE_NAME":"y","a":{"x":1},"b":[{"x":1},{"x":2}]}}`)
 		if resp.code != http.StatusCreated {
 			t.Fatalf("%d %s", resp.code, resp.body)
 		}
 	})
+	// A key twice in one object of the advertisement, at any depth, is
+	// refused: PostgreSQL kept the last, --dev both.
+	for name, adv := range map[string]string{
+		"top":     `{"a":1,"a":2}`,
+		"escaped": `{"a":1,"\u0061":2}`,
+		"nested":  `{"tools":{"x":{"a":1,"b":2,"a":3}}}`,
+		"in list": `{"l":[1,{"k":{},"k":null}]}`,
+	} {
+		t.Run("capability advertisement duplicate "+name, func(t *testing.T) {
+			p := wantProblem(t, b.post(t, registerPath, `{"module_name":"dup",`+rest+`,"capability_advertisement":`+adv+`}`),
+				http.StatusBadRequest, "capability_advertisement")
+			if !strings.Contains(p.Detail, "appears more than once") {
+				t.Fatalf("problem %+v", p)
+			}
+		})
+	}
 }
 
 // TestBodyUnicode: every string of a body, member names included, must be

@@ -40,3 +40,26 @@ func TestUnstorableTextRefused(t *testing.T) {
 			`"skills":[{"name":"\u0000"}]}`), http.StatusBadRequest, "module_name")
 	})
 }
+
+// TestSkillTextOneLine: a skill's name and description keep the rule of a
+// description: no control characters, line breaks or bidirectional
+// overrides, a 400 naming the skill's field ("evil\u001b[31mRED" was a
+// 201, and mcpctl printed it raw).
+func TestSkillTextOneLine(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	base := `{"module_name":"ctl","version":"1.0.0","supported_protocols":["2025-06-18"],"skills":[{"name":"ok"},`
+	for _, c := range []struct{ name, skill, field string }{
+		{"escape in name", `{"name":"evil\u001b[31mRED","description":"d"}`, "skills[1].name"},
+		{"escape in description", `{"name":"evil","description":"d\u001b[2J"}`, "skills[1].description"},
+		{"line break in name", `{"name":"a\nb"}`, "skills[1].name"},
+		{"override in description", `{"name":"a","description":"abc\u202edcb"}`, "skills[1].description"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := wantProblem(t, b.post(t, registerPath, base+c.skill+`]}`), http.StatusBadRequest, c.field)
+			if !strings.Contains(p.Detail, "control characters") {
+				t.Fatalf("problem %+v", p)
+			}
+		})
+	}
+}

@@ -305,7 +305,8 @@ func TestRegistration(t *testing.T) {
 
 	long := strings.Repeat("n", 129)
 	r.Version = "1.0.0"
-	r.Tools = []Tool{{Name: long}, {Name: ""}, {Name: "a", Title: "Title of a"}, {Name: "a"}, {Name: "b", Description: strings.Repeat("d", 600)}}
+	r.Tools = []Tool{{Name: long}, {Name: ""}, {Name: "a", Title: "Title of a"}, {Name: "a"}, {Name: "b", Description: strings.Repeat("d", 600)},
+		{Name: "evil\x1b[31mRED"}, {Name: "c", Description: "Line one.\n\n  Args:\tq\u202e"}}
 	for i := range 300 {
 		r.Tools = append(r.Tools, Tool{Name: fmt.Sprintf("t%03d", i)})
 	}
@@ -314,14 +315,16 @@ func TestRegistration(t *testing.T) {
 		t.Fatal(err)
 	}
 	skills := reg.Request.Skills
-	if len(skills) != registry.MaxSkills || skills[0] != (registry.SkillInfo{Name: "a", Description: "Title of a"}) || skills[1].Name != "b" {
-		t.Fatalf("%d skills, first %+v", len(skills), skills[:2])
+	if len(skills) != registry.MaxSkills || skills[0] != (registry.SkillInfo{Name: "a", Description: "Title of a"}) || skills[1].Name != "b" ||
+		skills[2] != (registry.SkillInfo{Name: "c", Description: "Line one. Args: q"}) {
+		t.Fatalf("%d skills, first %+v", len(skills), skills[:3])
 	}
 	if n := len([]rune(skills[1].Description)); n != MaxDescriptionLen || !strings.HasSuffix(skills[1].Description, "…") {
 		t.Fatalf("description of %d characters", n)
 	}
 	w := strings.Join(reg.Warnings, "\n")
-	for _, want := range []string{"its name is 129 characters", "without a name", `"a": listed twice`, "shortened the description", "skipped 46 tools past the first 256"} {
+	for _, want := range []string{"its name is 129 characters", "without a name", `"a": listed twice`, "shortened the description",
+		`"evil\x1b[31mRED": skill names are one line`, "skipped 47 tools past the first 256"} {
 		if !strings.Contains(w, want) {
 			t.Errorf("warnings %q lack %q", reg.Warnings, want)
 		}

@@ -74,6 +74,10 @@ func (r Report) Registration(module, version string) (Registration, error) {
 		case seen[t.Name]:
 			reg.Warnings = append(reg.Warnings, fmt.Sprintf("skipped tool %q: listed twice", t.Name))
 			continue
+		case registry.LineProblem(t.Name) != "":
+			reg.Warnings = append(reg.Warnings, fmt.Sprintf("skipped tool %q: skill names are one line of text, "+
+				"without control characters, line breaks or bidirectional overrides", shorten(t.Name, 40)))
+			continue
 		}
 		if len(reg.Request.Skills) == registry.MaxSkills {
 			skipped++
@@ -84,6 +88,8 @@ func (r Report) Registration(module, version string) (Registration, error) {
 		if desc == "" {
 			desc = t.Title
 		}
+		// A skill's description is one line (a tool's is often several).
+		desc = registry.OneLine(desc)
 		if utf8.RuneCountInString(desc) > MaxDescriptionLen {
 			desc = shorten(desc, MaxDescriptionLen)
 			reg.Warnings = append(reg.Warnings, fmt.Sprintf("shortened the description of tool %q to %d characters", t.Name, MaxDescriptionLen))

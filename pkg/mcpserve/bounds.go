@@ -29,18 +29,52 @@ const (
 	// MaxClientInfoBytes bounds a call's clientInfo and its capabilities
 	// (initialize's, or the 2026-07-28 _meta keys), each as JSON text.
 	MaxClientInfoBytes = 16 << 10
+	// MaxMetaBytes bounds the _meta of an initialize call, which its
+	// session keeps, as JSON text.
+	MaxMetaBytes = 16 << 10
+	// MaxProtocolVersionLen bounds initialize's protocolVersion (a
+	// revision is a date, 2025-11-25).
+	MaxProtocolVersionLen = 32
+	// MaxInitializeBytes bounds the whole params of an initialize call as
+	// JSON text: its clientInfo, capabilities and _meta at their bounds,
+	// and a little for the rest.
+	MaxInitializeBytes = MaxClientInfoBytes*2 + MaxMetaBytes + 1<<10
 )
 
 // rpcMessage is what the endpoint reads of one JSON-RPC message of a
-// request body before the SDK does.
+// request body before the SDK does. Keys are matched exactly, and the
+// first JSON value of a body read with what follows it ignored, as the
+// SDK reads them (encoding/json would match "Params" too).
 type rpcMessage struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
-	Params struct {
-		ClientInfo   json.RawMessage            `json:"clientInfo"`
-		Capabilities json.RawMessage            `json:"capabilities"`
-		Meta         map[string]json.RawMessage `json:"_meta"`
-	} `json:"params"`
+	ID     json.RawMessage
+	Method string
+	// RawParams is the params as sent; Params what is read of it (zero
+	// when it is no object).
+	RawParams json.RawMessage
+	Params    struct {
+		ClientInfo, Capabilities, ProtocolVersion, RawMeta json.RawMessage
+		Meta                                               map[string]json.RawMessage
+	}
+}
+
+// readMessage reads one message from its JSON text; false if it is no
+// object.
+func readMessage(raw []byte) (rpcMessage, bool) {
+	var m rpcMessage
+	var fields map[string]json.RawMessage
+	if json.NewDecoder(bytes.NewReader(raw)).Decode(&fields) != nil || fields == nil {
+		return m, false
+	}
+	m.ID, m.RawParams = fields["id"], fields["params"]
+	_ = json.Unmarshal(fields["method"], &m.Method)
+	var params map[string]json.RawMessage
+	if json.Unmarshal(m.RawParams, &params) == nil {
+		p := &m.Params
+		p.ClientInfo, p.Capabilities = params["clientInfo"], params["capabilities"]
+		p.ProtocolVersion, p.RawMeta = params["protocolVersion"], params["_meta"]
+		_ = json.Unmarshal(p.RawMeta, &p.Meta)
+	}
+	return m, true
 }
 
 // isCall reports whether m is a request that expects an answer.
@@ -51,24 +85,45 @@ func (m *rpcMessage) isCall() bool { return len(m.ID) > 0 && string(m.ID) != "nu
 func parseMessages(body []byte) []rpcMessage {
 	body = bytes.TrimSpace(body)
 	if len(body) > 0 && body[0] == '[' {
-		var ms []rpcMessage
-		if json.Unmarshal(body, &ms) != nil {
+		var raws []json.RawMessage
+		if json.Unmarshal(body, &raws) != nil {
 			return nil
+		}
+		ms := make([]rpcMessage, 0, len(raws))
+		for _, raw := range raws {
+			m, ok := readMessage(raw)
+			if !ok {
+				return nil
+			}
+			ms = append(ms, m)
 		}
 		return ms
 	}
-	var m rpcMessage
-	if json.Unmarshal(body, &m) != nil {
+	m, ok := readMessage(body)
+	if !ok {
 		return nil
 	}
 	return []rpcMessage{m}
 }
 
-// oversized returns the first message whose client description is past
-// MaxClientInfoBytes and the field it names.
+// isBatch reports whether a request body is a JSON-RPC batch (an array),
+// which the endpoint does not serve.
+func isBatch(body []byte) bool {
+	body = bytes.TrimSpace(body)
+	return len(body) > 0 && body[0] == '['
+}
+
+// oversized returns the first message that a session would keep too much
+// of, and why, naming the field: a client description past
+// MaxClientInfoBytes, or an initialize call past its other bounds.
 func oversized(ms []rpcMessage) (*rpcMessage, string) {
 	for i := range ms {
 		m := &ms[i]
+		if m.Method == "initialize" {
+			if why := initializeBounds(m); why != "" {
+				return m, why
+			}
+		}
 		for _, f := range []struct {
 			name string
 			v    json.RawMessage
@@ -79,11 +134,31 @@ func oversized(ms []rpcMessage) (*rpcMessage, string) {
 			{"params._meta." + mcp.MetaKeyClientCapabilities, m.Params.Meta[mcp.MetaKeyClientCapabilities]},
 		} {
 			if len(f.v) > MaxClientInfoBytes {
-				return m, f.name
+				return m, fmt.Sprintf("%s is larger than %d bytes of JSON", f.name, MaxClientInfoBytes)
 			}
 		}
 	}
 	return nil, ""
+}
+
+// initializeBounds says what of an initialize call's params is past the
+// bounds of what its session keeps, naming the field ("" if nothing).
+func initializeBounds(m *rpcMessage) string {
+	if v := m.Params.ProtocolVersion; len(v) > 0 {
+		var s string
+		if len(v) > 8*MaxProtocolVersionLen || json.Unmarshal(v, &s) != nil || len(s) == 0 ||
+			len(s) > MaxProtocolVersionLen {
+			return fmt.Sprintf("params.protocolVersion must be a revision such as %s (a string of 1-%d bytes)",
+				"2025-11-25", MaxProtocolVersionLen)
+		}
+	}
+	if len(m.Params.RawMeta) > MaxMetaBytes {
+		return fmt.Sprintf("params._meta is larger than %d bytes of JSON", MaxMetaBytes)
+	}
+	if len(m.RawParams) > MaxInitializeBytes {
+		return fmt.Sprintf("params is larger than %d bytes of JSON", MaxInitializeBytes)
+	}
+	return ""
 }
 
 // isListen reports whether a request's messages open a

@@ -511,3 +511,84 @@ func TestUnknownMethodAndPlainErrors(t *testing.T) {
 		t.Errorf("find_skill with arguments \"str\": %d %s", a.status, a.raw)
 	}
 }
+
+// TestInitializeKeepsLittle: an initialize call whose session would keep
+// a large _meta, protocolVersion or params is refused with -32602 naming
+// the field, and opens no session; one at the bounds opens one.
+func TestInitializeKeepsLittle(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	tenant := uuid.New()
+	tok := e.token(t, tenant, "mcp:read")
+	huge := strings.Repeat("x", 240_000)
+	init := func(params string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{` + params + `}}`
+	}
+	const ok = `"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}`
+	for field, body := range map[string]string{
+		"params._meta":           init(ok + `,"_meta":{"k":"` + huge + `"}`),
+		"params.protocolVersion": init(`"protocolVersion":"` + huge + `","capabilities":{},"clientInfo":{"name":"x","version":"1"}`),
+		"params.protocolVersion ": init(`"protocolVersion":"2025-11-25-` + strings.Repeat("9", 40) +
+			`","capabilities":{},"clientInfo":{"name":"x","version":"1"}`),
+		// Read as the SDK reads: exact keys, trailing text ignored.
+		"params.clientInfo": init(`"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"`+
+			strings.Repeat("x", mcpserve.MaxClientInfoBytes)+`","version":"1"},"ClientInfo":{}`) + `}`,
+		"params ": init(ok + `,"unknown":"` + huge + `"`),
+		"params  ": init(ok + `,"_meta":{"k":"` + strings.Repeat("x", mcpserve.MaxMetaBytes-100) + `"},"capabilities":{"experimental":{"k":"` +
+			strings.Repeat("x", mcpserve.MaxClientInfoBytes-100) + `"}},"clientInfo":{"name":"` +
+			strings.Repeat("x", mcpserve.MaxClientInfoBytes-100) + `","version":"1"},"more":"` + strings.Repeat("x", 2000) + `"`),
+	} {
+		a := e.send(t, tok, "", "", body)
+		if a.status != http.StatusOK || a.code() != jsonrpc.CodeInvalidParams ||
+			!strings.HasPrefix(a.message(), strings.TrimSpace(field)+" ") ||
+			a.header.Get("Mcp-Session-Id") != "" || a.msg["id"] != float64(1) {
+			t.Errorf("initialize with a big %s: %d %q %.200s", field, a.status, a.header.Get("Mcp-Session-Id"), a.raw)
+		}
+	}
+	if n := e.mcp.Sessions(tenant); n != 0 {
+		t.Fatalf("%d sessions opened by refused initialize calls", n)
+	}
+	// At the bounds: a session.
+	a := e.send(t, tok, "", "", init(ok+`,"_meta":{"k":"`+strings.Repeat("x", mcpserve.MaxMetaBytes-100)+`"}`))
+	if a.status != http.StatusOK || a.code() != 0 || a.header.Get("Mcp-Session-Id") == "" {
+		t.Fatalf("initialize within the bounds: %d %.200s", a.status, a.raw)
+	}
+	// 2026-07-28: a call's _meta is not kept, and is bounded by the body.
+	a = e.send(t, tok, rev2026, "", `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{`+
+		strings.TrimSuffix(meta2026, "}")+`,"k":"`+strings.Repeat("x", 100_000)+`"}}}`)
+	if a.status != http.StatusOK || a.code() != 0 {
+		t.Fatalf("2026-07-28 call with a 100 KB _meta: %d %.200s", a.status, a.raw)
+	}
+}
+
+// TestRPCErrorShapes: a batch is a JSON-RPC error as JSON; an initialize
+// the SDK refuses names no session; the 429 of the session cap carries
+// the call's id.
+func TestRPCErrorShapes(t *testing.T) {
+	t.Parallel()
+	e := setup(t, envOptions{maxSessions: 1})
+	tenant := uuid.New()
+	tok := e.token(t, tenant, "mcp:read")
+	initialize := `{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-11-25",` +
+		`"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	for _, rev := range []string{"", rev2025, rev2026} {
+		a := e.send(t, tok, rev, "", `[`+initialize+`]`)
+		if a.status != http.StatusBadRequest || a.code() != jsonrpc.CodeInvalidRequest ||
+			!strings.HasPrefix(a.header.Get("Content-Type"), "application/json") || a.header.Get("Mcp-Session-Id") != "" {
+			t.Errorf("%q: a batch: %d %s %.200s", rev, a.status, a.header.Get("Content-Type"), a.raw)
+		}
+	}
+	a := e.send(t, tok, "", "", `{"jsonrpc":"2.0","id":3,"method":"initialize","params":{"protocolVersion":"2025-11-25",`+
+		`"capabilities":5,"clientInfo":{"name":"t","version":"1"}}}`)
+	if a.code() != jsonrpc.CodeInvalidParams || a.header.Get("Mcp-Session-Id") != "" {
+		t.Errorf("initialize refused by the SDK: %d %q %.200s", a.status, a.header.Get("Mcp-Session-Id"), a.raw)
+	}
+	if n := e.mcp.Sessions(tenant); n != 0 {
+		t.Fatalf("%d sessions after refusals", n)
+	}
+	e.initialize(t, tok)
+	a = e.send(t, tok, "", "", initialize)
+	if a.status != http.StatusTooManyRequests || a.msg["id"] != float64(7) || a.code() == 0 {
+		t.Errorf("initialize at the cap: %d %.200s", a.status, a.raw)
+	}
+}

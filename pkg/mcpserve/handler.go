@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -211,12 +210,22 @@ func (h *Handler) ServeMCP(w http.ResponseWriter, r *http.Request, claims auth.C
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		msgs = parseMessages(body)
+		if isBatch(body) {
+			// No revision served here has batches (2025-06-18 dropped
+			// them); one that does not parse is no JSON-RPC at all.
+			code, msg := int64(jsonrpc.CodeInvalidRequest), "batches are not served: send one JSON-RPC message per request"
+			if msgs == nil {
+				code, msg = jsonrpc.CodeParseError, "the body is not a JSON-RPC 2.0 message (an object with "+
+					"\"jsonrpc\": \"2.0\", a string \"method\" and a string or number \"id\")"
+			}
+			writeRPC(w, http.StatusBadRequest, nil, code, msg)
+			return
+		}
 		if modern {
 			stream = isListen(msgs)
 		}
-		if m, field := oversized(msgs); m != nil {
-			writeRPC(w, rpcStatus(modern, m.isCall(), http.StatusBadRequest), m.ID, jsonrpc.CodeInvalidParams,
-				fmt.Sprintf("%s is larger than %d bytes of JSON", field, MaxClientInfoBytes))
+		if m, why := oversized(msgs); m != nil {
+			writeRPC(w, rpcStatus(modern, m.isCall(), http.StatusBadRequest), m.ID, jsonrpc.CodeInvalidParams, why)
 			return
 		}
 	}
@@ -227,10 +236,17 @@ func (h *Handler) ServeMCP(w http.ResponseWriter, r *http.Request, claims auth.C
 		// goes to the session before its client learns its id.
 		reserved, refusal := t.reserveSession(subjectOf(r, claims), h.opts.MaxSessions, h.opts.MaxSessionsPerSubject)
 		if reserved == nil {
+			var id json.RawMessage
+			if len(msgs) == 1 && msgs[0].isCall() {
+				id = msgs[0].ID
+			}
 			w.Header().Set("Retry-After", strconv.Itoa(int(sessionRetryAfter/time.Second)))
-			writeRPCError(w, http.StatusTooManyRequests, refusal)
+			writeRPC(w, http.StatusTooManyRequests, id, -32000, refusal)
 			return
 		}
+		// Its answer is held until it is whole: an initialize refused
+		// opens no session, and names none.
+		sw.holdOpen = true
 		var once sync.Once
 		commit := func() { once.Do(func() { reserved(w.Header().Get("Mcp-Session-Id")) }) }
 		sw.onStart = commit
@@ -453,6 +469,12 @@ type streamWriter struct {
 	// held is a captured refusal: its status and body.
 	held     int
 	heldBody []byte
+	// holdOpen: the answer to a request that opens a session is held in
+	// opened (status openCode) until finish, which drops the session's id
+	// if the answer is an error.
+	holdOpen bool
+	openCode int
+	opened   []byte
 }
 
 func (s *streamWriter) WriteHeader(code int) {
@@ -463,6 +485,12 @@ func (s *streamWriter) WriteHeader(code int) {
 	}
 	if s.capture && code >= 400 && strings.HasPrefix(s.Header().Get("Content-Type"), "text/plain") {
 		s.held = code
+		return
+	}
+	if s.holdOpen {
+		if s.openCode == 0 {
+			s.openCode = code
+		}
 		return
 	}
 	s.startLocked(code)
@@ -489,6 +517,13 @@ func (s *streamWriter) Write(p []byte) (int, error) {
 		}
 		return len(p), nil
 	}
+	if s.holdOpen {
+		if s.openCode == 0 {
+			s.openCode = http.StatusOK
+		}
+		s.opened = append(s.opened, p...)
+		return len(p), nil
+	}
 	if !s.started {
 		s.startLocked(http.StatusOK)
 	}
@@ -508,7 +543,7 @@ func (s *streamWriter) writeLocked(p []byte) (int, error) {
 func (s *streamWriter) Flush() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.held != 0 {
+	if s.held != 0 || s.holdOpen {
 		return
 	}
 	if !s.started {
@@ -586,6 +621,20 @@ func (s *streamWriter) ping() {
 func (s *streamWriter) finish(msgs []rpcMessage, modern bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.held == 0 && s.holdOpen {
+		s.holdOpen = false
+		if s.openCode == 0 {
+			return
+		}
+		if isErrorAnswer(s.opened) {
+			s.Header().Del("Mcp-Session-Id")
+		}
+		s.startLocked(s.openCode)
+		if len(s.opened) > 0 {
+			_, _ = s.writeLocked(plainErrors(s.opened))
+		}
+		return
+	}
 	if s.held == 0 {
 		return
 	}
@@ -607,6 +656,22 @@ func (s *streamWriter) finish(msgs []rpcMessage, modern bool) {
 	}
 	s.ResponseWriter.WriteHeader(s.held)
 	_, _ = s.ResponseWriter.Write(s.heldBody)
+}
+
+// isErrorAnswer reports whether p (a JSON answer or one SSE event) is a
+// JSON-RPC error.
+func isErrorAnswer(p []byte) bool {
+	data := p
+	if i := bytes.Index(p, []byte("data: ")); i >= 0 && (i == 0 || p[i-1] == '\n') {
+		data = p[i+len("data: "):]
+		if end := bytes.IndexByte(data, '\n'); end >= 0 {
+			data = data[:end]
+		}
+	}
+	var m struct {
+		Error json.RawMessage `json:"error"`
+	}
+	return json.Unmarshal(data, &m) == nil && len(m.Error) > 0 && string(m.Error) != "null"
 }
 
 // writeRPCError answers a request the endpoint refuses before MCP sees it.

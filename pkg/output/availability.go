@@ -49,7 +49,7 @@ func (p *Printer) Availability(a registry.Availability) error {
 		return Write(p.Out, f, a)
 	}
 	fields := []field{
-		{"Window", "window", string(a.Window)},
+		{"Window", "window", Escape(string(a.Window))},
 		{"From", "from", Timestamp(a.From)},
 		{"To", "to", Timestamp(a.To)},
 		{"Available", "available_ratio", p.ratioCell(a.AvailableRatio)},

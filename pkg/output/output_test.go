@@ -382,3 +382,60 @@ func TestCapabilityKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestTablesEscapeControlCharacters: text from the server never reaches
+// the terminal raw: a skill stored before the rule ("evil\x1b[31mRED",
+// "d\x1b[2J") prints its escapes as text, on a terminal with colour, piped,
+// and in the event stream, while mcpd's own colours stay.
+func TestTablesEscapeControlCharacters(t *testing.T) {
+	t.Parallel()
+	skills := []registry.Skill{{SkillID: uuid.MustParse("11111111-1111-4111-8111-111111111111"),
+		Name: "evil\x1b[31mRED", Description: "d\x1b[2J \u202eabc\x9b\xff", Available: true}}
+	entries := []registry.SkillEntry{{Skill: skills[0], ModuleName: "m\x07", Version: "1.0.0",
+		ServerStatus: registry.StatusHealthy, SupportedProtocols: []string{"2025-06-18"}}}
+	servers := fixture()[:1]
+	servers[0].ModuleName = "cal\x1b]0;title\x07"
+	servers[0].CapabilityAdvertisement = json.RawMessage(`{"\u001b[2J":{}}`)
+	events := []registry.Event{{EventID: uuid.New(), Kind: "k\x1b[K", ModuleName: "m\r\x1b[1A",
+		ToStatus: registry.StatusHealthy, OccurredAt: now}}
+	for _, f := range []Format{Table, Wide} {
+		for _, terminal := range []bool{true, false} {
+			p, out, _ := newPrinter(f, terminal, terminal)
+			for _, print := range []func() error{
+				func() error { return p.Skills(skills) },
+				func() error { return p.SkillDirectory(entries) },
+				func() error { return p.Servers(servers) },
+				func() error { return p.Server(servers[0]) },
+				func() error { return p.Events(events) },
+				func() error { return p.EventStream().Event(events[0]) },
+				func() error { return p.Object(nil, []KV{{Label: "Name", Key: "name", Value: "x\x1b[2J"}}) },
+			} {
+				if err := print(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := out.String()
+			// What is left once mcpd's own colours are taken out.
+			plain := got
+			for _, c := range []string{ansiReset, ansiGreen, ansiYellow, ansiRed, ansiFaint} {
+				plain = strings.ReplaceAll(plain, c, "")
+			}
+			if i := strings.IndexFunc(plain, func(r rune) bool {
+				return r != '\n' && r != '\t' && (r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 || r == '\u202e' || r == '\uFFFD')
+			}); i >= 0 {
+				t.Errorf("%s terminal=%t: raw control character at %d:\n%q", f, terminal, i, got)
+			}
+			for _, want := range []string{`evil\x1b[31mRED`, `d\x1b[2J \u202eabc\x9b\xff`, `cal\x1b]0;title\x07`, `m \x1b[1A`} {
+				if f == Table && strings.HasPrefix(want, "d") {
+					continue // the table of skills has the description; the directory's only in wide
+				}
+				if !strings.Contains(got, want) {
+					t.Errorf("%s terminal=%t: %q missing from\n%s", f, terminal, want, got)
+				}
+			}
+			if terminal && !strings.Contains(got, ansiGreen) {
+				t.Errorf("%s: mcpd's colours are gone:\n%q", f, got)
+			}
+		}
+	}
+}

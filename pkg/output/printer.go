@@ -52,9 +52,9 @@ func (p *Printer) when(t time.Time) string {
 
 func (p *Printer) status(s registry.Status) string {
 	if p.Color {
-		return paint(statusColor(s), string(s))
+		return paint(statusColor(s), Escape(string(s)))
 	}
-	return string(s)
+	return Escape(string(s))
 }
 
 // dash stands in for an empty cell on a terminal; piped it stays empty.
@@ -100,15 +100,16 @@ func (p *Printer) ServersWithAvailability(servers []registry.Server, ratios map[
 	}
 	rows := make([][]string, 0, len(servers))
 	for _, s := range servers {
-		protocols := strings.Join(s.SupportedProtocols, ",")
+		protocols := Escape(strings.Join(s.SupportedProtocols, ","))
 		if !wide {
-			rows = append(rows, []string{s.ModuleName, s.Version, p.status(s.Status), protocols, p.when(s.LastHeartbeatAt)})
+			rows = append(rows, []string{Escape(s.ModuleName), Escape(s.Version), p.status(s.Status), protocols,
+				p.when(s.LastHeartbeatAt)})
 			continue
 		}
 		rows = append(rows, []string{
-			s.ServerID.String(), s.ModuleName, s.Version, p.status(s.Status), p.availabilityCell(ratios, s.ServerID), protocols,
-			p.when(s.LastHeartbeatAt), p.when(s.RegisteredAt), s.TraceID,
-			p.dash(strings.Join(CapabilityKeys(s.CapabilityAdvertisement), ",")),
+			s.ServerID.String(), Escape(s.ModuleName), Escape(s.Version), p.status(s.Status),
+			p.availabilityCell(ratios, s.ServerID), protocols, p.when(s.LastHeartbeatAt), p.when(s.RegisteredAt),
+			Escape(s.TraceID), p.dash(Escape(strings.Join(CapabilityKeys(s.CapabilityAdvertisement), ","))),
 		})
 	}
 	return WriteTable(p.Out, p.Terminal, p.header(header), rows)
@@ -142,15 +143,15 @@ func (p *Printer) Server(s registry.Server) error {
 	fields := []field{
 		{"Server ID", "server_id", s.ServerID.String()},
 		{"Tenant ID", "tenant_id", s.TenantID.String()},
-		{"Module", "module_name", s.ModuleName},
-		{"Version", "version", s.Version},
+		{"Module", "module_name", Escape(s.ModuleName)},
+		{"Version", "version", Escape(s.Version)},
 		{"Status", "status", p.status(s.Status)},
-		{"Protocols", "supported_protocols", strings.Join(s.SupportedProtocols, ",")},
-		{"Capabilities", "capability_advertisement", strings.Join(CapabilityKeys(s.CapabilityAdvertisement), ",")},
+		{"Protocols", "supported_protocols", Escape(strings.Join(s.SupportedProtocols, ","))},
+		{"Capabilities", "capability_advertisement", Escape(strings.Join(CapabilityKeys(s.CapabilityAdvertisement), ","))},
 		{"Last heartbeat", "last_heartbeat_at", p.when(s.LastHeartbeatAt)},
 		{"Registered", "registered_at", p.when(s.RegisteredAt)},
 		{"Deregistered", "deregistered_at", deregistered},
-		{"Trace ID", "trace_id", s.TraceID},
+		{"Trace ID", "trace_id", Escape(s.TraceID)},
 		{"Heartbeat interval", "heartbeat_interval_seconds", interval},
 	}
 	return p.fields(fields)
@@ -197,7 +198,7 @@ func (p *Printer) Skills(skills []registry.Skill) error {
 		if s.UnavailableReason != nil {
 			reason = *s.UnavailableReason
 		}
-		row := []string{s.Name, p.available(s.Available), p.dash(reason), p.dash(s.Description)}
+		row := []string{Escape(s.Name), p.available(s.Available), p.dash(Escape(reason)), p.dash(Escape(s.Description))}
 		if f == Wide {
 			row = append([]string{s.SkillID.String()}, row...)
 		}
@@ -228,11 +229,12 @@ func (p *Printer) Events(events []registry.Event) error {
 		if e.FromStatus != nil {
 			from = p.status(*e.FromStatus)
 		}
-		row := []string{p.when(e.OccurredAt), string(e.Kind), e.ModuleName, p.dash(from), p.status(e.ToStatus)}
+		kind, module := Escape(string(e.Kind)), Escape(e.ModuleName)
+		row := []string{p.when(e.OccurredAt), kind, module, p.dash(from), p.status(e.ToStatus)}
 		if f == Wide {
 			row = []string{
-				p.when(e.OccurredAt), e.EventID.String(), string(e.Kind), e.ServerID.String(), e.ModuleName,
-				p.dash(from), p.status(e.ToStatus), e.TraceID, p.dash(strings.Join(e.Body.SkillsAffected, ",")),
+				p.when(e.OccurredAt), e.EventID.String(), kind, e.ServerID.String(), module,
+				p.dash(from), p.status(e.ToStatus), Escape(e.TraceID), p.dash(Escape(strings.Join(e.Body.SkillsAffected, ","))),
 			}
 		}
 		rows = append(rows, row)
@@ -255,7 +257,7 @@ func (p *Printer) Object(v any, kv []KV) error {
 	}
 	fields := make([]field, len(kv))
 	for i, l := range kv {
-		fields[i] = field{label: l.Label, key: l.Key, value: l.Value}
+		fields[i] = field{label: l.Label, key: l.Key, value: Escape(l.Value)}
 	}
 	return p.fields(fields)
 }

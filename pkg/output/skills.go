@@ -30,10 +30,11 @@ func (p *Printer) SkillDirectory(skills []registry.SkillEntry) error {
 		if s.UnavailableReason != nil {
 			reason = *s.UnavailableReason
 		}
-		row := []string{s.Name, s.ModuleName, s.Version, p.available(s.Available), p.dash(reason), p.status(s.ServerStatus)}
+		row := []string{Escape(s.Name), Escape(s.ModuleName), Escape(s.Version), p.available(s.Available),
+			p.dash(Escape(reason)), p.status(s.ServerStatus)}
 		if wide {
-			row = append(row, strings.Join(s.SupportedProtocols, ","), s.ServerID.String(), s.SkillID.String(),
-				p.dash(s.Description))
+			row = append(row, Escape(strings.Join(s.SupportedProtocols, ",")), s.ServerID.String(), s.SkillID.String(),
+				p.dash(Escape(s.Description)))
 		}
 		rows = append(rows, row)
 	}

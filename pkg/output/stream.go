@@ -73,7 +73,7 @@ func (s *EventStream) Event(e registry.Event) error {
 	}
 	if !p.Terminal {
 		for i, c := range row {
-			row[i] = flatten(c)
+			row[i] = Escape(c)
 		}
 		_, err := fmt.Fprintln(p.Out, strings.Join(row, "\t"))
 		return err
@@ -98,7 +98,7 @@ func (s *EventStream) Event(e registry.Event) error {
 func padRow(cells []string, widths []int, colors []string) string {
 	var b strings.Builder
 	for i, c := range cells {
-		c = flatten(c)
+		c = Escape(c)
 		text := c
 		if colors != nil && colors[i] != "" {
 			text = paint(colors[i], c)

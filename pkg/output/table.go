@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/renderer"
@@ -79,6 +81,62 @@ func WriteTable(w io.Writer, terminal bool, header []string, rows [][]string) er
 		return fmt.Errorf("table: %w", err)
 	}
 	return bw.Flush()
+}
+
+// Escape makes text from the server safe to print on a terminal: tabs
+// and line breaks become one space (a run of them too), and every other
+// control character (C0, DEL, C1: terminal escapes), line or paragraph
+// separator, bidirectional embedding, override or isolate, and byte of
+// invalid UTF-8 is written as its escape (\x1b, \u202e, \xff), so that
+// a row the server holds can neither move the cursor, clear the screen,
+// recolour what follows nor reorder what a reader sees.
+func Escape(s string) string {
+	clean := true
+	for _, r := range s {
+		if escaped(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	space := false
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == '\t' || r == '\r' || r == '\n':
+			if !space {
+				b.WriteByte(' ')
+			}
+			space = true
+			i += n
+			continue
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case r < 0x100 && escaped(r):
+			fmt.Fprintf(&b, "\\x%02x", r)
+		case escaped(r):
+			fmt.Fprintf(&b, "\\u%04x", r)
+		default:
+			b.WriteRune(r)
+		}
+		space = false
+		i += n
+	}
+	return b.String()
+}
+
+// escaped reports whether Escape rewrites r.
+func escaped(r rune) bool {
+	switch {
+	case r == utf8.RuneError, unicode.IsControl(r), r == '\u2028', r == '\u2029':
+		return true
+	case r >= '\u202a' && r <= '\u202e', r >= '\u2066' && r <= '\u2069':
+		return true
+	}
+	return false
 }
 
 func flatten(s string) string {

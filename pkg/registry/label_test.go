@@ -2,6 +2,7 @@ package registry_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/cyberos/mcpd/pkg/registry"
@@ -49,6 +50,60 @@ func TestValidateLabelControlCharacters(t *testing.T) {
 			if err := info.Validate(); err != nil {
 				t.Errorf("%s %q: Validate = %v, want nil", field, s, err)
 			}
+		}
+	}
+}
+
+// TestValidateSkillControlCharacters: a skill's name and description are
+// shown as one line too (mcpctl's tables, the board, find_skill): the
+// characters refused in a description are refused there, naming
+// skills[i].name or skills[i].description ("evil\x1b[31mRED" was stored and
+// printed raw by mcpctl).
+func TestValidateSkillControlCharacters(t *testing.T) {
+	t.Parallel()
+	bad := []string{"evil\x1b[31mRED", "d\x1b[2J", "a\tb", "line\nline", "a\u0085b", "a\u2028b", "abc\u202edcb", "a\u2066b"}
+	for _, s := range bad {
+		for _, field := range []string{"name", "description"} {
+			info := validInfo()
+			info.Skills = []registry.SkillInfo{{Name: "ok", Description: "fine"}, {Name: "other", Description: "fine"}}
+			if field == "name" {
+				info.Skills[1].Name = s
+			} else {
+				info.Skills[1].Description = s
+			}
+			var fe *registry.FieldError
+			if err := info.Validate(); !errors.As(err, &fe) || fe.Field != "skills[1]."+field {
+				t.Errorf("skill %s %q: Validate = %v, want a FieldError on skills[1].%s", field, s, err, field)
+			}
+		}
+	}
+	info := validInfo()
+	info.Skills = []registry.SkillInfo{{Name: "日历 search", Description: "Finds events. Café, التقويم\u200f, 👩\u200d💻 " +
+		"and a description longer than a server's description may be" + strings.Repeat(", longer", 20)}}
+	if err := info.Validate(); err != nil {
+		t.Fatalf("a skill of plain text: %v", err)
+	}
+}
+
+// TestOneLine: text taken from elsewhere (an MCP tool's description) is
+// made one line that Validate accepts.
+func TestOneLine(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"Search the web.\n\n  Args:\n\tquery: words\r\n": "Search the web. Args: query: words",
+		"\x1b[31mred\x1b[0m":                             "[31mred [0m",
+		"abc\u202edcb\u2069 x\u2028y\u0085z":             "abcdcb x y z",
+		"plain":                                          "plain",
+		"a\x00b\xff":                                     "a b\uFFFD",
+	} {
+		got := registry.OneLine(in)
+		if got != want {
+			t.Errorf("OneLine(%q) = %q, want %q", in, got, want)
+		}
+		info := validInfo()
+		info.Skills = []registry.SkillInfo{{Name: "s", Description: got}}
+		if err := info.Validate(); err != nil {
+			t.Errorf("OneLine(%q) = %q: Validate = %v", in, got, err)
 		}
 	}
 }

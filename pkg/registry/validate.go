@@ -118,10 +118,10 @@ func (info ServerInfo) Validate() error {
 		if n := len([]rune(s.Name)); n < 1 || n > MaxSkillNameLen {
 			return &FieldError{fmt.Sprintf("skills[%d].name", i), fmt.Sprintf("must be 1-%d characters", MaxSkillNameLen)}
 		}
-		if reason := unstorableText(s.Name); reason != "" {
+		if reason := lineProblem(s.Name); reason != "" {
 			return &FieldError{fmt.Sprintf("skills[%d].name", i), reason}
 		}
-		if reason := unstorableText(s.Description); reason != "" {
+		if reason := lineProblem(s.Description); reason != "" {
 			return &FieldError{fmt.Sprintf("skills[%d].description", i), reason}
 		}
 		if seen[s.Name] {
@@ -209,18 +209,58 @@ func checkLabel(field, s string) error {
 	if s == "" {
 		return nil
 	}
-	if reason := unstorableText(s); reason != "" {
+	if reason := lineProblem(s); reason != "" {
 		return &FieldError{field, reason}
-	}
-	if i := strings.IndexFunc(s, labelControl); i >= 0 {
-		r, _ := utf8.DecodeRuneInString(s[i:])
-		return &FieldError{field, fmt.Sprintf("must not contain control characters, line breaks or bidirectional "+
-			"overrides (U+%04X at byte %d)", r, i)}
 	}
 	if n := utf8.RuneCountInString(s); n > MaxDescription {
 		return &FieldError{field, fmt.Sprintf("must be 1-%d characters, has %d", MaxDescription, n)}
 	}
 	return nil
+}
+
+// LineProblem says why s cannot be a skill's name or description (see
+// lineProblem); "" when it can.
+func LineProblem(s string) string { return lineProblem(s) }
+
+// lineProblem says why s cannot be one line of text that readers show (a
+// description, a title, a skill's name or description): text PostgreSQL
+// cannot store, or a character of labelControl. "" when it can.
+func lineProblem(s string) string {
+	if reason := unstorableText(s); reason != "" {
+		return reason
+	}
+	if i := strings.IndexFunc(s, labelControl); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(s[i:])
+		return fmt.Sprintf("must not contain control characters, line breaks or bidirectional "+
+			"overrides (U+%04X at byte %d)", r, i)
+	}
+	return ""
+}
+
+// OneLine makes s one line of text that Validate accepts in a skill's
+// name or description: each run of control characters, line breaks and
+// white space becomes one space, bidirectional overrides are dropped, and
+// the ends are trimmed (for text taken from elsewhere, such as an MCP
+// tool's description).
+func OneLine(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	var b strings.Builder
+	space := false
+	for _, r := range s {
+		switch {
+		case r >= '\u202a' && r <= '\u202e', r >= '\u2066' && r <= '\u2069':
+			continue
+		case labelControl(r) || unicode.IsSpace(r):
+			space = true
+			continue
+		}
+		if space && b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		space = false
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // labelControl reports whether r may not stand in a description or a

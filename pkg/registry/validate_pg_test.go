@@ -90,7 +90,7 @@ func TestValidateMatchesPostgreSQL(t *testing.T) {
 				num, len(num), valid, pg, len(text))
 		}
 	}
-	for _, name := range []string{"a", "é😀", "a\x00b", "a\xff", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\uFFFD", "\u2028"} {
+	for _, name := range []string{"a", "é😀", "a\x00b", "a\xff", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\uFFFD"} {
 		info := validInfo()
 		info.Skills = []registry.SkillInfo{{Name: name, Description: name}}
 		valid := info.Validate() == nil
