@@ -1,4 +1,4 @@
--- mcpd's schema after migration 16 (make schema), dumped by pg_dump 15
+-- mcpd's schema after migration 17 (make schema), dumped by pg_dump 15
 --
 -- PostgreSQL database dump
 --
@@ -15,51 +15,57 @@ SET client_min_messages = warning;
 SET row_security = off;
 
 --
--- Name: mcp_alert_ack(text, uuid, text, bigint); Type: FUNCTION; Schema: public; Owner: -
+-- Name: mcp_alert_ack(text, uuid, uuid[], bigint[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.mcp_alert_ack(p_destination text, p_claimant uuid, p_txid text, p_seq bigint) RETURNS void
-    LANGUAGE sql SECURITY DEFINER
+CREATE FUNCTION public.mcp_alert_ack(p_destination text, p_claimant uuid, p_tenants uuid[], p_positions bigint[]) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     AS $$
+BEGIN
+    INSERT INTO mcp_alert_positions AS p (destination, tenant_id, position)
+    SELECT p_destination, r.tenant_id, r.position
+    FROM unnest(p_tenants, p_positions) AS r(tenant_id, position)
+    ORDER BY r.tenant_id
+    ON CONFLICT (destination, tenant_id) DO UPDATE
+    SET position = GREATEST(p.position, EXCLUDED.position);
     UPDATE mcp_alert_cursors c
-    SET last_txid     = CASE WHEN (c.last_txid, c.last_seq) < (p_txid::xid8, p_seq) THEN p_txid::xid8 ELSE c.last_txid END,
-        last_seq      = CASE WHEN (c.last_txid, c.last_seq) < (p_txid::xid8, p_seq) THEN p_seq ELSE c.last_seq END,
-        updated_at    = CASE WHEN (c.last_txid, c.last_seq) < (p_txid::xid8, p_seq) THEN now() ELSE c.updated_at END,
-        claimed_by    = CASE WHEN c.claimed_by = p_claimant THEN NULL ELSE c.claimed_by END,
-        claimed_until = CASE WHEN c.claimed_by = p_claimant THEN NULL ELSE c.claimed_until END
-    WHERE c.destination = p_destination
-      AND ((c.last_txid, c.last_seq) < (p_txid::xid8, p_seq) OR c.claimed_by = p_claimant);
+    SET claimed_by = NULL, claimed_until = NULL, updated_at = clock_timestamp()
+    WHERE c.destination = p_destination AND c.claimed_by = p_claimant;
+END
 $$;
 
 --
 -- Name: mcp_alert_claim(text, uuid, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.mcp_alert_claim(p_destination text, p_claimant uuid, p_limit integer) RETURNS TABLE(txid text, seq bigint, event_id uuid, tenant_id uuid, kind text, server_id uuid, module_name text, from_status text, to_status text, trace_id text, occurred_at timestamp with time zone, body jsonb)
+CREATE FUNCTION public.mcp_alert_claim(p_destination text, p_claimant uuid, p_limit integer) RETURNS TABLE(event_position bigint, seq bigint, event_id uuid, tenant_id uuid, kind text, server_id uuid, module_name text, from_status text, to_status text, trace_id text, occurred_at timestamp with time zone, body jsonb)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     AS $$
 #variable_conflict use_column
-DECLARE
-    v_txid xid8;
-    v_seq  bigint;
 BEGIN
-    SELECT c.last_txid, c.last_seq INTO v_txid, v_seq
-    FROM mcp_alert_cursors c
+    PERFORM 1 FROM mcp_alert_cursors c
     WHERE c.destination = p_destination AND c.claimed_by = p_claimant;
     IF NOT FOUND THEN
         RETURN;
     END IF;
     RETURN QUERY
-    SELECT e.txid::text, e.seq, e.event_id, e.tenant_id, e.kind, e.server_id, e.module_name,
+    SELECT e.position, e.seq, e.event_id, e.tenant_id, e.kind, e.server_id, e.module_name,
            e.from_status, e.to_status, e.trace_id::text, e.occurred_at, e.body
-    FROM mcp_audit_events e
-    WHERE (e.kind IN ('mcp.server.unhealthy', 'mcp.server.recovered', 'mcp.server.deregistered')
-           OR (e.kind = 'mcp.server.registered' AND e.from_status = 'unhealthy'))
-      AND (e.txid, e.seq) > (v_txid, v_seq)
-      AND e.txid < (SELECT h.horizon FROM mcp_feed_horizon() h)
-    ORDER BY e.txid, e.seq
+    FROM mcp_tenant_feed f
+    LEFT JOIN mcp_alert_positions p ON p.destination = p_destination AND p.tenant_id = f.tenant_id
+    CROSS JOIN LATERAL (
+        SELECT a.* FROM mcp_audit_events a
+        WHERE a.tenant_id = f.tenant_id
+          AND (a.kind IN ('mcp.server.unhealthy', 'mcp.server.recovered', 'mcp.server.deregistered')
+               OR (a.kind = 'mcp.server.registered' AND a.from_status = 'unhealthy'))
+          AND a.position > COALESCE(p.position, 0)
+        ORDER BY a.position
+        LIMIT p_limit
+    ) e
+    WHERE f.alert_position > COALESCE(p.position, 0)
+    ORDER BY e.occurred_at, e.tenant_id, e.position
     LIMIT p_limit;
 END
 $$;
@@ -87,15 +93,19 @@ $$;
 --
 
 CREATE FUNCTION public.mcp_alert_pending(p_destination text) RETURNS TABLE(pending bigint, oldest timestamp with time zone)
-    LANGUAGE sql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     AS $$
-    SELECT count(*), min(e.occurred_at)
-    FROM mcp_audit_events e
-    LEFT JOIN mcp_alert_cursors c ON c.destination = p_destination
-    WHERE (e.kind IN ('mcp.server.unhealthy', 'mcp.server.recovered', 'mcp.server.deregistered')
-           OR (e.kind = 'mcp.server.registered' AND e.from_status = 'unhealthy'))
-      AND (e.txid, e.seq) > (COALESCE(c.last_txid, '0'::xid8), COALESCE(c.last_seq, 0));
+BEGIN
+    RETURN QUERY
+    SELECT count(*), min(a.occurred_at)
+    FROM mcp_tenant_feed f
+    LEFT JOIN mcp_alert_positions p ON p.destination = p_destination AND p.tenant_id = f.tenant_id
+    JOIN mcp_audit_events a ON a.tenant_id = f.tenant_id AND a.position > COALESCE(p.position, 0)
+    WHERE f.alert_position > COALESCE(p.position, 0)
+      AND (a.kind IN ('mcp.server.unhealthy', 'mcp.server.recovered', 'mcp.server.deregistered')
+           OR (a.kind = 'mcp.server.registered' AND a.from_status = 'unhealthy'));
+END
 $$;
 
 --
@@ -126,45 +136,83 @@ CREATE FUNCTION public.mcp_cursor_key() RETURNS bytea
 $$;
 
 --
--- Name: mcp_feed_horizon(); Type: FUNCTION; Schema: public; Owner: -
+-- Name: mcp_feed_epoch(); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.mcp_feed_horizon(OUT timeline bigint, OUT horizon xid8) RETURNS record
+CREATE FUNCTION public.mcp_feed_epoch() RETURNS bigint
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+BEGIN
+    RETURN ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint;
+END
+$$;
+
+--
+-- Name: mcp_feed_horizon(uuid); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_feed_horizon(p_tenant uuid, OUT epoch bigint, OUT pos bigint) RETURNS record
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     AS $$
 DECLARE
-    snap pg_snapshot := pg_current_snapshot();
+    v_position bigint;
 BEGIN
-    timeline := ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint;
-    SELECT min(x) INTO horizon
-    FROM pg_snapshot_xip(snap) AS x
-    WHERE NOT EXISTS (
-        SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-        WHERE l.locktype = 'transactionid' AND l.transactionid = x::xid
-          AND a.datid <> (SELECT oid FROM pg_database WHERE datname = current_database()));
-    horizon := COALESCE(horizon, pg_snapshot_xmax(snap));
-END;
+    SELECT f.position INTO v_position FROM mcp_tenant_feed f WHERE f.tenant_id = p_tenant;
+    epoch := mcp_feed_epoch();
+    pos := COALESCE(v_position, 0);
+END
 $$;
 
 --
--- Name: mcp_feed_read(xid8, bigint, integer); Type: FUNCTION; Schema: public; Owner: -
+-- Name: mcp_feed_next(uuid, text, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.mcp_feed_read(p_txid xid8, p_seq bigint, p_limit integer) RETURNS TABLE(timeline bigint, horizon xid8, txid xid8, seq bigint, event_id uuid, tenant_id uuid, kind text, server_id uuid, module_name text, from_status text, to_status text, trace_id text, occurred_at timestamp with time zone, body jsonb)
-    LANGUAGE sql STABLE SECURITY DEFINER
+CREATE FUNCTION public.mcp_feed_next(p_tenant uuid, p_kind text, p_from text) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     AS $$
-    SELECT h.timeline, h.horizon, e.txid, e.seq, e.event_id, e.tenant_id, e.kind, e.server_id,
-           e.module_name, e.from_status, e.to_status, e.trace_id::text, e.occurred_at, e.body
-    FROM mcp_feed_horizon() h
+DECLARE
+    v_alert boolean := p_kind IN ('mcp.server.unhealthy', 'mcp.server.recovered', 'mcp.server.deregistered')
+                       OR (p_kind = 'mcp.server.registered' AND p_from IS NOT DISTINCT FROM 'unhealthy');
+    v_position bigint;
+BEGIN
+    INSERT INTO mcp_tenant_feed AS f (tenant_id, position, alert_position)
+    VALUES (p_tenant, 1, CASE WHEN v_alert THEN 1 ELSE 0 END)
+    ON CONFLICT (tenant_id) DO UPDATE
+    SET position = f.position + 1,
+        alert_position = CASE WHEN v_alert THEN f.position + 1 ELSE f.alert_position END
+    RETURNING f.position INTO v_position;
+    RETURN v_position;
+END
+$$;
+
+--
+-- Name: mcp_feed_read(uuid[], bigint[], integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_feed_read(p_tenants uuid[], p_after bigint[], p_limit integer) RETURNS TABLE(epoch bigint, feed_tenant uuid, horizon bigint, event_position bigint, seq bigint, event_id uuid, tenant_id uuid, kind text, server_id uuid, module_name text, from_status text, to_status text, trace_id text, occurred_at timestamp with time zone, body jsonb)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_epoch bigint := mcp_feed_epoch();
+BEGIN
+    RETURN QUERY
+    SELECT v_epoch, r.tenant, COALESCE(f.position, 0), e.position, e.seq, e.event_id, e.tenant_id, e.kind,
+           e.server_id, e.module_name, e.from_status, e.to_status, e.trace_id::text, e.occurred_at, e.body
+    FROM unnest(p_tenants, p_after) WITH ORDINALITY AS r(tenant, after, ord)
+    LEFT JOIN mcp_tenant_feed f ON f.tenant_id = r.tenant
     LEFT JOIN LATERAL (
-        SELECT * FROM mcp_audit_events a
-        WHERE (a.txid, a.seq) > (p_txid, p_seq) AND a.txid < h.horizon
-        ORDER BY a.txid, a.seq
+        SELECT a.* FROM mcp_audit_events a
+        WHERE a.tenant_id = r.tenant AND a.position > r.after AND a.position <= f.position
+        ORDER BY a.position
         LIMIT p_limit
     ) e ON true
-    ORDER BY e.txid, e.seq;
+    ORDER BY r.ord, e.position;
+END
 $$;
 
 --
@@ -215,13 +263,15 @@ WITH prev AS (
 ), ev AS (
     INSERT INTO mcp_audit_events
         (event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
-         trace_id, occurred_at, body)
+         trace_id, occurred_at, body, position)
     SELECT gen_random_uuid(), u.tenant_id, 'mcp.server.recovered', u.server_id, u.module_name,
            u.from_status, u.status, u.trace_id, u.last_heartbeat_at,
            mcp_audit_body(u.server_id, u.module_name, u.status, u.version, u.supported_protocols,
-                          (SELECT jsonb_agg(x.name ORDER BY x.name) FROM restored x WHERE x.server_id = u.server_id))
+                          (SELECT jsonb_agg(x.name ORDER BY x.name) FROM restored x WHERE x.server_id = u.server_id)),
+           mcp_feed_next(u.tenant_id, 'mcp.server.recovered', u.from_status)
     FROM upd u
     WHERE u.from_status IN ('degraded', 'unhealthy')
+    ORDER BY u.tenant_id, u.server_id
     RETURNING mcp_audit_events.seq, mcp_audit_events.event_id, mcp_audit_events.tenant_id,
               mcp_audit_events.kind, mcp_audit_events.server_id, mcp_audit_events.module_name,
               mcp_audit_events.from_status, mcp_audit_events.to_status,
@@ -451,15 +501,17 @@ affected AS (
 events AS (
     INSERT INTO mcp_audit_events
         (event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
-         trace_id, occurred_at, body)
+         trace_id, occurred_at, body, position)
     SELECT gen_random_uuid(), m.tenant_id, 'mcp.server.' || m.to_status, m.server_id,
            m.module_name, d.status, m.to_status, m.trace_id, m.now,
            mcp_audit_body(m.server_id, m.module_name, m.to_status, m.version, m.supported_protocols,
-                          to_jsonb(a.names))
+                          to_jsonb(a.names)),
+           mcp_feed_next(m.tenant_id, 'mcp.server.' || m.to_status, d.status)
     FROM moved m
     JOIN due d ON d.server_id = m.server_id
     LEFT JOIN affected a ON a.server_id = m.server_id
-    RETURNING mcp_audit_events.seq, mcp_audit_events.event_id, mcp_audit_events.tenant_id,
+    ORDER BY m.tenant_id, m.server_id
+    RETURNING mcp_audit_events.seq, mcp_audit_events.position, mcp_audit_events.event_id, mcp_audit_events.tenant_id,
               mcp_audit_events.kind, mcp_audit_events.server_id, mcp_audit_events.module_name,
               mcp_audit_events.from_status, mcp_audit_events.to_status,
               mcp_audit_events.trace_id, mcp_audit_events.occurred_at, mcp_audit_events.body
@@ -467,7 +519,7 @@ events AS (
 SELECT e.event_id, e.tenant_id, e.kind, e.server_id, e.module_name, e.from_status,
        e.to_status, e.trace_id::text, e.occurred_at, e.body
 FROM events e
-ORDER BY e.seq;
+ORDER BY e.tenant_id, e.position;
 END
 $$;
 
@@ -549,11 +601,20 @@ SET default_table_access_method = heap;
 
 CREATE TABLE public.mcp_alert_cursors (
     destination text NOT NULL,
-    last_txid xid8 DEFAULT '0'::xid8 NOT NULL,
-    last_seq bigint DEFAULT 0 NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     claimed_by uuid,
     claimed_until timestamp with time zone
+);
+
+--
+-- Name: mcp_alert_positions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.mcp_alert_positions (
+    destination text NOT NULL,
+    tenant_id uuid NOT NULL,
+    "position" bigint NOT NULL,
+    CONSTRAINT mcp_alert_positions_position_check CHECK (("position" >= 0))
 );
 
 --
@@ -572,7 +633,7 @@ CREATE TABLE public.mcp_audit_events (
     trace_id character(32),
     occurred_at timestamp with time zone NOT NULL,
     body jsonb NOT NULL,
-    txid xid8 DEFAULT pg_current_xact_id() NOT NULL,
+    "position" bigint NOT NULL,
     CONSTRAINT mcp_audit_events_from_status_check CHECK ((from_status = ANY (ARRAY['healthy'::text, 'degraded'::text, 'unhealthy'::text, 'deregistered'::text]))),
     CONSTRAINT mcp_audit_events_kind_check CHECK ((kind = ANY (ARRAY['mcp.server.registered'::text, 'mcp.server.degraded'::text, 'mcp.server.unhealthy'::text, 'mcp.server.recovered'::text, 'mcp.server.deregistered'::text]))),
     CONSTRAINT mcp_audit_events_to_status_check CHECK ((to_status = ANY (ARRAY['healthy'::text, 'degraded'::text, 'unhealthy'::text, 'deregistered'::text])))
@@ -672,6 +733,18 @@ CREATE TABLE public.mcp_skills (
 WITH (fillfactor='80');
 
 --
+-- Name: mcp_tenant_feed; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.mcp_tenant_feed (
+    tenant_id uuid NOT NULL,
+    "position" bigint DEFAULT 0 NOT NULL,
+    alert_position bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT mcp_tenant_feed_alert_position_check CHECK ((alert_position >= 0)),
+    CONSTRAINT mcp_tenant_feed_position_check CHECK (("position" >= 0))
+);
+
+--
 -- Name: mcp_tenant_servers; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -696,6 +769,13 @@ CREATE TABLE public.schema_migrations (
 
 ALTER TABLE ONLY public.mcp_alert_cursors
     ADD CONSTRAINT mcp_alert_cursors_pkey PRIMARY KEY (destination);
+
+--
+-- Name: mcp_alert_positions mcp_alert_positions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.mcp_alert_positions
+    ADD CONSTRAINT mcp_alert_positions_pkey PRIMARY KEY (destination, tenant_id);
 
 --
 -- Name: mcp_audit_events mcp_audit_events_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -754,6 +834,13 @@ ALTER TABLE ONLY public.mcp_skills
     ADD CONSTRAINT mcp_skills_tenant_id_server_id_name_key UNIQUE (tenant_id, server_id, name);
 
 --
+-- Name: mcp_tenant_feed mcp_tenant_feed_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.mcp_tenant_feed
+    ADD CONSTRAINT mcp_tenant_feed_pkey PRIMARY KEY (tenant_id);
+
+--
 -- Name: mcp_tenant_servers mcp_tenant_servers_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -768,22 +855,16 @@ ALTER TABLE ONLY public.schema_migrations
     ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
 
 --
--- Name: mcp_audit_events_alert_idx; Type: INDEX; Schema: public; Owner: -
+-- Name: mcp_audit_events_tenant_alert_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX mcp_audit_events_alert_idx ON public.mcp_audit_events USING btree (txid, seq) WHERE ((kind = ANY (ARRAY['mcp.server.unhealthy'::text, 'mcp.server.recovered'::text, 'mcp.server.deregistered'::text])) OR ((kind = 'mcp.server.registered'::text) AND (from_status = 'unhealthy'::text)));
+CREATE INDEX mcp_audit_events_tenant_alert_idx ON public.mcp_audit_events USING btree (tenant_id, "position") WHERE ((kind = ANY (ARRAY['mcp.server.unhealthy'::text, 'mcp.server.recovered'::text, 'mcp.server.deregistered'::text])) OR ((kind = 'mcp.server.registered'::text) AND (from_status = 'unhealthy'::text)));
 
 --
--- Name: mcp_audit_events_feed_idx; Type: INDEX; Schema: public; Owner: -
+-- Name: mcp_audit_events_tenant_position_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX mcp_audit_events_feed_idx ON public.mcp_audit_events USING btree (txid, seq);
-
---
--- Name: mcp_audit_events_tenant_txid_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX mcp_audit_events_tenant_txid_idx ON public.mcp_audit_events USING btree (tenant_id, txid, seq);
+CREATE UNIQUE INDEX mcp_audit_events_tenant_position_idx ON public.mcp_audit_events USING btree (tenant_id, "position");
 
 --
 -- Name: mcp_servers_sweep_idx; Type: INDEX; Schema: public; Owner: -
@@ -865,6 +946,12 @@ ALTER TABLE public.mcp_skill_alerts ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.mcp_skills ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: mcp_tenant_feed; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.mcp_tenant_feed ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: mcp_tenant_servers; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -883,17 +970,23 @@ CREATE POLICY servers_rls ON public.mcp_servers USING ((tenant_id = (NULLIF(curr
 CREATE POLICY skills_rls ON public.mcp_skills USING ((tenant_id = (NULLIF(current_setting('auth.tenant_id'::text, true), ''::text))::uuid)) WITH CHECK ((tenant_id = (NULLIF(current_setting('auth.tenant_id'::text, true), ''::text))::uuid));
 
 --
+-- Name: mcp_tenant_feed tenant_feed_rls; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_feed_rls ON public.mcp_tenant_feed USING ((tenant_id = (NULLIF(current_setting('auth.tenant_id'::text, true), ''::text))::uuid)) WITH CHECK ((tenant_id = (NULLIF(current_setting('auth.tenant_id'::text, true), ''::text))::uuid));
+
+--
 -- Name: mcp_tenant_servers tenant_servers_rls; Type: POLICY; Schema: public; Owner: -
 --
 
 CREATE POLICY tenant_servers_rls ON public.mcp_tenant_servers USING ((tenant_id = (NULLIF(current_setting('auth.tenant_id'::text, true), ''::text))::uuid)) WITH CHECK ((tenant_id = (NULLIF(current_setting('auth.tenant_id'::text, true), ''::text))::uuid));
 
 --
--- Name: FUNCTION mcp_alert_ack(p_destination text, p_claimant uuid, p_txid text, p_seq bigint); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION mcp_alert_ack(p_destination text, p_claimant uuid, p_tenants uuid[], p_positions bigint[]); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.mcp_alert_ack(p_destination text, p_claimant uuid, p_txid text, p_seq bigint) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.mcp_alert_ack(p_destination text, p_claimant uuid, p_txid text, p_seq bigint) TO cyberos_app;
+REVOKE ALL ON FUNCTION public.mcp_alert_ack(p_destination text, p_claimant uuid, p_tenants uuid[], p_positions bigint[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_alert_ack(p_destination text, p_claimant uuid, p_tenants uuid[], p_positions bigint[]) TO cyberos_app;
 
 --
 -- Name: FUNCTION mcp_alert_claim(p_destination text, p_claimant uuid, p_limit integer); Type: ACL; Schema: public; Owner: -
@@ -930,18 +1023,32 @@ REVOKE ALL ON FUNCTION public.mcp_cursor_key() FROM PUBLIC;
 GRANT ALL ON FUNCTION public.mcp_cursor_key() TO cyberos_app;
 
 --
--- Name: FUNCTION mcp_feed_horizon(OUT timeline bigint, OUT horizon xid8); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION mcp_feed_epoch(); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.mcp_feed_horizon(OUT timeline bigint, OUT horizon xid8) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.mcp_feed_horizon(OUT timeline bigint, OUT horizon xid8) TO cyberos_app;
+REVOKE ALL ON FUNCTION public.mcp_feed_epoch() FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_feed_epoch() TO cyberos_app;
 
 --
--- Name: FUNCTION mcp_feed_read(p_txid xid8, p_seq bigint, p_limit integer); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION mcp_feed_horizon(p_tenant uuid, OUT epoch bigint, OUT pos bigint); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.mcp_feed_read(p_txid xid8, p_seq bigint, p_limit integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.mcp_feed_read(p_txid xid8, p_seq bigint, p_limit integer) TO cyberos_app;
+REVOKE ALL ON FUNCTION public.mcp_feed_horizon(p_tenant uuid, OUT epoch bigint, OUT pos bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_feed_horizon(p_tenant uuid, OUT epoch bigint, OUT pos bigint) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_feed_next(p_tenant uuid, p_kind text, p_from text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_feed_next(p_tenant uuid, p_kind text, p_from text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_feed_next(p_tenant uuid, p_kind text, p_from text) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_feed_read(p_tenants uuid[], p_after bigint[], p_limit integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_feed_read(p_tenants uuid[], p_after bigint[], p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_feed_read(p_tenants uuid[], p_after bigint[], p_limit integer) TO cyberos_app;
 
 --
 -- Name: FUNCTION mcp_heartbeat(p_tenants uuid[], p_servers uuid[], p_now timestamp with time zone); Type: ACL; Schema: public; Owner: -
@@ -1120,6 +1227,12 @@ GRANT UPDATE(available) ON TABLE public.mcp_skills TO cyberos_app;
 --
 
 GRANT UPDATE(unavailable_reason) ON TABLE public.mcp_skills TO cyberos_app;
+
+--
+-- Name: TABLE mcp_tenant_feed; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.mcp_tenant_feed TO cyberos_app;
 
 --
 -- Name: TABLE mcp_tenant_servers; Type: ACL; Schema: public; Owner: -

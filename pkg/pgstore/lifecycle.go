@@ -20,10 +20,12 @@ import (
 // the server's trace id and the contract's body, and returns it.
 const insertEvent = `
 INSERT INTO mcp_audit_events
-    (event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body)
+    (event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body,
+     position)
 SELECT gen_random_uuid(), s.tenant_id, $2, s.server_id, s.module_name, $3, s.status, s.trace_id, $4,
        mcp_audit_body(s.server_id, s.module_name, s.status, s.version, s.supported_protocols,
-                      to_jsonb($5::text[]))
+                      to_jsonb($5::text[])),
+       mcp_feed_next(s.tenant_id, $2, $3)
 FROM mcp_servers s WHERE s.server_id = $1
 RETURNING ` + eventColumns
 
@@ -218,11 +220,13 @@ WITH prev AS (
     RETURNING k.name
 ), ev AS (
     INSERT INTO mcp_audit_events
-        (event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body)
+        (event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body,
+         position)
     SELECT gen_random_uuid(), u.tenant_id, 'mcp.server.deregistered', u.server_id, u.module_name, u.from_status,
            u.status, u.trace_id, u.deregistered_at,
            mcp_audit_body(u.server_id, u.module_name, u.status, u.version, u.supported_protocols,
-                          (SELECT jsonb_agg(t.name ORDER BY t.name) FROM taken t))
+                          (SELECT jsonb_agg(t.name ORDER BY t.name) FROM taken t)),
+           mcp_feed_next(u.tenant_id, 'mcp.server.deregistered', u.from_status)
     FROM upd u
     RETURNING ` + eventColumns + `
 )

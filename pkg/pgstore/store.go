@@ -158,53 +158,34 @@ const setTenantForRead = `SELECT set_config('auth.tenant_id', $1, true), set_con
 // implicit transaction, to which set_config(..., true) is local. It returns
 // the rows that collect makes of the query's answer.
 func queryInTenant[T any](ctx context.Context, s *Store, tenant uuid.UUID, collect pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
-	return queryInTenantAfter(ctx, s, "", nil, tenant, collect, sql, args...)
+	return queryInTenantAfter(ctx, s, "", nil, nil, tenant, collect, sql, args...)
 }
 
-// horizonIntoSettings reads the feed's horizon into the transaction's
-// settings mcpd.feed_timeline and mcpd.feed_horizon, for a statement after
-// it in the same pipeline to read with current_setting. Every transaction
-// below that horizon has ended, so any later snapshot of the transaction
-// sees all that it settles.
-const horizonIntoSettings = `SELECT set_config('mcpd.feed_timeline', timeline::text, true),
-       set_config('mcpd.feed_horizon', horizon::text, true) FROM mcp_feed_horizon()`
-
-// queryInTenantAfterHorizon is queryInTenant that first reads the feed's
-// horizon into the settings of horizonIntoSettings, which sql reads: before
-// the tenant's plan_cache_mode, which would make mcp_feed_horizon plan its
-// query again on every call (as in queryInTenantAt).
-func queryInTenantAfterHorizon[T any](ctx context.Context, s *Store, tenant uuid.UUID, collect pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
-	return queryInTenantAfter(ctx, s, horizonIntoSettings, nil, tenant, collect, sql, args...)
-}
-
-// queryInTenantAt is queryInTenant that also reads the horizon before the
-// query, in the same round trip: a watch from it misses nothing that the
-// query's answer does not reflect.
+// queryInTenantAt is queryInTenant that also reads the tenant's present
+// position before the query, in the same round trip: the query's snapshot
+// is later, so it reflects every event up to that position, and a watch
+// from it misses nothing that the query's answer does not reflect.
 func queryInTenantAt[T any](ctx context.Context, s *Store, tenant uuid.UUID, collect pgx.RowToFunc[T], sql string, args ...any) ([]T, registry.Position, error) {
-	var (
-		timeline int64
-		horizon  string
-	)
+	var epoch, pos int64
 	// The horizon before the tenant's settings: their plan_cache_mode
 	// would make mcp_feed_horizon plan its query again on every call.
-	out, err := queryInTenantAfter(ctx, s, horizonSQL, func(br pgx.BatchResults) error {
-		return br.QueryRow().Scan(&timeline, &horizon)
+	out, err := queryInTenantAfter(ctx, s, horizonSQL, []any{tenant}, func(br pgx.BatchResults) error {
+		return br.QueryRow().Scan(&epoch, &pos)
 	}, tenant, collect, sql, args...)
 	if err != nil {
 		return nil, registry.Position{}, err
 	}
-	pos, err := horizonPosition(timeline, horizon)
-	return out, pos, err
+	return out, tenantPosition(epoch, pos), nil
 }
 
 // queryInTenantAfter is queryInTenant with the statement first (none when
 // empty) ahead of the tenant's setting in the same pipeline; readFirst
 // reads its answer, or when nil it is run for its effect.
-func queryInTenantAfter[T any](ctx context.Context, s *Store, first string, readFirst func(pgx.BatchResults) error,
+func queryInTenantAfter[T any](ctx context.Context, s *Store, first string, firstArgs []any, readFirst func(pgx.BatchResults) error,
 	tenant uuid.UUID, collect pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
 	var pb pgx.Batch
 	if first != "" {
-		pb.Queue(first)
+		pb.Queue(first, firstArgs...)
 	}
 	pb.Queue(setTenantForRead, tenant.String())
 	pb.Queue(sql, args...)
