@@ -238,6 +238,17 @@ JOIN unnest(p_tenants, p_servers) AS r(tenant_id, server_id)
   ON s.server_id = r.server_id AND s.tenant_id = r.tenant_id
 ORDER BY s.server_id
 FOR UPDATE OF s;
+-- Then the counters of the tenants whose servers recover (their events
+-- take positions), in tenant_id order, as every writer of several tenants
+-- takes them: after the servers, as every writer takes them.
+PERFORM 1 FROM mcp_tenant_feed f
+WHERE f.tenant_id IN (
+    SELECT s.tenant_id FROM mcp_servers s
+    JOIN unnest(p_tenants, p_servers) AS r(tenant_id, server_id)
+      ON s.server_id = r.server_id AND s.tenant_id = r.tenant_id
+    WHERE s.status IN ('degraded', 'unhealthy'))
+ORDER BY f.tenant_id
+FOR UPDATE OF f;
 
 RETURN QUERY
 WITH prev AS (
@@ -472,6 +483,12 @@ FROM (
 IF v_ids IS NULL THEN
     RETURN;
 END IF;
+-- The positions of the events below: the tenants' counters locked in
+-- tenant_id order, as every writer of several tenants takes them.
+PERFORM 1 FROM mcp_tenant_feed f
+WHERE f.tenant_id IN (SELECT s.tenant_id FROM mcp_servers s WHERE s.ctid = ANY (v_rows))
+ORDER BY f.tenant_id
+FOR UPDATE OF f;
 RETURN QUERY
 WITH due AS (
     SELECT d.server_id, d.status FROM unnest(v_ids, v_from) AS d(server_id, status)

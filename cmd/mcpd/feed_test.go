@@ -52,7 +52,7 @@ func trailOf(t *testing.T, db *pgtest.DB, tenant uuid.UUID) []uuid.UUID {
 func trailIn(t *testing.T, admin *pgxpool.Pool, tenant uuid.UUID) []uuid.UUID {
 	t.Helper()
 	rows, err := admin.Query(context.Background(),
-		`SELECT event_id FROM mcp_audit_events WHERE tenant_id = $1 ORDER BY txid, seq`, tenant)
+		`SELECT event_id FROM mcp_audit_events WHERE tenant_id = $1 ORDER BY position`, tenant)
 	if err != nil {
 		t.Fatal(err)
 	}

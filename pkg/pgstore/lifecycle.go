@@ -246,6 +246,13 @@ func (s *Store) Deregister(ctx context.Context, tenant, serverID uuid.UUID) (reg
 		if _, err := tx.Exec(ctx, lockServersSQL, []uuid.UUID{serverID}); err != nil {
 			return err
 		}
+		// Then the tenant's live count, which the deregistration changes
+		// (a trigger, at the end of the statement below): before the
+		// tenant's feed counter, which the statement's event takes, as a
+		// registration takes them (see mcp_feed_next, 0017).
+		if _, err := quotaFull(ctx, tx, tenant, 0); err != nil {
+			return err
+		}
 		var r heartbeatRow
 		if err := tx.QueryRow(ctx, deregisterSQL, serverID, s.now()).Scan(r.dest()...); err != nil {
 			return err
