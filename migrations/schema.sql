@@ -1,4 +1,4 @@
--- mcpd's schema after migration 17 (make schema), dumped by pg_dump 15
+-- mcpd's schema after migration 18 (make schema), dumped by pg_dump 15
 --
 -- PostgreSQL database dump
 --
@@ -258,7 +258,8 @@ WITH prev AS (
       ON s.server_id = r.server_id AND s.tenant_id = r.tenant_id
 ), upd AS (
     UPDATE mcp_servers s
-    SET last_heartbeat_at = v_now, status = 'healthy'
+    SET last_heartbeat_at = v_now, status = 'healthy',
+        status_changed_at = CASE WHEN p.status = 'healthy' THEN s.status_changed_at ELSE v_now END
     FROM prev p
     WHERE s.server_id = p.server_id AND p.status <> 'deregistered'
     RETURNING s.server_id, s.tenant_id, s.module_name, s.version, s.supported_protocols,
@@ -339,53 +340,6 @@ CREATE FUNCTION public.mcp_live_counts(p_tenants uuid[]) RETURNS TABLE(tenant_id
     SELECT s.tenant_id, count(*) FROM mcp_servers s
     WHERE s.tenant_id = ANY (p_tenants) AND s.status <> 'deregistered'
     GROUP BY s.tenant_id;
-$$;
-
---
--- Name: mcp_servers_capability_bytes(); Type: FUNCTION; Schema: public; Owner: -
---
-
-CREATE FUNCTION public.mcp_servers_capability_bytes() RETURNS trigger
-    LANGUAGE plpgsql
-    SET search_path TO 'public', 'pg_temp'
-    AS $$
-BEGIN
-    NEW.capability_bytes := COALESCE(octet_length(NEW.capability_advertisement::text), 0);
-    RETURN NEW;
-END
-$$;
-
---
--- Name: mcp_servers_count_live(); Type: FUNCTION; Schema: public; Owner: -
---
-
-CREATE FUNCTION public.mcp_servers_count_live() RETURNS trigger
-    LANGUAGE plpgsql
-    SET search_path TO 'public', 'pg_temp'
-    AS $$
-DECLARE
-    v_delta integer := CASE WHEN NEW.status = 'deregistered' THEN -1 ELSE 1 END;
-BEGIN
-    INSERT INTO mcp_tenant_servers AS t (tenant_id, live) VALUES (NEW.tenant_id, GREATEST(v_delta, 0))
-    ON CONFLICT (tenant_id) DO UPDATE SET live = t.live + v_delta;
-    RETURN NULL;
-END
-$$;
-
---
--- Name: mcp_servers_status_changed(); Type: FUNCTION; Schema: public; Owner: -
---
-
-CREATE FUNCTION public.mcp_servers_status_changed() RETURNS trigger
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'public', 'pg_temp'
-    AS $$
-BEGIN
-    UPDATE mcp_servers s SET status_changed_at = e.at
-    FROM (SELECT n.server_id, max(n.occurred_at) AS at FROM mcp_new_events n GROUP BY n.server_id) e
-    WHERE s.server_id = e.server_id AND s.status_changed_at IS DISTINCT FROM e.at;
-    RETURN NULL;
-END
 $$;
 
 --
@@ -498,7 +452,8 @@ WITH due AS (
 moved AS (
     UPDATE mcp_servers s
     SET status = CASE WHEN s.last_heartbeat_at <= v_unhealthy_before
-                      THEN 'unhealthy' ELSE 'degraded' END
+                      THEN 'unhealthy' ELSE 'degraded' END,
+        status_changed_at = v_now
     WHERE s.ctid = ANY (v_rows)
     RETURNING s.server_id, s.tenant_id, s.module_name, s.status AS to_status, s.trace_id, s.version,
               s.supported_protocols, v_now AS now
@@ -709,11 +664,11 @@ CREATE TABLE public.mcp_servers (
     registered_at timestamp with time zone DEFAULT now() NOT NULL,
     deregistered_at timestamp with time zone,
     trace_id character(32),
-    capability_bytes integer DEFAULT 0 NOT NULL,
     remotes jsonb DEFAULT '[]'::jsonb NOT NULL,
     description text,
     title text,
     status_changed_at timestamp with time zone DEFAULT now() NOT NULL,
+    capability_bytes integer GENERATED ALWAYS AS (COALESCE(octet_length((capability_advertisement)::text), 0)) STORED NOT NULL,
     CONSTRAINT mcp_servers_description_check CHECK (((char_length(description) >= 1) AND (char_length(description) <= 100))),
     CONSTRAINT mcp_servers_remotes_check CHECK (((jsonb_typeof(remotes) = 'array'::text) AND (jsonb_array_length(remotes) <= 8))),
     CONSTRAINT mcp_servers_status_check CHECK ((status = ANY (ARRAY['healthy'::text, 'degraded'::text, 'unhealthy'::text, 'deregistered'::text]))),
@@ -902,30 +857,6 @@ CREATE INDEX mcp_skills_server_idx ON public.mcp_skills USING btree (server_id);
 CREATE INDEX mcp_skills_tenant_name_idx ON public.mcp_skills USING btree (tenant_id, name);
 
 --
--- Name: mcp_audit_events mcp_audit_events_status_changed; Type: TRIGGER; Schema: public; Owner: -
---
-
-CREATE TRIGGER mcp_audit_events_status_changed AFTER INSERT ON public.mcp_audit_events REFERENCING NEW TABLE AS mcp_new_events FOR EACH STATEMENT EXECUTE FUNCTION public.mcp_servers_status_changed();
-
---
--- Name: mcp_servers mcp_servers_capability_bytes; Type: TRIGGER; Schema: public; Owner: -
---
-
-CREATE TRIGGER mcp_servers_capability_bytes BEFORE INSERT OR UPDATE OF capability_advertisement ON public.mcp_servers FOR EACH ROW EXECUTE FUNCTION public.mcp_servers_capability_bytes();
-
---
--- Name: mcp_servers mcp_servers_count_live_insert; Type: TRIGGER; Schema: public; Owner: -
---
-
-CREATE TRIGGER mcp_servers_count_live_insert AFTER INSERT ON public.mcp_servers FOR EACH ROW WHEN ((new.status <> 'deregistered'::text)) EXECUTE FUNCTION public.mcp_servers_count_live();
-
---
--- Name: mcp_servers mcp_servers_count_live_update; Type: TRIGGER; Schema: public; Owner: -
---
-
-CREATE TRIGGER mcp_servers_count_live_update AFTER UPDATE OF status ON public.mcp_servers FOR EACH ROW WHEN (((old.status = 'deregistered'::text) <> (new.status = 'deregistered'::text))) EXECUTE FUNCTION public.mcp_servers_count_live();
-
---
 -- Name: mcp_skills mcp_skills_server_fk; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1089,24 +1020,6 @@ REVOKE ALL ON FUNCTION public.mcp_live_counts(p_tenants uuid[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.mcp_live_counts(p_tenants uuid[]) TO cyberos_app;
 
 --
--- Name: FUNCTION mcp_servers_capability_bytes(); Type: ACL; Schema: public; Owner: -
---
-
-REVOKE ALL ON FUNCTION public.mcp_servers_capability_bytes() FROM PUBLIC;
-
---
--- Name: FUNCTION mcp_servers_count_live(); Type: ACL; Schema: public; Owner: -
---
-
-REVOKE ALL ON FUNCTION public.mcp_servers_count_live() FROM PUBLIC;
-
---
--- Name: FUNCTION mcp_servers_status_changed(); Type: ACL; Schema: public; Owner: -
---
-
-REVOKE ALL ON FUNCTION public.mcp_servers_status_changed() FROM PUBLIC;
-
---
 -- Name: FUNCTION mcp_skill_alert_states(p_destination text, p_tenants uuid[], p_skills text[]); Type: ACL; Schema: public; Owner: -
 --
 
@@ -1220,6 +1133,12 @@ GRANT UPDATE(description) ON TABLE public.mcp_servers TO cyberos_app;
 --
 
 GRANT UPDATE(title) ON TABLE public.mcp_servers TO cyberos_app;
+
+--
+-- Name: COLUMN mcp_servers.status_changed_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(status_changed_at) ON TABLE public.mcp_servers TO cyberos_app;
 
 --
 -- Name: TABLE mcp_skills; Type: ACL; Schema: public; Owner: -

@@ -79,7 +79,7 @@ func (s *Store) Register(ctx context.Context, tenant uuid.UUID, info registry.Se
 UPDATE mcp_servers
 SET version = $2, supported_protocols = $3, capability_advertisement = $4, status = 'healthy',
     last_heartbeat_at = COALESCE($5::timestamptz, now()), deregistered_at = NULL,
-    remotes = $6, description = $7, title = $8
+    remotes = $6, description = $7, title = $8, status_changed_at = COALESCE($5::timestamptz, now())
 WHERE server_id = $1
 RETURNING `+serverColumns, id, info.Version, protocols, caps, s.now(),
 					remotes, nullIfEmpty(info.Description), nullIfEmpty(info.Title)))
@@ -124,6 +124,14 @@ RETURNING `+serverColumns, uuid.New(), tenant, info.ModuleName, info.Version, pr
 			break
 		}
 
+		// A server that is live again (new, or registered after its
+		// deregistration) counts for the tenant's quota (0018).
+		if created || (from != nil && *from == string(registry.StatusDeregistered)) {
+			if _, err := tx.Exec(ctx, addLiveSQL, tenant, 1); err != nil {
+				return fmt.Errorf("count live servers: %w", err)
+			}
+		}
+
 		names := make([]string, len(info.Skills))
 		descs := make([]string, len(info.Skills))
 		for i, sk := range info.Skills {
@@ -159,6 +167,11 @@ SET description = EXCLUDED.description,
 	}
 	return srv, created, ev, nil
 }
+
+// addLiveSQL adds $2 to tenant $1's count of live servers.
+const addLiveSQL = `
+INSERT INTO mcp_tenant_servers AS t (tenant_id, live) VALUES ($1, GREATEST($2::integer, 0))
+ON CONFLICT (tenant_id) DO UPDATE SET live = t.live + $2::integer`
 
 // quotaFull locks the tenant's count of live servers (mcp_tenant_servers,
 // kept by a trigger on mcp_servers) and reports whether it is at quota.
@@ -208,7 +221,8 @@ WITH prev AS (
     SELECT server_id, status FROM mcp_servers WHERE server_id = $1 FOR UPDATE
 ), upd AS (
     UPDATE mcp_servers s
-    SET status = 'deregistered', deregistered_at = COALESCE($2::timestamptz, now())
+    SET status = 'deregistered', deregistered_at = COALESCE($2::timestamptz, now()),
+        status_changed_at = COALESCE($2::timestamptz, now())
     FROM prev p
     WHERE s.server_id = p.server_id AND p.status <> 'deregistered'
     RETURNING ` + prefixed("s") + `, p.status AS from_status
@@ -246,10 +260,9 @@ func (s *Store) Deregister(ctx context.Context, tenant, serverID uuid.UUID) (reg
 		if _, err := tx.Exec(ctx, lockServersSQL, []uuid.UUID{serverID}); err != nil {
 			return err
 		}
-		// Then the tenant's live count, which the deregistration changes
-		// (a trigger, at the end of the statement below): before the
-		// tenant's feed counter, which the statement's event takes, as a
-		// registration takes them (see mcp_feed_next, 0017).
+		// Then the tenant's live count, which the deregistration changes:
+		// before the tenant's feed counter, which the statement's event
+		// takes, as a registration takes them (see mcp_feed_next, 0017).
 		if _, err := quotaFull(ctx, tx, tenant, 0); err != nil {
 			return err
 		}
@@ -264,6 +277,9 @@ func (s *Store) Deregister(ctx context.Context, tenant, serverID uuid.UUID) (reg
 		}
 		if srv, err = r.server(); err != nil {
 			return err
+		}
+		if _, err := tx.Exec(ctx, addLiveSQL, tenant, -1); err != nil {
+			return fmt.Errorf("count live servers: %w", err)
 		}
 		ev, err = r.event()
 		return err
