@@ -1,4 +1,4 @@
--- mcpd's schema after migration 18 (make schema), dumped by pg_dump 15
+-- mcpd's schema after migration 19 (make schema), dumped by pg_dump 15
 --
 -- PostgreSQL database dump
 --
@@ -170,7 +170,7 @@ $$;
 --
 
 CREATE FUNCTION public.mcp_feed_next(p_tenant uuid, p_kind text, p_from text) RETURNS bigint
-    LANGUAGE plpgsql SECURITY DEFINER
+    LANGUAGE plpgsql
     SET search_path TO 'public', 'pg_temp'
     AS $$
 DECLARE
@@ -340,6 +340,31 @@ CREATE FUNCTION public.mcp_live_counts(p_tenants uuid[]) RETURNS TABLE(tenant_id
     SELECT s.tenant_id, count(*) FROM mcp_servers s
     WHERE s.tenant_id = ANY (p_tenants) AND s.status <> 'deregistered'
     GROUP BY s.tenant_id;
+$$;
+
+--
+-- Name: mcp_now(timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_now(p_now timestamp with time zone) RETURNS timestamp with time zone
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+    RETURN COALESCE(p_now, now());
+END
+$$;
+
+--
+-- Name: mcp_set_tenant(uuid); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_set_tenant(p_tenant uuid) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    SET LOCAL citus.propagate_set_commands TO 'local';
+    EXECUTE format('SET LOCAL auth.tenant_id TO %L', p_tenant::text);
+END
 $$;
 
 --
@@ -1020,6 +1045,19 @@ REVOKE ALL ON FUNCTION public.mcp_live_counts(p_tenants uuid[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.mcp_live_counts(p_tenants uuid[]) TO cyberos_app;
 
 --
+-- Name: FUNCTION mcp_now(p_now timestamp with time zone); Type: ACL; Schema: public; Owner: -
+--
+
+GRANT ALL ON FUNCTION public.mcp_now(p_now timestamp with time zone) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_set_tenant(p_tenant uuid); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_set_tenant(p_tenant uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_set_tenant(p_tenant uuid) TO cyberos_app;
+
+--
 -- Name: FUNCTION mcp_skill_alert_states(p_destination text, p_tenants uuid[], p_skills text[]); Type: ACL; Schema: public; Owner: -
 --
 
@@ -1168,7 +1206,19 @@ GRANT UPDATE(unavailable_reason) ON TABLE public.mcp_skills TO cyberos_app;
 -- Name: TABLE mcp_tenant_feed; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT ON TABLE public.mcp_tenant_feed TO cyberos_app;
+GRANT SELECT,INSERT ON TABLE public.mcp_tenant_feed TO cyberos_app;
+
+--
+-- Name: COLUMN mcp_tenant_feed."position"; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE("position") ON TABLE public.mcp_tenant_feed TO cyberos_app;
+
+--
+-- Name: COLUMN mcp_tenant_feed.alert_position; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(alert_position) ON TABLE public.mcp_tenant_feed TO cyberos_app;
 
 --
 -- Name: TABLE mcp_tenant_servers; Type: ACL; Schema: public; Owner: -

@@ -144,19 +144,22 @@ func (s *Store) now() *time.Time {
 	return &t
 }
 
-const setTenant = `SELECT set_config('auth.tenant_id', $1, true)`
+// setTenant scopes the transaction to a tenant: mcp_set_tenant (0019) runs
+// SET LOCAL auth.tenant_id, which Citus carries to the workers (a
+// set_config it does not), in an explicit transaction only.
+const setTenant = `SELECT mcp_set_tenant($1::uuid)`
 
 // setTenantForRead is setTenant for a read, which is also planned for its
 // actual parameters: its optional filters ($n IS NULL OR column = $n) make a
 // generic plan expect one row, and page through a tenant of 10,000 servers
 // by sorting the rest of the tenant for every page (4.7 ms against 0.14 ms
 // for the index range scan of a custom plan, measured with EXPLAIN ANALYZE).
-const setTenantForRead = `SELECT set_config('auth.tenant_id', $1, true), set_config('plan_cache_mode', 'force_custom_plan', true)`
+const setTenantForRead = `SELECT mcp_set_tenant($1::uuid), set_config('plan_cache_mode', 'force_custom_plan', true)`
 
 // queryInTenant runs one read scoped to tenant by row-level security, in
 // one round trip: the tenant's setting and the query are pipelined in one
-// implicit transaction, to which set_config(..., true) is local. It returns
-// the rows that collect makes of the query's answer.
+// explicit transaction (BEGIN ... COMMIT), to which the setting is local.
+// It returns the rows that collect makes of the query's answer.
 func queryInTenant[T any](ctx context.Context, s *Store, tenant uuid.UUID, collect pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
 	return queryInTenantAfter(ctx, s, "", nil, nil, tenant, collect, sql, args...)
 }
@@ -184,13 +187,18 @@ func queryInTenantAt[T any](ctx context.Context, s *Store, tenant uuid.UUID, col
 func queryInTenantAfter[T any](ctx context.Context, s *Store, first string, firstArgs []any, readFirst func(pgx.BatchResults) error,
 	tenant uuid.UUID, collect pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
 	var pb pgx.Batch
+	pb.Queue(`BEGIN READ ONLY`)
 	if first != "" {
 		pb.Queue(first, firstArgs...)
 	}
 	pb.Queue(setTenantForRead, tenant.String())
 	pb.Queue(sql, args...)
+	pb.Queue(`COMMIT`)
 	br := s.pool.SendBatch(ctx, &pb)
 	out, err := func() ([]T, error) {
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
 		if first != "" {
 			if readFirst != nil {
 				if err := readFirst(br); err != nil {
@@ -207,7 +215,12 @@ func queryInTenantAfter[T any](ctx context.Context, s *Store, first string, firs
 		if err != nil {
 			return nil, err
 		}
-		return pgx.CollectRows(rows, collect)
+		out, err := pgx.CollectRows(rows, collect)
+		if err != nil {
+			return nil, err
+		}
+		_, err = br.Exec()
+		return out, err
 	}()
 	// Close ends the pipeline either way; the first error is the one told.
 	if closeErr := br.Close(); err == nil {

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -47,17 +49,29 @@ var (
 )
 
 // citusInstalled reports whether the Citus extension is installed beside
-// the PostgreSQL binaries pgtest runs.
+// the PostgreSQL binaries pgtest runs (their lib directory, or pg_config's
+// pkglibdir).
 func citusInstalled() (bool, error) {
 	bins, err := defaultFinder().find()
 	if err != nil {
 		return false, err
 	}
+	pgctl, err := filepath.EvalSymlinks(bins.pgctl)
+	if err != nil {
+		pgctl = bins.pgctl
+	}
 	// bin/pg_ctl -> lib/citus.so of the same installation (Debian:
 	// /usr/lib/postgresql/15/{bin,lib}).
-	lib := filepath.Join(filepath.Dir(filepath.Dir(bins.pgctl)), "lib", "citus.so")
-	_, err = os.Stat(lib)
-	return err == nil, nil
+	dirs := []string{filepath.Join(filepath.Dir(filepath.Dir(pgctl)), "lib")}
+	if out, err := exec.Command("pg_config", "--pkglibdir").Output(); err == nil {
+		dirs = append(dirs, strings.TrimSpace(string(out)))
+	}
+	for _, dir := range dirs {
+		if _, err := os.Stat(filepath.Join(dir, "citus.so")); err == nil {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // SharedCitus returns the test binary's Citus cluster, starting it on first
@@ -122,6 +136,9 @@ var citusSettings = map[string]string{
 	"citus.shard_count":         fmt.Sprint(CitusShardCount),
 	// One node's 2PC recovery and maintenance often enough for tests.
 	"citus.recover_2pc_interval": "1s",
+	// Loopback between the nodes; without it libpq in the server looks
+	// for client certificates in the home of the account that started it.
+	"citus.node_conninfo": "sslmode=disable",
 }
 
 func startCitus() (c *Citus, err error) {
@@ -316,7 +333,13 @@ func (c *Citus) makeTemplate() error {
 	}
 	// Templates no one connects to: CREATE DATABASE refuses to copy a
 	// database that has sessions (Citus's maintenance daemon keeps one).
-	return c.onEach(ctx, `ALTER DATABASE `+ident(tmpl)+` IS_TEMPLATE true ALLOW_CONNECTIONS false`)
+	if err := c.onEach(ctx, `ALTER DATABASE `+ident(tmpl)+` IS_TEMPLATE true ALLOW_CONNECTIONS false`); err != nil {
+		return err
+	}
+	// The sessions already there (the coordinator's connections to the
+	// workers, the maintenance daemon) end; none comes again.
+	return c.onEach(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE datname = `+literal(tmpl)+` AND pid <> pg_backend_pid()`)
 }
 
 func (c *Citus) onCoordinatorDB(ctx context.Context, database string, stmts ...string) error {

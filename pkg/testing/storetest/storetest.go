@@ -52,6 +52,36 @@ type testCase struct {
 // Run runs every case of the suite, each as a parallel subtest with its
 // own newHarness(t).
 func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
+	for _, c := range allCases() {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.run(setup(t, newHarness))
+		})
+	}
+}
+
+// RunOnly runs the cases of the suite named, as Run does; a name that is
+// not a case fails the test, so that the list cannot go stale.
+func RunOnly(t *testing.T, names []string, newHarness func(t *testing.T) Harness) {
+	byName := make(map[string]testCase)
+	for _, c := range allCases() {
+		byName[c.name] = c
+	}
+	for _, name := range names {
+		c, ok := byName[name]
+		if !ok {
+			t.Errorf("storetest: no case %q", name)
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.run(setup(t, newHarness))
+		})
+	}
+}
+
+// allCases is every case of the suite.
+func allCases() []testCase {
 	var all []testCase
 	all = append(all, lifecycleCases...)
 	all = append(all, registrationCases...)
@@ -63,12 +93,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	all = append(all, pageBytesCases...)
 	all = append(all, remotesCases...)
 	all = append(all, catalogCases...)
-	for _, c := range all {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			c.run(setup(t, newHarness))
-		})
-	}
+	return all
 }
 
 // env is what a case needs: the harness, a context and a fresh tenant.
