@@ -678,7 +678,7 @@ func TestMigrationRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (schema.Status{Version: migrations.Latest, Latest: migrations.Latest, Applied: true}); st != want {
+	if want := (schema.Status{Version: migrations.Latest, Latest: migrations.Latest, Applied: true, Engine: schema.EnginePostgreSQL}); st != want {
 		t.Fatalf("after the round trip: Current = %+v, want %+v", st, want)
 	}
 	if again := fingerprint(t, db.Admin); again != first {

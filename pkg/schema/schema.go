@@ -35,6 +35,9 @@ type Status struct {
 	Latest uint
 	// Applied is false when no migration is applied.
 	Applied bool
+	// Engine is what the database is (Current sets it): EnginePostgreSQL,
+	// or EngineCitus, whose tables migrate up distributes.
+	Engine string
 }
 
 // Up migrates the database to migrations.Latest, one migration at a time. A
@@ -108,8 +111,20 @@ func Current(ctx context.Context, databaseURL string) (Status, error) {
 	var st Status
 	err := withMigrate(ctx, databaseURL, "migrate status", func(r *runner) error {
 		var err error
-		st, err = r.status()
-		return err
+		if st, err = r.status(); err != nil {
+			return err
+		}
+		db := sql.OpenDB(r.conn)
+		defer db.Close()
+		citus, err := isCitus(ctx, db)
+		if err != nil {
+			return fmt.Errorf("detect citus: %w", shortError(err))
+		}
+		st.Engine = EnginePostgreSQL
+		if citus {
+			st.Engine = EngineCitus
+		}
+		return nil
 	})
 	return st, err
 }
