@@ -39,3 +39,411 @@ GRANT EXECUTE ON FUNCTION mcp_now(timestamptz) TO cyberos_app;
 -- which row-level security confines it to.
 ALTER FUNCTION mcp_feed_next(uuid, text, text) SECURITY INVOKER;
 GRANT INSERT, UPDATE (position, alert_position) ON mcp_tenant_feed TO cyberos_app;
+
+-- mcp_heartbeat_tenant is mcp_heartbeat (0018) for the servers p_servers
+-- of one tenant: every statement names tenant_id = p_tenant, so that Citus
+-- routes it to the tenant's shard (mcp_heartbeat's join of the pairs
+-- cannot be routed, and takes locks across shards), and the recovery
+-- events' positions are taken before they are written, from the tenant's
+-- counter (a function call inside a statement on a shard cannot reach
+-- another table). Planned for each call's values (a generic plan cannot
+-- be routed). mcpd calls it on Citus, once per tenant of a batch.
+CREATE FUNCTION mcp_heartbeat_tenant(p_tenant uuid, p_servers uuid[], p_now timestamptz)
+RETURNS TABLE (
+    o_tenant_id uuid, o_server_id uuid, o_prev_status text,
+    s_server_id uuid, s_tenant_id uuid, s_module_name text, s_version text, s_protocols text[],
+    s_capabilities jsonb, s_status text, s_last_heartbeat timestamptz, s_registered_at timestamptz,
+    s_deregistered_at timestamptz, s_trace_id text, s_remotes jsonb, s_description text, s_title text,
+    e_seq bigint, e_event_id uuid, e_tenant_id uuid, e_kind text, e_server_id uuid, e_module_name text,
+    e_from_status text, e_to_status text, e_trace_id text, e_occurred_at timestamptz, e_body jsonb
+)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = public, pg_temp
+SET plan_cache_mode = force_custom_plan
+AS $fn$
+#variable_conflict use_column
+DECLARE
+    v_now      timestamptz := COALESCE(p_now, now());
+    v_recover  integer;
+    v_last     bigint;
+BEGIN
+    -- Lock first, in server_id order, as mcp_heartbeat does; count the
+    -- recoveries.
+    SELECT count(*) FILTER (WHERE l.status IN ('degraded', 'unhealthy')) INTO v_recover
+    FROM (SELECT s.status FROM mcp_servers s
+          WHERE s.tenant_id = p_tenant AND s.server_id = ANY (p_servers)
+          ORDER BY s.server_id
+          FOR UPDATE OF s) l;
+    IF v_recover > 0 THEN
+        -- Recovered is an alert kind: both positions move.
+        UPDATE mcp_tenant_feed f
+        SET position = f.position + v_recover, alert_position = f.position + v_recover
+        WHERE f.tenant_id = p_tenant
+        RETURNING f.position INTO v_last;
+    END IF;
+    RETURN QUERY
+    WITH prev AS (
+        SELECT s.server_id, s.tenant_id, s.status
+        FROM mcp_servers s
+        WHERE s.tenant_id = p_tenant AND s.server_id = ANY (p_servers)
+    ), upd AS (
+        UPDATE mcp_servers s
+        SET last_heartbeat_at = v_now, status = 'healthy',
+            status_changed_at = CASE WHEN p.status = 'healthy' THEN s.status_changed_at ELSE v_now END
+        FROM prev p
+        WHERE s.tenant_id = p_tenant AND s.server_id = p.server_id AND p.status <> 'deregistered'
+        RETURNING s.server_id, s.tenant_id, s.module_name, s.version, s.supported_protocols,
+                  s.capability_advertisement, s.status, s.last_heartbeat_at, s.registered_at,
+                  s.deregistered_at, s.trace_id, s.remotes, s.description, s.title, p.status AS from_status
+    ), restored AS (
+        UPDATE mcp_skills k
+        SET available = true, unavailable_reason = NULL
+        FROM upd u
+        WHERE k.tenant_id = p_tenant AND k.server_id = u.server_id AND u.from_status = 'unhealthy'
+          AND k.unavailable_reason = 'server_unhealthy'
+        RETURNING k.server_id, k.name
+    ), rec AS (
+        SELECT u.*, row_number() OVER (ORDER BY u.server_id) AS n
+        FROM upd u
+        WHERE u.from_status IN ('degraded', 'unhealthy')
+    ), ev AS (
+        INSERT INTO mcp_audit_events
+            (event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
+             trace_id, occurred_at, body, position)
+        SELECT gen_random_uuid(), r.tenant_id, 'mcp.server.recovered', r.server_id, r.module_name,
+               r.from_status, r.status, r.trace_id, r.last_heartbeat_at,
+               mcp_audit_body(r.server_id, r.module_name, r.status, r.version, r.supported_protocols,
+                              (SELECT jsonb_agg(x.name ORDER BY x.name) FROM restored x WHERE x.server_id = r.server_id)),
+               v_last - v_recover + r.n
+        FROM rec r
+        RETURNING mcp_audit_events.seq, mcp_audit_events.event_id, mcp_audit_events.tenant_id,
+                  mcp_audit_events.kind, mcp_audit_events.server_id, mcp_audit_events.module_name,
+                  mcp_audit_events.from_status, mcp_audit_events.to_status,
+                  mcp_audit_events.trace_id, mcp_audit_events.occurred_at, mcp_audit_events.body
+    )
+    SELECT p.tenant_id, p.server_id, p.status,
+           u.server_id, u.tenant_id, u.module_name, u.version, u.supported_protocols,
+           u.capability_advertisement, u.status, u.last_heartbeat_at, u.registered_at,
+           u.deregistered_at, u.trace_id::text, u.remotes, u.description, u.title,
+           e.seq, e.event_id, e.tenant_id, e.kind, e.server_id, e.module_name, e.from_status,
+           e.to_status, e.trace_id::text, e.occurred_at, e.body
+    FROM prev p
+    LEFT JOIN upd u ON u.server_id = p.server_id
+    LEFT JOIN ev e ON e.server_id = p.server_id;
+END
+$fn$;
+REVOKE ALL ON FUNCTION mcp_heartbeat_tenant(uuid, uuid[], timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mcp_heartbeat_tenant(uuid, uuid[], timestamptz) TO cyberos_app;
+
+-- The sweep on Citus, one tenant per statement and per transaction: a
+-- worker that is down fails its own tenants' sweeps only (they stay as
+-- they are: blind, as in a database outage) while the others go on, and
+-- no statement locks across shards. mcpd calls mcp_sweep_guard, then
+-- mcp_sweep_tenants, then mcp_sweep_tenant for each; on plain PostgreSQL
+-- it keeps mcp_sweep_guarded and mcp_sweep (one statement for every
+-- tenant).
+
+-- mcp_sweep_guard is the blind-window rule of mcp_sweep_guarded (0006) on
+-- its own: it records this sweep and returns the degraded and unhealthy
+-- lags to sweep with (1000 years: nothing of that kind is due yet), the
+-- window and whether it is new; proceed is false while another replica
+-- holds the state (sweeping now).
+CREATE FUNCTION mcp_sweep_guard(p_now timestamptz, p_degraded_after interval, p_unhealthy_after interval,
+                                p_blind_after interval)
+RETURNS TABLE (proceed boolean, degraded_after interval, unhealthy_after interval,
+               blind_from timestamptz, blind_until timestamptz, blind_new boolean)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = public, pg_temp
+AS $fn$
+#variable_conflict use_column
+DECLARE
+    v_now   timestamptz := COALESCE(p_now, now());
+    v_last  timestamptz;
+    v_from  timestamptz;
+    v_until timestamptz;
+    v_new   boolean := false;
+    v_deg   interval := p_degraded_after;
+    v_unh   interval := p_unhealthy_after;
+BEGIN
+    SELECT st.last_sweep_at, st.blind_from, st.blind_until INTO v_last, v_from, v_until
+    FROM mcp_monitor_state st WHERE st.id
+    FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT false, NULL::interval, NULL::interval, NULL::timestamptz, NULL::timestamptz, false;
+        RETURN;
+    END IF;
+    IF v_last IS NOT NULL AND p_blind_after IS NOT NULL AND p_blind_after > interval '0'
+       AND v_now - v_last > p_blind_after THEN
+        v_new := true;
+        v_from := v_last;
+        v_until := v_now;
+    END IF;
+    UPDATE mcp_monitor_state st
+    SET last_sweep_at = GREATEST(v_now, COALESCE(st.last_sweep_at, v_now)),
+        blind_from = v_from, blind_until = v_until,
+        blind_windows = st.blind_windows + (v_new::integer)
+    WHERE st.id;
+    IF v_until IS NOT NULL AND v_until > v_now - p_degraded_after THEN
+        v_deg := interval '1000 years';
+    END IF;
+    IF v_until IS NOT NULL AND v_until > v_now - p_unhealthy_after THEN
+        v_unh := interval '1000 years';
+    END IF;
+    RETURN QUERY SELECT true, v_deg, v_unh, v_from, v_until, v_new;
+END
+$fn$;
+REVOKE ALL ON FUNCTION mcp_sweep_guard(timestamptz, interval, interval, interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mcp_sweep_guard(timestamptz, interval, interval, interval) TO cyberos_app;
+
+-- mcp_sweep_tenants lists the tenants that have live servers (a read of
+-- every shard, without a lock).
+CREATE FUNCTION mcp_sweep_tenants()
+RETURNS TABLE (tenant_id uuid)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = public, pg_temp
+AS $fn$
+BEGIN
+    RETURN QUERY SELECT t.tenant_id FROM mcp_tenant_servers t WHERE t.live > 0 ORDER BY t.tenant_id;
+END
+$fn$;
+REVOKE ALL ON FUNCTION mcp_sweep_tenants() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mcp_sweep_tenants() TO cyberos_app;
+
+-- mcp_sweep_tenant is mcp_sweep (0018) for one tenant: at most p_limit of
+-- its silent live servers move, each statement routed to the tenant's
+-- shard; the events' positions are taken from the tenant's counter before
+-- they are written (unhealthy is an alert kind, degraded not).
+CREATE FUNCTION mcp_sweep_tenant(p_tenant uuid, p_now timestamptz, p_degraded_after interval,
+                                 p_unhealthy_after interval, p_limit integer)
+RETURNS TABLE (event_id uuid, tenant_id uuid, kind text, server_id uuid, module_name text, from_status text,
+               to_status text, trace_id text, occurred_at timestamptz, body jsonb)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = public, pg_temp
+SET plan_cache_mode = force_custom_plan
+AS $fn$
+#variable_conflict use_column
+DECLARE
+    v_now              timestamptz := COALESCE(p_now, now());
+    v_degraded_before  timestamptz := v_now - p_degraded_after;
+    v_unhealthy_before timestamptz := v_now - p_unhealthy_after;
+    v_ids   uuid[];
+    v_from  text[];
+    v_to    text[];
+    v_pos   bigint[];
+    v_n     integer;
+    v_last  bigint;
+    v_alert bigint;
+BEGIN
+    SELECT array_agg(d.server_id ORDER BY d.server_id), array_agg(d.status ORDER BY d.server_id),
+           array_agg(d.to_status ORDER BY d.server_id)
+    INTO v_ids, v_from, v_to
+    FROM (
+        SELECT s.server_id, s.status,
+               CASE WHEN s.last_heartbeat_at <= v_unhealthy_before THEN 'unhealthy' ELSE 'degraded' END AS to_status
+        FROM mcp_servers s
+        WHERE s.tenant_id = p_tenant
+          AND ((s.status = 'healthy' AND s.last_heartbeat_at <= v_degraded_before)
+               OR (s.status = 'degraded' AND s.last_heartbeat_at <= v_unhealthy_before))
+        LIMIT p_limit
+        FOR UPDATE OF s SKIP LOCKED
+    ) d;
+    IF v_ids IS NULL THEN
+        RETURN;
+    END IF;
+    v_n := cardinality(v_ids);
+    UPDATE mcp_tenant_feed f SET position = f.position + v_n
+    WHERE f.tenant_id = p_tenant
+    RETURNING f.position INTO v_last;
+    SELECT array_agg(v_last - v_n + i ORDER BY i),
+           max(v_last - v_n + i) FILTER (WHERE v_to[i] = 'unhealthy')
+    INTO v_pos, v_alert
+    FROM generate_subscripts(v_ids, 1) AS i;
+    IF v_alert IS NOT NULL THEN
+        UPDATE mcp_tenant_feed f SET alert_position = v_alert WHERE f.tenant_id = p_tenant;
+    END IF;
+    RETURN QUERY
+    WITH due AS (
+        SELECT d.server_id, d.status, d.to_status, d.position
+        FROM unnest(v_ids, v_from, v_to, v_pos) AS d(server_id, status, to_status, position)
+    ), moved AS (
+        UPDATE mcp_servers s
+        SET status = d.to_status, status_changed_at = v_now
+        FROM due d
+        WHERE s.tenant_id = p_tenant AND s.server_id = d.server_id
+        RETURNING s.server_id, s.tenant_id, s.module_name, s.status AS to_status, s.trace_id, s.version,
+                  s.supported_protocols, d.status AS from_status, d.position
+    ), cascaded AS (
+        UPDATE mcp_skills k
+        SET available = false, unavailable_reason = 'server_unhealthy'
+        FROM moved m
+        WHERE k.tenant_id = p_tenant AND k.server_id = m.server_id AND m.to_status = 'unhealthy' AND k.available
+        RETURNING k.server_id, k.name
+    ), affected AS (
+        SELECT a.server_id, array_agg(a.name ORDER BY a.name) AS names
+        FROM cascaded a
+        GROUP BY a.server_id
+    ), events AS (
+        INSERT INTO mcp_audit_events
+            (event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
+             trace_id, occurred_at, body, position)
+        SELECT gen_random_uuid(), m.tenant_id, 'mcp.server.' || m.to_status, m.server_id,
+               m.module_name, m.from_status, m.to_status, m.trace_id, v_now,
+               mcp_audit_body(m.server_id, m.module_name, m.to_status, m.version, m.supported_protocols,
+                              to_jsonb(a.names)),
+               m.position
+        FROM moved m
+        LEFT JOIN affected a ON a.server_id = m.server_id
+        RETURNING mcp_audit_events.position, mcp_audit_events.event_id, mcp_audit_events.tenant_id,
+                  mcp_audit_events.kind, mcp_audit_events.server_id, mcp_audit_events.module_name,
+                  mcp_audit_events.from_status, mcp_audit_events.to_status,
+                  mcp_audit_events.trace_id, mcp_audit_events.occurred_at, mcp_audit_events.body
+    )
+    SELECT e.event_id, e.tenant_id, e.kind, e.server_id, e.module_name, e.from_status,
+           e.to_status, e.trace_id::text, e.occurred_at, e.body
+    FROM events e
+    ORDER BY e.position;
+END
+$fn$;
+REVOKE ALL ON FUNCTION mcp_sweep_tenant(uuid, timestamptz, interval, interval, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mcp_sweep_tenant(uuid, timestamptz, interval, interval, integer) TO cyberos_app;
+
+-- The functions that were SQL functions with parameters, which Citus
+-- cannot plan ("could not create distributed plan"), as plpgsql; the
+-- unhealthy servers' lookup of their events names tenant_id (a join of
+-- the distributed tables on their distribution column).
+
+CREATE OR REPLACE FUNCTION mcp_live_counts(p_tenants uuid[]) RETURNS TABLE(tenant_id uuid, live bigint)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $fn$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT s.tenant_id, count(*) FROM mcp_servers s
+        WHERE s.tenant_id = ANY (p_tenants) AND s.status <> 'deregistered'
+        GROUP BY s.tenant_id;
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION mcp_skill_alert_states(p_destination text, p_tenants uuid[], p_skills text[]) RETURNS TABLE(tenant_id uuid, skill text, available boolean, firing_since timestamp with time zone)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $fn$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT k.tenant_id, k.skill,
+               EXISTS (SELECT 1 FROM mcp_skills s WHERE s.tenant_id = k.tenant_id AND s.name = k.skill AND s.available),
+               a.since
+        FROM unnest(p_tenants, p_skills) WITH ORDINALITY AS k(tenant_id, skill, ord)
+        LEFT JOIN mcp_skill_alerts a
+               ON a.destination = p_destination AND a.tenant_id = k.tenant_id AND a.skill = k.skill
+        ORDER BY k.ord;
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION mcp_skill_alerts_firing(p_destination text) RETURNS TABLE(tenant_id uuid, skill text, available boolean, firing_since timestamp with time zone)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $fn$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT a.tenant_id, a.skill,
+               EXISTS (SELECT 1 FROM mcp_skills s WHERE s.tenant_id = a.tenant_id AND s.name = a.skill AND s.available),
+               a.since
+        FROM mcp_skill_alerts a
+        WHERE a.destination = p_destination
+        ORDER BY a.tenant_id, a.skill;
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION mcp_skill_alerts_record(p_destination text, p_tenants uuid[], p_skills text[], p_since timestamp with time zone[], p_resolved_tenants uuid[], p_resolved_skills text[]) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $fn$
+BEGIN
+    INSERT INTO mcp_skill_alerts (destination, tenant_id, skill, since)
+        SELECT p_destination, r.tenant_id, r.skill, r.since
+        FROM unnest(p_tenants, p_skills, p_since) AS r(tenant_id, skill, since)
+        ON CONFLICT (destination, tenant_id, skill) DO NOTHING;
+        DELETE FROM mcp_skill_alerts a
+        USING unnest(p_resolved_tenants, p_resolved_skills) AS r(tenant_id, skill)
+        WHERE a.destination = p_destination AND a.tenant_id = r.tenant_id AND a.skill = r.skill;
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION mcp_unhealthy_servers() RETURNS TABLE(server_id uuid, tenant_id uuid, module_name text, version text, last_heartbeat_at timestamp with time zone, trace_id text, unhealthy_since timestamp with time zone)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $fn$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT s.server_id, s.tenant_id, s.module_name, s.version, s.last_heartbeat_at, s.trace_id::text,
+               (SELECT max(e.occurred_at) FROM mcp_audit_events e
+                 WHERE e.tenant_id = s.tenant_id AND e.server_id = s.server_id AND e.kind = 'mcp.server.unhealthy')
+        FROM mcp_servers s
+        WHERE s.status = 'unhealthy';
+END
+$fn$;
+
+-- mcp_feed_read_each is mcp_feed_read (0017) one tenant at a time: a
+-- statement per tenant, which Citus routes to the tenant's shard (the
+-- lateral join over the tenants it cannot plan). mcpd reads the feed with
+-- it on Citus.
+CREATE FUNCTION mcp_feed_read_each(p_tenants uuid[], p_after bigint[], p_limit integer)
+RETURNS TABLE (
+    epoch       bigint,
+    feed_tenant uuid,
+    horizon     bigint,
+    event_position bigint,
+    seq         bigint,
+    event_id    uuid,
+    tenant_id   uuid,
+    kind        text,
+    server_id   uuid,
+    module_name text,
+    from_status text,
+    to_status   text,
+    trace_id    text,
+    occurred_at timestamptz,
+    body        jsonb
+)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = public, pg_temp
+SET plan_cache_mode = force_custom_plan
+AS $fn$
+#variable_conflict use_column
+DECLARE
+    v_epoch bigint := mcp_feed_epoch();
+    v_horizon bigint;
+BEGIN
+    FOR i IN 1 .. COALESCE(cardinality(p_tenants), 0) LOOP
+        SELECT f.position INTO v_horizon FROM mcp_tenant_feed f WHERE f.tenant_id = p_tenants[i];
+        v_horizon := COALESCE(v_horizon, 0);
+        -- Every event up to the horizon read above has committed: a later
+        -- snapshot sees them all.
+        RETURN QUERY
+        SELECT v_epoch, p_tenants[i], v_horizon, e.position, e.seq, e.event_id, e.tenant_id, e.kind,
+               e.server_id, e.module_name, e.from_status, e.to_status, e.trace_id::text, e.occurred_at, e.body
+        FROM (SELECT 1) one
+        LEFT JOIN (
+            SELECT a.* FROM mcp_audit_events a
+            WHERE a.tenant_id = p_tenants[i] AND a.position > p_after[i] AND a.position <= v_horizon
+            ORDER BY a.position
+            LIMIT p_limit
+        ) e ON true
+        ORDER BY e.position;
+    END LOOP;
+END
+$fn$;
+REVOKE ALL ON FUNCTION mcp_feed_read_each(uuid[], bigint[], integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mcp_feed_read_each(uuid[], bigint[], integer) TO cyberos_app;

@@ -95,8 +95,16 @@ func (s *Store) ReadFeed(ctx context.Context, tenants []uuid.UUID, after []regis
 	for i, p := range after {
 		from[i] = max(p.Seq, 0)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT feed_tenant, `+feedColumns+` FROM mcp_feed_read($1, $2, $3)`,
-		tenants, from, limit)
+	read := `SELECT feed_tenant, ` + feedColumns + ` FROM mcp_feed_read($1, $2, $3)`
+	citus, err := s.onCitus(ctx)
+	if err != nil {
+		return nil, translate(err)
+	}
+	if citus {
+		// A statement per tenant, each routed to its shard (0019).
+		read = `SELECT feed_tenant, ` + feedColumns + ` FROM mcp_feed_read_each($1, $2, $3)`
+	}
+	rows, err := s.pool.Query(ctx, read, tenants, from, limit)
 	if err != nil {
 		return nil, translate(err)
 	}

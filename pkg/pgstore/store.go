@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -51,6 +52,28 @@ type Store struct {
 	batcher      *batcher
 	batchTimeout time.Duration
 	tracer       trace.Tracer // nil: no spans
+
+	// engineMu guards engineKnown and citus: whether the database is a
+	// Citus coordinator, asked once (onCitus).
+	engineMu    sync.Mutex
+	engineKnown bool
+	citus       bool
+}
+
+// onCitus reports whether the database has the citus extension: there the
+// statements that would span tenants run once per tenant instead.
+func (s *Store) onCitus(ctx context.Context) (bool, error) {
+	s.engineMu.Lock()
+	defer s.engineMu.Unlock()
+	if s.engineKnown {
+		return s.citus, nil
+	}
+	var citus bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&citus); err != nil {
+		return false, err
+	}
+	s.engineKnown, s.citus = true, citus
+	return citus, nil
 }
 
 var (

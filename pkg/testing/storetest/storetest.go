@@ -60,26 +60,6 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	}
 }
 
-// RunOnly runs the cases of the suite named, as Run does; a name that is
-// not a case fails the test, so that the list cannot go stale.
-func RunOnly(t *testing.T, names []string, newHarness func(t *testing.T) Harness) {
-	byName := make(map[string]testCase)
-	for _, c := range allCases() {
-		byName[c.name] = c
-	}
-	for _, name := range names {
-		c, ok := byName[name]
-		if !ok {
-			t.Errorf("storetest: no case %q", name)
-			continue
-		}
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			c.run(setup(t, newHarness))
-		})
-	}
-}
-
 // allCases is every case of the suite.
 func allCases() []testCase {
 	var all []testCase
