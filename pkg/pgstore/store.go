@@ -167,22 +167,31 @@ func (s *Store) now() *time.Time {
 	return &t
 }
 
-// setTenant scopes the transaction to a tenant: mcp_set_tenant (0019) runs
-// SET LOCAL auth.tenant_id, which Citus carries to the workers (a
-// set_config it does not), in an explicit transaction only.
-const setTenant = `SELECT mcp_set_tenant($1::uuid)`
+// setTenant scopes the transaction to a tenant on plain PostgreSQL: a
+// set_config local to the transaction.
+const setTenant = `SELECT set_config('auth.tenant_id', $1, true)`
+
+// setTenantCitus scopes the transaction to a tenant on Citus:
+// mcp_set_tenant (0019) runs SET LOCAL auth.tenant_id, which Citus carries
+// to the workers (a set_config it does not), in an explicit transaction
+// only; dearer than set_config, so plain PostgreSQL keeps that.
+const setTenantCitus = `SELECT mcp_set_tenant($1::uuid)`
 
 // setTenantForRead is setTenant for a read, which is also planned for its
 // actual parameters: its optional filters ($n IS NULL OR column = $n) make a
 // generic plan expect one row, and page through a tenant of 10,000 servers
 // by sorting the rest of the tenant for every page (4.7 ms against 0.14 ms
 // for the index range scan of a custom plan, measured with EXPLAIN ANALYZE).
-const setTenantForRead = `SELECT mcp_set_tenant($1::uuid), set_config('plan_cache_mode', 'force_custom_plan', true)`
+const setTenantForRead = `SELECT set_config('auth.tenant_id', $1, true), set_config('plan_cache_mode', 'force_custom_plan', true)`
+
+// setTenantForReadCitus is setTenantForRead on Citus.
+const setTenantForReadCitus = `SELECT mcp_set_tenant($1::uuid), set_config('plan_cache_mode', 'force_custom_plan', true)`
 
 // queryInTenant runs one read scoped to tenant by row-level security, in
 // one round trip: the tenant's setting and the query are pipelined in one
-// explicit transaction (BEGIN ... COMMIT), to which the setting is local.
-// It returns the rows that collect makes of the query's answer.
+// implicit transaction, to which the setting is local (on Citus an
+// explicit one, BEGIN ... COMMIT, as SET LOCAL needs). It returns the rows
+// that collect makes of the query's answer.
 func queryInTenant[T any](ctx context.Context, s *Store, tenant uuid.UUID, collect pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
 	return queryInTenantAfter(ctx, s, "", nil, nil, tenant, collect, sql, args...)
 }
@@ -209,18 +218,30 @@ func queryInTenantAt[T any](ctx context.Context, s *Store, tenant uuid.UUID, col
 // reads its answer, or when nil it is run for its effect.
 func queryInTenantAfter[T any](ctx context.Context, s *Store, first string, firstArgs []any, readFirst func(pgx.BatchResults) error,
 	tenant uuid.UUID, collect pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
+	citus, err := s.onCitus(ctx)
+	if err != nil {
+		return nil, translate(err)
+	}
 	var pb pgx.Batch
-	pb.Queue(`BEGIN READ ONLY`)
+	set := setTenantForRead
+	if citus {
+		pb.Queue(`BEGIN READ ONLY`)
+		set = setTenantForReadCitus
+	}
 	if first != "" {
 		pb.Queue(first, firstArgs...)
 	}
-	pb.Queue(setTenantForRead, tenant.String())
+	pb.Queue(set, tenant.String())
 	pb.Queue(sql, args...)
-	pb.Queue(`COMMIT`)
+	if citus {
+		pb.Queue(`COMMIT`)
+	}
 	br := s.pool.SendBatch(ctx, &pb)
 	out, err := func() ([]T, error) {
-		if _, err := br.Exec(); err != nil {
-			return nil, err
+		if citus {
+			if _, err := br.Exec(); err != nil {
+				return nil, err
+			}
 		}
 		if first != "" {
 			if readFirst != nil {
@@ -239,8 +260,8 @@ func queryInTenantAfter[T any](ctx context.Context, s *Store, first string, firs
 			return nil, err
 		}
 		out, err := pgx.CollectRows(rows, collect)
-		if err != nil {
-			return nil, err
+		if err != nil || !citus {
+			return out, err
 		}
 		_, err = br.Exec()
 		return out, err
@@ -257,12 +278,22 @@ func queryInTenantAfter[T any](ctx context.Context, s *Store, first string, firs
 
 // inTenant runs fn in a transaction scoped to tenant by row-level security.
 func (s *Store) inTenant(ctx context.Context, tenant uuid.UUID, fn func(tx pgx.Tx) error) error {
+	// Before the transaction takes a connection: the first call asks the
+	// database on a connection of its own.
+	citus, err := s.onCitus(ctx)
+	if err != nil {
+		return translate(err)
+	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return translate(err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, setTenant, tenant.String()); err != nil {
+	set := setTenant
+	if citus {
+		set = setTenantCitus
+	}
+	if _, err := tx.Exec(ctx, set, tenant.String()); err != nil {
 		return translate(err)
 	}
 	if err := fn(tx); err != nil {
