@@ -1,3 +1,36 @@
+CREATE OR REPLACE FUNCTION mcp_alert_lease(p_destination text, p_claimant uuid, p_lease interval) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+BEGIN
+    INSERT INTO mcp_alert_cursors (destination) VALUES (p_destination) ON CONFLICT DO NOTHING;
+    UPDATE mcp_alert_cursors
+    SET claimed_by = p_claimant, claimed_until = clock_timestamp() + p_lease
+    WHERE destination = p_destination
+      AND (claimed_by IS NULL OR claimed_by = p_claimant OR claimed_until <= clock_timestamp());
+    RETURN FOUND;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION mcp_alert_ack(p_destination text, p_claimant uuid, p_tenants uuid[], p_positions bigint[])
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = public, pg_temp
+AS $fn$
+BEGIN
+    INSERT INTO mcp_alert_positions AS p (destination, tenant_id, position)
+    SELECT p_destination, r.tenant_id, r.position
+    FROM unnest(p_tenants, p_positions) AS r(tenant_id, position)
+    ORDER BY r.tenant_id
+    ON CONFLICT (destination, tenant_id) DO UPDATE
+    SET position = GREATEST(p.position, EXCLUDED.position);
+    UPDATE mcp_alert_cursors c
+    SET claimed_by = NULL, claimed_until = NULL, updated_at = clock_timestamp()
+    WHERE c.destination = p_destination AND c.claimed_by = p_claimant;
+END
+$fn$;
+
 DROP FUNCTION mcp_feed_read_each(uuid[], bigint[], integer);
 CREATE OR REPLACE FUNCTION mcp_live_counts(p_tenants uuid[]) RETURNS TABLE(tenant_id uuid, live bigint)
     LANGUAGE sql STABLE SECURITY DEFINER

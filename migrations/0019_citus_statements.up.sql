@@ -447,3 +447,64 @@ END
 $fn$;
 REVOKE ALL ON FUNCTION mcp_feed_read_each(uuid[], bigint[], integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mcp_feed_read_each(uuid[], bigint[], integer) TO cyberos_app;
+
+
+-- The alert lease and acknowledgement read the clock once, into a
+-- variable: Citus refuses volatile functions in an UPDATE of a distributed
+-- or reference table.
+CREATE OR REPLACE FUNCTION mcp_alert_lease(p_destination text, p_claimant uuid, p_lease interval) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $fn$
+DECLARE
+    v_now timestamptz := clock_timestamp();
+BEGIN
+    INSERT INTO mcp_alert_cursors (destination) VALUES (p_destination) ON CONFLICT DO NOTHING;
+    UPDATE mcp_alert_cursors
+    SET claimed_by = p_claimant, claimed_until = v_now + p_lease
+    WHERE destination = p_destination
+      AND (claimed_by IS NULL OR claimed_by = p_claimant OR claimed_until <= v_now);
+    RETURN FOUND;
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION mcp_alert_ack(p_destination text, p_claimant uuid, p_tenants uuid[], p_positions bigint[])
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = public, pg_temp
+AS $fn$
+DECLARE
+    v_now timestamptz := clock_timestamp();
+BEGIN
+    INSERT INTO mcp_alert_positions AS p (destination, tenant_id, position)
+    SELECT p_destination, r.tenant_id, r.position
+    FROM unnest(p_tenants, p_positions) AS r(tenant_id, position)
+    ORDER BY r.tenant_id
+    ON CONFLICT (destination, tenant_id) DO UPDATE
+    SET position = GREATEST(p.position, EXCLUDED.position);
+    UPDATE mcp_alert_cursors c
+    SET claimed_by = NULL, claimed_until = NULL, updated_at = v_now
+    WHERE c.destination = p_destination AND c.claimed_by = p_claimant;
+END
+$fn$;
+
+-- mcp_skill_alert_states one key per statement: Citus runs no correlated
+-- subquery beside a set-returning function (the keys' unnest).
+CREATE OR REPLACE FUNCTION mcp_skill_alert_states(p_destination text, p_tenants uuid[], p_skills text[])
+RETURNS TABLE(tenant_id uuid, skill text, available boolean, firing_since timestamp with time zone)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $fn$
+#variable_conflict use_column
+BEGIN
+    FOR i IN 1 .. COALESCE(cardinality(p_tenants), 0) LOOP
+        RETURN QUERY
+        SELECT p_tenants[i], p_skills[i],
+               EXISTS (SELECT 1 FROM mcp_skills s
+                       WHERE s.tenant_id = p_tenants[i] AND s.name = p_skills[i] AND s.available),
+               (SELECT a.since FROM mcp_skill_alerts a
+                WHERE a.destination = p_destination AND a.tenant_id = p_tenants[i] AND a.skill = p_skills[i]);
+    END LOOP;
+END
+$fn$;

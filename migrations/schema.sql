@@ -22,6 +22,8 @@ CREATE FUNCTION public.mcp_alert_ack(p_destination text, p_claimant uuid, p_tena
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     AS $$
+DECLARE
+    v_now timestamptz := clock_timestamp();
 BEGIN
     INSERT INTO mcp_alert_positions AS p (destination, tenant_id, position)
     SELECT p_destination, r.tenant_id, r.position
@@ -30,7 +32,7 @@ BEGIN
     ON CONFLICT (destination, tenant_id) DO UPDATE
     SET position = GREATEST(p.position, EXCLUDED.position);
     UPDATE mcp_alert_cursors c
-    SET claimed_by = NULL, claimed_until = NULL, updated_at = clock_timestamp()
+    SET claimed_by = NULL, claimed_until = NULL, updated_at = v_now
     WHERE c.destination = p_destination AND c.claimed_by = p_claimant;
 END
 $$;
@@ -78,12 +80,14 @@ CREATE FUNCTION public.mcp_alert_lease(p_destination text, p_claimant uuid, p_le
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     AS $$
+DECLARE
+    v_now timestamptz := clock_timestamp();
 BEGIN
     INSERT INTO mcp_alert_cursors (destination) VALUES (p_destination) ON CONFLICT DO NOTHING;
     UPDATE mcp_alert_cursors
-    SET claimed_by = p_claimant, claimed_until = clock_timestamp() + p_lease
+    SET claimed_by = p_claimant, claimed_until = v_now + p_lease
     WHERE destination = p_destination
-      AND (claimed_by IS NULL OR claimed_by = p_claimant OR claimed_until <= clock_timestamp());
+      AND (claimed_by IS NULL OR claimed_by = p_claimant OR claimed_until <= v_now);
     RETURN FOUND;
 END
 $$;
@@ -496,14 +500,14 @@ CREATE FUNCTION public.mcp_skill_alert_states(p_destination text, p_tenants uuid
     AS $$
 #variable_conflict use_column
 BEGIN
-    RETURN QUERY
-    SELECT k.tenant_id, k.skill,
-               EXISTS (SELECT 1 FROM mcp_skills s WHERE s.tenant_id = k.tenant_id AND s.name = k.skill AND s.available),
-               a.since
-        FROM unnest(p_tenants, p_skills) WITH ORDINALITY AS k(tenant_id, skill, ord)
-        LEFT JOIN mcp_skill_alerts a
-               ON a.destination = p_destination AND a.tenant_id = k.tenant_id AND a.skill = k.skill
-        ORDER BY k.ord;
+    FOR i IN 1 .. COALESCE(cardinality(p_tenants), 0) LOOP
+        RETURN QUERY
+        SELECT p_tenants[i], p_skills[i],
+               EXISTS (SELECT 1 FROM mcp_skills s
+                       WHERE s.tenant_id = p_tenants[i] AND s.name = p_skills[i] AND s.available),
+               (SELECT a.since FROM mcp_skill_alerts a
+                WHERE a.destination = p_destination AND a.tenant_id = p_tenants[i] AND a.skill = p_skills[i]);
+    END LOOP;
 END
 $$;
 
