@@ -75,7 +75,10 @@ func trailIn(t *testing.T, admin *pgxpool.Pool, tenant uuid.UUID) []uuid.UUID {
 // exactly once, in commit order, and nothing of another tenant.
 func TestWatchExactlyOnceAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	db := pgtest.NewDB(t)
+	watchExactlyOnceAcrossReplicas(t, pgtest.NewDB(t))
+}
+
+func watchExactlyOnceAcrossReplicas(t *testing.T, db *pgtest.DB) {
 	reps := []*proc{startMcpd(t, db.AppURL), startMcpd(t, db.AppURL)}
 	tenant, other := uuid.New(), uuid.New()
 	clients := []*client.Client{reps[0].client(t, tenant), reps[1].client(t, tenant)}
