@@ -85,7 +85,8 @@ CREATE OR REPLACE FUNCTION mcp_unhealthy_servers() RETURNS TABLE(server_id uuid,
     FROM mcp_servers s
     WHERE s.status = 'unhealthy';
 $$;
-DROP FUNCTION mcp_sweep_tenant(uuid, timestamptz, interval, interval, integer);
+DROP FUNCTION mcp_sweep_tenant(uuid, timestamptz, interval, interval, integer, interval);
+ALTER TABLE mcp_tenant_servers DROP COLUMN last_sweep_at, DROP COLUMN blind_until;
 DROP FUNCTION mcp_sweep_tenants();
 DROP FUNCTION mcp_sweep_guard(timestamptz, interval, interval, interval);
 DROP FUNCTION mcp_heartbeat_tenant(uuid, uuid[], timestamptz);

@@ -41,13 +41,14 @@ ALTER FUNCTION mcp_feed_next(uuid, text, text) SECURITY INVOKER;
 GRANT INSERT, UPDATE (position, alert_position) ON mcp_tenant_feed TO cyberos_app;
 
 -- mcp_heartbeat_tenant is mcp_heartbeat (0018) for the servers p_servers
--- of one tenant: every statement names tenant_id = p_tenant, so that Citus
--- routes it to the tenant's shard (mcp_heartbeat's join of the pairs
--- cannot be routed, and takes locks across shards), and the recovery
--- events' positions are taken before they are written, from the tenant's
--- counter (a function call inside a statement on a shard cannot reach
--- another table). Planned for each call's values (a generic plan cannot
--- be routed). mcpd calls it on Citus, once per tenant of a batch.
+-- of one tenant, in plain statements that each name tenant_id = p_tenant,
+-- so that Citus routes every one to the tenant's shard and nothing reaches
+-- another node (mcp_heartbeat's join of the pairs cannot be routed and
+-- takes locks across shards; a data-modifying CTE feeding an INSERT is run
+-- through every node). The recovery events' positions are taken from the
+-- tenant's counter before they are written. Planned for each call's values
+-- (a generic plan cannot be routed). mcpd calls it on Citus, once per
+-- tenant of a batch.
 CREATE FUNCTION mcp_heartbeat_tenant(p_tenant uuid, p_servers uuid[], p_now timestamptz)
 RETURNS TABLE (
     o_tenant_id uuid, o_server_id uuid, o_prev_status text,
@@ -64,73 +65,82 @@ SET plan_cache_mode = force_custom_plan
 AS $fn$
 #variable_conflict use_column
 DECLARE
-    v_now      timestamptz := COALESCE(p_now, now());
-    v_recover  integer;
-    v_last     bigint;
+    v_now     timestamptz := COALESCE(p_now, now());
+    v_ids     uuid[];
+    v_prev    text[];
+    v_live    uuid[];
+    v_rec     uuid[];
+    v_from    text[];
+    v_first   bigint := 0;
+    v_names   jsonb;
+    v_module   text;
+    v_trace    character(32);
+    v_version  text;
+    v_protocols text[];
 BEGIN
-    -- Lock first, in server_id order, as mcp_heartbeat does; count the
-    -- recoveries.
-    SELECT count(*) FILTER (WHERE l.status IN ('degraded', 'unhealthy')) INTO v_recover
-    FROM (SELECT s.status FROM mcp_servers s
+    -- Lock first, in server_id order, as mcp_heartbeat does.
+    SELECT array_agg(l.server_id ORDER BY l.server_id), array_agg(l.status ORDER BY l.server_id)
+    INTO v_ids, v_prev
+    FROM (SELECT s.server_id, s.status FROM mcp_servers s
           WHERE s.tenant_id = p_tenant AND s.server_id = ANY (p_servers)
           ORDER BY s.server_id
           FOR UPDATE OF s) l;
-    IF v_recover > 0 THEN
+    IF v_ids IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT array_agg(x.id ORDER BY x.id) FILTER (WHERE x.st <> 'deregistered'),
+           array_agg(x.id ORDER BY x.id) FILTER (WHERE x.st IN ('degraded', 'unhealthy')),
+           array_agg(x.st ORDER BY x.id) FILTER (WHERE x.st IN ('degraded', 'unhealthy'))
+    INTO v_live, v_rec, v_from
+    FROM unnest(v_ids, v_prev) AS x(id, st);
+    IF v_rec IS NOT NULL THEN
         -- Recovered is an alert kind: both positions move.
         UPDATE mcp_tenant_feed f
-        SET position = f.position + v_recover, alert_position = f.position + v_recover
+        SET position = f.position + cardinality(v_rec), alert_position = f.position + cardinality(v_rec)
         WHERE f.tenant_id = p_tenant
-        RETURNING f.position INTO v_last;
+        RETURNING f.position - cardinality(v_rec) INTO v_first;
     END IF;
-    RETURN QUERY
-    WITH prev AS (
-        SELECT s.server_id, s.tenant_id, s.status
-        FROM mcp_servers s
-        WHERE s.tenant_id = p_tenant AND s.server_id = ANY (p_servers)
-    ), upd AS (
+    IF v_live IS NOT NULL THEN
         UPDATE mcp_servers s
         SET last_heartbeat_at = v_now, status = 'healthy',
-            status_changed_at = CASE WHEN p.status = 'healthy' THEN s.status_changed_at ELSE v_now END
-        FROM prev p
-        WHERE s.tenant_id = p_tenant AND s.server_id = p.server_id AND p.status <> 'deregistered'
-        RETURNING s.server_id, s.tenant_id, s.module_name, s.version, s.supported_protocols,
-                  s.capability_advertisement, s.status, s.last_heartbeat_at, s.registered_at,
-                  s.deregistered_at, s.trace_id, s.remotes, s.description, s.title, p.status AS from_status
-    ), restored AS (
-        UPDATE mcp_skills k
-        SET available = true, unavailable_reason = NULL
-        FROM upd u
-        WHERE k.tenant_id = p_tenant AND k.server_id = u.server_id AND u.from_status = 'unhealthy'
-          AND k.unavailable_reason = 'server_unhealthy'
-        RETURNING k.server_id, k.name
-    ), rec AS (
-        SELECT u.*, row_number() OVER (ORDER BY u.server_id) AS n
-        FROM upd u
-        WHERE u.from_status IN ('degraded', 'unhealthy')
-    ), ev AS (
+            status_changed_at = CASE WHEN s.status = 'healthy' THEN s.status_changed_at ELSE v_now END
+        WHERE s.tenant_id = p_tenant AND s.server_id = ANY (v_live);
+    END IF;
+    FOR i IN 1 .. COALESCE(cardinality(v_rec), 0) LOOP
+        v_names := NULL;
+        IF v_from[i] = 'unhealthy' THEN
+            SELECT jsonb_agg(k.name ORDER BY k.name) INTO v_names
+            FROM mcp_skills k
+            WHERE k.tenant_id = p_tenant AND k.server_id = v_rec[i] AND k.unavailable_reason = 'server_unhealthy';
+            UPDATE mcp_skills k
+            SET available = true, unavailable_reason = NULL
+            WHERE k.tenant_id = p_tenant AND k.server_id = v_rec[i] AND k.unavailable_reason = 'server_unhealthy';
+        END IF;
+        -- Read, then INSERT ... VALUES: Citus sends an INSERT ... SELECT
+        -- of parameters to every shard.
+        SELECT s.module_name, s.trace_id, s.version, s.supported_protocols
+        INTO v_module, v_trace, v_version, v_protocols
+        FROM mcp_servers s
+        WHERE s.tenant_id = p_tenant AND s.server_id = v_rec[i];
         INSERT INTO mcp_audit_events
             (event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
              trace_id, occurred_at, body, position)
-        SELECT gen_random_uuid(), r.tenant_id, 'mcp.server.recovered', r.server_id, r.module_name,
-               r.from_status, r.status, r.trace_id, r.last_heartbeat_at,
-               mcp_audit_body(r.server_id, r.module_name, r.status, r.version, r.supported_protocols,
-                              (SELECT jsonb_agg(x.name ORDER BY x.name) FROM restored x WHERE x.server_id = r.server_id)),
-               v_last - v_recover + r.n
-        FROM rec r
-        RETURNING mcp_audit_events.seq, mcp_audit_events.event_id, mcp_audit_events.tenant_id,
-                  mcp_audit_events.kind, mcp_audit_events.server_id, mcp_audit_events.module_name,
-                  mcp_audit_events.from_status, mcp_audit_events.to_status,
-                  mcp_audit_events.trace_id, mcp_audit_events.occurred_at, mcp_audit_events.body
-    )
-    SELECT p.tenant_id, p.server_id, p.status,
-           u.server_id, u.tenant_id, u.module_name, u.version, u.supported_protocols,
-           u.capability_advertisement, u.status, u.last_heartbeat_at, u.registered_at,
-           u.deregistered_at, u.trace_id::text, u.remotes, u.description, u.title,
+        VALUES (gen_random_uuid(), p_tenant, 'mcp.server.recovered', v_rec[i], v_module, v_from[i], 'healthy',
+                v_trace, v_now, mcp_audit_body(v_rec[i], v_module, 'healthy', v_version, v_protocols, v_names),
+                v_first + i);
+    END LOOP;
+    RETURN QUERY
+    SELECT s.tenant_id, s.server_id, v_prev[array_position(v_ids, s.server_id)],
+           s.server_id, s.tenant_id, s.module_name, s.version, s.supported_protocols,
+           s.capability_advertisement, s.status, s.last_heartbeat_at, s.registered_at,
+           s.deregistered_at, s.trace_id::text, s.remotes, s.description, s.title,
            e.seq, e.event_id, e.tenant_id, e.kind, e.server_id, e.module_name, e.from_status,
            e.to_status, e.trace_id::text, e.occurred_at, e.body
-    FROM prev p
-    LEFT JOIN upd u ON u.server_id = p.server_id
-    LEFT JOIN ev e ON e.server_id = p.server_id;
+    FROM mcp_servers s
+    LEFT JOIN mcp_audit_events e
+           ON e.tenant_id = s.tenant_id AND e.server_id = s.server_id AND e.position > v_first
+              AND e.position <= v_first + COALESCE(cardinality(v_rec), 0)
+    WHERE s.tenant_id = p_tenant AND s.server_id = ANY (v_ids);
 END
 $fn$;
 REVOKE ALL ON FUNCTION mcp_heartbeat_tenant(uuid, uuid[], timestamptz) FROM PUBLIC;
@@ -213,12 +223,21 @@ $fn$;
 REVOKE ALL ON FUNCTION mcp_sweep_tenants() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mcp_sweep_tenants() TO cyberos_app;
 
+-- A tenant's own blind window: on Citus a worker that is down keeps its
+-- tenants from being swept while the others are; when it returns, the
+-- blind-window rule (0006) applies to those tenants alone, from their last
+-- sweep (mcp_sweep_tenant).
+ALTER TABLE mcp_tenant_servers ADD COLUMN last_sweep_at timestamptz, ADD COLUMN blind_until timestamptz;
+
 -- mcp_sweep_tenant is mcp_sweep (0018) for one tenant: at most p_limit of
 -- its silent live servers move, each statement routed to the tenant's
 -- shard; the events' positions are taken from the tenant's counter before
--- they are written (unhealthy is an alert kind, degraded not).
+-- they are written (unhealthy is an alert kind, degraded not). With
+-- p_blind_after, the tenant's last sweep older than that opens the
+-- tenant's blind window: its servers get their full intervals from its
+-- end, as after a registry-wide outage.
 CREATE FUNCTION mcp_sweep_tenant(p_tenant uuid, p_now timestamptz, p_degraded_after interval,
-                                 p_unhealthy_after interval, p_limit integer)
+                                 p_unhealthy_after interval, p_limit integer, p_blind_after interval)
 RETURNS TABLE (event_id uuid, tenant_id uuid, kind text, server_id uuid, module_name text, from_status text,
                to_status text, trace_id text, occurred_at timestamptz, body jsonb)
 LANGUAGE plpgsql
@@ -238,7 +257,33 @@ DECLARE
     v_n     integer;
     v_last  bigint;
     v_alert bigint;
+    v_swept timestamptz;
+    v_until timestamptz;
+    v_names jsonb;
+    v_deg   uuid[];
+    v_unh   uuid[];
+    v_module   text;
+    v_trace    character(32);
+    v_version  text;
+    v_protocols text[];
 BEGIN
+    IF p_blind_after IS NOT NULL AND p_blind_after > interval '0' THEN
+        SELECT t.last_sweep_at, t.blind_until INTO v_swept, v_until
+        FROM mcp_tenant_servers t WHERE t.tenant_id = p_tenant
+        FOR UPDATE;
+        IF v_swept IS NOT NULL AND v_now - v_swept > p_blind_after THEN
+            v_until := v_now;
+        END IF;
+        UPDATE mcp_tenant_servers t
+        SET last_sweep_at = GREATEST(v_now, COALESCE(t.last_sweep_at, v_now)), blind_until = v_until
+        WHERE t.tenant_id = p_tenant;
+        IF v_until IS NOT NULL AND v_until > v_now - p_degraded_after THEN
+            v_degraded_before := v_now - interval '1000 years';
+        END IF;
+        IF v_until IS NOT NULL AND v_until > v_now - p_unhealthy_after THEN
+            v_unhealthy_before := v_now - interval '1000 years';
+        END IF;
+    END IF;
     SELECT array_agg(d.server_id ORDER BY d.server_id), array_agg(d.status ORDER BY d.server_id),
            array_agg(d.to_status ORDER BY d.server_id)
     INTO v_ids, v_from, v_to
@@ -266,51 +311,51 @@ BEGIN
     IF v_alert IS NOT NULL THEN
         UPDATE mcp_tenant_feed f SET alert_position = v_alert WHERE f.tenant_id = p_tenant;
     END IF;
-    RETURN QUERY
-    WITH due AS (
-        SELECT d.server_id, d.status, d.to_status, d.position
-        FROM unnest(v_ids, v_from, v_to, v_pos) AS d(server_id, status, to_status, position)
-    ), moved AS (
-        UPDATE mcp_servers s
-        SET status = d.to_status, status_changed_at = v_now
-        FROM due d
-        WHERE s.tenant_id = p_tenant AND s.server_id = d.server_id
-        RETURNING s.server_id, s.tenant_id, s.module_name, s.status AS to_status, s.trace_id, s.version,
-                  s.supported_protocols, d.status AS from_status, d.position
-    ), cascaded AS (
-        UPDATE mcp_skills k
-        SET available = false, unavailable_reason = 'server_unhealthy'
-        FROM moved m
-        WHERE k.tenant_id = p_tenant AND k.server_id = m.server_id AND m.to_status = 'unhealthy' AND k.available
-        RETURNING k.server_id, k.name
-    ), affected AS (
-        SELECT a.server_id, array_agg(a.name ORDER BY a.name) AS names
-        FROM cascaded a
-        GROUP BY a.server_id
-    ), events AS (
+    -- Plain statements, each routed to the tenant's shard (a data-modifying
+    -- CTE feeding an INSERT would run through every node).
+    -- The ids of each kind as values: a subquery over the arrays in the
+    -- UPDATE would be planned apart and sent to every node.
+    v_deg := ARRAY(SELECT v_ids[k] FROM generate_subscripts(v_ids, 1) k WHERE v_to[k] = 'degraded');
+    v_unh := ARRAY(SELECT v_ids[k] FROM generate_subscripts(v_ids, 1) k WHERE v_to[k] = 'unhealthy');
+    UPDATE mcp_servers s
+    SET status = 'degraded', status_changed_at = v_now
+    WHERE s.tenant_id = p_tenant AND s.server_id = ANY (v_deg);
+    UPDATE mcp_servers s
+    SET status = 'unhealthy', status_changed_at = v_now
+    WHERE s.tenant_id = p_tenant AND s.server_id = ANY (v_unh);
+    FOR k IN 1 .. v_n LOOP
+        v_names := NULL;
+        IF v_to[k] = 'unhealthy' THEN
+            SELECT jsonb_agg(x.name ORDER BY x.name) INTO v_names
+            FROM mcp_skills x
+            WHERE x.tenant_id = p_tenant AND x.server_id = v_ids[k] AND x.available;
+            UPDATE mcp_skills x
+            SET available = false, unavailable_reason = 'server_unhealthy'
+            WHERE x.tenant_id = p_tenant AND x.server_id = v_ids[k] AND x.available;
+        END IF;
+        -- Read, then INSERT ... VALUES: Citus sends an INSERT ... SELECT
+        -- of parameters to every shard.
+        SELECT s.module_name, s.trace_id, s.version, s.supported_protocols
+        INTO v_module, v_trace, v_version, v_protocols
+        FROM mcp_servers s
+        WHERE s.tenant_id = p_tenant AND s.server_id = v_ids[k];
         INSERT INTO mcp_audit_events
             (event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
              trace_id, occurred_at, body, position)
-        SELECT gen_random_uuid(), m.tenant_id, 'mcp.server.' || m.to_status, m.server_id,
-               m.module_name, m.from_status, m.to_status, m.trace_id, v_now,
-               mcp_audit_body(m.server_id, m.module_name, m.to_status, m.version, m.supported_protocols,
-                              to_jsonb(a.names)),
-               m.position
-        FROM moved m
-        LEFT JOIN affected a ON a.server_id = m.server_id
-        RETURNING mcp_audit_events.position, mcp_audit_events.event_id, mcp_audit_events.tenant_id,
-                  mcp_audit_events.kind, mcp_audit_events.server_id, mcp_audit_events.module_name,
-                  mcp_audit_events.from_status, mcp_audit_events.to_status,
-                  mcp_audit_events.trace_id, mcp_audit_events.occurred_at, mcp_audit_events.body
-    )
+        VALUES (gen_random_uuid(), p_tenant, 'mcp.server.' || v_to[k], v_ids[k], v_module, v_from[k], v_to[k],
+                v_trace, v_now, mcp_audit_body(v_ids[k], v_module, v_to[k], v_version, v_protocols, v_names),
+                v_pos[k]);
+    END LOOP;
+    RETURN QUERY
     SELECT e.event_id, e.tenant_id, e.kind, e.server_id, e.module_name, e.from_status,
            e.to_status, e.trace_id::text, e.occurred_at, e.body
-    FROM events e
+    FROM mcp_audit_events e
+    WHERE e.tenant_id = p_tenant AND e.position > v_last - v_n AND e.position <= v_last
     ORDER BY e.position;
 END
 $fn$;
-REVOKE ALL ON FUNCTION mcp_sweep_tenant(uuid, timestamptz, interval, interval, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mcp_sweep_tenant(uuid, timestamptz, interval, interval, integer) TO cyberos_app;
+REVOKE ALL ON FUNCTION mcp_sweep_tenant(uuid, timestamptz, interval, interval, integer, interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mcp_sweep_tenant(uuid, timestamptz, interval, interval, integer, interval) TO cyberos_app;
 
 -- The functions that were SQL functions with parameters, which Citus
 -- cannot plan ("could not create distributed plan"), as plpgsql; the

@@ -112,13 +112,9 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 			degLag, unhLag = *degGot, *unhGot
 		}
 	}
-	rows, err := s.pool.Query(ctx, `SELECT tenant_id FROM mcp_sweep_tenants()`)
+	tenants, err := s.sweepTenants(ctx)
 	if err != nil {
-		return res, translate(err)
-	}
-	tenants, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-	if err != nil {
-		return res, translate(err)
+		return res, err
 	}
 	left := req.Limit
 	var firstErr error
@@ -126,7 +122,7 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 		if left <= 0 {
 			break
 		}
-		evs, err := s.sweepTenant(ctx, tenant, at, degLag, unhLag, left)
+		evs, err := s.sweepTenant(ctx, tenant, at, degLag, unhLag, left, req.BlindAfter)
 		if err != nil {
 			if ctx.Err() != nil {
 				return res, translate(err)
@@ -142,14 +138,36 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 	return res, firstErr
 }
 
-// sweepTenant sweeps one tenant's servers in a transaction of its own.
-// deg and unh are the lags in microseconds.
-func (s *Store) sweepTenant(ctx context.Context, tenant uuid.UUID, at *time.Time, deg, unh int64, limit int) ([]registry.Event, error) {
+// sweepTenants lists the tenants that have live servers: a read of every
+// shard, which fails while a worker is down; then the last list read is
+// swept (the tenants registered since wait for the worker).
+func (s *Store) sweepTenants(ctx context.Context) ([]uuid.UUID, error) {
+	rows, err := s.pool.Query(ctx, `SELECT tenant_id FROM mcp_sweep_tenants()`)
+	var tenants []uuid.UUID
+	if err == nil {
+		tenants, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	}
+	s.engineMu.Lock()
+	defer s.engineMu.Unlock()
+	if err != nil {
+		if s.sweptTenants == nil || ctx.Err() != nil {
+			return nil, translate(err)
+		}
+		return s.sweptTenants, nil
+	}
+	s.sweptTenants = tenants
+	return tenants, nil
+}
+
+// sweepTenant sweeps one tenant's servers in a transaction of its own,
+// behind the tenant's own blind window with blindAfter (0019). deg and unh
+// are the lags in microseconds.
+func (s *Store) sweepTenant(ctx context.Context, tenant uuid.UUID, at *time.Time, deg, unh int64, limit int, blindAfter time.Duration) ([]registry.Event, error) {
 	rows, err := s.pool.Query(ctx, `
 SELECT 0::bigint, event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body
 FROM mcp_sweep_tenant($1::uuid, $2::timestamptz, $3::bigint * interval '1 microsecond',
-                      $4::bigint * interval '1 microsecond', $5)`,
-		tenant, at, deg, unh, limit)
+                      $4::bigint * interval '1 microsecond', $5, $6::bigint * interval '1 microsecond')`,
+		tenant, at, deg, unh, limit, blindAfter.Microseconds())
 	if err != nil {
 		return nil, err
 	}

@@ -58,6 +58,8 @@ type Store struct {
 	engineMu    sync.Mutex
 	engineKnown bool
 	citus       bool
+	// sweptTenants is the last list of tenants the Citus sweep read.
+	sweptTenants []uuid.UUID
 }
 
 // onCitus reports whether the database has the citus extension: there the

@@ -24,9 +24,12 @@ var tenantTables = []string{
 	"mcp_skill_alerts", "mcp_alert_positions",
 }
 
-// referenceTables are copied to every node: small, and read or written by
-// every tenant's statements.
-var referenceTables = []string{"mcp_alert_cursors", "mcp_cursor_keys", "mcp_monitor_state"}
+// referenceTables are copied to every node: small, and read by every
+// tenant's statements. The tables that every sweep or alert claim writes,
+// mcp_monitor_state (the blind window) and mcp_alert_cursors (the leases),
+// stay plain tables of the coordinator: a write of a reference table needs
+// every node, and a worker that is down would stop every tenant's sweep.
+var referenceTables = []string{"mcp_cursor_keys"}
 
 // widenKeys are the keys of the design that do not include tenant_id,
 // which a distributed table cannot have, and the columns of their wider
@@ -48,8 +51,8 @@ func isCitus(ctx context.Context, q interface {
 
 // distribute makes the schema Citus's when the database has the extension:
 // it widens the keys that must include tenant_id, distributes the tenant
-// tables by tenant_id (colocated) and makes the rest reference tables, in
-// one transaction; tables already distributed are left alone, so that it
+// tables by tenant_id (colocated) and makes the cursor key a reference
+// table, in one transaction; tables already distributed are left alone, so that it
 // runs after every migrate up. Column grants do not reach the shards
 // (Citus refuses them), so cyberos_app's UPDATE is granted on the tables;
 // row-level security still confines it to its tenant. On plain PostgreSQL

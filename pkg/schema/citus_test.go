@@ -13,7 +13,10 @@ import (
 var (
 	citusTenantTables = []string{"mcp_servers", "mcp_skills", "mcp_audit_events", "mcp_tenant_servers",
 		"mcp_tenant_feed", "mcp_skill_alerts", "mcp_alert_positions"}
-	citusReferenceTables = []string{"mcp_alert_cursors", "mcp_cursor_keys", "mcp_monitor_state"}
+	citusReferenceTables = []string{"mcp_cursor_keys"}
+	// Written by every sweep and alert claim: plain tables of the
+	// coordinator, which a worker that is down does not stop.
+	citusCoordinatorTables = []string{"mcp_alert_cursors", "mcp_monitor_state"}
 )
 
 // migrate up on a Citus coordinator distributes the tenant tables by
@@ -58,6 +61,13 @@ func TestUpDistributesOnCitus(t *testing.T) {
 		if err := db.Admin.QueryRow(ctx, `SELECT partmethod::text FROM pg_dist_partition WHERE logicalrelid = $1::regclass`,
 			table).Scan(&method); err != nil || method != "n" {
 			t.Fatalf("%s: %q, %v; want a reference table", table, method, err)
+		}
+	}
+	for _, table := range citusCoordinatorTables {
+		var n int
+		if err := db.Admin.QueryRow(ctx, `SELECT count(*) FROM pg_dist_partition WHERE logicalrelid = $1::regclass`,
+			table).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("%s: in Citus's metadata (%d, %v), want a table of the coordinator", table, n, err)
 		}
 	}
 	// Every key of a tenant table includes tenant_id; no table has a

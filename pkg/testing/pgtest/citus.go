@@ -106,6 +106,32 @@ func SharedCitus(t testing.TB) *Citus {
 	return citusShared
 }
 
+// NewCitus starts a private Citus cluster, destroyed in t.Cleanup: for a
+// test that stops and starts a worker. Without Citus installed it fails
+// under CI=true and is skipped otherwise (Missing).
+func NewCitus(t testing.TB) *Citus {
+	t.Helper()
+	ok, err := citusInstalled()
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	if !ok {
+		Missing(t, "pgtest: Citus is not installed: "+InstallCitus)
+	}
+	start := time.Now()
+	c, err := startCitus()
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := c.destroy(); err != nil {
+			t.Errorf("pgtest: %v", err)
+		}
+	})
+	t.Logf("pgtest: private Citus cluster ready in %v", time.Since(start).Round(time.Millisecond))
+	return c
+}
+
 func stopCitus() error {
 	citusMu.Lock()
 	defer citusMu.Unlock()
