@@ -222,7 +222,7 @@ func (c *Citus) onEachDB(ctx context.Context, database string, stmts ...string) 
 	return nil
 }
 
-// NewEmptyCitusDB returns a database on every node with the extension
+// NewEmptyDB returns a database on every node with the extension
 // created and the workers added, without any migration, for tests of
 // migrating onto Citus; App and AppURL are empty.
 func (c *Citus) NewEmptyDB(t testing.TB) *DB {
