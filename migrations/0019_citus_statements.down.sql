@@ -1,3 +1,4 @@
+DROP FUNCTION mcp_heartbeat_healthy_tenant(uuid, uuid[], timestamptz);
 CREATE OR REPLACE FUNCTION mcp_alert_lease(p_destination text, p_claimant uuid, p_lease interval) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'

@@ -553,3 +553,32 @@ BEGIN
     END LOOP;
 END
 $fn$;
+
+-- mcp_heartbeat_healthy_tenant is mcp_heartbeat_healthy (0007) for one
+-- tenant on Citus: one statement routed to the tenant's shard records the
+-- heartbeats of its servers that are healthy and stay so, the common case;
+-- mcpd sends the rest to mcp_heartbeat_tenant.
+CREATE FUNCTION mcp_heartbeat_healthy_tenant(p_tenant uuid, p_servers uuid[], p_now timestamptz)
+RETURNS TABLE (s_server_id uuid, s_tenant_id uuid, s_module_name text, s_version text, s_protocols text[],
+               s_capabilities jsonb, s_status text, s_last_heartbeat timestamptz, s_registered_at timestamptz,
+               s_deregistered_at timestamptz, s_trace_id text, s_remotes jsonb, s_description text, s_title text)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = public, pg_temp
+SET plan_cache_mode = force_custom_plan
+AS $fn$
+#variable_conflict use_column
+DECLARE
+    v_now timestamptz := COALESCE(p_now, now());
+BEGIN
+    RETURN QUERY
+    UPDATE mcp_servers s
+    SET last_heartbeat_at = v_now
+    WHERE s.tenant_id = p_tenant AND s.server_id = ANY (p_servers) AND s.status = 'healthy'
+    RETURNING s.server_id, s.tenant_id, s.module_name, s.version, s.supported_protocols,
+              s.capability_advertisement, s.status, s.last_heartbeat_at, s.registered_at,
+              s.deregistered_at, s.trace_id::text, s.remotes, s.description, s.title;
+END
+$fn$;
+REVOKE ALL ON FUNCTION mcp_heartbeat_healthy_tenant(uuid, uuid[], timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mcp_heartbeat_healthy_tenant(uuid, uuid[], timestamptz) TO cyberos_app;

@@ -391,16 +391,80 @@ func (s *Store) heartbeatPerTenant(ctx context.Context, pairs []batchKey, now *t
 		}
 		byTenant[p.tenant] = append(byTenant[p.tenant], p.serverID)
 	}
-	var firstErr error
+	// The tenants' statements go to their shards side by side, a few at a
+	// time (each holds a connection of the pool).
+	var (
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+		slots    = make(chan struct{}, tenantParallelism)
+	)
 	for _, tenant := range order {
-		if err := s.heartbeatTenant(ctx, tenant, byTenant[tenant], now, results); err != nil && firstErr == nil {
-			firstErr = err
-		}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			done := make(map[batchKey]heartbeatResult, len(byTenant[tenant]))
+			err := s.heartbeatTenant(ctx, tenant, byTenant[tenant], now, done)
+			mu.Lock()
+			defer mu.Unlock()
+			maps.Copy(results, done)
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+		})
 	}
+	wg.Wait()
 	return firstErr
 }
 
+// tenantParallelism bounds the tenants of a batch whose heartbeats are
+// applied at once on Citus.
+const tenantParallelism = 4
+
+// heartbeatHealthyTenantSQL records the heartbeats of tenant $1's servers
+// $2 that are healthy and stay so, at $3 (NULL: now()): one statement
+// routed to the tenant's shard, the common case (migration 0019).
+const heartbeatHealthyTenantSQL = `SELECT * FROM mcp_heartbeat_healthy_tenant($1::uuid, $2::uuid[], $3::timestamptz)`
+
+// heartbeatTenant applies one tenant's heartbeats on Citus: the healthy
+// servers' in one statement, the rest (recoveries, deregistered and
+// unknown servers) through mcp_heartbeat_tenant.
 func (s *Store) heartbeatTenant(ctx context.Context, tenant uuid.UUID, servers [][16]byte, now *time.Time, results map[batchKey]heartbeatResult) error {
+	rows, err := s.pool.Query(ctx, heartbeatHealthyTenantSQL, [16]byte(tenant), servers, now)
+	if err != nil {
+		return err
+	}
+	healthy := make(map[uuid.UUID]registry.Server, len(servers))
+	for rows.Next() {
+		srv, err := scanServer(rows)
+		if err != nil {
+			rows.Close()
+			return err
+		}
+		healthy[srv.ServerID] = srv
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	// Committed: the statement ran in its own implicit transaction.
+	rest := servers[:0:0]
+	for _, id := range servers {
+		if srv, ok := healthy[uuid.UUID(id)]; ok {
+			results[batchKey{tenant, srv.ServerID}] = heartbeatResult{srv: srv}
+		} else {
+			rest = append(rest, id)
+		}
+	}
+	if len(rest) == 0 {
+		return nil
+	}
+	return s.heartbeatTenantAny(ctx, tenant, rest, now, results)
+}
+
+// heartbeatTenantAny applies one tenant's heartbeats whatever their
+// servers' status, through mcp_heartbeat_tenant.
+func (s *Store) heartbeatTenantAny(ctx context.Context, tenant uuid.UUID, servers [][16]byte, now *time.Time, results map[batchKey]heartbeatResult) error {
 	rows, err := s.pool.Query(ctx, heartbeatTenantSQL, [16]byte(tenant), servers, now)
 	if err != nil {
 		return err
