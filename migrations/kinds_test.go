@@ -45,7 +45,7 @@ func TestEventKindsMatchTable(t *testing.T) {
 	// event exactly when registry.IsAlertEvent does.
 	var pred string
 	if err := tx.QueryRow(ctx, `SELECT pg_get_expr(i.indpred, i.indrelid) FROM pg_index i
-		WHERE i.indexrelid = 'mcp_audit_events_alert_idx'::regclass`).Scan(&pred); err != nil {
+		WHERE i.indexrelid = 'mcp_audit_events_tenant_alert_idx'::regclass`).Scan(&pred); err != nil {
 		t.Fatalf("alert index: %v", err)
 	}
 	froms := append([]registry.Status{registry.NoStatus}, registry.Statuses...)

@@ -1,4 +1,4 @@
--- mcpd's schema after migration 17 (make schema), dumped by pg_dump 15
+-- mcpd's schema after migration 20 (make schema), dumped by pg_dump 15
 --
 -- PostgreSQL database dump
 --
@@ -15,51 +15,59 @@ SET client_min_messages = warning;
 SET row_security = off;
 
 --
--- Name: mcp_alert_ack(text, uuid, text, bigint); Type: FUNCTION; Schema: public; Owner: -
+-- Name: mcp_alert_ack(text, uuid, uuid[], bigint[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.mcp_alert_ack(p_destination text, p_claimant uuid, p_txid text, p_seq bigint) RETURNS void
-    LANGUAGE sql SECURITY DEFINER
+CREATE FUNCTION public.mcp_alert_ack(p_destination text, p_claimant uuid, p_tenants uuid[], p_positions bigint[]) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     AS $$
+DECLARE
+    v_now timestamptz := clock_timestamp();
+BEGIN
+    INSERT INTO mcp_alert_positions AS p (destination, tenant_id, position)
+    SELECT p_destination, r.tenant_id, r.position
+    FROM unnest(p_tenants, p_positions) AS r(tenant_id, position)
+    ORDER BY r.tenant_id
+    ON CONFLICT (destination, tenant_id) DO UPDATE
+    SET position = GREATEST(p.position, EXCLUDED.position);
     UPDATE mcp_alert_cursors c
-    SET last_txid     = CASE WHEN (c.last_txid, c.last_seq) < (p_txid::xid8, p_seq) THEN p_txid::xid8 ELSE c.last_txid END,
-        last_seq      = CASE WHEN (c.last_txid, c.last_seq) < (p_txid::xid8, p_seq) THEN p_seq ELSE c.last_seq END,
-        updated_at    = CASE WHEN (c.last_txid, c.last_seq) < (p_txid::xid8, p_seq) THEN now() ELSE c.updated_at END,
-        claimed_by    = CASE WHEN c.claimed_by = p_claimant THEN NULL ELSE c.claimed_by END,
-        claimed_until = CASE WHEN c.claimed_by = p_claimant THEN NULL ELSE c.claimed_until END
-    WHERE c.destination = p_destination
-      AND ((c.last_txid, c.last_seq) < (p_txid::xid8, p_seq) OR c.claimed_by = p_claimant);
+    SET claimed_by = NULL, claimed_until = NULL, updated_at = v_now
+    WHERE c.destination = p_destination AND c.claimed_by = p_claimant;
+END
 $$;
 
 --
 -- Name: mcp_alert_claim(text, uuid, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.mcp_alert_claim(p_destination text, p_claimant uuid, p_limit integer) RETURNS TABLE(txid text, seq bigint, event_id uuid, tenant_id uuid, kind text, server_id uuid, module_name text, from_status text, to_status text, trace_id text, occurred_at timestamp with time zone, body jsonb)
+CREATE FUNCTION public.mcp_alert_claim(p_destination text, p_claimant uuid, p_limit integer) RETURNS TABLE(event_position bigint, seq bigint, event_id uuid, tenant_id uuid, kind text, server_id uuid, module_name text, from_status text, to_status text, trace_id text, occurred_at timestamp with time zone, body jsonb)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     AS $$
 #variable_conflict use_column
-DECLARE
-    v_txid xid8;
-    v_seq  bigint;
 BEGIN
-    SELECT c.last_txid, c.last_seq INTO v_txid, v_seq
-    FROM mcp_alert_cursors c
+    PERFORM 1 FROM mcp_alert_cursors c
     WHERE c.destination = p_destination AND c.claimed_by = p_claimant;
     IF NOT FOUND THEN
         RETURN;
     END IF;
     RETURN QUERY
-    SELECT e.txid::text, e.seq, e.event_id, e.tenant_id, e.kind, e.server_id, e.module_name,
+    SELECT e.position, e.seq, e.event_id, e.tenant_id, e.kind, e.server_id, e.module_name,
            e.from_status, e.to_status, e.trace_id::text, e.occurred_at, e.body
-    FROM mcp_audit_events e
-    WHERE (e.kind IN ('mcp.server.unhealthy', 'mcp.server.recovered', 'mcp.server.deregistered')
-           OR (e.kind = 'mcp.server.registered' AND e.from_status = 'unhealthy'))
-      AND (e.txid, e.seq) > (v_txid, v_seq)
-      AND e.txid < (SELECT h.horizon FROM mcp_feed_horizon() h)
-    ORDER BY e.txid, e.seq
+    FROM mcp_tenant_feed f
+    LEFT JOIN mcp_alert_positions p ON p.destination = p_destination AND p.tenant_id = f.tenant_id
+    CROSS JOIN LATERAL (
+        SELECT a.* FROM mcp_audit_events a
+        WHERE a.tenant_id = f.tenant_id
+          AND (a.kind IN ('mcp.server.unhealthy', 'mcp.server.recovered', 'mcp.server.deregistered')
+               OR (a.kind = 'mcp.server.registered' AND a.from_status = 'unhealthy'))
+          AND a.position > COALESCE(p.position, 0)
+        ORDER BY a.position
+        LIMIT p_limit
+    ) e
+    WHERE f.alert_position > COALESCE(p.position, 0)
+    ORDER BY e.occurred_at, e.tenant_id, e.position
     LIMIT p_limit;
 END
 $$;
@@ -72,12 +80,14 @@ CREATE FUNCTION public.mcp_alert_lease(p_destination text, p_claimant uuid, p_le
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     AS $$
+DECLARE
+    v_now timestamptz := clock_timestamp();
 BEGIN
     INSERT INTO mcp_alert_cursors (destination) VALUES (p_destination) ON CONFLICT DO NOTHING;
     UPDATE mcp_alert_cursors
-    SET claimed_by = p_claimant, claimed_until = clock_timestamp() + p_lease
+    SET claimed_by = p_claimant, claimed_until = v_now + p_lease
     WHERE destination = p_destination
-      AND (claimed_by IS NULL OR claimed_by = p_claimant OR claimed_until <= clock_timestamp());
+      AND (claimed_by IS NULL OR claimed_by = p_claimant OR claimed_until <= v_now);
     RETURN FOUND;
 END
 $$;
@@ -87,15 +97,19 @@ $$;
 --
 
 CREATE FUNCTION public.mcp_alert_pending(p_destination text) RETURNS TABLE(pending bigint, oldest timestamp with time zone)
-    LANGUAGE sql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     AS $$
-    SELECT count(*), min(e.occurred_at)
-    FROM mcp_audit_events e
-    LEFT JOIN mcp_alert_cursors c ON c.destination = p_destination
-    WHERE (e.kind IN ('mcp.server.unhealthy', 'mcp.server.recovered', 'mcp.server.deregistered')
-           OR (e.kind = 'mcp.server.registered' AND e.from_status = 'unhealthy'))
-      AND (e.txid, e.seq) > (COALESCE(c.last_txid, '0'::xid8), COALESCE(c.last_seq, 0));
+BEGIN
+    RETURN QUERY
+    SELECT count(*), min(a.occurred_at)
+    FROM mcp_tenant_feed f
+    LEFT JOIN mcp_alert_positions p ON p.destination = p_destination AND p.tenant_id = f.tenant_id
+    JOIN mcp_audit_events a ON a.tenant_id = f.tenant_id AND a.position > COALESCE(p.position, 0)
+    WHERE f.alert_position > COALESCE(p.position, 0)
+      AND (a.kind IN ('mcp.server.unhealthy', 'mcp.server.recovered', 'mcp.server.deregistered')
+           OR (a.kind = 'mcp.server.registered' AND a.from_status = 'unhealthy'));
+END
 $$;
 
 --
@@ -126,45 +140,117 @@ CREATE FUNCTION public.mcp_cursor_key() RETURNS bytea
 $$;
 
 --
--- Name: mcp_feed_horizon(); Type: FUNCTION; Schema: public; Owner: -
+-- Name: mcp_feed_epoch(); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.mcp_feed_horizon(OUT timeline bigint, OUT horizon xid8) RETURNS record
+CREATE FUNCTION public.mcp_feed_epoch() RETURNS bigint
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+BEGIN
+    RETURN ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint;
+END
+$$;
+
+--
+-- Name: mcp_feed_horizon(uuid); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_feed_horizon(p_tenant uuid, OUT epoch bigint, OUT pos bigint) RETURNS record
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     AS $$
 DECLARE
-    snap pg_snapshot := pg_current_snapshot();
+    v_position bigint;
 BEGIN
-    timeline := ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint;
-    SELECT min(x) INTO horizon
-    FROM pg_snapshot_xip(snap) AS x
-    WHERE NOT EXISTS (
-        SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-        WHERE l.locktype = 'transactionid' AND l.transactionid = x::xid
-          AND a.datid <> (SELECT oid FROM pg_database WHERE datname = current_database()));
-    horizon := COALESCE(horizon, pg_snapshot_xmax(snap));
-END;
+    SELECT f.position INTO v_position FROM mcp_tenant_feed f WHERE f.tenant_id = p_tenant;
+    epoch := mcp_feed_epoch();
+    pos := COALESCE(v_position, 0);
+END
 $$;
 
 --
--- Name: mcp_feed_read(xid8, bigint, integer); Type: FUNCTION; Schema: public; Owner: -
+-- Name: mcp_feed_next(uuid, text, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.mcp_feed_read(p_txid xid8, p_seq bigint, p_limit integer) RETURNS TABLE(timeline bigint, horizon xid8, txid xid8, seq bigint, event_id uuid, tenant_id uuid, kind text, server_id uuid, module_name text, from_status text, to_status text, trace_id text, occurred_at timestamp with time zone, body jsonb)
-    LANGUAGE sql STABLE SECURITY DEFINER
+CREATE FUNCTION public.mcp_feed_next(p_tenant uuid, p_kind text, p_from text) RETURNS bigint
+    LANGUAGE plpgsql
     SET search_path TO 'public', 'pg_temp'
     AS $$
-    SELECT h.timeline, h.horizon, e.txid, e.seq, e.event_id, e.tenant_id, e.kind, e.server_id,
-           e.module_name, e.from_status, e.to_status, e.trace_id::text, e.occurred_at, e.body
-    FROM mcp_feed_horizon() h
+DECLARE
+    v_alert boolean := p_kind IN ('mcp.server.unhealthy', 'mcp.server.recovered', 'mcp.server.deregistered')
+                       OR (p_kind = 'mcp.server.registered' AND p_from IS NOT DISTINCT FROM 'unhealthy');
+    v_position bigint;
+BEGIN
+    INSERT INTO mcp_tenant_feed AS f (tenant_id, position, alert_position)
+    VALUES (p_tenant, 1, CASE WHEN v_alert THEN 1 ELSE 0 END)
+    ON CONFLICT (tenant_id) DO UPDATE
+    SET position = f.position + 1,
+        alert_position = CASE WHEN v_alert THEN f.position + 1 ELSE f.alert_position END
+    RETURNING f.position INTO v_position;
+    RETURN v_position;
+END
+$$;
+
+--
+-- Name: mcp_feed_read(uuid[], bigint[], integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_feed_read(p_tenants uuid[], p_after bigint[], p_limit integer) RETURNS TABLE(epoch bigint, feed_tenant uuid, horizon bigint, event_position bigint, seq bigint, event_id uuid, tenant_id uuid, kind text, server_id uuid, module_name text, from_status text, to_status text, trace_id text, occurred_at timestamp with time zone, body jsonb)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_epoch bigint := mcp_feed_epoch();
+BEGIN
+    RETURN QUERY
+    SELECT v_epoch, r.tenant, COALESCE(f.position, 0), e.position, e.seq, e.event_id, e.tenant_id, e.kind,
+           e.server_id, e.module_name, e.from_status, e.to_status, e.trace_id::text, e.occurred_at, e.body
+    FROM unnest(p_tenants, p_after) WITH ORDINALITY AS r(tenant, after, ord)
+    LEFT JOIN mcp_tenant_feed f ON f.tenant_id = r.tenant
     LEFT JOIN LATERAL (
-        SELECT * FROM mcp_audit_events a
-        WHERE (a.txid, a.seq) > (p_txid, p_seq) AND a.txid < h.horizon
-        ORDER BY a.txid, a.seq
+        SELECT a.* FROM mcp_audit_events a
+        WHERE a.tenant_id = r.tenant AND a.position > r.after AND a.position <= f.position
+        ORDER BY a.position
         LIMIT p_limit
     ) e ON true
-    ORDER BY e.txid, e.seq;
+    ORDER BY r.ord, e.position;
+END
+$$;
+
+--
+-- Name: mcp_feed_read_each(uuid[], bigint[], integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_feed_read_each(p_tenants uuid[], p_after bigint[], p_limit integer) RETURNS TABLE(epoch bigint, feed_tenant uuid, horizon bigint, event_position bigint, seq bigint, event_id uuid, tenant_id uuid, kind text, server_id uuid, module_name text, from_status text, to_status text, trace_id text, occurred_at timestamp with time zone, body jsonb)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_epoch bigint := mcp_feed_epoch();
+    v_horizon bigint;
+BEGIN
+    FOR i IN 1 .. COALESCE(cardinality(p_tenants), 0) LOOP
+        SELECT f.position INTO v_horizon FROM mcp_tenant_feed f WHERE f.tenant_id = p_tenants[i];
+        v_horizon := COALESCE(v_horizon, 0);
+        -- Every event up to the horizon read above has committed: a later
+        -- snapshot sees them all.
+        RETURN QUERY
+        SELECT v_epoch, p_tenants[i], v_horizon, e.position, e.seq, e.event_id, e.tenant_id, e.kind,
+               e.server_id, e.module_name, e.from_status, e.to_status, e.trace_id::text, e.occurred_at, e.body
+        FROM (SELECT 1) one
+        LEFT JOIN (
+            SELECT a.* FROM mcp_audit_events a
+            WHERE a.tenant_id = p_tenants[i] AND a.position > p_after[i] AND a.position <= v_horizon
+            ORDER BY a.position
+            LIMIT p_limit
+        ) e ON true
+        ORDER BY e.position;
+    END LOOP;
+END
 $$;
 
 --
@@ -190,6 +276,17 @@ JOIN unnest(p_tenants, p_servers) AS r(tenant_id, server_id)
   ON s.server_id = r.server_id AND s.tenant_id = r.tenant_id
 ORDER BY s.server_id
 FOR UPDATE OF s;
+-- Then the counters of the tenants whose servers recover (their events
+-- take positions), in tenant_id order, as every writer of several tenants
+-- takes them: after the servers, as every writer takes them.
+PERFORM 1 FROM mcp_tenant_feed f
+WHERE f.tenant_id IN (
+    SELECT s.tenant_id FROM mcp_servers s
+    JOIN unnest(p_tenants, p_servers) AS r(tenant_id, server_id)
+      ON s.server_id = r.server_id AND s.tenant_id = r.tenant_id
+    WHERE s.status IN ('degraded', 'unhealthy'))
+ORDER BY f.tenant_id
+FOR UPDATE OF f;
 
 RETURN QUERY
 WITH prev AS (
@@ -199,7 +296,8 @@ WITH prev AS (
       ON s.server_id = r.server_id AND s.tenant_id = r.tenant_id
 ), upd AS (
     UPDATE mcp_servers s
-    SET last_heartbeat_at = v_now, status = 'healthy'
+    SET last_heartbeat_at = v_now, status = 'healthy',
+        status_changed_at = CASE WHEN p.status = 'healthy' THEN s.status_changed_at ELSE v_now END
     FROM prev p
     WHERE s.server_id = p.server_id AND p.status <> 'deregistered'
     RETURNING s.server_id, s.tenant_id, s.module_name, s.version, s.supported_protocols,
@@ -215,13 +313,15 @@ WITH prev AS (
 ), ev AS (
     INSERT INTO mcp_audit_events
         (event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
-         trace_id, occurred_at, body)
+         trace_id, occurred_at, body, position)
     SELECT gen_random_uuid(), u.tenant_id, 'mcp.server.recovered', u.server_id, u.module_name,
            u.from_status, u.status, u.trace_id, u.last_heartbeat_at,
            mcp_audit_body(u.server_id, u.module_name, u.status, u.version, u.supported_protocols,
-                          (SELECT jsonb_agg(x.name ORDER BY x.name) FROM restored x WHERE x.server_id = u.server_id))
+                          (SELECT jsonb_agg(x.name ORDER BY x.name) FROM restored x WHERE x.server_id = u.server_id)),
+           mcp_feed_next(u.tenant_id, 'mcp.server.recovered', u.from_status)
     FROM upd u
     WHERE u.from_status IN ('degraded', 'unhealthy')
+    ORDER BY u.tenant_id, u.server_id
     RETURNING mcp_audit_events.seq, mcp_audit_events.event_id, mcp_audit_events.tenant_id,
               mcp_audit_events.kind, mcp_audit_events.server_id, mcp_audit_events.module_name,
               mcp_audit_events.from_status, mcp_audit_events.to_status,
@@ -268,62 +368,157 @@ END
 $$;
 
 --
+-- Name: mcp_heartbeat_healthy_tenant(uuid, uuid[], timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_heartbeat_healthy_tenant(p_tenant uuid, p_servers uuid[], p_now timestamp with time zone) RETURNS TABLE(s_server_id uuid, s_tenant_id uuid, s_module_name text, s_version text, s_protocols text[], s_capabilities jsonb, s_status text, s_last_heartbeat timestamp with time zone, s_registered_at timestamp with time zone, s_deregistered_at timestamp with time zone, s_trace_id text, s_remotes jsonb, s_description text, s_title text)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_now timestamptz := COALESCE(p_now, now());
+BEGIN
+    RETURN QUERY
+    UPDATE mcp_servers s
+    SET last_heartbeat_at = v_now
+    WHERE s.tenant_id = p_tenant AND s.server_id = ANY (p_servers) AND s.status = 'healthy'
+    RETURNING s.server_id, s.tenant_id, s.module_name, s.version, s.supported_protocols,
+              s.capability_advertisement, s.status, s.last_heartbeat_at, s.registered_at,
+              s.deregistered_at, s.trace_id::text, s.remotes, s.description, s.title;
+END
+$$;
+
+--
+-- Name: mcp_heartbeat_tenant(uuid, uuid[], timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_heartbeat_tenant(p_tenant uuid, p_servers uuid[], p_now timestamp with time zone) RETURNS TABLE(o_tenant_id uuid, o_server_id uuid, o_prev_status text, s_server_id uuid, s_tenant_id uuid, s_module_name text, s_version text, s_protocols text[], s_capabilities jsonb, s_status text, s_last_heartbeat timestamp with time zone, s_registered_at timestamp with time zone, s_deregistered_at timestamp with time zone, s_trace_id text, s_remotes jsonb, s_description text, s_title text, e_seq bigint, e_event_id uuid, e_tenant_id uuid, e_kind text, e_server_id uuid, e_module_name text, e_from_status text, e_to_status text, e_trace_id text, e_occurred_at timestamp with time zone, e_body jsonb)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_now     timestamptz := COALESCE(p_now, now());
+    v_ids     uuid[];
+    v_prev    text[];
+    v_live    uuid[];
+    v_rec     uuid[];
+    v_from    text[];
+    v_first   bigint := 0;
+    v_names   jsonb;
+    v_module   text;
+    v_trace    character(32);
+    v_version  text;
+    v_protocols text[];
+BEGIN
+    -- Lock first, in server_id order, as mcp_heartbeat does.
+    SELECT array_agg(l.server_id ORDER BY l.server_id), array_agg(l.status ORDER BY l.server_id)
+    INTO v_ids, v_prev
+    FROM (SELECT s.server_id, s.status FROM mcp_servers s
+          WHERE s.tenant_id = p_tenant AND s.server_id = ANY (p_servers)
+          ORDER BY s.server_id
+          FOR UPDATE OF s) l;
+    IF v_ids IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT array_agg(x.id ORDER BY x.id) FILTER (WHERE x.st <> 'deregistered'),
+           array_agg(x.id ORDER BY x.id) FILTER (WHERE x.st IN ('degraded', 'unhealthy')),
+           array_agg(x.st ORDER BY x.id) FILTER (WHERE x.st IN ('degraded', 'unhealthy'))
+    INTO v_live, v_rec, v_from
+    FROM unnest(v_ids, v_prev) AS x(id, st);
+    IF v_rec IS NOT NULL THEN
+        -- Recovered is an alert kind: both positions move.
+        UPDATE mcp_tenant_feed f
+        SET position = f.position + cardinality(v_rec), alert_position = f.position + cardinality(v_rec)
+        WHERE f.tenant_id = p_tenant
+        RETURNING f.position - cardinality(v_rec) INTO v_first;
+    END IF;
+    IF v_live IS NOT NULL THEN
+        UPDATE mcp_servers s
+        SET last_heartbeat_at = v_now, status = 'healthy',
+            status_changed_at = CASE WHEN s.status = 'healthy' THEN s.status_changed_at ELSE v_now END
+        WHERE s.tenant_id = p_tenant AND s.server_id = ANY (v_live);
+    END IF;
+    FOR i IN 1 .. COALESCE(cardinality(v_rec), 0) LOOP
+        v_names := NULL;
+        IF v_from[i] = 'unhealthy' THEN
+            SELECT jsonb_agg(k.name ORDER BY k.name) INTO v_names
+            FROM mcp_skills k
+            WHERE k.tenant_id = p_tenant AND k.server_id = v_rec[i] AND k.unavailable_reason = 'server_unhealthy';
+            UPDATE mcp_skills k
+            SET available = true, unavailable_reason = NULL
+            WHERE k.tenant_id = p_tenant AND k.server_id = v_rec[i] AND k.unavailable_reason = 'server_unhealthy';
+        END IF;
+        -- Read, then INSERT ... VALUES: Citus sends an INSERT ... SELECT
+        -- of parameters to every shard.
+        SELECT s.module_name, s.trace_id, s.version, s.supported_protocols
+        INTO v_module, v_trace, v_version, v_protocols
+        FROM mcp_servers s
+        WHERE s.tenant_id = p_tenant AND s.server_id = v_rec[i];
+        INSERT INTO mcp_audit_events
+            (event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
+             trace_id, occurred_at, body, position)
+        VALUES (gen_random_uuid(), p_tenant, 'mcp.server.recovered', v_rec[i], v_module, v_from[i], 'healthy',
+                v_trace, v_now, mcp_audit_body(v_rec[i], v_module, 'healthy', v_version, v_protocols, v_names),
+                v_first + i);
+    END LOOP;
+    RETURN QUERY
+    SELECT s.tenant_id, s.server_id, v_prev[array_position(v_ids, s.server_id)],
+           s.server_id, s.tenant_id, s.module_name, s.version, s.supported_protocols,
+           s.capability_advertisement, s.status, s.last_heartbeat_at, s.registered_at,
+           s.deregistered_at, s.trace_id::text, s.remotes, s.description, s.title,
+           e.seq, e.event_id, e.tenant_id, e.kind, e.server_id, e.module_name, e.from_status,
+           e.to_status, e.trace_id::text, e.occurred_at, e.body
+    FROM mcp_servers s
+    LEFT JOIN mcp_audit_events e
+           ON e.tenant_id = s.tenant_id AND e.server_id = s.server_id AND e.position > v_first
+              AND e.position <= v_first + COALESCE(cardinality(v_rec), 0)
+    WHERE s.tenant_id = p_tenant AND s.server_id = ANY (v_ids);
+END
+$$;
+
+--
 -- Name: mcp_live_counts(uuid[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
 CREATE FUNCTION public.mcp_live_counts(p_tenants uuid[]) RETURNS TABLE(tenant_id uuid, live bigint)
-    LANGUAGE sql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
     SELECT s.tenant_id, count(*) FROM mcp_servers s
-    WHERE s.tenant_id = ANY (p_tenants) AND s.status <> 'deregistered'
-    GROUP BY s.tenant_id;
-$$;
-
---
--- Name: mcp_servers_capability_bytes(); Type: FUNCTION; Schema: public; Owner: -
---
-
-CREATE FUNCTION public.mcp_servers_capability_bytes() RETURNS trigger
-    LANGUAGE plpgsql
-    SET search_path TO 'public', 'pg_temp'
-    AS $$
-BEGIN
-    NEW.capability_bytes := COALESCE(octet_length(NEW.capability_advertisement::text), 0);
-    RETURN NEW;
+        WHERE s.tenant_id = ANY (p_tenants) AND s.status <> 'deregistered'
+        GROUP BY s.tenant_id;
 END
 $$;
 
 --
--- Name: mcp_servers_count_live(); Type: FUNCTION; Schema: public; Owner: -
+-- Name: mcp_now(timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.mcp_servers_count_live() RETURNS trigger
-    LANGUAGE plpgsql
-    SET search_path TO 'public', 'pg_temp'
+CREATE FUNCTION public.mcp_now(p_now timestamp with time zone) RETURNS timestamp with time zone
+    LANGUAGE plpgsql STABLE
     AS $$
-DECLARE
-    v_delta integer := CASE WHEN NEW.status = 'deregistered' THEN -1 ELSE 1 END;
 BEGIN
-    INSERT INTO mcp_tenant_servers AS t (tenant_id, live) VALUES (NEW.tenant_id, GREATEST(v_delta, 0))
-    ON CONFLICT (tenant_id) DO UPDATE SET live = t.live + v_delta;
-    RETURN NULL;
+    RETURN COALESCE(p_now, now());
 END
 $$;
 
 --
--- Name: mcp_servers_status_changed(); Type: FUNCTION; Schema: public; Owner: -
+-- Name: mcp_set_tenant(uuid); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.mcp_servers_status_changed() RETURNS trigger
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'public', 'pg_temp'
+CREATE FUNCTION public.mcp_set_tenant(p_tenant uuid) RETURNS void
+    LANGUAGE plpgsql
     AS $$
 BEGIN
-    UPDATE mcp_servers s SET status_changed_at = e.at
-    FROM (SELECT n.server_id, max(n.occurred_at) AS at FROM mcp_new_events n GROUP BY n.server_id) e
-    WHERE s.server_id = e.server_id AND s.status_changed_at IS DISTINCT FROM e.at;
-    RETURN NULL;
+    SET LOCAL citus.propagate_set_commands TO 'local';
+    EXECUTE format('SET LOCAL auth.tenant_id TO %L', p_tenant::text);
 END
 $$;
 
@@ -332,16 +527,20 @@ $$;
 --
 
 CREATE FUNCTION public.mcp_skill_alert_states(p_destination text, p_tenants uuid[], p_skills text[]) RETURNS TABLE(tenant_id uuid, skill text, available boolean, firing_since timestamp with time zone)
-    LANGUAGE sql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     AS $$
-    SELECT k.tenant_id, k.skill,
-           EXISTS (SELECT 1 FROM mcp_skills s WHERE s.tenant_id = k.tenant_id AND s.name = k.skill AND s.available),
-           a.since
-    FROM unnest(p_tenants, p_skills) WITH ORDINALITY AS k(tenant_id, skill, ord)
-    LEFT JOIN mcp_skill_alerts a
-           ON a.destination = p_destination AND a.tenant_id = k.tenant_id AND a.skill = k.skill
-    ORDER BY k.ord;
+#variable_conflict use_column
+BEGIN
+    FOR i IN 1 .. COALESCE(cardinality(p_tenants), 0) LOOP
+        RETURN QUERY
+        SELECT p_tenants[i], p_skills[i],
+               EXISTS (SELECT 1 FROM mcp_skills s
+                       WHERE s.tenant_id = p_tenants[i] AND s.name = p_skills[i] AND s.available),
+               (SELECT a.since FROM mcp_skill_alerts a
+                WHERE a.destination = p_destination AND a.tenant_id = p_tenants[i] AND a.skill = p_skills[i]);
+    END LOOP;
+END
 $$;
 
 --
@@ -349,15 +548,19 @@ $$;
 --
 
 CREATE FUNCTION public.mcp_skill_alerts_firing(p_destination text) RETURNS TABLE(tenant_id uuid, skill text, available boolean, firing_since timestamp with time zone)
-    LANGUAGE sql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
     SELECT a.tenant_id, a.skill,
-           EXISTS (SELECT 1 FROM mcp_skills s WHERE s.tenant_id = a.tenant_id AND s.name = a.skill AND s.available),
-           a.since
-    FROM mcp_skill_alerts a
-    WHERE a.destination = p_destination
-    ORDER BY a.tenant_id, a.skill;
+               EXISTS (SELECT 1 FROM mcp_skills s WHERE s.tenant_id = a.tenant_id AND s.name = a.skill AND s.available),
+               a.since
+        FROM mcp_skill_alerts a
+        WHERE a.destination = p_destination
+        ORDER BY a.tenant_id, a.skill;
+END
 $$;
 
 --
@@ -365,16 +568,18 @@ $$;
 --
 
 CREATE FUNCTION public.mcp_skill_alerts_record(p_destination text, p_tenants uuid[], p_skills text[], p_since timestamp with time zone[], p_resolved_tenants uuid[], p_resolved_skills text[]) RETURNS void
-    LANGUAGE sql SECURITY DEFINER
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     AS $$
+BEGIN
     INSERT INTO mcp_skill_alerts (destination, tenant_id, skill, since)
-    SELECT p_destination, r.tenant_id, r.skill, r.since
-    FROM unnest(p_tenants, p_skills, p_since) AS r(tenant_id, skill, since)
-    ON CONFLICT (destination, tenant_id, skill) DO NOTHING;
-    DELETE FROM mcp_skill_alerts a
-    USING unnest(p_resolved_tenants, p_resolved_skills) AS r(tenant_id, skill)
-    WHERE a.destination = p_destination AND a.tenant_id = r.tenant_id AND a.skill = r.skill;
+        SELECT p_destination, r.tenant_id, r.skill, r.since
+        FROM unnest(p_tenants, p_skills, p_since) AS r(tenant_id, skill, since)
+        ON CONFLICT (destination, tenant_id, skill) DO NOTHING;
+        DELETE FROM mcp_skill_alerts a
+        USING unnest(p_resolved_tenants, p_resolved_skills) AS r(tenant_id, skill)
+        WHERE a.destination = p_destination AND a.tenant_id = r.tenant_id AND a.skill = r.skill;
+END
 $$;
 
 --
@@ -422,6 +627,12 @@ FROM (
 IF v_ids IS NULL THEN
     RETURN;
 END IF;
+-- The positions of the events below: the tenants' counters locked in
+-- tenant_id order, as every writer of several tenants takes them.
+PERFORM 1 FROM mcp_tenant_feed f
+WHERE f.tenant_id IN (SELECT s.tenant_id FROM mcp_servers s WHERE s.ctid = ANY (v_rows))
+ORDER BY f.tenant_id
+FOR UPDATE OF f;
 RETURN QUERY
 WITH due AS (
     SELECT d.server_id, d.status FROM unnest(v_ids, v_from) AS d(server_id, status)
@@ -431,7 +642,8 @@ WITH due AS (
 moved AS (
     UPDATE mcp_servers s
     SET status = CASE WHEN s.last_heartbeat_at <= v_unhealthy_before
-                      THEN 'unhealthy' ELSE 'degraded' END
+                      THEN 'unhealthy' ELSE 'degraded' END,
+        status_changed_at = v_now
     WHERE s.ctid = ANY (v_rows)
     RETURNING s.server_id, s.tenant_id, s.module_name, s.status AS to_status, s.trace_id, s.version,
               s.supported_protocols, v_now AS now
@@ -451,15 +663,17 @@ affected AS (
 events AS (
     INSERT INTO mcp_audit_events
         (event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
-         trace_id, occurred_at, body)
+         trace_id, occurred_at, body, position)
     SELECT gen_random_uuid(), m.tenant_id, 'mcp.server.' || m.to_status, m.server_id,
            m.module_name, d.status, m.to_status, m.trace_id, m.now,
            mcp_audit_body(m.server_id, m.module_name, m.to_status, m.version, m.supported_protocols,
-                          to_jsonb(a.names))
+                          to_jsonb(a.names)),
+           mcp_feed_next(m.tenant_id, 'mcp.server.' || m.to_status, d.status)
     FROM moved m
     JOIN due d ON d.server_id = m.server_id
     LEFT JOIN affected a ON a.server_id = m.server_id
-    RETURNING mcp_audit_events.seq, mcp_audit_events.event_id, mcp_audit_events.tenant_id,
+    ORDER BY m.tenant_id, m.server_id
+    RETURNING mcp_audit_events.seq, mcp_audit_events.position, mcp_audit_events.event_id, mcp_audit_events.tenant_id,
               mcp_audit_events.kind, mcp_audit_events.server_id, mcp_audit_events.module_name,
               mcp_audit_events.from_status, mcp_audit_events.to_status,
               mcp_audit_events.trace_id, mcp_audit_events.occurred_at, mcp_audit_events.body
@@ -467,7 +681,53 @@ events AS (
 SELECT e.event_id, e.tenant_id, e.kind, e.server_id, e.module_name, e.from_status,
        e.to_status, e.trace_id::text, e.occurred_at, e.body
 FROM events e
-ORDER BY e.seq;
+ORDER BY e.tenant_id, e.position;
+END
+$$;
+
+--
+-- Name: mcp_sweep_guard(timestamp with time zone, interval, interval, interval); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_sweep_guard(p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval, p_blind_after interval) RETURNS TABLE(proceed boolean, degraded_after interval, unhealthy_after interval, blind_from timestamp with time zone, blind_until timestamp with time zone, blind_new boolean)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_now   timestamptz := COALESCE(p_now, now());
+    v_last  timestamptz;
+    v_from  timestamptz;
+    v_until timestamptz;
+    v_new   boolean := false;
+    v_deg   interval := p_degraded_after;
+    v_unh   interval := p_unhealthy_after;
+BEGIN
+    SELECT st.last_sweep_at, st.blind_from, st.blind_until INTO v_last, v_from, v_until
+    FROM mcp_monitor_state st WHERE st.id
+    FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT false, NULL::interval, NULL::interval, NULL::timestamptz, NULL::timestamptz, false;
+        RETURN;
+    END IF;
+    IF v_last IS NOT NULL AND p_blind_after IS NOT NULL AND p_blind_after > interval '0'
+       AND v_now - v_last > p_blind_after THEN
+        v_new := true;
+        v_from := v_last;
+        v_until := v_now;
+    END IF;
+    UPDATE mcp_monitor_state st
+    SET last_sweep_at = GREATEST(v_now, COALESCE(st.last_sweep_at, v_now)),
+        blind_from = v_from, blind_until = v_until,
+        blind_windows = st.blind_windows + (v_new::integer)
+    WHERE st.id;
+    IF v_until IS NOT NULL AND v_until > v_now - p_degraded_after THEN
+        v_deg := interval '1000 years';
+    END IF;
+    IF v_until IS NOT NULL AND v_until > v_now - p_unhealthy_after THEN
+        v_unh := interval '1000 years';
+    END IF;
+    RETURN QUERY SELECT true, v_deg, v_unh, v_from, v_until, v_new;
 END
 $$;
 
@@ -527,18 +787,154 @@ END
 $$;
 
 --
+-- Name: mcp_sweep_tenant(uuid, timestamp with time zone, interval, interval, integer, interval); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_sweep_tenant(p_tenant uuid, p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval, p_limit integer, p_blind_after interval) RETURNS TABLE(event_id uuid, tenant_id uuid, kind text, server_id uuid, module_name text, from_status text, to_status text, trace_id text, occurred_at timestamp with time zone, body jsonb)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_now              timestamptz := COALESCE(p_now, now());
+    v_degraded_before  timestamptz := v_now - p_degraded_after;
+    v_unhealthy_before timestamptz := v_now - p_unhealthy_after;
+    v_ids   uuid[];
+    v_from  text[];
+    v_to    text[];
+    v_pos   bigint[];
+    v_n     integer;
+    v_last  bigint;
+    v_alert bigint;
+    v_swept timestamptz;
+    v_until timestamptz;
+    v_names jsonb;
+    v_deg   uuid[];
+    v_unh   uuid[];
+    v_module   text;
+    v_trace    character(32);
+    v_version  text;
+    v_protocols text[];
+BEGIN
+    IF p_blind_after IS NOT NULL AND p_blind_after > interval '0' THEN
+        SELECT t.last_sweep_at, t.blind_until INTO v_swept, v_until
+        FROM mcp_tenant_servers t WHERE t.tenant_id = p_tenant
+        FOR UPDATE;
+        IF v_swept IS NOT NULL AND v_now - v_swept > p_blind_after THEN
+            v_until := v_now;
+        END IF;
+        UPDATE mcp_tenant_servers t
+        SET last_sweep_at = GREATEST(v_now, COALESCE(t.last_sweep_at, v_now)), blind_until = v_until
+        WHERE t.tenant_id = p_tenant;
+        IF v_until IS NOT NULL AND v_until > v_now - p_degraded_after THEN
+            v_degraded_before := v_now - interval '1000 years';
+        END IF;
+        IF v_until IS NOT NULL AND v_until > v_now - p_unhealthy_after THEN
+            v_unhealthy_before := v_now - interval '1000 years';
+        END IF;
+    END IF;
+    SELECT array_agg(d.server_id ORDER BY d.server_id), array_agg(d.status ORDER BY d.server_id),
+           array_agg(d.to_status ORDER BY d.server_id)
+    INTO v_ids, v_from, v_to
+    FROM (
+        SELECT s.server_id, s.status,
+               CASE WHEN s.last_heartbeat_at <= v_unhealthy_before THEN 'unhealthy' ELSE 'degraded' END AS to_status
+        FROM mcp_servers s
+        WHERE s.tenant_id = p_tenant
+          AND ((s.status = 'healthy' AND s.last_heartbeat_at <= v_degraded_before)
+               OR (s.status = 'degraded' AND s.last_heartbeat_at <= v_unhealthy_before))
+        LIMIT p_limit
+        FOR UPDATE OF s SKIP LOCKED
+    ) d;
+    IF v_ids IS NULL THEN
+        RETURN;
+    END IF;
+    v_n := cardinality(v_ids);
+    UPDATE mcp_tenant_feed f SET position = f.position + v_n
+    WHERE f.tenant_id = p_tenant
+    RETURNING f.position INTO v_last;
+    SELECT array_agg(v_last - v_n + i ORDER BY i),
+           max(v_last - v_n + i) FILTER (WHERE v_to[i] = 'unhealthy')
+    INTO v_pos, v_alert
+    FROM generate_subscripts(v_ids, 1) AS i;
+    IF v_alert IS NOT NULL THEN
+        UPDATE mcp_tenant_feed f SET alert_position = v_alert WHERE f.tenant_id = p_tenant;
+    END IF;
+    -- Plain statements, each routed to the tenant's shard (a data-modifying
+    -- CTE feeding an INSERT would run through every node).
+    -- The ids of each kind as values: a subquery over the arrays in the
+    -- UPDATE would be planned apart and sent to every node.
+    v_deg := ARRAY(SELECT v_ids[k] FROM generate_subscripts(v_ids, 1) k WHERE v_to[k] = 'degraded');
+    v_unh := ARRAY(SELECT v_ids[k] FROM generate_subscripts(v_ids, 1) k WHERE v_to[k] = 'unhealthy');
+    UPDATE mcp_servers s
+    SET status = 'degraded', status_changed_at = v_now
+    WHERE s.tenant_id = p_tenant AND s.server_id = ANY (v_deg);
+    UPDATE mcp_servers s
+    SET status = 'unhealthy', status_changed_at = v_now
+    WHERE s.tenant_id = p_tenant AND s.server_id = ANY (v_unh);
+    FOR k IN 1 .. v_n LOOP
+        v_names := NULL;
+        IF v_to[k] = 'unhealthy' THEN
+            SELECT jsonb_agg(x.name ORDER BY x.name) INTO v_names
+            FROM mcp_skills x
+            WHERE x.tenant_id = p_tenant AND x.server_id = v_ids[k] AND x.available;
+            UPDATE mcp_skills x
+            SET available = false, unavailable_reason = 'server_unhealthy'
+            WHERE x.tenant_id = p_tenant AND x.server_id = v_ids[k] AND x.available;
+        END IF;
+        -- Read, then INSERT ... VALUES: Citus sends an INSERT ... SELECT
+        -- of parameters to every shard.
+        SELECT s.module_name, s.trace_id, s.version, s.supported_protocols
+        INTO v_module, v_trace, v_version, v_protocols
+        FROM mcp_servers s
+        WHERE s.tenant_id = p_tenant AND s.server_id = v_ids[k];
+        INSERT INTO mcp_audit_events
+            (event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
+             trace_id, occurred_at, body, position)
+        VALUES (gen_random_uuid(), p_tenant, 'mcp.server.' || v_to[k], v_ids[k], v_module, v_from[k], v_to[k],
+                v_trace, v_now, mcp_audit_body(v_ids[k], v_module, v_to[k], v_version, v_protocols, v_names),
+                v_pos[k]);
+    END LOOP;
+    RETURN QUERY
+    SELECT e.event_id, e.tenant_id, e.kind, e.server_id, e.module_name, e.from_status,
+           e.to_status, e.trace_id::text, e.occurred_at, e.body
+    FROM mcp_audit_events e
+    WHERE e.tenant_id = p_tenant AND e.position > v_last - v_n AND e.position <= v_last
+    ORDER BY e.position;
+END
+$$;
+
+--
+-- Name: mcp_sweep_tenants(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_sweep_tenants() RETURNS TABLE(tenant_id uuid)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+BEGIN
+    RETURN QUERY SELECT t.tenant_id FROM mcp_tenant_servers t WHERE t.live > 0 ORDER BY t.tenant_id;
+END
+$$;
+
+--
 -- Name: mcp_unhealthy_servers(); Type: FUNCTION; Schema: public; Owner: -
 --
 
 CREATE FUNCTION public.mcp_unhealthy_servers() RETURNS TABLE(server_id uuid, tenant_id uuid, module_name text, version text, last_heartbeat_at timestamp with time zone, trace_id text, unhealthy_since timestamp with time zone)
-    LANGUAGE sql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
     SELECT s.server_id, s.tenant_id, s.module_name, s.version, s.last_heartbeat_at, s.trace_id::text,
-           (SELECT max(e.occurred_at) FROM mcp_audit_events e
-             WHERE e.server_id = s.server_id AND e.kind = 'mcp.server.unhealthy')
-    FROM mcp_servers s
-    WHERE s.status = 'unhealthy';
+               (SELECT max(e.occurred_at) FROM mcp_audit_events e
+                 WHERE e.tenant_id = s.tenant_id AND e.server_id = s.server_id AND e.kind = 'mcp.server.unhealthy')
+        FROM mcp_servers s
+        WHERE s.status = 'unhealthy';
+END
 $$;
 
 SET default_table_access_method = heap;
@@ -549,11 +945,20 @@ SET default_table_access_method = heap;
 
 CREATE TABLE public.mcp_alert_cursors (
     destination text NOT NULL,
-    last_txid xid8 DEFAULT '0'::xid8 NOT NULL,
-    last_seq bigint DEFAULT 0 NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     claimed_by uuid,
     claimed_until timestamp with time zone
+);
+
+--
+-- Name: mcp_alert_positions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.mcp_alert_positions (
+    destination text NOT NULL,
+    tenant_id uuid NOT NULL,
+    "position" bigint NOT NULL,
+    CONSTRAINT mcp_alert_positions_position_check CHECK (("position" >= 0))
 );
 
 --
@@ -572,7 +977,7 @@ CREATE TABLE public.mcp_audit_events (
     trace_id character(32),
     occurred_at timestamp with time zone NOT NULL,
     body jsonb NOT NULL,
-    txid xid8 DEFAULT pg_current_xact_id() NOT NULL,
+    "position" bigint NOT NULL,
     CONSTRAINT mcp_audit_events_from_status_check CHECK ((from_status = ANY (ARRAY['healthy'::text, 'degraded'::text, 'unhealthy'::text, 'deregistered'::text]))),
     CONSTRAINT mcp_audit_events_kind_check CHECK ((kind = ANY (ARRAY['mcp.server.registered'::text, 'mcp.server.degraded'::text, 'mcp.server.unhealthy'::text, 'mcp.server.recovered'::text, 'mcp.server.deregistered'::text]))),
     CONSTRAINT mcp_audit_events_to_status_check CHECK ((to_status = ANY (ARRAY['healthy'::text, 'degraded'::text, 'unhealthy'::text, 'deregistered'::text])))
@@ -631,11 +1036,11 @@ CREATE TABLE public.mcp_servers (
     registered_at timestamp with time zone DEFAULT now() NOT NULL,
     deregistered_at timestamp with time zone,
     trace_id character(32),
-    capability_bytes integer DEFAULT 0 NOT NULL,
     remotes jsonb DEFAULT '[]'::jsonb NOT NULL,
     description text,
     title text,
     status_changed_at timestamp with time zone DEFAULT now() NOT NULL,
+    capability_bytes integer GENERATED ALWAYS AS (COALESCE(octet_length((capability_advertisement)::text), 0)) STORED NOT NULL,
     CONSTRAINT mcp_servers_description_check CHECK (((char_length(description) >= 1) AND (char_length(description) <= 100))),
     CONSTRAINT mcp_servers_remotes_check CHECK (((jsonb_typeof(remotes) = 'array'::text) AND (jsonb_array_length(remotes) <= 8))),
     CONSTRAINT mcp_servers_status_check CHECK ((status = ANY (ARRAY['healthy'::text, 'degraded'::text, 'unhealthy'::text, 'deregistered'::text]))),
@@ -672,12 +1077,26 @@ CREATE TABLE public.mcp_skills (
 WITH (fillfactor='80');
 
 --
+-- Name: mcp_tenant_feed; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.mcp_tenant_feed (
+    tenant_id uuid NOT NULL,
+    "position" bigint DEFAULT 0 NOT NULL,
+    alert_position bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT mcp_tenant_feed_alert_position_check CHECK ((alert_position >= 0)),
+    CONSTRAINT mcp_tenant_feed_position_check CHECK (("position" >= 0))
+);
+
+--
 -- Name: mcp_tenant_servers; Type: TABLE; Schema: public; Owner: -
 --
 
 CREATE TABLE public.mcp_tenant_servers (
     tenant_id uuid NOT NULL,
     live integer NOT NULL,
+    last_sweep_at timestamp with time zone,
+    blind_until timestamp with time zone,
     CONSTRAINT mcp_tenant_servers_live_check CHECK ((live >= 0))
 );
 
@@ -696,6 +1115,13 @@ CREATE TABLE public.schema_migrations (
 
 ALTER TABLE ONLY public.mcp_alert_cursors
     ADD CONSTRAINT mcp_alert_cursors_pkey PRIMARY KEY (destination);
+
+--
+-- Name: mcp_alert_positions mcp_alert_positions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.mcp_alert_positions
+    ADD CONSTRAINT mcp_alert_positions_pkey PRIMARY KEY (destination, tenant_id);
 
 --
 -- Name: mcp_audit_events mcp_audit_events_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -754,6 +1180,13 @@ ALTER TABLE ONLY public.mcp_skills
     ADD CONSTRAINT mcp_skills_tenant_id_server_id_name_key UNIQUE (tenant_id, server_id, name);
 
 --
+-- Name: mcp_tenant_feed mcp_tenant_feed_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.mcp_tenant_feed
+    ADD CONSTRAINT mcp_tenant_feed_pkey PRIMARY KEY (tenant_id);
+
+--
 -- Name: mcp_tenant_servers mcp_tenant_servers_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -768,28 +1201,22 @@ ALTER TABLE ONLY public.schema_migrations
     ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
 
 --
--- Name: mcp_audit_events_alert_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX mcp_audit_events_alert_idx ON public.mcp_audit_events USING btree (txid, seq) WHERE ((kind = ANY (ARRAY['mcp.server.unhealthy'::text, 'mcp.server.recovered'::text, 'mcp.server.deregistered'::text])) OR ((kind = 'mcp.server.registered'::text) AND (from_status = 'unhealthy'::text)));
-
---
 -- Name: mcp_audit_events_availability_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX mcp_audit_events_availability_idx ON public.mcp_audit_events USING btree (tenant_id, server_id, occurred_at, seq) INCLUDE (to_status);
+CREATE INDEX mcp_audit_events_availability_idx ON public.mcp_audit_events USING btree (tenant_id, server_id, occurred_at, "position") INCLUDE (to_status);
 
 --
--- Name: mcp_audit_events_feed_idx; Type: INDEX; Schema: public; Owner: -
+-- Name: mcp_audit_events_tenant_alert_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX mcp_audit_events_feed_idx ON public.mcp_audit_events USING btree (txid, seq);
+CREATE INDEX mcp_audit_events_tenant_alert_idx ON public.mcp_audit_events USING btree (tenant_id, "position") WHERE ((kind = ANY (ARRAY['mcp.server.unhealthy'::text, 'mcp.server.recovered'::text, 'mcp.server.deregistered'::text])) OR ((kind = 'mcp.server.registered'::text) AND (from_status = 'unhealthy'::text)));
 
 --
--- Name: mcp_audit_events_tenant_txid_idx; Type: INDEX; Schema: public; Owner: -
+-- Name: mcp_audit_events_tenant_position_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX mcp_audit_events_tenant_txid_idx ON public.mcp_audit_events USING btree (tenant_id, txid, seq);
+CREATE UNIQUE INDEX mcp_audit_events_tenant_position_idx ON public.mcp_audit_events USING btree (tenant_id, "position");
 
 --
 -- Name: mcp_servers_sweep_idx; Type: INDEX; Schema: public; Owner: -
@@ -808,30 +1235,6 @@ CREATE INDEX mcp_skills_server_idx ON public.mcp_skills USING btree (server_id);
 --
 
 CREATE INDEX mcp_skills_tenant_name_idx ON public.mcp_skills USING btree (tenant_id, name);
-
---
--- Name: mcp_audit_events mcp_audit_events_status_changed; Type: TRIGGER; Schema: public; Owner: -
---
-
-CREATE TRIGGER mcp_audit_events_status_changed AFTER INSERT ON public.mcp_audit_events REFERENCING NEW TABLE AS mcp_new_events FOR EACH STATEMENT EXECUTE FUNCTION public.mcp_servers_status_changed();
-
---
--- Name: mcp_servers mcp_servers_capability_bytes; Type: TRIGGER; Schema: public; Owner: -
---
-
-CREATE TRIGGER mcp_servers_capability_bytes BEFORE INSERT OR UPDATE OF capability_advertisement ON public.mcp_servers FOR EACH ROW EXECUTE FUNCTION public.mcp_servers_capability_bytes();
-
---
--- Name: mcp_servers mcp_servers_count_live_insert; Type: TRIGGER; Schema: public; Owner: -
---
-
-CREATE TRIGGER mcp_servers_count_live_insert AFTER INSERT ON public.mcp_servers FOR EACH ROW WHEN ((new.status <> 'deregistered'::text)) EXECUTE FUNCTION public.mcp_servers_count_live();
-
---
--- Name: mcp_servers mcp_servers_count_live_update; Type: TRIGGER; Schema: public; Owner: -
---
-
-CREATE TRIGGER mcp_servers_count_live_update AFTER UPDATE OF status ON public.mcp_servers FOR EACH ROW WHEN (((old.status = 'deregistered'::text) <> (new.status = 'deregistered'::text))) EXECUTE FUNCTION public.mcp_servers_count_live();
 
 --
 -- Name: mcp_skills mcp_skills_server_fk; Type: FK CONSTRAINT; Schema: public; Owner: -
@@ -871,6 +1274,12 @@ ALTER TABLE public.mcp_skill_alerts ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.mcp_skills ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: mcp_tenant_feed; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.mcp_tenant_feed ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: mcp_tenant_servers; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -889,17 +1298,23 @@ CREATE POLICY servers_rls ON public.mcp_servers USING ((tenant_id = (NULLIF(curr
 CREATE POLICY skills_rls ON public.mcp_skills USING ((tenant_id = (NULLIF(current_setting('auth.tenant_id'::text, true), ''::text))::uuid)) WITH CHECK ((tenant_id = (NULLIF(current_setting('auth.tenant_id'::text, true), ''::text))::uuid));
 
 --
+-- Name: mcp_tenant_feed tenant_feed_rls; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY tenant_feed_rls ON public.mcp_tenant_feed USING ((tenant_id = (NULLIF(current_setting('auth.tenant_id'::text, true), ''::text))::uuid)) WITH CHECK ((tenant_id = (NULLIF(current_setting('auth.tenant_id'::text, true), ''::text))::uuid));
+
+--
 -- Name: mcp_tenant_servers tenant_servers_rls; Type: POLICY; Schema: public; Owner: -
 --
 
 CREATE POLICY tenant_servers_rls ON public.mcp_tenant_servers USING ((tenant_id = (NULLIF(current_setting('auth.tenant_id'::text, true), ''::text))::uuid)) WITH CHECK ((tenant_id = (NULLIF(current_setting('auth.tenant_id'::text, true), ''::text))::uuid));
 
 --
--- Name: FUNCTION mcp_alert_ack(p_destination text, p_claimant uuid, p_txid text, p_seq bigint); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION mcp_alert_ack(p_destination text, p_claimant uuid, p_tenants uuid[], p_positions bigint[]); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.mcp_alert_ack(p_destination text, p_claimant uuid, p_txid text, p_seq bigint) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.mcp_alert_ack(p_destination text, p_claimant uuid, p_txid text, p_seq bigint) TO cyberos_app;
+REVOKE ALL ON FUNCTION public.mcp_alert_ack(p_destination text, p_claimant uuid, p_tenants uuid[], p_positions bigint[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_alert_ack(p_destination text, p_claimant uuid, p_tenants uuid[], p_positions bigint[]) TO cyberos_app;
 
 --
 -- Name: FUNCTION mcp_alert_claim(p_destination text, p_claimant uuid, p_limit integer); Type: ACL; Schema: public; Owner: -
@@ -936,18 +1351,39 @@ REVOKE ALL ON FUNCTION public.mcp_cursor_key() FROM PUBLIC;
 GRANT ALL ON FUNCTION public.mcp_cursor_key() TO cyberos_app;
 
 --
--- Name: FUNCTION mcp_feed_horizon(OUT timeline bigint, OUT horizon xid8); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION mcp_feed_epoch(); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.mcp_feed_horizon(OUT timeline bigint, OUT horizon xid8) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.mcp_feed_horizon(OUT timeline bigint, OUT horizon xid8) TO cyberos_app;
+REVOKE ALL ON FUNCTION public.mcp_feed_epoch() FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_feed_epoch() TO cyberos_app;
 
 --
--- Name: FUNCTION mcp_feed_read(p_txid xid8, p_seq bigint, p_limit integer); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION mcp_feed_horizon(p_tenant uuid, OUT epoch bigint, OUT pos bigint); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.mcp_feed_read(p_txid xid8, p_seq bigint, p_limit integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.mcp_feed_read(p_txid xid8, p_seq bigint, p_limit integer) TO cyberos_app;
+REVOKE ALL ON FUNCTION public.mcp_feed_horizon(p_tenant uuid, OUT epoch bigint, OUT pos bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_feed_horizon(p_tenant uuid, OUT epoch bigint, OUT pos bigint) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_feed_next(p_tenant uuid, p_kind text, p_from text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_feed_next(p_tenant uuid, p_kind text, p_from text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_feed_next(p_tenant uuid, p_kind text, p_from text) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_feed_read(p_tenants uuid[], p_after bigint[], p_limit integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_feed_read(p_tenants uuid[], p_after bigint[], p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_feed_read(p_tenants uuid[], p_after bigint[], p_limit integer) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_feed_read_each(p_tenants uuid[], p_after bigint[], p_limit integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_feed_read_each(p_tenants uuid[], p_after bigint[], p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_feed_read_each(p_tenants uuid[], p_after bigint[], p_limit integer) TO cyberos_app;
 
 --
 -- Name: FUNCTION mcp_heartbeat(p_tenants uuid[], p_servers uuid[], p_now timestamp with time zone); Type: ACL; Schema: public; Owner: -
@@ -964,6 +1400,20 @@ REVOKE ALL ON FUNCTION public.mcp_heartbeat_healthy(p_tenants uuid[], p_servers 
 GRANT ALL ON FUNCTION public.mcp_heartbeat_healthy(p_tenants uuid[], p_servers uuid[], p_now timestamp with time zone) TO cyberos_app;
 
 --
+-- Name: FUNCTION mcp_heartbeat_healthy_tenant(p_tenant uuid, p_servers uuid[], p_now timestamp with time zone); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_heartbeat_healthy_tenant(p_tenant uuid, p_servers uuid[], p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_heartbeat_healthy_tenant(p_tenant uuid, p_servers uuid[], p_now timestamp with time zone) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_heartbeat_tenant(p_tenant uuid, p_servers uuid[], p_now timestamp with time zone); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_heartbeat_tenant(p_tenant uuid, p_servers uuid[], p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_heartbeat_tenant(p_tenant uuid, p_servers uuid[], p_now timestamp with time zone) TO cyberos_app;
+
+--
 -- Name: FUNCTION mcp_live_counts(p_tenants uuid[]); Type: ACL; Schema: public; Owner: -
 --
 
@@ -971,22 +1421,17 @@ REVOKE ALL ON FUNCTION public.mcp_live_counts(p_tenants uuid[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.mcp_live_counts(p_tenants uuid[]) TO cyberos_app;
 
 --
--- Name: FUNCTION mcp_servers_capability_bytes(); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION mcp_now(p_now timestamp with time zone); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.mcp_servers_capability_bytes() FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_now(p_now timestamp with time zone) TO cyberos_app;
 
 --
--- Name: FUNCTION mcp_servers_count_live(); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION mcp_set_tenant(p_tenant uuid); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.mcp_servers_count_live() FROM PUBLIC;
-
---
--- Name: FUNCTION mcp_servers_status_changed(); Type: ACL; Schema: public; Owner: -
---
-
-REVOKE ALL ON FUNCTION public.mcp_servers_status_changed() FROM PUBLIC;
+REVOKE ALL ON FUNCTION public.mcp_set_tenant(p_tenant uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_set_tenant(p_tenant uuid) TO cyberos_app;
 
 --
 -- Name: FUNCTION mcp_skill_alert_states(p_destination text, p_tenants uuid[], p_skills text[]); Type: ACL; Schema: public; Owner: -
@@ -1024,11 +1469,32 @@ REVOKE ALL ON FUNCTION public.mcp_sweep(p_now timestamp with time zone, p_degrad
 GRANT ALL ON FUNCTION public.mcp_sweep(p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval, p_limit integer) TO cyberos_app;
 
 --
+-- Name: FUNCTION mcp_sweep_guard(p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval, p_blind_after interval); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_sweep_guard(p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval, p_blind_after interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_sweep_guard(p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval, p_blind_after interval) TO cyberos_app;
+
+--
 -- Name: FUNCTION mcp_sweep_guarded(p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval, p_limit integer, p_blind_after interval); Type: ACL; Schema: public; Owner: -
 --
 
 REVOKE ALL ON FUNCTION public.mcp_sweep_guarded(p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval, p_limit integer, p_blind_after interval) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.mcp_sweep_guarded(p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval, p_limit integer, p_blind_after interval) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_sweep_tenant(p_tenant uuid, p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval, p_limit integer, p_blind_after interval); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_sweep_tenant(p_tenant uuid, p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval, p_limit integer, p_blind_after interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_sweep_tenant(p_tenant uuid, p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval, p_limit integer, p_blind_after interval) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_sweep_tenants(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_sweep_tenants() FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_sweep_tenants() TO cyberos_app;
 
 --
 -- Name: FUNCTION mcp_unhealthy_servers(); Type: ACL; Schema: public; Owner: -
@@ -1104,6 +1570,12 @@ GRANT UPDATE(description) ON TABLE public.mcp_servers TO cyberos_app;
 GRANT UPDATE(title) ON TABLE public.mcp_servers TO cyberos_app;
 
 --
+-- Name: COLUMN mcp_servers.status_changed_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(status_changed_at) ON TABLE public.mcp_servers TO cyberos_app;
+
+--
 -- Name: TABLE mcp_skills; Type: ACL; Schema: public; Owner: -
 --
 
@@ -1126,6 +1598,24 @@ GRANT UPDATE(available) ON TABLE public.mcp_skills TO cyberos_app;
 --
 
 GRANT UPDATE(unavailable_reason) ON TABLE public.mcp_skills TO cyberos_app;
+
+--
+-- Name: TABLE mcp_tenant_feed; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.mcp_tenant_feed TO cyberos_app;
+
+--
+-- Name: COLUMN mcp_tenant_feed."position"; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE("position") ON TABLE public.mcp_tenant_feed TO cyberos_app;
+
+--
+-- Name: COLUMN mcp_tenant_feed.alert_position; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(alert_position) ON TABLE public.mcp_tenant_feed TO cyberos_app;
 
 --
 -- Name: TABLE mcp_tenant_servers; Type: ACL; Schema: public; Owner: -

@@ -116,8 +116,8 @@ func TestRLSKeepsTenantsApart(t *testing.T) {
 
 	// Read: b sees none of a's servers, skills or events.
 	if _, err := tx.Exec(ctx, `INSERT INTO mcp_audit_events
-		(event_id, tenant_id, kind, server_id, module_name, to_status, occurred_at, body)
-		VALUES ($1, $2, 'mcp.server.registered', $3, 'calendar', 'healthy', now(), '{}')`, uuid.New(), a, srv); err != nil {
+		(event_id, tenant_id, kind, server_id, module_name, to_status, occurred_at, body, position)
+		VALUES ($1, $2, 'mcp.server.registered', $3, 'calendar', 'healthy', now(), '{}', mcp_feed_next($2, 'mcp.server.registered', NULL))`, uuid.New(), a, srv); err != nil {
 		t.Fatal(err)
 	}
 	setTenant(t, tx, b)
@@ -177,8 +177,8 @@ func TestRLSKeepsTenantsApart(t *testing.T) {
 		uuid.New(), a, srv)
 	wantState(t, "tenant b inserts a skill of tenant a", err, insufficientPrivilege)
 	err = inSavepoint(t, tx, `INSERT INTO mcp_audit_events
-		(event_id, tenant_id, kind, server_id, module_name, to_status, occurred_at, body)
-		VALUES ($1, $2, 'mcp.server.deregistered', $3, 'calendar', 'deregistered', now(), '{}')`, uuid.New(), a, srv)
+		(event_id, tenant_id, kind, server_id, module_name, to_status, occurred_at, body, position)
+		VALUES ($1, $2, 'mcp.server.deregistered', $3, 'calendar', 'deregistered', now(), '{}', mcp_feed_next($2, 'mcp.server.deregistered', NULL))`, uuid.New(), a, srv)
 	wantState(t, "tenant b inserts an audit event of tenant a", err, insufficientPrivilege)
 }
 
@@ -380,8 +380,8 @@ func TestAuditIsAppendOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO mcp_audit_events
-		(event_id, tenant_id, kind, server_id, module_name, to_status, occurred_at, body)
-		VALUES ($1, $2, 'mcp.server.registered', $3, 'calendar', 'healthy', now(), '{}')`, uuid.New(), a, srv); err != nil {
+		(event_id, tenant_id, kind, server_id, module_name, to_status, occurred_at, body, position)
+		VALUES ($1, $2, 'mcp.server.registered', $3, 'calendar', 'healthy', now(), '{}', mcp_feed_next($2, 'mcp.server.registered', NULL))`, uuid.New(), a, srv); err != nil {
 		t.Fatal(err)
 	}
 	for _, stmt := range []string{
@@ -393,8 +393,8 @@ func TestAuditIsAppendOnly(t *testing.T) {
 		wantState(t, stmt, inSavepoint(t, tx, stmt), insufficientPrivilege)
 	}
 	err = inSavepoint(t, tx, `INSERT INTO mcp_audit_events
-		(event_id, tenant_id, kind, server_id, module_name, to_status, occurred_at, body)
-		VALUES ($1, $2, 'mcp.server.exploded', $3, 'calendar', 'healthy', now(), '{}')`, uuid.New(), a, srv)
+		(event_id, tenant_id, kind, server_id, module_name, to_status, occurred_at, body, position)
+		VALUES ($1, $2, 'mcp.server.exploded', $3, 'calendar', 'healthy', now(), '{}', mcp_feed_next($2, 'mcp.server.exploded', NULL))`, uuid.New(), a, srv)
 	wantState(t, "a sixth event kind", err, checkViolation)
 	if n := count(t, tx, `SELECT count(*) FROM mcp_audit_events WHERE tenant_id = $1`, a); n != 1 {
 		t.Fatalf("%d audit events, want 1", n)
@@ -678,7 +678,7 @@ func TestMigrationRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (schema.Status{Version: migrations.Latest, Latest: migrations.Latest, Applied: true}); st != want {
+	if want := (schema.Status{Version: migrations.Latest, Latest: migrations.Latest, Applied: true, Engine: schema.EnginePostgreSQL}); st != want {
 		t.Fatalf("after the round trip: Current = %+v, want %+v", st, want)
 	}
 	if again := fingerprint(t, db.Admin); again != first {

@@ -157,7 +157,10 @@ func (p *proc) running() bool {
 
 func TestLifecycleOverHTTP(t *testing.T) {
 	t.Parallel()
-	db := pgtest.NewDB(t)
+	lifecycleOverHTTP(t, pgtest.NewDB(t))
+}
+
+func lifecycleOverHTTP(t *testing.T, db *pgtest.DB) {
 	p := startMcpd(t, db.AppURL)
 	c := p.client(t, uuid.New())
 	ctx := context.Background()

@@ -52,7 +52,7 @@ func trailOf(t *testing.T, db *pgtest.DB, tenant uuid.UUID) []uuid.UUID {
 func trailIn(t *testing.T, admin *pgxpool.Pool, tenant uuid.UUID) []uuid.UUID {
 	t.Helper()
 	rows, err := admin.Query(context.Background(),
-		`SELECT event_id FROM mcp_audit_events WHERE tenant_id = $1 ORDER BY txid, seq`, tenant)
+		`SELECT event_id FROM mcp_audit_events WHERE tenant_id = $1 ORDER BY position`, tenant)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,10 @@ func trailIn(t *testing.T, admin *pgxpool.Pool, tenant uuid.UUID) []uuid.UUID {
 // exactly once, in commit order, and nothing of another tenant.
 func TestWatchExactlyOnceAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	db := pgtest.NewDB(t)
+	watchExactlyOnceAcrossReplicas(t, pgtest.NewDB(t))
+}
+
+func watchExactlyOnceAcrossReplicas(t *testing.T, db *pgtest.DB) {
 	reps := []*proc{startMcpd(t, db.AppURL), startMcpd(t, db.AppURL)}
 	tenant, other := uuid.New(), uuid.New()
 	clients := []*client.Client{reps[0].client(t, tenant), reps[1].client(t, tenant)}

@@ -108,7 +108,7 @@ func (h *handler) watchStart(ctx context.Context, tenant uuid.UUID, cursor strin
 		return registry.Position{}, err
 	}
 	if cursor == "" {
-		return h.feed.Horizon(ctx)
+		return h.feed.Horizon(ctx, tenant)
 	}
 	return h.checkCursor(ctx, cc, tenant, cursor)
 }

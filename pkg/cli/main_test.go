@@ -288,14 +288,14 @@ func TestMigrateRun(t *testing.T) {
 	if err := migrateStatusRun(context.Background(), opts); err != nil {
 		t.Fatal(err)
 	}
-	if want := "version\t0\nlatest\t4\npending\t4\ndirty\tfalse\n"; ts.out.String() != want {
+	if want := "version\t0\nlatest\t4\npending\t4\ndirty\tfalse\nengine\tpostgresql\n"; ts.out.String() != want {
 		t.Fatalf("status before up:\n%q\nwant\n%q", ts.out, want)
 	}
 	ts.out.Reset()
 	if err := migrateUpRun(context.Background(), opts); err != nil {
 		t.Fatal(err)
 	}
-	if want := "version\t4\nlatest\t4\npending\t0\ndirty\tfalse\n"; ts.out.String() != want {
+	if want := "version\t4\nlatest\t4\npending\t0\ndirty\tfalse\nengine\tpostgresql\n"; ts.out.String() != want {
 		t.Fatalf("status after up:\n%q\nwant\n%q", ts.out, want)
 	}
 	ts.out.Reset()
@@ -303,7 +303,7 @@ func TestMigrateRun(t *testing.T) {
 	if err := migrateStatusRun(context.Background(), opts); err != nil {
 		t.Fatal(err)
 	}
-	if want := "{\n  \"version\": 4,\n  \"latest\": 4,\n  \"dirty\": false,\n  \"applied\": true,\n  \"pending\": 0\n}\n"; ts.out.String() != want {
+	if want := "{\n  \"version\": 4,\n  \"latest\": 4,\n  \"dirty\": false,\n  \"applied\": true,\n  \"pending\": 0,\n  \"engine\": \"postgresql\"\n}\n"; ts.out.String() != want {
 		t.Fatalf("status -o json:\n%s\nwant\n%s", ts.out, want)
 	}
 	ts.out.Reset()

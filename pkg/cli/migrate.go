@@ -191,6 +191,8 @@ type migrateStatus struct {
 	Dirty   bool `json:"dirty"`
 	Applied bool `json:"applied"`
 	Pending uint `json:"pending"`
+	// Engine is postgresql, or citus (the tables distributed by tenant).
+	Engine string `json:"engine"`
 }
 
 func newCmdMigrateStatus(f *Factory, use string, runF func(*migrateOptions) error) *cobra.Command {
@@ -227,7 +229,10 @@ func migrateStatusRun(ctx context.Context, opts *migrateOptions) error {
 	if err != nil {
 		return err
 	}
-	ms := migrateStatus{Version: st.Version, Latest: st.Latest, Dirty: st.Dirty, Applied: st.Applied}
+	ms := migrateStatus{Version: st.Version, Latest: st.Latest, Dirty: st.Dirty, Applied: st.Applied, Engine: st.Engine}
+	if ms.Engine == "" {
+		ms.Engine = schema.EnginePostgreSQL
+	}
 	if !st.Applied {
 		ms.Version = 0
 	}
@@ -243,5 +248,6 @@ func migrateStatusRun(ctx context.Context, opts *migrateOptions) error {
 		{Label: "Latest version", Key: "latest", Value: output.Uint(ms.Latest)},
 		{Label: "Pending", Key: "pending", Value: output.Uint(ms.Pending)},
 		{Label: "Dirty", Key: "dirty", Value: strconv.FormatBool(ms.Dirty)},
+		{Label: "Engine", Key: "engine", Value: ms.Engine},
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"sort"
 	"sync"
 	"time"
@@ -54,7 +55,10 @@ type Options struct {
 	OnPoll func(events int, err error)
 }
 
-// Hub reads the feed once for every watcher of the process.
+// Hub reads the feed once for every watcher of the process. Positions
+// belong to a tenant, so the hub follows only the tenants that need it:
+// those with watchers (Follow) and those whose version was asked lately
+// (TenantVersion); every poll reads all of them in one read of the store.
 type Hub struct {
 	src      Source
 	clock    clockwork.Clock
@@ -65,18 +69,17 @@ type Hub struct {
 	onPoll   func(int, error)
 
 	mu sync.RWMutex
-	// ring holds the events after base up to cursor, in commit order.
-	ring   []registry.Event
-	base   registry.Position
-	cursor registry.Position
-	// started is closed once base and cursor are set.
+	// tenants are the tenants followed.
+	tenants map[uuid.UUID]*tenantFeed
+	// epoch is the store's history of the last read (0: none yet).
+	epoch uint64
+	// started is closed once Run runs.
 	started chan struct{}
-	// advanced is closed, and replaced, when cursor moves.
-	advanced chan struct{}
 	// reset is closed, and replaced, when the history changed.
 	reset chan struct{}
-	// marks is, per tenant, what the hub knows of its changes (version.go).
-	marks map[uuid.UUID]*tenantMark
+	// added is signalled when a tenant starts to be followed, so that Run
+	// reads it without waiting for a poll.
+	added chan struct{}
 	// recent holds the ids of the events read last, so that Wrote can
 	// tell an event the hub has read already.
 	recent recentIDs
@@ -89,13 +92,39 @@ type Hub struct {
 	readingHorizon bool
 }
 
+// tenantFeed is what the hub keeps of one tenant it follows; Hub.mu guards
+// it.
+type tenantFeed struct {
+	// ready is closed once base and cursor are set (or err).
+	ready chan struct{}
+	err   error
+	// ring holds the tenant's events after base up to cursor, while it has
+	// watchers; without, base is cursor.
+	ring   []registry.Event
+	base   registry.Position
+	cursor registry.Position
+	// advanced is closed, and replaced, when cursor moves.
+	advanced chan struct{}
+	// watchers counts the Follow calls on the tenant; usedAt is when it was
+	// last asked for (a version, a watch ending).
+	watchers int
+	usedAt   time.Time
+	// pending: the tenant's events this process committed and the hub has
+	// not read yet (version.go): event id, when Wrote was told.
+	pending map[uuid.UUID]time.Time
+}
+
+// IdleTimeout is how long the hub follows a tenant that has no watcher
+// after its version was last asked.
+const IdleTimeout = 10 * time.Minute
+
 // NewHub returns a Hub over opts.Source; Run makes it read.
 func NewHub(opts Options) *Hub {
 	h := &Hub{
 		src: opts.Source, clock: opts.Clock, logger: opts.Logger, poll: opts.PollInterval,
 		ringSize: opts.RingSize, bookmark: opts.BookmarkInterval, onPoll: opts.OnPoll,
-		started: make(chan struct{}), advanced: make(chan struct{}), reset: make(chan struct{}),
-		marks: make(map[uuid.UUID]*tenantMark),
+		started: make(chan struct{}), reset: make(chan struct{}), added: make(chan struct{}, 1),
+		tenants: make(map[uuid.UUID]*tenantFeed),
 	}
 	if h.clock == nil {
 		h.clock = clockwork.NewRealClock()
@@ -118,40 +147,47 @@ func NewHub(opts Options) *Hub {
 	return h
 }
 
-// horizonTimeout bounds one read of the horizon that callers share.
+// horizonTimeout bounds one read of the horizons that callers share.
 const horizonTimeout = 10 * time.Second
 
-// horizonRead is one read of the store's horizon, shared by every caller
-// that asked for it before it started.
+// horizonRead is one read of tenants' horizons, shared by every caller
+// that asked for one before it started.
 type horizonRead struct {
-	done chan struct{}
-	pos  registry.Position
-	err  error
+	done    chan struct{}
+	tenants map[uuid.UUID]registry.Position
+	err     error
 }
 
-// Horizon returns the present position of the store: read after the call,
-// in a read shared with the calls waiting at the same time, so that many
-// watches starting at once (a fleet of watchers reconnecting) cost the
-// store one read per round trip, not one each.
-func (h *Hub) Horizon(ctx context.Context) (registry.Position, error) {
+// Horizon returns tenant's present position in the store: read after the
+// call, in a read shared with the calls waiting at the same time (for any
+// tenant), so that many watches starting at once (a fleet of watchers
+// reconnecting) cost the store one read per round trip, not one each.
+func (h *Hub) Horizon(ctx context.Context, tenant uuid.UUID) (registry.Position, error) {
 	h.hmu.Lock()
 	r := h.nextHorizon
 	if r == nil {
-		r = &horizonRead{done: make(chan struct{})}
+		r = &horizonRead{done: make(chan struct{}), tenants: make(map[uuid.UUID]registry.Position)}
 		h.nextHorizon = r
 		if !h.readingHorizon {
 			h.readingHorizon = true
 			go h.readHorizons()
 		}
 	}
+	r.tenants[tenant] = registry.Position{}
 	h.hmu.Unlock()
 	select {
 	case <-r.done:
-		return r.pos, r.err
+		if r.err != nil {
+			return registry.Position{}, r.err
+		}
+		return r.tenants[tenant], nil
 	case <-ctx.Done():
 		return registry.Position{}, ctx.Err()
 	}
 }
+
+// present asks ReadFeed for no event: after it, only its horizon.
+var present = registry.Position{Seq: math.MaxInt64}
 
 // readHorizons makes the reads that Horizon's callers wait for, one at a
 // time: a caller that comes during a read waits for the next, which starts
@@ -167,53 +203,103 @@ func (h *Hub) readHorizons() {
 			return
 		}
 		h.hmu.Unlock()
+		tenants := make([]uuid.UUID, 0, len(r.tenants))
+		after := make([]registry.Position, 0, len(r.tenants))
+		for t := range r.tenants {
+			tenants = append(tenants, t)
+			after = append(after, present)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), horizonTimeout)
-		r.pos, r.err = h.src.Horizon(ctx)
+		batches, err := h.src.ReadFeed(ctx, tenants, after, 1)
 		cancel()
+		r.err = err
+		for _, b := range batches {
+			r.tenants[b.Tenant] = b.Horizon
+		}
 		close(r.done)
 	}
+}
+
+// acquire starts following tenant, when the hub does not yet, from the
+// position start returns, and returns its feed once that is known; watch
+// counts a watcher, which release ends.
+func (h *Hub) acquire(ctx context.Context, tenant uuid.UUID, watch bool, start func(context.Context) (registry.Position, error)) (*tenantFeed, error) {
+	h.mu.Lock()
+	tf := h.tenants[tenant]
+	starter := tf == nil
+	if starter {
+		tf = &tenantFeed{ready: make(chan struct{}), advanced: make(chan struct{})}
+		h.tenants[tenant] = tf
+	}
+	if watch {
+		tf.watchers++
+	}
+	tf.usedAt = h.clock.Now()
+	h.mu.Unlock()
+	if starter {
+		p, err := start(ctx)
+		h.mu.Lock()
+		if err != nil {
+			tf.err = err
+			if h.tenants[tenant] == tf {
+				delete(h.tenants, tenant)
+			}
+		} else {
+			if p.Epoch == 0 {
+				p.Epoch = h.epoch
+			}
+			tf.base, tf.cursor = p, p
+		}
+		close(tf.ready)
+		h.mu.Unlock()
+		select {
+		case h.added <- struct{}{}:
+		default:
+		}
+	}
+	select {
+	case <-tf.ready:
+	case <-ctx.Done():
+		h.release(tf, watch)
+		return nil, ctx.Err()
+	}
+	if tf.err != nil {
+		h.release(tf, watch)
+		return nil, tf.err
+	}
+	return tf, nil
+}
+
+// release ends what acquire counted.
+func (h *Hub) release(tf *tenantFeed, watch bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if watch {
+		tf.watchers--
+	}
+	tf.usedAt = h.clock.Now()
 }
 
 // Run reads the feed until ctx ends. Read errors are logged and retried
 // at the poll interval.
 func (h *Hub) Run(ctx context.Context) {
-	var start registry.Position
-	for {
-		p, err := h.src.Horizon(ctx)
-		if err == nil {
-			start = p
-			break
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		h.logger.WarnContext(ctx, "feed: read the horizon", "err", err)
-		if h.wait(ctx, nil) != nil {
-			return
-		}
-	}
-	h.mu.Lock()
-	h.base, h.cursor = start, start
-	// What this process wrote before now committed before the horizon just
-	// read, and the hub reads only after it: counted as pending, such a
-	// write would set this replica's versions apart until PendingTTL. (A
-	// write that commits before that horizon and is told after this point
-	// still counts until PendingTTL: the hub cannot tell it from a write
-	// that it will read.)
-	for _, m := range h.marks {
-		m.pending = nil
-	}
 	close(h.started)
-	h.mu.Unlock()
-
 	failing := false
 	for {
 		changed := h.src.FeedChanged()
-		h.mu.RLock()
-		after := h.cursor
-		h.mu.RUnlock()
-		batch, err := h.src.ReadFeed(ctx, after, readLimit)
-		h.onPoll(len(batch.Events), err)
+		tenants, after := h.followed()
+		var (
+			batches []registry.FeedBatch
+			err     error
+			events  int
+		)
+		if len(tenants) > 0 {
+			batches, err = h.src.ReadFeed(ctx, tenants, after, readLimit)
+			for _, b := range batches {
+				events += len(b.Events)
+			}
+			h.onPoll(events, err)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -230,8 +316,7 @@ func (h *Hub) Run(ctx context.Context) {
 				h.logger.InfoContext(ctx, "feed: reading again")
 				failing = false
 			}
-			h.apply(batch)
-			if len(batch.Events) == readLimit {
+			if h.apply(batches) {
 				continue // more to read now
 			}
 		}
@@ -241,13 +326,41 @@ func (h *Hub) Run(ctx context.Context) {
 	}
 }
 
-// wait returns when the store says an event committed, the poll interval
-// passed, or ctx ended (its error).
+// followed returns the tenants to read and the positions after which, and
+// stops following those idle for IdleTimeout.
+func (h *Hub) followed() ([]uuid.UUID, []registry.Position) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.clock.Now()
+	var (
+		tenants []uuid.UUID
+		after   []registry.Position
+	)
+	for id, tf := range h.tenants {
+		select {
+		case <-tf.ready:
+		default:
+			continue // its start is being read
+		}
+		if tf.watchers == 0 && now.Sub(tf.usedAt) > IdleTimeout {
+			delete(h.tenants, id)
+			continue
+		}
+		tenants = append(tenants, id)
+		after = append(after, tf.cursor)
+	}
+	return tenants, after
+}
+
+// wait returns when the store says an event committed, a tenant is to be
+// followed, the poll interval passed, or ctx ended (its error).
 func (h *Hub) wait(ctx context.Context, changed <-chan struct{}) error {
 	if changed != nil {
 		// The store says when; the poll is a safety net.
 		select {
 		case <-changed:
+			return nil
+		case <-h.added:
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
@@ -258,55 +371,84 @@ func (h *Hub) wait(ctx context.Context, changed <-chan struct{}) error {
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-h.added:
+		return nil
 	case <-h.clock.After(h.poll):
 		return nil
 	}
 }
 
-// apply adds a read to the ring and moves the cursor.
-func (h *Hub) apply(b registry.FeedBatch) {
+// apply adds a read to the tenants' rings and moves their cursors; more
+// reports that a tenant's read was cut by its limit.
+func (h *Hub) apply(batches []registry.FeedBatch) (more bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if b.Horizon.Epoch != h.cursor.Epoch && h.cursor.Epoch != 0 {
-		// Another history (a failover): what the ring holds may be gone.
-		h.logger.Warn("feed: the store's history changed; watchers resume from their last position",
-			"old_epoch", h.cursor.Epoch, "new_epoch", b.Horizon.Epoch)
-		h.ring = nil
-		h.base, h.cursor = b.Horizon, b.Horizon
-		h.marks = make(map[uuid.UUID]*tenantMark)
-		close(h.reset)
-		h.reset = make(chan struct{})
-		h.signal()
-		return
-	}
-	next := h.cursor
-	for _, ev := range b.Events {
-		if ev.Position.Compare(next) <= 0 {
-			continue
+	for _, b := range batches {
+		if b.Horizon.Epoch != h.epoch && h.epoch != 0 {
+			// Another history (a failover): what the rings hold may be gone.
+			h.logger.Warn("feed: the store's history changed; watchers resume from their last position",
+				"old_epoch", h.epoch, "new_epoch", b.Horizon.Epoch)
+			h.epoch = b.Horizon.Epoch
+			for _, tf := range h.tenants {
+				tf.ring, tf.pending = nil, nil
+			}
+			for _, b := range batches {
+				if tf := h.tenants[b.Tenant]; tf != nil {
+					tf.base, tf.cursor = b.Horizon, b.Horizon
+				}
+			}
+			close(h.reset)
+			h.reset = make(chan struct{})
+			for _, tf := range h.tenants {
+				h.signal(tf)
+			}
+			return false
 		}
-		h.ring = append(h.ring, ev)
-		h.read(&ev)
-		next = ev.Position
+		h.epoch = b.Horizon.Epoch
 	}
-	if len(b.Events) < readLimit {
-		next = next.Max(b.Horizon)
+	for _, b := range batches {
+		tf := h.tenants[b.Tenant]
+		if tf == nil {
+			continue // no longer followed
+		}
+		next := tf.cursor
+		for _, ev := range b.Events {
+			if ev.Position.Compare(next) <= 0 {
+				continue
+			}
+			if tf.watchers > 0 {
+				tf.ring = append(tf.ring, ev)
+			}
+			h.read(tf, &ev)
+			next = ev.Position
+		}
+		if len(b.Events) < readLimit {
+			next = next.Max(b.Horizon)
+		} else {
+			more = true
+		}
+		next.Epoch = b.Horizon.Epoch
+		switch {
+		case tf.watchers == 0:
+			tf.ring, tf.base = nil, next
+		case len(tf.ring) > h.ringSize:
+			// Drop the oldest quarter at once, so that trimming is rare.
+			drop := max(len(tf.ring)-h.ringSize, h.ringSize/4)
+			tf.base = tf.ring[drop-1].Position
+			tf.ring = append(tf.ring[:0:0], tf.ring[drop:]...)
+		}
+		if next.Compare(tf.cursor) > 0 || next.Epoch != tf.cursor.Epoch {
+			tf.cursor = next
+			h.signal(tf)
+		}
 	}
-	if over := len(h.ring) - h.ringSize; over > 0 {
-		// Drop the oldest quarter at once, so that trimming is rare.
-		drop := max(over, h.ringSize/4)
-		h.base = h.ring[drop-1].Position
-		h.ring = append(h.ring[:0:0], h.ring[drop:]...)
-	}
-	if next.Compare(h.cursor) > 0 || next.Epoch != h.cursor.Epoch {
-		h.cursor = next
-		h.signal()
-	}
+	return more
 }
 
-// signal wakes every watcher; h.mu is held.
-func (h *Hub) signal() {
-	close(h.advanced)
-	h.advanced = make(chan struct{})
+// signal wakes tf's watchers; h.mu is held.
+func (h *Hub) signal(tf *tenantFeed) {
+	close(tf.advanced)
+	tf.advanced = make(chan struct{})
 }
 
 // Sink receives what a watch sends: events in commit order, each with its
@@ -326,6 +468,16 @@ func (h *Hub) Follow(ctx context.Context, tenant uuid.UUID, f registry.EventFilt
 	case <-ctx.Done():
 		return nil
 	}
+	tf, err := h.acquire(ctx, tenant, true, func(ctx context.Context) (registry.Position, error) {
+		return h.Horizon(ctx, tenant)
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer h.release(tf, true)
 	h.mu.RLock()
 	reset := h.reset
 	h.mu.RUnlock()
@@ -334,14 +486,14 @@ func (h *Hub) Follow(ctx context.Context, tenant uuid.UUID, f registry.EventFilt
 	defer timer.Stop()
 	for {
 		h.mu.RLock()
-		behind := pos.Compare(h.base) < 0 || pos.Epoch != h.cursor.Epoch && pos != (registry.Position{})
+		behind := pos.Compare(tf.base) < 0 || pos.Epoch != tf.cursor.Epoch && pos != (registry.Position{})
 		var (
 			events   []registry.Event
-			cursor   = h.cursor
-			advanced = h.advanced
+			cursor   = tf.cursor
+			advanced = tf.advanced
 		)
 		if !behind {
-			events = h.matching(tenant, f, pos)
+			events = matching(tf.ring, f, pos)
 		}
 		h.mu.RUnlock()
 
@@ -415,14 +567,13 @@ func stopped(err error) error {
 	return err
 }
 
-// matching returns tenant's events of the ring after pos that f selects;
-// h.mu is held.
-func (h *Hub) matching(tenant uuid.UUID, f registry.EventFilter, pos registry.Position) []registry.Event {
-	i := sort.Search(len(h.ring), func(i int) bool { return h.ring[i].Position.Compare(pos) > 0 })
+// matching returns the events of ring after pos that f selects; h.mu is
+// held.
+func matching(ring []registry.Event, f registry.EventFilter, pos registry.Position) []registry.Event {
+	i := sort.Search(len(ring), func(i int) bool { return ring[i].Position.Compare(pos) > 0 })
 	var out []registry.Event
-	for j := i; j < len(h.ring); j++ {
-		ev := &h.ring[j]
-		if ev.TenantID == tenant && f.Matches(ev) {
+	for j := i; j < len(ring); j++ {
+		if ev := &ring[j]; f.Matches(ev) {
 			out = append(out, *ev)
 		}
 	}

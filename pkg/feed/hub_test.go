@@ -137,7 +137,7 @@ func TestFollowFromPresent(t *testing.T) {
 	b := setup(t, feed.Options{})
 	tenant, other := uuid.New(), uuid.New()
 	b.register(t, tenant, "before")
-	from, err := b.hub.Horizon(b.ctx)
+	from, err := b.hub.Horizon(b.ctx, tenant)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestFollowFromPresent(t *testing.T) {
 func TestFollowResumesWithoutGapOrDuplicate(t *testing.T) {
 	b := setup(t, feed.Options{RingSize: 8})
 	tenant := uuid.New()
-	start, _ := b.hub.Horizon(b.ctx)
+	start, _ := b.hub.Horizon(b.ctx, tenant)
 	for i := range 40 {
 		b.register(t, tenant, fmt.Sprintf("m%02d", i))
 	}
@@ -208,7 +208,7 @@ func TestFollowResumesWithoutGapOrDuplicate(t *testing.T) {
 func TestBookmarks(t *testing.T) {
 	b := setup(t, feed.Options{BookmarkInterval: 15 * time.Second})
 	tenant := uuid.New()
-	from, _ := b.hub.Horizon(b.ctx)
+	from, _ := b.hub.Horizon(b.ctx, tenant)
 	r, all := newRecorder(), newRecorder()
 	b.follow(t, tenant, registry.EventFilter{ModuleName: "alpha"}, from, r)
 	b.follow(t, tenant, registry.EventFilter{}, from, all)
@@ -250,7 +250,7 @@ func TestBookmarks(t *testing.T) {
 func TestFollowEnds(t *testing.T) {
 	b := setup(t, feed.Options{})
 	tenant := uuid.New()
-	from, _ := b.hub.Horizon(b.ctx)
+	from, _ := b.hub.Horizon(b.ctx, tenant)
 	broken := newRecorder()
 	broken.fail = errors.New("client too slow")
 	_, errc := b.follow(t, tenant, registry.EventFilter{}, from, broken)
@@ -275,7 +275,7 @@ func TestFollowEnds(t *testing.T) {
 	}
 }
 
-// gatedSource is a memstore whose horizon reads wait for a gate and are
+// gatedSource is a memstore whose feed reads (the horizon reads) wait for a gate and are
 // counted.
 type gatedSource struct {
 	*memstore.Store
@@ -284,12 +284,12 @@ type gatedSource struct {
 	reads int
 }
 
-func (g *gatedSource) Horizon(ctx context.Context) (registry.Position, error) {
+func (g *gatedSource) ReadFeed(ctx context.Context, tenants []uuid.UUID, after []registry.Position, limit int) ([]registry.FeedBatch, error) {
 	g.mu.Lock()
 	g.reads++
 	g.mu.Unlock()
 	<-g.gate
-	return g.Store.Horizon(ctx)
+	return g.Store.ReadFeed(ctx, tenants, after, limit)
 }
 
 func (g *gatedSource) count() int {
@@ -308,6 +308,7 @@ func TestHorizonReadsShared(t *testing.T) {
 		src := &gatedSource{Store: store, gate: make(chan struct{})}
 		hub := feed.NewHub(feed.Options{Source: src, Clock: clock})
 		ctx := t.Context()
+		tenant := uuid.New()
 
 		type answer struct {
 			pos registry.Position
@@ -317,7 +318,7 @@ func TestHorizonReadsShared(t *testing.T) {
 			out := make(chan answer, n)
 			for range n {
 				go func() {
-					p, err := hub.Horizon(ctx)
+					p, err := hub.Horizon(ctx, tenant)
 					out <- answer{p, err}
 				}()
 			}
@@ -325,7 +326,7 @@ func TestHorizonReadsShared(t *testing.T) {
 		}
 		first := ask(1)
 		synctest.Wait() // the first read runs, held by the gate
-		srv, _, _, err := store.Register(ctx, uuid.New(), registry.ServerInfo{
+		srv, _, _, err := store.Register(ctx, tenant, registry.ServerInfo{
 			ModuleName: "m", Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}})
 		if err != nil {
 			t.Fatal(err)

@@ -14,20 +14,20 @@ import (
 // What a hub knows of each tenant's changes, so that an answer derived from
 // the tenant's state can be tagged without reading the store (the MCP
 // registry API's ETag): every registration and transition writes an audit
-// event, and the hub reads every event.
+// event, and the tenant's position counts them.
 
 // LatestReader finds a tenant's latest event at or before a position: the
-// hub asks it once per tenant, the first time the tenant's version is asked.
+// hub asks it once, when it starts following the tenant for its version.
 type LatestReader interface {
 	LatestPosition(ctx context.Context, tenant uuid.UUID, upTo registry.Position) (registry.Position, error)
 }
 
-// ErrNotStarted means the hub has not read the store's horizon yet.
+// ErrNotStarted means the hub does not run yet.
 var ErrNotStarted = errors.New("the feed has not started")
 
 // PendingTTL bounds how long an event this process wrote counts as not yet
 // read by the hub: past it, the hub has surely read it (it reads every
-// event within a few polls) or the store is down.
+// followed tenant within a few polls) or the store is down.
 const PendingTTL = time.Minute
 
 // recentLen is how many of the last events read Wrote can recognise.
@@ -37,23 +37,14 @@ const recentLen = 4096
 // are equal only if no registration or transition of the tenant committed
 // between them, as far as this process can tell.
 type TenantVersion struct {
-	// Latest is the position of the tenant's latest event at or before the
-	// hub's cursor (the zero Position: none). It is the same on every
-	// replica that has read as far.
+	// Latest is the tenant's position as far as the hub has read it: the
+	// position of its latest event (the zero Position: none). It is the
+	// same on every replica that has read as far.
 	Latest registry.Position
 	// Pending holds, sorted, the ids of the tenant's events that this
 	// process committed and the hub has not read yet: a client reads its
 	// own writes before the hub catches up.
 	Pending []uuid.UUID
-}
-
-// tenantMark is a tenant's TenantVersion as the hub keeps it.
-type tenantMark struct {
-	latest registry.Position
-	// known: latest is the tenant's latest event at or before the cursor
-	// (the hub read one, or the store said so).
-	known   bool
-	pending map[uuid.UUID]time.Time // event id: when Wrote was told
 }
 
 // recentIDs is a ring of the ids of the events read last.
@@ -78,42 +69,33 @@ func (r *recentIDs) has(id uuid.UUID) bool {
 	return ok
 }
 
-func (h *Hub) mark(tenant uuid.UUID) *tenantMark {
-	m := h.marks[tenant]
-	if m == nil {
-		m = &tenantMark{}
-		h.marks[tenant] = m
-	}
-	return m
-}
-
-// read records an event the hub appended to its ring; h.mu is held.
-func (h *Hub) read(ev *registry.Event) {
-	m := h.mark(ev.TenantID)
-	m.latest, m.known = ev.Position, true
-	delete(m.pending, ev.EventID)
+// read records an event of tf the hub read; h.mu is held.
+func (h *Hub) read(tf *tenantFeed, ev *registry.Event) {
+	delete(tf.pending, ev.EventID)
 	h.recent.add(ev.EventID)
 }
 
 // Wrote tells the hub of an event this process committed, until the hub
 // reads it. It is a registry.AlertSink's Transition without the context.
+// An event of a tenant the hub does not follow needs no note: the hub
+// starts following a tenant from a read made after the call that asks.
 func (h *Hub) Wrote(ev registry.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.recent.has(ev.EventID) {
+	tf := h.tenants[ev.TenantID]
+	if tf == nil || h.recent.has(ev.EventID) {
 		return
 	}
-	m := h.mark(ev.TenantID)
 	now := h.clock.Now()
-	if m.pending == nil {
-		m.pending = make(map[uuid.UUID]time.Time)
+	if tf.pending == nil {
+		tf.pending = make(map[uuid.UUID]time.Time)
 	}
-	for id, at := range m.pending {
+	for id, at := range tf.pending {
 		if now.Sub(at) > PendingTTL {
-			delete(m.pending, id)
+			delete(tf.pending, id)
 		}
 	}
-	m.pending[ev.EventID] = now
+	tf.pending[ev.EventID] = now
 }
 
 // Sink returns an AlertSink that tells h of each event this process wrote
@@ -134,49 +116,53 @@ func (s wroteSink) Transition(ctx context.Context, ev registry.Event) {
 }
 
 // TenantVersion returns what the hub knows of tenant's changes. The first
-// call for a tenant whose events the hub has not read asks lr for its
-// latest event at or before the hub's cursor; every later call is answered
-// from memory. ErrNotStarted before the hub has started.
+// call for a tenant the hub does not follow asks lr for its latest event
+// and follows the tenant from there; every later call is answered from
+// memory, while the tenant is asked for at least every IdleTimeout.
+// ErrNotStarted before the hub runs.
 func (h *Hub) TenantVersion(ctx context.Context, tenant uuid.UUID, lr LatestReader) (TenantVersion, error) {
 	select {
 	case <-h.started:
 	default:
 		return TenantVersion{}, ErrNotStarted
 	}
-	h.mu.RLock()
-	m := h.marks[tenant]
-	if m != nil && m.known {
-		v := h.version(m)
-		h.mu.RUnlock()
+	h.mu.Lock()
+	if tf := h.tenants[tenant]; tf != nil && tf.err == nil && closed(tf.ready) {
+		tf.usedAt = h.clock.Now()
+		v := h.version(tf)
+		h.mu.Unlock()
 		return v, nil
 	}
-	at := h.cursor
-	h.mu.RUnlock()
-
-	// Every event at or before the cursor was read already, so that the
-	// tenant's latest one there is what the hub would know had it read
-	// them; events after it are the hub's to read.
-	latest, err := lr.LatestPosition(ctx, tenant, at)
+	h.mu.Unlock()
+	tf, err := h.acquire(ctx, tenant, false, func(ctx context.Context) (registry.Position, error) {
+		return lr.LatestPosition(ctx, tenant, present)
+	})
 	if err != nil {
 		return TenantVersion{}, err
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if at.Epoch != h.cursor.Epoch {
-		return TenantVersion{}, ErrReset
-	}
-	m = h.mark(tenant)
-	if !m.known {
-		m.latest, m.known = latest, true
-	}
-	return h.version(m), nil
+	return h.version(tf), nil
 }
 
-// version is m as a TenantVersion; h.mu is held.
-func (h *Hub) version(m *tenantMark) TenantVersion {
-	v := TenantVersion{Latest: m.latest}
+// closed reports whether c is closed.
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// version is tf as a TenantVersion; h.mu is held.
+func (h *Hub) version(tf *tenantFeed) TenantVersion {
+	v := TenantVersion{Latest: tf.cursor}
+	if v.Latest.Seq == 0 {
+		v.Latest = registry.Position{}
+	}
 	now := h.clock.Now()
-	for id, at := range m.pending {
+	for id, at := range tf.pending {
 		if now.Sub(at) <= PendingTTL {
 			v.Pending = append(v.Pending, id)
 		}

@@ -24,11 +24,15 @@ type pausable struct {
 	latests atomic.Int64
 }
 
-func (p *pausable) ReadFeed(ctx context.Context, after registry.Position, limit int) (registry.FeedBatch, error) {
+func (p *pausable) ReadFeed(ctx context.Context, tenants []uuid.UUID, after []registry.Position, limit int) ([]registry.FeedBatch, error) {
 	if p.paused.Load() {
-		return registry.FeedBatch{Horizon: after}, nil
+		out := make([]registry.FeedBatch, len(tenants))
+		for i, t := range tenants {
+			out[i] = registry.FeedBatch{Tenant: t, Horizon: after[i]}
+		}
+		return out, nil
 	}
-	return p.Store.ReadFeed(ctx, after, limit)
+	return p.Store.ReadFeed(ctx, tenants, after, limit)
 }
 
 func (p *pausable) LatestPosition(ctx context.Context, tenant uuid.UUID, upTo registry.Position) (registry.Position, error) {
@@ -90,13 +94,14 @@ func TestTenantVersion(t *testing.T) {
 	src, hub := startPausable(t)
 	tenant := uuid.New()
 
-	// A tenant the hub has not seen: the store is asked once.
+	// A tenant the hub does not follow: the store is asked once, and the
+	// hub follows the tenant from its answer.
 	src.paused.Store(true)
 	register(t, src, tenant, "calendar") // not read by the hub
 	before := src.latests.Load()
 	v0 := version(t, hub, src, tenant)
-	if v0.Latest != (registry.Position{}) || len(v0.Pending) != 0 {
-		t.Fatalf("before the hub read anything of the tenant: %+v", v0)
+	if v0.Latest.Seq != 1 || len(v0.Pending) != 0 {
+		t.Fatalf("a tenant of one event, asked first: %+v", v0)
 	}
 	if again := version(t, hub, src, tenant); !same(again, v0) || src.latests.Load() != before+1 {
 		t.Fatalf("asked again: %+v, store asked %d times", again, src.latests.Load()-before)

@@ -357,7 +357,7 @@ func (h *Handler) evict(t *tenant) bool {
 
 // newTenant makes a tenant's MCP server and starts following its feed.
 func (h *Handler) newTenant(ctx context.Context, id uuid.UUID) (*tenant, error) {
-	from, err := h.opts.Feed.Horizon(ctx)
+	from, err := h.opts.Feed.Horizon(ctx, id)
 	if err != nil {
 		return nil, err
 	}

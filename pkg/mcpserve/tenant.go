@@ -93,7 +93,7 @@ func (t *tenant) follow(ctx context.Context, hub *feed.Hub, from registry.Positi
 		}
 		// Start again from the present: everything may have changed.
 		for {
-			p, herr := hub.Horizon(ctx)
+			p, herr := hub.Horizon(ctx, t.id)
 			if herr == nil {
 				from = p
 				break

@@ -67,9 +67,12 @@ func (s *Store) LatestPosition(ctx context.Context, tenantID uuid.UUID, upTo reg
 	if t == nil {
 		return registry.Position{}, nil
 	}
-	i := sort.Search(len(t.events), func(i int) bool { return t.events[i].seq > upTo.Seq })
-	if i == 0 {
+	if upTo.TxID != 0 {
+		return registry.Position{}, registry.ErrPositionExpired
+	}
+	n := min(max(upTo.Seq, 0), int64(len(t.events)))
+	if n == 0 {
 		return registry.Position{}, nil
 	}
-	return s.position(t.events[i-1].seq), nil
+	return s.position(n), nil
 }

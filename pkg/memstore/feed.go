@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"fmt"
 	"slices"
 
 	"github.com/google/uuid"
@@ -13,22 +14,16 @@ import (
 )
 
 // feed is the memory store's side of the change feed. Events commit the
-// moment they are appended under the store's lock, in sequence order, so a
-// position is the event's sequence: (epoch, 0, seq). The epoch is drawn at
-// New; a position of another instance (before a restart of mcpd --dev,
-// whose trail did not survive it) is expired.
+// moment they are appended under the store's lock, so a tenant's position
+// is the length of its trail: an event's position is (epoch, 0, its index
+// in the tenant's events + 1). The epoch is drawn at New; a position of
+// another instance (before a restart of mcpd --dev, whose trail did not
+// survive it) is expired.
 type feed struct {
 	epoch uint64
 	key   []byte
-	// log holds every tenant's events in sequence order: log[seq-1].
-	log []logRef
 	// changed is closed, and replaced, when an event is appended.
 	changed chan struct{}
-}
-
-type logRef struct {
-	t *tenant
-	i int32 // index in t.events
 }
 
 func newFeed() feed {
@@ -39,51 +34,68 @@ func newFeed() feed {
 	return feed{epoch: binary.BigEndian.Uint64(b[:]) | 1, key: key, changed: make(chan struct{})}
 }
 
-// appended records the event just appended to t; the caller holds the
-// write lock.
-func (f *feed) appended(t *tenant) {
-	f.log = append(f.log, logRef{t: t, i: int32(len(t.events) - 1)})
+// appended tells the feed's waiters of an event just appended to t; the
+// caller holds the write lock.
+func (f *feed) appended(*tenant) {
 	close(f.changed)
 	f.changed = make(chan struct{})
 }
 
-func (s *Store) position(seq int64) registry.Position {
-	return registry.Position{Epoch: s.feed.epoch, Seq: seq}
+// position is the position pos of a tenant's trail.
+func (s *Store) position(pos int64) registry.Position {
+	return registry.Position{Epoch: s.feed.epoch, Seq: pos}
 }
 
-// Horizon returns the present position.
-func (s *Store) Horizon(ctx context.Context) (registry.Position, error) {
+// horizon is t's present position (t nil: a tenant without events); the
+// caller holds the lock.
+func (s *Store) horizon(t *tenant) registry.Position {
+	if t == nil {
+		return s.position(0)
+	}
+	return s.position(int64(len(t.events)))
+}
+
+// Horizon returns tenant's present position.
+func (s *Store) Horizon(ctx context.Context, tenantID uuid.UUID) (registry.Position, error) {
 	if err := ctx.Err(); err != nil {
 		return registry.Position{}, err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.position(s.seq), nil
+	return s.horizon(s.tenants[tenantID]), nil
 }
 
-// ReadFeed returns at most limit events of every tenant after a position.
-func (s *Store) ReadFeed(ctx context.Context, after registry.Position, limit int) (registry.FeedBatch, error) {
+// ReadFeed returns at most limit events of each tenant after its position.
+func (s *Store) ReadFeed(ctx context.Context, tenants []uuid.UUID, after []registry.Position, limit int) ([]registry.FeedBatch, error) {
 	if err := ctx.Err(); err != nil {
-		return registry.FeedBatch{}, err
+		return nil, err
+	}
+	if len(after) != len(tenants) {
+		return nil, fmt.Errorf("read feed: %d tenants, %d positions", len(tenants), len(after))
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := registry.FeedBatch{Horizon: s.position(s.seq)}
-	start := min(max(after.Seq, 0), int64(len(s.feed.log)))
-	for _, ref := range s.feed.log[start:] {
-		if len(out.Events) == limit {
-			break
+	out := make([]registry.FeedBatch, len(tenants))
+	for k, id := range tenants {
+		t := s.tenants[id]
+		out[k] = registry.FeedBatch{Tenant: id, Horizon: s.horizon(t)}
+		if t == nil {
+			continue
 		}
-		e := &ref.t.events[ref.i]
-		ev := e.public(e.srv.tenant)
-		ev.Position = s.position(e.seq)
-		out.Events = append(out.Events, ev)
+		start := min(max(after[k].Seq, 0), int64(len(t.events)))
+		for i := start; i < int64(len(t.events)) && len(out[k].Events) < limit; i++ {
+			e := &t.events[i]
+			ev := e.public(id)
+			ev.Position = s.position(e.pos)
+			out[k].Events = append(out[k].Events, ev)
+		}
 	}
 	return out, nil
 }
 
-// CheckPosition returns p when it is a position of this instance's trail.
-func (s *Store) CheckPosition(ctx context.Context, _ uuid.UUID, p registry.Position) (registry.Position, error) {
+// CheckPosition returns p when it is a position of tenant's trail in this
+// instance.
+func (s *Store) CheckPosition(ctx context.Context, tenantID uuid.UUID, p registry.Position) (registry.Position, error) {
 	if err := ctx.Err(); err != nil {
 		return registry.Position{}, err
 	}
@@ -92,7 +104,7 @@ func (s *Store) CheckPosition(ctx context.Context, _ uuid.UUID, p registry.Posit
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if p.Epoch != s.feed.epoch || p.TxID != 0 || p.Seq < 0 || p.Seq > s.seq {
+	if p.Epoch != s.feed.epoch || p.TxID != 0 || p.Seq < 0 || p.Seq > s.horizon(s.tenants[tenantID]).Seq {
 		return registry.Position{}, registry.ErrPositionExpired
 	}
 	return p, nil
@@ -118,8 +130,8 @@ func (s *Store) FindSkills(ctx context.Context, tenantID uuid.UUID, f registry.S
 	limit := pageLimit(f.Limit)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	page := registry.SkillPage{Skills: []registry.SkillEntry{}, Horizon: s.position(s.seq)}
 	t := s.tenants[tenantID]
+	page := registry.SkillPage{Skills: []registry.SkillEntry{}, Horizon: s.horizon(t)}
 	if t == nil {
 		return page, nil
 	}

@@ -135,6 +135,7 @@ type skill struct {
 
 type event struct {
 	seq  int64
+	pos  int64 // the tenant's position: its index in the tenant's events + 1
 	id   uuid.UUID
 	kind registry.EventKind
 	// srv is the server, for its id, module name and trace id, which never
@@ -335,8 +336,8 @@ func (s *Store) Servers(ctx context.Context, tenantID uuid.UUID, f registry.Serv
 	limit := pageLimit(f.Limit)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	page := registry.ServerPage{Servers: []registry.Server{}, Horizon: s.position(s.seq)}
 	t := s.tenants[tenantID]
+	page := registry.ServerPage{Servers: []registry.Server{}, Horizon: s.horizon(t)}
 	if t == nil {
 		return page, nil
 	}
@@ -399,8 +400,8 @@ func (s *Store) Events(ctx context.Context, tenantID uuid.UUID, f registry.Event
 	limit := pageLimit(f.Limit)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	page := registry.EventPage{Events: []registry.Event{}, Horizon: s.position(s.seq)}
 	t := s.tenants[tenantID]
+	page := registry.EventPage{Events: []registry.Event{}, Horizon: s.horizon(t)}
 	if t == nil {
 		return page, nil
 	}
@@ -408,7 +409,7 @@ func (s *Store) Events(ctx context.Context, tenantID uuid.UUID, f registry.Event
 	// emit adds the event at position i, or reports that the page is full.
 	emit := func(i int) bool {
 		e := &t.events[i]
-		if e.seq <= after || (f.Kind != "" && e.kind != f.Kind) || (f.ModuleName != "" && e.srv.module != f.ModuleName) {
+		if e.pos <= after || (f.Kind != "" && e.kind != f.Kind) || (f.ModuleName != "" && e.srv.module != f.ModuleName) {
 			return true
 		}
 		if len(page.Events) == limit {
@@ -417,7 +418,7 @@ func (s *Store) Events(ctx context.Context, tenantID uuid.UUID, f registry.Event
 			return false
 		}
 		ev := e.public(tenantID)
-		ev.Position = s.position(e.seq)
+		ev.Position = s.position(e.pos)
 		page.Events = append(page.Events, ev)
 		return true
 	}
@@ -426,8 +427,8 @@ func (s *Store) Events(ctx context.Context, tenantID uuid.UUID, f registry.Event
 		if err != nil {
 			return page, nil
 		}
-		start, _ := slices.BinarySearchFunc(srv.events, after+1, func(pos int32, seq int64) int {
-			return cmp.Compare(t.events[pos].seq, seq)
+		start, _ := slices.BinarySearchFunc(srv.events, after+1, func(i int32, pos int64) int {
+			return cmp.Compare(t.events[i].pos, pos)
 		})
 		for _, pos := range srv.events[start:] {
 			if !emit(int(pos)) {
@@ -436,8 +437,7 @@ func (s *Store) Events(ctx context.Context, tenantID uuid.UUID, f registry.Event
 		}
 		return page, nil
 	}
-	start, _ := slices.BinarySearchFunc(t.events, after+1, func(e event, seq int64) int { return cmp.Compare(e.seq, seq) })
-	for i := start; i < len(t.events); i++ {
+	for i := int(min(max(after, 0), int64(len(t.events)))); i < len(t.events); i++ {
 		if !emit(i) {
 			break
 		}
@@ -576,7 +576,7 @@ func (s *Store) setStatus(srv *server, st registry.Status) {
 func (s *Store) appendEvent(t *tenant, srv *server, kind registry.EventKind, from registry.Status, at int64, affected []string) registry.Event {
 	s.seq++
 	t.events = append(t.events, event{
-		seq: s.seq, id: uuid.New(), kind: kind, srv: srv,
+		seq: s.seq, pos: int64(len(t.events) + 1), id: uuid.New(), kind: kind, srv: srv,
 		from: from, to: srv.status, occurredAt: at,
 		version: srv.version, protocols: srv.protocols, affected: affected,
 	})

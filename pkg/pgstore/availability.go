@@ -28,8 +28,8 @@ func (s *Store) availabilityNow(ctx context.Context, req registry.AvailabilityRe
 }
 
 // serverAvailabilitySQL computes one server's availability over [$3, $4]
-// in the database, by the index of migration 0017 (tenant_id, server_id,
-// occurred_at, seq, including to_status), every read index-only: h is the
+// in the database, by the index of migration 0020 (tenant_id, server_id,
+// occurred_at, position, including to_status), every read index-only: h is the
 // status before the window (one row read backwards) and how long it lasted
 // into the window (one probe); a sums the time of each transition in the
 // window until the next, in one pass in index order (lead() needs no
@@ -44,7 +44,7 @@ SELECT EXISTS (SELECT 1 FROM mcp_servers WHERE tenant_id = $1 AND server_id = $2
        o.froms, o.untils, o.statuses
 FROM (SELECT (SELECT e.to_status FROM mcp_audit_events e
               WHERE e.tenant_id = $1 AND e.server_id = $2 AND e.occurred_at < $3
-              ORDER BY e.occurred_at DESC, e.seq DESC LIMIT 1) AS st,
+              ORDER BY e.occurred_at DESC, e.position DESC LIMIT 1) AS st,
              COALESCE((SELECT min(e.occurred_at) FROM mcp_audit_events e
                        WHERE e.tenant_id = $1 AND e.server_id = $2 AND e.occurred_at >= $3 AND e.occurred_at <= $4),
                       $4) AS until) h,
@@ -54,17 +54,17 @@ FROM (SELECT (SELECT e.to_status FROM mcp_audit_events e
              COALESCE((extract(epoch FROM sum(until - at) FILTER (WHERE st = 'unhealthy')) * 1000000)::bigint, 0) AS unhealthy,
              COALESCE((extract(epoch FROM sum(until - at) FILTER (WHERE st = 'deregistered')) * 1000000)::bigint, 0) AS deregistered
       FROM (SELECT e.occurred_at AS at, e.to_status AS st,
-                   lead(e.occurred_at, 1, $4) OVER (ORDER BY e.occurred_at, e.seq) AS until
+                   lead(e.occurred_at, 1, $4) OVER (ORDER BY e.occurred_at, e.position) AS until
             FROM mcp_audit_events e
             WHERE e.tenant_id = $1 AND e.server_id = $2 AND e.occurred_at >= $3 AND e.occurred_at <= $4) w) a,
      (SELECT array_agg(at ORDER BY at DESC) AS froms, array_agg(until ORDER BY at DESC) AS untils,
              array_agg(st ORDER BY at DESC) AS statuses
       FROM (SELECT at, until, st
             FROM (SELECT e.occurred_at AS at, e.to_status AS st,
-                         lag(e.occurred_at, 1, $4) OVER (ORDER BY e.occurred_at DESC, e.seq DESC) AS until
+                         lag(e.occurred_at, 1, $4) OVER (ORDER BY e.occurred_at DESC, e.position DESC) AS until
                   FROM mcp_audit_events e
                   WHERE e.tenant_id = $1 AND e.server_id = $2 AND e.occurred_at >= $3 AND e.occurred_at <= $4
-                  ORDER BY e.occurred_at DESC, e.seq DESC) x
+                  ORDER BY e.occurred_at DESC, e.position DESC) x
             WHERE st IN ('unhealthy', 'deregistered') AND until > at
             LIMIT $5) y) o`
 
@@ -133,9 +133,9 @@ SELECT p.server_id, 0 AS k, b.occurred_at, b.to_status, 0::bigint AS seq
 FROM p LEFT JOIN LATERAL (
     SELECT e.occurred_at, e.to_status FROM mcp_audit_events e
     WHERE e.tenant_id = $1 AND e.server_id = p.server_id AND e.occurred_at < $3
-    ORDER BY e.occurred_at DESC, e.seq DESC LIMIT 1) b ON true
+    ORDER BY e.occurred_at DESC, e.position DESC LIMIT 1) b ON true
 UNION ALL
-SELECT e.server_id, 1, e.occurred_at, e.to_status, e.seq
+SELECT e.server_id, 1, e.occurred_at, e.to_status, e.position
 FROM p JOIN mcp_audit_events e
   ON e.tenant_id = $1 AND e.server_id = p.server_id AND e.occurred_at >= $3 AND e.occurred_at <= $4
 ORDER BY 1, 2, 3, 5`
@@ -190,7 +190,7 @@ func (s *Store) SkillAvailability(ctx context.Context, tenant uuid.UUID, name st
 // availabilityRatiosSQL computes the observed and available microseconds
 // of each of the servers $2 over [$3, $4] in one statement: per server,
 // the status before the window and its transitions in it, by the index of
-// migration 0017. A server with no transition up to $4 has none observed.
+// migration 0020. A server with no transition up to $4 has none observed.
 const availabilityRatiosSQL = `
 SELECT s.server_id,
        COALESCE(sum(seg.us), 0)::bigint,
@@ -201,9 +201,9 @@ LEFT JOIN LATERAL (
     FROM ((SELECT $3::timestamptz AS at, e.to_status AS st, 0 AS k, 0::bigint AS seq
            FROM mcp_audit_events e
            WHERE e.tenant_id = $1 AND e.server_id = s.server_id AND e.occurred_at < $3
-           ORDER BY e.occurred_at DESC, e.seq DESC LIMIT 1)
+           ORDER BY e.occurred_at DESC, e.position DESC LIMIT 1)
           UNION ALL
-          SELECT e.occurred_at, e.to_status, 1, e.seq
+          SELECT e.occurred_at, e.to_status, 1, e.position
           FROM mcp_audit_events e
           WHERE e.tenant_id = $1 AND e.server_id = s.server_id AND e.occurred_at >= $3 AND e.occurred_at <= $4) ev
 ) seg ON true

@@ -271,6 +271,13 @@ func (s *Store) execBatch(ctx context.Context, pairs []batchKey, results map[bat
 		return nil
 	}
 	now := s.now()
+	citus, err := s.onCitus(ctx)
+	if err != nil {
+		return err
+	}
+	if citus {
+		return s.heartbeatPerTenant(ctx, todo, now, results)
+	}
 	if err := s.heartbeatHealthy(ctx, todo, now, results); err != nil {
 		return err
 	}
@@ -357,6 +364,124 @@ func (s *Store) heartbeatAny(ctx context.Context, pairs []batchKey, now *time.Ti
 			return err
 		}
 		done[batchKey{tenant, r.prevID}] = r.result()
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	maps.Copy(results, done)
+	return nil
+}
+
+// heartbeatTenantSQL applies the heartbeats of tenant $1's servers $2 at $3
+// (NULL: now()), one statement per tenant, which Citus routes to the
+// tenant's shard: as heartbeatBatchSQL otherwise (migration 0019).
+const heartbeatTenantSQL = `SELECT * FROM mcp_heartbeat_tenant($1::uuid, $2::uuid[], $3::timestamptz)`
+
+// heartbeatPerTenant applies the heartbeats of pairs on Citus: one
+// statement and one commit per tenant of the batch, so that no statement
+// spans shards and a worker that is down fails its own tenants' heartbeats
+// only. It adds the results of the tenants it applied and returns the
+// first error.
+func (s *Store) heartbeatPerTenant(ctx context.Context, pairs []batchKey, now *time.Time, results map[batchKey]heartbeatResult) error {
+	byTenant := make(map[uuid.UUID][][16]byte)
+	var order []uuid.UUID
+	for _, p := range pairs {
+		if _, ok := byTenant[p.tenant]; !ok {
+			order = append(order, p.tenant)
+		}
+		byTenant[p.tenant] = append(byTenant[p.tenant], p.serverID)
+	}
+	// The tenants' statements go to their shards side by side, a few at a
+	// time (each holds a connection of the pool).
+	var (
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+		slots    = make(chan struct{}, tenantParallelism)
+	)
+	for _, tenant := range order {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			done := make(map[batchKey]heartbeatResult, len(byTenant[tenant]))
+			err := s.heartbeatTenant(ctx, tenant, byTenant[tenant], now, done)
+			mu.Lock()
+			defer mu.Unlock()
+			maps.Copy(results, done)
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+		})
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// tenantParallelism bounds the tenants of a batch whose heartbeats are
+// applied at once on Citus.
+const tenantParallelism = 4
+
+// heartbeatHealthyTenantSQL records the heartbeats of tenant $1's servers
+// $2 that are healthy and stay so, at $3 (NULL: now()): one statement
+// routed to the tenant's shard, the common case (migration 0019).
+const heartbeatHealthyTenantSQL = `SELECT * FROM mcp_heartbeat_healthy_tenant($1::uuid, $2::uuid[], $3::timestamptz)`
+
+// heartbeatTenant applies one tenant's heartbeats on Citus: the healthy
+// servers' in one statement, the rest (recoveries, deregistered and
+// unknown servers) through mcp_heartbeat_tenant.
+func (s *Store) heartbeatTenant(ctx context.Context, tenant uuid.UUID, servers [][16]byte, now *time.Time, results map[batchKey]heartbeatResult) error {
+	rows, err := s.pool.Query(ctx, heartbeatHealthyTenantSQL, [16]byte(tenant), servers, now)
+	if err != nil {
+		return err
+	}
+	healthy := make(map[uuid.UUID]registry.Server, len(servers))
+	for rows.Next() {
+		srv, err := scanServer(rows)
+		if err != nil {
+			rows.Close()
+			return err
+		}
+		healthy[srv.ServerID] = srv
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	// Committed: the statement ran in its own implicit transaction.
+	rest := servers[:0:0]
+	for _, id := range servers {
+		if srv, ok := healthy[uuid.UUID(id)]; ok {
+			results[batchKey{tenant, srv.ServerID}] = heartbeatResult{srv: srv}
+		} else {
+			rest = append(rest, id)
+		}
+	}
+	if len(rest) == 0 {
+		return nil
+	}
+	return s.heartbeatTenantAny(ctx, tenant, rest, now, results)
+}
+
+// heartbeatTenantAny applies one tenant's heartbeats whatever their
+// servers' status, through mcp_heartbeat_tenant.
+func (s *Store) heartbeatTenantAny(ctx context.Context, tenant uuid.UUID, servers [][16]byte, now *time.Time, results map[batchKey]heartbeatResult) error {
+	rows, err := s.pool.Query(ctx, heartbeatTenantSQL, [16]byte(tenant), servers, now)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var (
+		t uuid.UUID
+		r heartbeatRow
+	)
+	dest := append([]any{&t}, r.dest()...)
+	done := make(map[batchKey]heartbeatResult, len(servers))
+	for rows.Next() {
+		r = heartbeatRow{}
+		if err := rows.Scan(dest...); err != nil {
+			return err
+		}
+		done[batchKey{t, r.prevID}] = r.result()
 	}
 	if err := rows.Err(); err != nil {
 		return err

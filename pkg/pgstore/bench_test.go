@@ -346,6 +346,21 @@ FROM generate_series(1, 10000) m`, big); err != nil {
 			return err
 		})
 	})
+	b.Run("feed-poll", func(b *testing.B) {
+		// What the hub reads every poll for a watched tenant with nothing
+		// new: its position and no event.
+		h, err := st.Horizon(ctx, trail)
+		if err != nil {
+			b.Fatal(err)
+		}
+		run(b, func() error {
+			bs, err := st.ReadFeed(ctx, []uuid.UUID{trail}, []registry.Position{h}, 1000)
+			if err == nil && (len(bs) != 1 || len(bs[0].Events) != 0) {
+				err = fmt.Errorf("feed poll: %+v", bs)
+			}
+			return err
+		})
+	})
 	b.Run("events=100", func(b *testing.B) {
 		run(b, func() error {
 			page, err := st.Events(ctx, trail, registry.EventFilter{Limit: 100})

@@ -23,7 +23,7 @@ var catalogSQL = `
 SELECT ` + strings.Replace(serverColumns, "capability_advertisement", "NULL::jsonb", 1) + `,
        status_changed_at,
        COALESCE((SELECT jsonb_agg(jsonb_build_object('name', k.name, 'available', k.available) ORDER BY k.name)
-                 FROM mcp_skills k WHERE k.server_id = s.server_id), '[]'::jsonb)
+                 FROM mcp_skills k WHERE k.tenant_id = s.tenant_id AND k.server_id = s.server_id), '[]'::jsonb)
 FROM mcp_servers s
 WHERE tenant_id = $1
   AND ($2::text[] IS NULL OR status = ANY ($2::text[]))
@@ -78,26 +78,19 @@ func collectCatalogEntry(row pgx.CollectableRow) (registry.CatalogEntry, error) 
 }
 
 // LatestPosition returns the position of tenant's latest event at or
-// before upTo, or the zero Position: one probe of the index of
-// (tenant_id, txid, seq).
+// before upTo, or the zero Position: the tenant's positions have no gaps,
+// so it is the tenant's present position, or upTo when that is earlier.
 func (s *Store) LatestPosition(ctx context.Context, tenant uuid.UUID, upTo registry.Position) (registry.Position, error) {
-	rows, err := queryInTenant(ctx, s, tenant, func(row pgx.CollectableRow) (registry.Position, error) {
-		var (
-			txid string
-			seq  int64
-		)
-		if err := row.Scan(&txid, &seq); err != nil {
-			return registry.Position{}, err
-		}
-		x, err := parseXid8(txid)
-		return registry.Position{Epoch: upTo.Epoch, TxID: x, Seq: seq}, err
-	}, `
-SELECT txid::text, seq FROM mcp_audit_events
-WHERE tenant_id = $1 AND (txid, seq) <= ($2::text::xid8, $3)
-ORDER BY txid DESC, seq DESC
-LIMIT 1`, tenant, xid8Text(upTo.TxID), upTo.Seq)
-	if err != nil || len(rows) == 0 {
+	if upTo.TxID != 0 {
+		return registry.Position{}, registry.ErrPositionExpired
+	}
+	now, err := s.Horizon(ctx, tenant)
+	if err != nil {
 		return registry.Position{}, err
 	}
-	return rows[0], nil
+	n := min(now.Seq, max(upTo.Seq, 0))
+	if n == 0 {
+		return registry.Position{}, nil
+	}
+	return tenantPosition(int64(now.Epoch), n), nil
 }

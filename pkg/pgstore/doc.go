@@ -1,6 +1,7 @@
 // Package pgstore is the PostgreSQL implementation of registry.Store. Every
 // tenant call runs in a transaction scoped to its tenant by
-// set_config('auth.tenant_id', ..., true), so row-level security is the
+// set_config('auth.tenant_id', ..., true) (on Citus mcp_set_tenant: SET
+// LOCAL, which Citus carries to the workers), so row-level security is the
 // second wall behind the API's token check. The heartbeat path and the
 // sweep run through SECURITY DEFINER functions, where row-level security
 // does not apply: mcp_heartbeat (migration 0013) and mcp_heartbeat_healthy

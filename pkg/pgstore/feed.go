@@ -3,55 +3,37 @@ package pgstore
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/cyberos/mcpd/pkg/registry"
 )
 
-// The feed reads positions (txid, seq) below the horizon, the oldest
-// transaction still running: see migrations/0009_change_feed.up.sql.
+// The feed reads each tenant's positions, taken from its row of
+// mcp_tenant_feed in the event's own transaction: see
+// migrations/0017_feed_positions.up.sql.
 
-// parseXid8 reads an xid8 that a statement cast to text.
-func parseXid8(s string) (uint64, error) {
-	v, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("parse xid8 %q: %w", s, err)
-	}
-	return v, nil
+// tenantPosition makes a position of a tenant's trail read in epoch.
+func tenantPosition(epoch, position int64) registry.Position {
+	return registry.Position{Epoch: uint64(epoch), Seq: position}
 }
 
-func xid8Text(v uint64) string { return strconv.FormatUint(v, 10) }
+// horizonSQL reads a tenant's present position ($1).
+const horizonSQL = `SELECT epoch, pos FROM mcp_feed_horizon($1)`
 
-// horizonPosition makes the position of a horizon read as (timeline, xmin).
-func horizonPosition(timeline int64, horizon string) (registry.Position, error) {
-	x, err := parseXid8(horizon)
-	if err != nil {
-		return registry.Position{}, err
-	}
-	return registry.Position{Epoch: uint64(timeline), TxID: x}, nil
-}
-
-const horizonSQL = `SELECT timeline, horizon::text FROM mcp_feed_horizon()`
-
-// Horizon returns the present position.
-func (s *Store) Horizon(ctx context.Context) (registry.Position, error) {
-	var (
-		timeline int64
-		horizon  string
-	)
-	if err := s.pool.QueryRow(ctx, horizonSQL).Scan(&timeline, &horizon); err != nil {
+// Horizon returns tenant's present position.
+func (s *Store) Horizon(ctx context.Context, tenant uuid.UUID) (registry.Position, error) {
+	var epoch, pos int64
+	if err := s.pool.QueryRow(ctx, horizonSQL, tenant).Scan(&epoch, &pos); err != nil {
 		return registry.Position{}, translate(err)
 	}
-	return horizonPosition(timeline, horizon)
+	return tenantPosition(epoch, pos), nil
 }
 
-// feedColumns are the event columns of mcp_feed_read and of a tenant's
-// trail read, after (timeline, horizon); the event's are NULL on the row
-// that carries the horizon alone.
-const feedColumns = `timeline, horizon::text, txid::text, seq, event_id, tenant_id, kind, server_id,
+// feedColumns are the columns of a read of a tenant's trail: the epoch, the
+// tenant's position in the read's snapshot, the event's position, and the
+// event's columns (NULL on the row that carries the horizon alone).
+const feedColumns = `epoch, horizon, event_position, seq, event_id, tenant_id, kind, server_id,
 	module_name, from_status, to_status, trace_id, occurred_at, body`
 
 // feedRow is one row of feedColumns: an event (ok) and the read's horizon.
@@ -61,33 +43,27 @@ type feedRow struct {
 	horizon registry.Position
 }
 
-func collectFeedRow(row pgx.CollectableRow) (feedRow, error) { return scanFeedRow(row) }
-
-// scanFeedRow scans a row of feedColumns and then into extra.
-func scanFeedRow(row rowScanner, extra ...any) (feedRow, error) {
+// scanFeedRow scans a row of feedColumns, after the columns of before.
+func scanFeedRow(row rowScanner, before ...any) (feedRow, error) {
 	var (
-		out      feedRow
-		timeline int64
-		hz       string
-		txid     *string
-		r        eventRow
+		out       feedRow
+		epoch, hz int64
+		position  *int64
+		r         eventRow
 	)
-	dest := append(r.appendDest(append(make([]any, 0, 14+len(extra)), &timeline, &hz, &txid)), extra...)
+	dest := r.appendDest(append(append(make([]any, 0, 14+len(before)), before...), &epoch, &hz, &position))
 	if err := row.Scan(dest...); err != nil {
 		return out, err
 	}
+	out.horizon = tenantPosition(epoch, hz)
 	var err error
-	if out.horizon, err = horizonPosition(timeline, hz); err != nil || r.seq == nil {
-		return out, err // seq NULL: the horizon alone
-	}
-	x, err := parseXid8(*txid)
-	if err != nil {
-		return out, err
-	}
 	if out.ev, out.ok, err = r.event(); err != nil || !out.ok {
 		return out, err
 	}
-	out.ev.Position = registry.Position{Epoch: out.horizon.Epoch, TxID: x, Seq: *r.seq}
+	if position == nil {
+		return out, fmt.Errorf("audit row %s: no position", out.ev.EventID)
+	}
+	out.ev.Position = tenantPosition(epoch, *position)
 	return out, nil
 }
 
@@ -106,54 +82,77 @@ func feedEvents(rows []feedRow) ([]registry.Event, registry.Position) {
 	return events, horizon
 }
 
-// ReadFeed returns at most limit events of every tenant after a position.
-func (s *Store) ReadFeed(ctx context.Context, after registry.Position, limit int) (registry.FeedBatch, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+feedColumns+` FROM mcp_feed_read($1::text::xid8, $2, $3)`,
-		xid8Text(after.TxID), after.Seq, limit)
-	if err != nil {
-		return registry.FeedBatch{}, translate(err)
+// ReadFeed returns at most limit events of each tenant after its position:
+// one statement, one snapshot, for every tenant.
+func (s *Store) ReadFeed(ctx context.Context, tenants []uuid.UUID, after []registry.Position, limit int) ([]registry.FeedBatch, error) {
+	if len(after) != len(tenants) {
+		return nil, fmt.Errorf("read feed: %d tenants, %d positions", len(tenants), len(after))
 	}
-	all, err := pgx.CollectRows(rows, collectFeedRow)
-	if err != nil {
-		return registry.FeedBatch{}, translate(err)
+	if len(tenants) == 0 {
+		return nil, nil
 	}
-	events, horizon := feedEvents(all)
-	return registry.FeedBatch{Events: events, Horizon: horizon}, nil
+	from := make([]int64, len(after))
+	for i, p := range after {
+		from[i] = max(p.Seq, 0)
+	}
+	read := `SELECT feed_tenant, ` + feedColumns + ` FROM mcp_feed_read($1, $2, $3)`
+	citus, err := s.onCitus(ctx)
+	if err != nil {
+		return nil, translate(err)
+	}
+	if citus {
+		// A statement per tenant, each routed to its shard (0019).
+		read = `SELECT feed_tenant, ` + feedColumns + ` FROM mcp_feed_read_each($1, $2, $3)`
+	}
+	rows, err := s.pool.Query(ctx, read, tenants, from, limit)
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := make([]registry.FeedBatch, 0, len(tenants))
+	index := make(map[uuid.UUID]int, len(tenants))
+	defer rows.Close()
+	for rows.Next() {
+		var tenant uuid.UUID
+		r, err := scanFeedRow(rows, &tenant)
+		if err != nil {
+			return nil, translate(err)
+		}
+		i, seen := index[tenant]
+		if !seen {
+			i = len(out)
+			index[tenant] = i
+			out = append(out, registry.FeedBatch{Tenant: tenant})
+		}
+		out[i].Horizon = r.horizon
+		if r.ok {
+			out[i].Events = append(out[i].Events, r.ev)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, translate(err)
+	}
+	return out, nil
 }
 
-// CheckPosition returns p in the current timeline when tenant's trail can
-// be resumed after it. A position of an event is honoured in any timeline
-// while the event is still there (every event before it is then there
-// too); a horizon position only in its own timeline and never ahead of the
-// present, which a database restored elsewhere could be.
+// CheckPosition returns p when tenant's trail can be resumed after it: a
+// position of the current epoch at or before the tenant's present one. A
+// position of another epoch (the database failed over: the same number may
+// name another event now), of the format of transaction ids (TxID set), or
+// ahead of the present (a database restored elsewhere) is expired.
 func (s *Store) CheckPosition(ctx context.Context, tenant uuid.UUID, p registry.Position) (registry.Position, error) {
 	if p == (registry.Position{}) {
 		return p, nil
 	}
-	var (
-		timeline int64
-		hz       string
-		exists   bool
-	)
-	err := s.inTenant(ctx, tenant, func(tx pgx.Tx) error {
-		return tx.QueryRow(ctx, `
-SELECT h.timeline, h.horizon::text,
-       EXISTS (SELECT 1 FROM mcp_audit_events WHERE seq = $2 AND txid = $1::text::xid8)
-FROM mcp_feed_horizon() h`, xid8Text(p.TxID), p.Seq).Scan(&timeline, &hz, &exists)
-	})
-	if err != nil {
-		return registry.Position{}, err
-	}
-	now, err := horizonPosition(timeline, hz)
-	if err != nil {
-		return registry.Position{}, err
-	}
-	switch {
-	case p.Seq > 0 && !exists,
-		p.Seq == 0 && (p.Epoch != now.Epoch || p.TxID > now.TxID):
+	if p.TxID != 0 || p.Seq < 0 {
 		return registry.Position{}, registry.ErrPositionExpired
 	}
-	p.Epoch = now.Epoch
+	now, err := s.Horizon(ctx, tenant)
+	if err != nil {
+		return registry.Position{}, err
+	}
+	if p.Epoch != now.Epoch || p.Seq > now.Seq {
+		return registry.Position{}, registry.ErrPositionExpired
+	}
 	return p, nil
 }
 

@@ -24,6 +24,13 @@ func (s *Store) Sweep(ctx context.Context, req registry.SweepRequest) (registry.
 		t := req.Now.UTC().Truncate(time.Microsecond)
 		at = &t
 	}
+	citus, err := s.onCitus(ctx)
+	if err != nil {
+		return registry.SweepResult{}, translate(err)
+	}
+	if citus {
+		return s.sweepPerTenant(ctx, at, req)
+	}
 	if req.BlindAfter <= 0 {
 		evs, err := s.sweepUnguarded(ctx, at, req.Interval, req.Limit)
 		return registry.SweepResult{Events: evs}, err
@@ -64,6 +71,107 @@ FROM mcp_sweep_guarded($1::timestamptz, $2::bigint * interval '1 microsecond', $
 		return registry.SweepResult{}, translate(err)
 	}
 	return res, nil
+}
+
+// sweepPerTenant is Sweep on Citus (migration 0019): the blind-window rule
+// in a transaction of its own (mcp_sweep_guard), then one transaction per
+// tenant that has live servers (mcp_sweep_tenant), each routed to the
+// tenant's shard. A tenant whose sweep fails (its worker is down) keeps
+// its servers as they are, as in a database outage, and the other
+// tenants' sweeps go on; the sweep's error is the first of them, with the
+// events of the tenants swept.
+func (s *Store) sweepPerTenant(ctx context.Context, at *time.Time, req registry.SweepRequest) (registry.SweepResult, error) {
+	var res registry.SweepResult
+	deg := registry.DegradedAfter(req.Interval).Microseconds()
+	unh := registry.UnhealthyAfter(req.Interval).Microseconds()
+	// Lags in microseconds: the guard's "never" (1000 years) is past
+	// time.Duration's range.
+	degLag, unhLag := deg, unh
+	if req.BlindAfter > 0 {
+		var (
+			proceed, blindNew     bool
+			degGot, unhGot        *int64 // microseconds
+			blindFrom, blindUntil *time.Time
+		)
+		err := s.pool.QueryRow(ctx, `
+SELECT proceed, (extract(epoch FROM degraded_after) * 1000000)::bigint,
+       (extract(epoch FROM unhealthy_after) * 1000000)::bigint, blind_from, blind_until, blind_new
+FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3::bigint * interval '1 microsecond',
+                     $4::bigint * interval '1 microsecond')`, at, deg, unh, req.BlindAfter.Microseconds()).
+			Scan(&proceed, &degGot, &unhGot, &blindFrom, &blindUntil, &blindNew)
+		if err != nil {
+			return res, translate(err)
+		}
+		if !proceed {
+			return res, nil // another replica is sweeping now
+		}
+		if blindNew && blindFrom != nil && blindUntil != nil {
+			res.Opened = &registry.BlindWindow{From: blindFrom.UTC(), Until: blindUntil.UTC()}
+		}
+		if degGot != nil && unhGot != nil {
+			degLag, unhLag = *degGot, *unhGot
+		}
+	}
+	tenants, err := s.sweepTenants(ctx)
+	if err != nil {
+		return res, err
+	}
+	left := req.Limit
+	var firstErr error
+	for _, tenant := range tenants {
+		if left <= 0 {
+			break
+		}
+		evs, err := s.sweepTenant(ctx, tenant, at, degLag, unhLag, left, req.BlindAfter)
+		if err != nil {
+			if ctx.Err() != nil {
+				return res, translate(err)
+			}
+			if firstErr == nil {
+				firstErr = translate(err)
+			}
+			continue
+		}
+		res.Events = append(res.Events, evs...)
+		left -= len(evs)
+	}
+	return res, firstErr
+}
+
+// sweepTenants lists the tenants that have live servers: a read of every
+// shard, which fails while a worker is down; then the last list read is
+// swept (the tenants registered since wait for the worker).
+func (s *Store) sweepTenants(ctx context.Context) ([]uuid.UUID, error) {
+	rows, err := s.pool.Query(ctx, `SELECT tenant_id FROM mcp_sweep_tenants()`)
+	var tenants []uuid.UUID
+	if err == nil {
+		tenants, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	}
+	s.engineMu.Lock()
+	defer s.engineMu.Unlock()
+	if err != nil {
+		if s.sweptTenants == nil || ctx.Err() != nil {
+			return nil, translate(err)
+		}
+		return s.sweptTenants, nil
+	}
+	s.sweptTenants = tenants
+	return tenants, nil
+}
+
+// sweepTenant sweeps one tenant's servers in a transaction of its own,
+// behind the tenant's own blind window with blindAfter (0019). deg and unh
+// are the lags in microseconds.
+func (s *Store) sweepTenant(ctx context.Context, tenant uuid.UUID, at *time.Time, deg, unh int64, limit int, blindAfter time.Duration) ([]registry.Event, error) {
+	rows, err := s.pool.Query(ctx, `
+SELECT 0::bigint, event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body
+FROM mcp_sweep_tenant($1::uuid, $2::timestamptz, $3::bigint * interval '1 microsecond',
+                      $4::bigint * interval '1 microsecond', $5, $6::bigint * interval '1 microsecond')`,
+		tenant, at, deg, unh, limit, blindAfter.Microseconds())
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (registry.Event, error) { return scanEvent(row) })
 }
 
 // LiveCounts counts the given tenants' servers that are not deregistered.

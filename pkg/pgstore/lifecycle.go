@@ -17,14 +17,17 @@ import (
 )
 
 // insertEvent writes one audit event for the server row just changed, with
-// the server's trace id and the contract's body, and returns it.
+// the server's trace id and the contract's body, at position $6 of tenant
+// $7 (feedNextSQL), and returns it.
 const insertEvent = `
 INSERT INTO mcp_audit_events
-    (event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body)
+    (event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body,
+     position)
 SELECT gen_random_uuid(), s.tenant_id, $2, s.server_id, s.module_name, $3, s.status, s.trace_id, $4,
        mcp_audit_body(s.server_id, s.module_name, s.status, s.version, s.supported_protocols,
-                      to_jsonb($5::text[]))
-FROM mcp_servers s WHERE s.server_id = $1
+                      to_jsonb($5::text[])),
+       $6
+FROM mcp_servers s WHERE s.tenant_id = $7 AND s.server_id = $1
 RETURNING ` + eventColumns
 
 // Register creates or updates the (tenant, module) server, its skills and
@@ -76,11 +79,11 @@ func (s *Store) Register(ctx context.Context, tenant uuid.UUID, info registry.Se
 				srv, err = scanServer(tx.QueryRow(ctx, `
 UPDATE mcp_servers
 SET version = $2, supported_protocols = $3, capability_advertisement = $4, status = 'healthy',
-    last_heartbeat_at = COALESCE($5::timestamptz, now()), deregistered_at = NULL,
-    remotes = $6, description = $7, title = $8
-WHERE server_id = $1
+    last_heartbeat_at = mcp_now($5::timestamptz), deregistered_at = NULL,
+    remotes = $6, description = $7, title = $8, status_changed_at = mcp_now($5::timestamptz)
+WHERE tenant_id = $9 AND server_id = $1
 RETURNING `+serverColumns, id, info.Version, protocols, caps, s.now(),
-					remotes, nullIfEmpty(info.Description), nullIfEmpty(info.Title)))
+					remotes, nullIfEmpty(info.Description), nullIfEmpty(info.Title), tenant))
 				if err != nil {
 					return fmt.Errorf("update server: %w", err)
 				}
@@ -104,8 +107,8 @@ RETURNING `+serverColumns, id, info.Version, protocols, caps, s.now(),
 INSERT INTO mcp_servers (server_id, tenant_id, module_name, version, supported_protocols,
                          capability_advertisement, status, last_heartbeat_at, registered_at, trace_id,
                          remotes, description, title, status_changed_at)
-VALUES ($1, $2, $3, $4, $5, $6, 'healthy', COALESCE($7::timestamptz, now()), COALESCE($7::timestamptz, now()), $8,
-        $9, $10, $11, COALESCE($7::timestamptz, now()))
+VALUES ($1, $2, $3, $4, $5, $6, 'healthy', mcp_now($7::timestamptz), mcp_now($7::timestamptz), $8,
+        $9, $10, $11, mcp_now($7::timestamptz))
 ON CONFLICT (tenant_id, module_name) DO NOTHING
 RETURNING `+serverColumns, uuid.New(), tenant, info.ModuleName, info.Version, protocols, caps, s.now(), info.TraceID,
 					remotes, nullIfEmpty(info.Description), nullIfEmpty(info.Title)))
@@ -122,13 +125,21 @@ RETURNING `+serverColumns, uuid.New(), tenant, info.ModuleName, info.Version, pr
 			break
 		}
 
+		// A server that is live again (new, or registered after its
+		// deregistration) counts for the tenant's quota (0018).
+		if created || (from != nil && *from == string(registry.StatusDeregistered)) {
+			if _, err := tx.Exec(ctx, addLiveSQL, tenant, 1); err != nil {
+				return fmt.Errorf("count live servers: %w", err)
+			}
+		}
+
 		names := make([]string, len(info.Skills))
 		descs := make([]string, len(info.Skills))
 		for i, sk := range info.Skills {
 			names[i], descs[i] = sk.Name, sk.Description
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM mcp_skills WHERE server_id = $1 AND NOT (name = ANY($2::text[]))`,
-			srv.ServerID, names); err != nil {
+		if _, err := tx.Exec(ctx, `DELETE FROM mcp_skills WHERE tenant_id = $3 AND server_id = $1 AND NOT (name = ANY($2::text[]))`,
+			srv.ServerID, names, tenant); err != nil {
 			return fmt.Errorf("remove skills: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `
@@ -144,9 +155,13 @@ SET description = EXCLUDED.description,
 			return fmt.Errorf("upsert skills: %w", err)
 		}
 		affected := sortedCopy(names)
+		var position int64
+		if err := tx.QueryRow(ctx, feedNextSQL, tenant, string(registry.KindRegistered), from).Scan(&position); err != nil {
+			return fmt.Errorf("take the feed position: %w", err)
+		}
 		var err error
 		ev, err = scanEvent(tx.QueryRow(ctx, insertEvent, srv.ServerID, string(registry.KindRegistered), from,
-			srv.LastHeartbeatAt, affected))
+			srv.LastHeartbeatAt, affected, position, tenant))
 		if err != nil {
 			return fmt.Errorf("audit registration: %w", err)
 		}
@@ -157,6 +172,16 @@ SET description = EXCLUDED.description,
 	}
 	return srv, created, ev, nil
 }
+
+// feedNextSQL takes the tenant's next feed position for an event (0017):
+// a statement of its own, which Citus routes to the tenant's shard (inside
+// a statement on a shard it could not run).
+const feedNextSQL = `SELECT mcp_feed_next($1::uuid, $2::text, $3::text)`
+
+// addLiveSQL adds $2 to tenant $1's count of live servers.
+const addLiveSQL = `
+INSERT INTO mcp_tenant_servers AS t (tenant_id, live) VALUES ($1, GREATEST($2::integer, 0))
+ON CONFLICT (tenant_id) DO UPDATE SET live = t.live + $2::integer`
 
 // quotaFull locks the tenant's count of live servers (mcp_tenant_servers,
 // kept by a trigger on mcp_servers) and reports whether it is at quota.
@@ -196,33 +221,36 @@ func (s *Store) Heartbeat(ctx context.Context, tenant, serverID uuid.UUID) (regi
 // lockServersSQL locks the servers $1 of the current tenant in server_id
 // order, so that it cannot deadlock with the heartbeat batches, which lock in
 // that order too.
-const lockServersSQL = `SELECT 1 FROM mcp_servers WHERE server_id = ANY($1::uuid[]) ORDER BY server_id FOR UPDATE`
+const lockServersSQL = `SELECT status FROM mcp_servers WHERE tenant_id = $2 AND server_id = ANY($1::uuid[]) ORDER BY server_id FOR UPDATE`
 
 // deregisterSQL marks a live server deregistered, makes its skills
 // unavailable (all but those unavailable for a reason of their own) and
 // audits it: one statement.
 var deregisterSQL = `
 WITH prev AS (
-    SELECT server_id, status FROM mcp_servers WHERE server_id = $1 FOR UPDATE
+    SELECT server_id, status FROM mcp_servers WHERE tenant_id = $3 AND server_id = $1
 ), upd AS (
     UPDATE mcp_servers s
-    SET status = 'deregistered', deregistered_at = COALESCE($2::timestamptz, now())
+    SET status = 'deregistered', deregistered_at = mcp_now($2::timestamptz),
+        status_changed_at = mcp_now($2::timestamptz)
     FROM prev p
-    WHERE s.server_id = p.server_id AND p.status <> 'deregistered'
+    WHERE s.tenant_id = $3 AND s.server_id = p.server_id AND p.status <> 'deregistered'
     RETURNING ` + prefixed("s") + `, p.status AS from_status
 ), taken AS (
     UPDATE mcp_skills k
     SET available = false, unavailable_reason = 'server_deregistered'
     FROM upd u
-    WHERE k.server_id = u.server_id AND (k.available OR k.unavailable_reason = 'server_unhealthy')
+    WHERE k.tenant_id = $3 AND k.server_id = u.server_id AND (k.available OR k.unavailable_reason = 'server_unhealthy')
     RETURNING k.name
 ), ev AS (
     INSERT INTO mcp_audit_events
-        (event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body)
+        (event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body,
+         position)
     SELECT gen_random_uuid(), u.tenant_id, 'mcp.server.deregistered', u.server_id, u.module_name, u.from_status,
            u.status, u.trace_id, u.deregistered_at,
            mcp_audit_body(u.server_id, u.module_name, u.status, u.version, u.supported_protocols,
-                          (SELECT jsonb_agg(t.name ORDER BY t.name) FROM taken t))
+                          (SELECT jsonb_agg(t.name ORDER BY t.name) FROM taken t)),
+           $4::bigint
     FROM upd u
     RETURNING ` + eventColumns + `
 )
@@ -239,20 +267,37 @@ func (s *Store) Deregister(ctx context.Context, tenant, serverID uuid.UUID) (reg
 	err := s.inTenant(ctx, tenant, func(tx pgx.Tx) error {
 		// Lock first, so that the next statement's snapshot sees what a
 		// sweep holding the row committed (the skills it took away).
-		if _, err := tx.Exec(ctx, lockServersSQL, []uuid.UUID{serverID}); err != nil {
+		var status string
+		if err := tx.QueryRow(ctx, lockServersSQL, []uuid.UUID{serverID}, tenant).Scan(&status); err != nil {
 			return err
 		}
+		// Then the tenant's live count, which the deregistration changes:
+		// before the tenant's feed counter, which the statement's event
+		// takes, as a registration takes them (see mcp_feed_next, 0017).
+		if _, err := quotaFull(ctx, tx, tenant, 0); err != nil {
+			return err
+		}
+		// Its event's position, when there is an event.
+		var position *int64
+		if status != string(registry.StatusDeregistered) {
+			if err := tx.QueryRow(ctx, feedNextSQL, tenant, string(registry.KindDeregistered), status).Scan(&position); err != nil {
+				return fmt.Errorf("take the feed position: %w", err)
+			}
+		}
 		var r heartbeatRow
-		if err := tx.QueryRow(ctx, deregisterSQL, serverID, s.now()).Scan(r.dest()...); err != nil {
+		if err := tx.QueryRow(ctx, deregisterSQL, serverID, s.now(), tenant, position).Scan(r.dest()...); err != nil {
 			return err
 		}
 		var err error
 		if r.prevStatus == string(registry.StatusDeregistered) {
-			srv, err = scanServer(tx.QueryRow(ctx, `SELECT `+serverColumns+` FROM mcp_servers WHERE server_id = $1`, serverID))
+			srv, err = scanServer(tx.QueryRow(ctx, `SELECT `+serverColumns+` FROM mcp_servers WHERE tenant_id = $2 AND server_id = $1`, serverID, tenant))
 			return err
 		}
 		if srv, err = r.server(); err != nil {
 			return err
+		}
+		if _, err := tx.Exec(ctx, addLiveSQL, tenant, -1); err != nil {
+			return fmt.Errorf("count live servers: %w", err)
 		}
 		ev, err = r.event()
 		return err

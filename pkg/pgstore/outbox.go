@@ -36,7 +36,6 @@ type alertClaim struct {
 	destination string
 	claimant    uuid.UUID
 	events      []registry.Event
-	txids       []string
 	ended       bool
 }
 
@@ -52,8 +51,19 @@ func (c *alertClaim) Ack(ctx context.Context, n int) error {
 		return nil
 	}
 	c.ended = true
-	last := n - 1
-	_, err := c.pool.Exec(ctx, `SELECT mcp_alert_ack($1, $2, $3, $4)`, c.destination, c.claimant, c.txids[last], c.events[last].Seq)
+	// The destination's position of each tenant moves to the last of its
+	// events delivered; a tenant's events come in position order.
+	last := make(map[uuid.UUID]int64)
+	for _, ev := range c.events[:n] {
+		last[ev.TenantID] = max(last[ev.TenantID], ev.Position.Seq)
+	}
+	tenants := make([]uuid.UUID, 0, len(last))
+	positions := make([]int64, 0, len(last))
+	for t, p := range last {
+		tenants = append(tenants, t)
+		positions = append(positions, p)
+	}
+	_, err := c.pool.Exec(ctx, `SELECT mcp_alert_ack($1, $2, $3, $4)`, c.destination, c.claimant, tenants, positions)
 	return translate(err)
 }
 
@@ -63,7 +73,7 @@ func (c *alertClaim) Release(ctx context.Context) {
 	}
 	c.ended = true
 	// A release that fails leaves the lease to run out.
-	_, _ = c.pool.Exec(context.WithoutCancel(ctx), `SELECT mcp_alert_ack($1, $2, NULL, NULL)`, c.destination, c.claimant)
+	_, _ = c.pool.Exec(context.WithoutCancel(ctx), `SELECT mcp_alert_ack($1, $2, NULL::uuid[], NULL::bigint[])`, c.destination, c.claimant)
 }
 
 // ClaimAlerts takes destination's lease and returns the alert events after
@@ -74,7 +84,7 @@ func (s *Store) ClaimAlerts(ctx context.Context, destination string, limit int) 
 	var pb pgx.Batch
 	pb.Queue(`SELECT mcp_alert_lease($1, $2, $3)`, destination, claim.claimant, AlertLease)
 	pb.Queue(`
-SELECT txid, seq, event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
+SELECT event_position, seq, event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
        trace_id, occurred_at, body
 FROM mcp_alert_claim($1, $2, $3)`, destination, claim.claimant, limit)
 	// Not cut by the caller's context: a claim cut in flight may take the
@@ -115,18 +125,18 @@ func readClaim(br pgx.BatchResults, claim *alertClaim) (leased bool, err error) 
 	defer rows.Close()
 	for rows.Next() {
 		var (
-			txid string
-			r    eventRow
+			position int64
+			r        eventRow
 		)
-		if err := rows.Scan(r.appendDest(append(make([]any, 0, 12), &txid))...); err != nil {
+		if err := rows.Scan(r.appendDest(append(make([]any, 0, 12), &position))...); err != nil {
 			return leased, err
 		}
 		ev, _, err := r.event()
 		if err != nil {
 			return leased, err
 		}
+		ev.Position = registry.Position{Seq: position}
 		claim.events = append(claim.events, ev)
-		claim.txids = append(claim.txids, txid)
 	}
 	return leased, rows.Err()
 }

@@ -21,7 +21,30 @@ import (
 // forward only and leaves the new lease alone.
 func TestAlertLease(t *testing.T) {
 	t.Parallel()
-	db := pgtest.NewDB(t)
+	alertLease(t, pgtest.NewDB(t))
+}
+
+// The alert outbox on Citus: the claim, the acknowledgement and the count
+// of pending alerts read each tenant's positions on its shard; the
+// unhealthy servers' lookup of their events names tenant_id (Citus
+// refused the join otherwise: shared/citus/README.md).
+func TestCitusAlertLease(t *testing.T) {
+	db := pgtest.SharedCitus(t).NewDB(t)
+	alertLease(t, db)
+	st := pgstore.New(db.App, pgstore.Options{})
+	t.Cleanup(st.Close)
+	if un, err := st.UnhealthyServers(t.Context()); err != nil || len(un) != 3 {
+		t.Fatalf("unhealthy servers: %d, %v; want 3", len(un), err)
+	}
+	if _, err := st.LiveCounts(t.Context(), []uuid.UUID{uuid.New()}); err != nil {
+		t.Fatalf("live counts: %v", err)
+	}
+	if _, err := st.CountByStatus(t.Context()); err != nil {
+		t.Fatalf("count by status: %v", err)
+	}
+}
+
+func alertLease(t *testing.T, db *pgtest.DB) {
 	ctx := t.Context()
 	clock := clockwork.NewFakeClockAt(epoch)
 	st := pgstore.New(db.App, pgstore.Options{Clock: clock})
@@ -136,4 +159,40 @@ func claimEvents(t *testing.T, st *pgstore.Store, destination string, limit, wan
 		return false
 	})
 	return c
+}
+
+// The skill outage alerts' state on Citus: recorded, read per key and
+// listed as firing for two tenants (two shards' rows in one call).
+func TestCitusSkillAlerts(t *testing.T) {
+	db := pgtest.SharedCitus(t).NewDB(t)
+	ctx := t.Context()
+	st := pgstore.New(db.App, pgstore.Options{})
+	t.Cleanup(st.Close)
+	a, b := uuid.New(), uuid.New()
+	if _, _, _, err := st.Register(ctx, a, registry.ServerInfo{ModuleName: "alpha", Version: "1.0.0",
+		SupportedProtocols: []string{"2025-06-18"}, Skills: []registry.SkillInfo{{Name: "search"}}}); err != nil {
+		t.Fatal(err)
+	}
+	since := epoch
+	raised := []registry.SkillAlertState{
+		{SkillKey: registry.SkillKey{TenantID: a, Skill: "search"}, FiringSince: since},
+		{SkillKey: registry.SkillKey{TenantID: b, Skill: "mail"}, FiringSince: since},
+	}
+	if err := st.RecordSkillAlerts(ctx, "d", raised, nil); err != nil {
+		t.Fatalf("record: %v", err)
+	}
+	states, err := st.SkillAlertStates(ctx, "d", []registry.SkillKey{raised[0].SkillKey, raised[1].SkillKey})
+	if err != nil || len(states) != 2 || !states[0].Available || states[1].Available || !states[1].FiringSince.Equal(since) {
+		t.Fatalf("states: %+v, %v", states, err)
+	}
+	firing, err := st.FiringSkillAlerts(ctx, "d")
+	if err != nil || len(firing) != 2 {
+		t.Fatalf("firing: %+v, %v", firing, err)
+	}
+	if err := st.RecordSkillAlerts(ctx, "d", nil, []registry.SkillKey{raised[1].SkillKey}); err != nil {
+		t.Fatalf("resolve: %v", err)
+	}
+	if firing, err := st.FiringSkillAlerts(ctx, "d"); err != nil || len(firing) != 1 {
+		t.Fatalf("firing after resolving one: %+v, %v", firing, err)
+	}
 }

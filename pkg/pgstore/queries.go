@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -141,36 +140,16 @@ FROM mcp_skills WHERE server_id = $1 ORDER BY name`, serverID)
 	return skills, nil
 }
 
-// settleWait bounds how long a read of the audit trail waits for the events
-// it can see to settle: committed events of transactions younger than one
-// still running are not handed out before it ends (a position past them
-// would skip it), and the transactions that hold them back are short (a
-// heartbeat batch, a sweep), so a client reads its own writes at once. A
-// transaction open for longer only delays the newest events, never the
-// answer.
-const settleWait = time.Second
-
-// eventsRow is a row of a tenant's trail read: feedColumns and whether the
-// read's snapshot holds events of the tenant not yet below the horizon.
-type eventsRow struct {
-	feedRow
-	unsettled bool
-}
-
-func collectEventsRow(row pgx.CollectableRow) (eventsRow, error) {
-	var r eventsRow
-	var err error
-	r.feedRow, err = scanFeedRow(row, &r.unsettled)
-	return r, err
-}
+func collectFeedRow(row pgx.CollectableRow) (feedRow, error) { return scanFeedRow(row) }
 
 // Events returns a page of tenant's audit trail in commit order: the events
-// below the horizon read at its start, in the same round trip, with that
-// horizon.
-// While the snapshot holds newer events of the tenant that are not yet
-// below the horizon and the page has room, it reads again, for at most
-// settleWait.
+// up to the tenant's position read in the same statement (one snapshot: the
+// position and the events agree, and no event before it can still commit),
+// with that position as the horizon.
 func (s *Store) Events(ctx context.Context, tenant uuid.UUID, f registry.EventFilter) (registry.EventPage, error) {
+	if f.After.TxID != 0 {
+		return registry.EventPage{}, registry.ErrPositionExpired
+	}
 	limit := pageLimit(f.Limit)
 	var kind, module *string
 	if f.Kind != "" {
@@ -180,80 +159,43 @@ func (s *Store) Events(ctx context.Context, tenant uuid.UUID, f registry.EventFi
 	if f.ModuleName != "" {
 		module = &f.ModuleName
 	}
-	deadline := time.Now().Add(settleWait)
-	pause := time.Millisecond
-	for {
-		// The horizon is read first, in the same round trip, before the
-		// tenant's plan_cache_mode (see queryInTenantAfterHorizon). With
-		// the unsettled check it is one row, computed once: as a plain
-		// subquery the planner pulled it up and evaluated the EXISTS again
-		// for every event of the page (EXPLAIN ANALYZE: 101 loops, 16 ms
-		// of a 17 ms page of 100).
-		rows, err := queryInTenantAfterHorizon(ctx, s, tenant, collectEventsRow, `
-WITH f AS MATERIALIZED (
-    SELECT current_setting('mcpd.feed_timeline')::bigint AS timeline,
-           current_setting('mcpd.feed_horizon')::xid8 AS horizon
-), h AS MATERIALIZED (
-    SELECT f.timeline, f.horizon,
-           EXISTS (SELECT 1 FROM mcp_audit_events u
-                   WHERE u.tenant_id = $1 AND u.txid >= f.horizon) AS unsettled
-    FROM f
+	// The horizon is one row, computed once, materialized so that the
+	// planner does not evaluate it again per event.
+	rows, err := queryInTenant(ctx, s, tenant, collectFeedRow, `
+WITH h AS MATERIALIZED (
+    SELECT mcp_feed_epoch() AS epoch,
+           COALESCE((SELECT f.position FROM mcp_tenant_feed f WHERE f.tenant_id = $1), 0) AS horizon
 )
-SELECT `+feedColumns+`, h.unsettled
+SELECT h.epoch, h.horizon, e.position, e.seq, e.event_id, e.tenant_id, e.kind, e.server_id,
+       e.module_name, e.from_status, e.to_status, e.trace_id, e.occurred_at, e.body
 FROM h
 LEFT JOIN LATERAL (
     SELECT * FROM mcp_audit_events a
-    WHERE a.tenant_id = $1 AND (a.txid, a.seq) > ($2::text::xid8, $3) AND a.txid < h.horizon
-      AND ($4::uuid IS NULL OR a.server_id = $4)
-      AND ($5::text IS NULL OR a.module_name = $5)
-      AND ($6::text IS NULL OR a.kind = $6)
-    ORDER BY a.txid, a.seq
-    LIMIT $7
+    WHERE a.tenant_id = $1 AND a.position > $2 AND a.position <= h.horizon
+      AND ($3::uuid IS NULL OR a.server_id = $3)
+      AND ($4::text IS NULL OR a.module_name = $4)
+      AND ($5::text IS NULL OR a.kind = $5)
+    ORDER BY a.position
+    LIMIT $6
 ) e ON true
-ORDER BY e.txid, e.seq`, tenant, xid8Text(f.After.TxID), f.After.Seq, f.ServerID, module, kind, limit+1)
-		if err != nil {
-			return registry.EventPage{}, err
-		}
-		full := len(rows) > limit
-		if !full && len(rows) > 0 && rows[0].unsettled && time.Now().Add(pause).Before(deadline) {
-			if err := sleepCtx(ctx, pause); err != nil {
-				return registry.EventPage{}, translate(err)
-			}
-			pause = min(2*pause, 20*time.Millisecond)
-			continue
-		}
-		feed := make([]feedRow, len(rows))
-		for i := range rows {
-			feed[i] = rows[i].feedRow
-		}
-		var page registry.EventPage
-		page.Events, page.Horizon = feedEvents(feed)
-		// Never before the page's start: a horizon may stand before a
-		// position an earlier read handed out (see mcp_feed_horizon).
-		page.Horizon = page.Horizon.Max(f.After)
-		if full {
-			page.Events = page.Events[:limit]
-			next := page.Events[limit-1].Position
-			page.Next = &next
-			page.Horizon = next
-		}
-		if page.Events == nil {
-			page.Events = []registry.Event{}
-		}
-		return page, nil
+ORDER BY e.position`, tenant, max(f.After.Seq, 0), f.ServerID, module, kind, limit+1)
+	if err != nil {
+		return registry.EventPage{}, err
 	}
-}
-
-// sleepCtx waits for d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	var page registry.EventPage
+	page.Events, page.Horizon = feedEvents(rows)
+	// Never before the page's start.
+	page.Horizon = page.Horizon.Max(f.After)
+	if len(page.Events) > limit {
+		page.Events = page.Events[:limit]
+		next := page.Events[limit-1].Position
+		page.Next = &next
+		page.Horizon = next
 	}
+	if page.Events == nil {
+		page.Events = []registry.Event{}
+	}
+	return page, nil
 }
 
 // FindSkills returns a page of tenant's skills by name, then module name.

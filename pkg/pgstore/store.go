@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -51,6 +52,30 @@ type Store struct {
 	batcher      *batcher
 	batchTimeout time.Duration
 	tracer       trace.Tracer // nil: no spans
+
+	// engineMu guards engineKnown and citus: whether the database is a
+	// Citus coordinator, asked once (onCitus).
+	engineMu    sync.Mutex
+	engineKnown bool
+	citus       bool
+	// sweptTenants is the last list of tenants the Citus sweep read.
+	sweptTenants []uuid.UUID
+}
+
+// onCitus reports whether the database has the citus extension: there the
+// statements that would span tenants run once per tenant instead.
+func (s *Store) onCitus(ctx context.Context) (bool, error) {
+	s.engineMu.Lock()
+	defer s.engineMu.Unlock()
+	if s.engineKnown {
+		return s.citus, nil
+	}
+	var citus bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&citus); err != nil {
+		return false, err
+	}
+	s.engineKnown, s.citus = true, citus
+	return citus, nil
 }
 
 var (
@@ -144,7 +169,15 @@ func (s *Store) now() *time.Time {
 	return &t
 }
 
+// setTenant scopes the transaction to a tenant on plain PostgreSQL: a
+// set_config local to the transaction.
 const setTenant = `SELECT set_config('auth.tenant_id', $1, true)`
+
+// setTenantCitus scopes the transaction to a tenant on Citus:
+// mcp_set_tenant (0019) runs SET LOCAL auth.tenant_id, which Citus carries
+// to the workers (a set_config it does not), in an explicit transaction
+// only; dearer than set_config, so plain PostgreSQL keeps that.
+const setTenantCitus = `SELECT mcp_set_tenant($1::uuid)`
 
 // setTenantForRead is setTenant for a read, which is also planned for its
 // actual parameters: its optional filters ($n IS NULL OR column = $n) make a
@@ -153,63 +186,65 @@ const setTenant = `SELECT set_config('auth.tenant_id', $1, true)`
 // for the index range scan of a custom plan, measured with EXPLAIN ANALYZE).
 const setTenantForRead = `SELECT set_config('auth.tenant_id', $1, true), set_config('plan_cache_mode', 'force_custom_plan', true)`
 
+// setTenantForReadCitus is setTenantForRead on Citus.
+const setTenantForReadCitus = `SELECT mcp_set_tenant($1::uuid), set_config('plan_cache_mode', 'force_custom_plan', true)`
+
 // queryInTenant runs one read scoped to tenant by row-level security, in
 // one round trip: the tenant's setting and the query are pipelined in one
-// implicit transaction, to which set_config(..., true) is local. It returns
-// the rows that collect makes of the query's answer.
+// implicit transaction, to which the setting is local (on Citus an
+// explicit one, BEGIN ... COMMIT, as SET LOCAL needs). It returns the rows
+// that collect makes of the query's answer.
 func queryInTenant[T any](ctx context.Context, s *Store, tenant uuid.UUID, collect pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
-	return queryInTenantAfter(ctx, s, "", nil, tenant, collect, sql, args...)
+	return queryInTenantAfter(ctx, s, "", nil, nil, tenant, collect, sql, args...)
 }
 
-// horizonIntoSettings reads the feed's horizon into the transaction's
-// settings mcpd.feed_timeline and mcpd.feed_horizon, for a statement after
-// it in the same pipeline to read with current_setting. Every transaction
-// below that horizon has ended, so any later snapshot of the transaction
-// sees all that it settles.
-const horizonIntoSettings = `SELECT set_config('mcpd.feed_timeline', timeline::text, true),
-       set_config('mcpd.feed_horizon', horizon::text, true) FROM mcp_feed_horizon()`
-
-// queryInTenantAfterHorizon is queryInTenant that first reads the feed's
-// horizon into the settings of horizonIntoSettings, which sql reads: before
-// the tenant's plan_cache_mode, which would make mcp_feed_horizon plan its
-// query again on every call (as in queryInTenantAt).
-func queryInTenantAfterHorizon[T any](ctx context.Context, s *Store, tenant uuid.UUID, collect pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
-	return queryInTenantAfter(ctx, s, horizonIntoSettings, nil, tenant, collect, sql, args...)
-}
-
-// queryInTenantAt is queryInTenant that also reads the horizon before the
-// query, in the same round trip: a watch from it misses nothing that the
-// query's answer does not reflect.
+// queryInTenantAt is queryInTenant that also reads the tenant's present
+// position before the query, in the same round trip: the query's snapshot
+// is later, so it reflects every event up to that position, and a watch
+// from it misses nothing that the query's answer does not reflect.
 func queryInTenantAt[T any](ctx context.Context, s *Store, tenant uuid.UUID, collect pgx.RowToFunc[T], sql string, args ...any) ([]T, registry.Position, error) {
-	var (
-		timeline int64
-		horizon  string
-	)
+	var epoch, pos int64
 	// The horizon before the tenant's settings: their plan_cache_mode
 	// would make mcp_feed_horizon plan its query again on every call.
-	out, err := queryInTenantAfter(ctx, s, horizonSQL, func(br pgx.BatchResults) error {
-		return br.QueryRow().Scan(&timeline, &horizon)
+	out, err := queryInTenantAfter(ctx, s, horizonSQL, []any{tenant}, func(br pgx.BatchResults) error {
+		return br.QueryRow().Scan(&epoch, &pos)
 	}, tenant, collect, sql, args...)
 	if err != nil {
 		return nil, registry.Position{}, err
 	}
-	pos, err := horizonPosition(timeline, horizon)
-	return out, pos, err
+	return out, tenantPosition(epoch, pos), nil
 }
 
 // queryInTenantAfter is queryInTenant with the statement first (none when
 // empty) ahead of the tenant's setting in the same pipeline; readFirst
 // reads its answer, or when nil it is run for its effect.
-func queryInTenantAfter[T any](ctx context.Context, s *Store, first string, readFirst func(pgx.BatchResults) error,
+func queryInTenantAfter[T any](ctx context.Context, s *Store, first string, firstArgs []any, readFirst func(pgx.BatchResults) error,
 	tenant uuid.UUID, collect pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
-	var pb pgx.Batch
-	if first != "" {
-		pb.Queue(first)
+	citus, err := s.onCitus(ctx)
+	if err != nil {
+		return nil, translate(err)
 	}
-	pb.Queue(setTenantForRead, tenant.String())
+	var pb pgx.Batch
+	set := setTenantForRead
+	if citus {
+		pb.Queue(`BEGIN READ ONLY`)
+		set = setTenantForReadCitus
+	}
+	if first != "" {
+		pb.Queue(first, firstArgs...)
+	}
+	pb.Queue(set, tenant.String())
 	pb.Queue(sql, args...)
+	if citus {
+		pb.Queue(`COMMIT`)
+	}
 	br := s.pool.SendBatch(ctx, &pb)
 	out, err := func() ([]T, error) {
+		if citus {
+			if _, err := br.Exec(); err != nil {
+				return nil, err
+			}
+		}
 		if first != "" {
 			if readFirst != nil {
 				if err := readFirst(br); err != nil {
@@ -226,7 +261,12 @@ func queryInTenantAfter[T any](ctx context.Context, s *Store, first string, read
 		if err != nil {
 			return nil, err
 		}
-		return pgx.CollectRows(rows, collect)
+		out, err := pgx.CollectRows(rows, collect)
+		if err != nil || !citus {
+			return out, err
+		}
+		_, err = br.Exec()
+		return out, err
 	}()
 	// Close ends the pipeline either way; the first error is the one told.
 	if closeErr := br.Close(); err == nil {
@@ -240,12 +280,22 @@ func queryInTenantAfter[T any](ctx context.Context, s *Store, first string, read
 
 // inTenant runs fn in a transaction scoped to tenant by row-level security.
 func (s *Store) inTenant(ctx context.Context, tenant uuid.UUID, fn func(tx pgx.Tx) error) error {
+	// Before the transaction takes a connection: the first call asks the
+	// database on a connection of its own.
+	citus, err := s.onCitus(ctx)
+	if err != nil {
+		return translate(err)
+	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return translate(err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, setTenant, tenant.String()); err != nil {
+	set := setTenant
+	if citus {
+		set = setTenantCitus
+	}
+	if _, err := tx.Exec(ctx, set, tenant.String()); err != nil {
 		return translate(err)
 	}
 	if err := fn(tx); err != nil {

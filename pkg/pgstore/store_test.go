@@ -19,8 +19,13 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 var epoch = time.Date(2026, 5, 17, 10, 0, 0, 0, time.UTC)
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) storetest.Harness {
-		db := pgtest.NewDB(t)
+	storetest.Run(t, func(t *testing.T) storetest.Harness { return harness(t, pgtest.NewDB(t)) })
+}
+
+// harness is the conformance suite's store on db, through the app role.
+func harness(t *testing.T, db *pgtest.DB) storetest.Harness {
+	t.Helper()
+	{
 		clock := clockwork.NewFakeClockAt(epoch)
 		st := pgstore.New(db.App, pgstore.Options{Clock: clock})
 		t.Cleanup(st.Close)
@@ -34,7 +39,7 @@ func TestConformance(t *testing.T) {
 					return err
 				}
 				defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-				if _, err := tx.Exec(ctx, `SELECT set_config('auth.tenant_id', $1, true)`, tenant.String()); err != nil {
+				if _, err := tx.Exec(ctx, `SELECT mcp_set_tenant($1)`, tenant); err != nil {
 					return err
 				}
 				if _, err := tx.Exec(ctx, `UPDATE mcp_skills SET available = false, unavailable_reason = $3
@@ -44,5 +49,5 @@ func TestConformance(t *testing.T) {
 				return tx.Commit(ctx)
 			},
 		}
-	})
+	}
 }

@@ -3,23 +3,28 @@ package registry
 import (
 	"cmp"
 	"errors"
+
+	"github.com/google/uuid"
 )
 
-// Position is a place in the audit trail in the order in which events
-// committed, the same for every tenant, every replica and across restarts.
-// An event's position is (TxID, Seq) of the transaction and row that wrote
-// it; a horizon position (Seq 0) stands after every event of a transaction
-// older than TxID. A store hands out a position only once every event
-// before it has committed, so that a reader that continues after a
-// position never skips an event that commits later.
+// Position is a place in one tenant's audit trail. Every event of a tenant
+// has a position of its own, Seq: 1, 2, 3, … in the order in which the
+// tenant's events committed, without gaps (the store takes it from a
+// per-tenant counter in the event's own transaction, which orders the
+// tenant's writers). A position also stands for the trail up to it, so that
+// a reader that continues after a position never skips an event that
+// commits later. Positions of two tenants are not comparable.
 //
 // Epoch names the history the position belongs to (PostgreSQL's timeline,
-// the memory store's instance): after a failover a position of another
-// epoch is honoured only when the store can prove it still exists.
+// the memory store's instance): a position of another epoch is expired,
+// since after a failover the same number may name another event.
 type Position struct {
 	Epoch uint64
-	TxID  uint64
-	Seq   int64
+	// TxID is zero in every position this build hands out. It carried the
+	// transaction id of the positions of earlier builds (format 1), which a
+	// store answers with ErrPositionExpired.
+	TxID uint64
+	Seq  int64
 }
 
 // Compare orders positions by (TxID, Seq); the epoch is not compared.
@@ -39,15 +44,17 @@ func (p Position) Max(q Position) Position {
 }
 
 // ErrPositionExpired means the store can no longer resume from a position (its
-// history was lost, for example in a database failover); the client lists
-// again and watches from the list's horizon.
+// history was lost, for example in a database failover, or the position is
+// of an older format); the client lists again and watches from the list's
+// horizon.
 var ErrPositionExpired = errors.New("position can no longer be resumed from")
 
-// FeedBatch is a read of every tenant's trail after a position: the events,
-// in commit order, and the horizon, past every event the read returned.
-// When the read was not cut by its limit, no event before Horizon is left
-// to read.
+// FeedBatch is a read of one tenant's trail after a position: the events,
+// in commit order, and the horizon, the tenant's position when it was read
+// (past every event the read returned). When the read was not cut by its
+// limit, no event before Horizon is left to read.
 type FeedBatch struct {
+	Tenant  uuid.UUID
 	Events  []Event
 	Horizon Position
 }

@@ -67,14 +67,16 @@ type AuditReader interface {
 	CheckPosition(ctx context.Context, tenant uuid.UUID, p Position) (Position, error)
 }
 
-// FeedReader reads every tenant's trail as it commits, for the feed hub.
+// FeedReader reads tenants' trails as they commit, for the feed hub: each
+// tenant's positions are its own (Position).
 type FeedReader interface {
-	// Horizon returns the present position: every event that commits from
-	// now on stands after it.
-	Horizon(ctx context.Context) (Position, error)
-	// ReadFeed returns at most limit events of every tenant after a
-	// position, in commit order, and the horizon of the read.
-	ReadFeed(ctx context.Context, after Position, limit int) (FeedBatch, error)
+	// Horizon returns tenant's present position: every event of the tenant
+	// that commits from now on stands after it.
+	Horizon(ctx context.Context, tenant uuid.UUID) (Position, error)
+	// ReadFeed returns, for each tenant, at most limit of its events after
+	// the position at the same index of after, in commit order, and the
+	// horizon of the read: one batch per tenant, in the order asked.
+	ReadFeed(ctx context.Context, tenants []uuid.UUID, after []Position, limit int) ([]FeedBatch, error)
 	// FeedChanged returns a channel that is closed when the next event
 	// commits, or nil when the store cannot tell and its feed is polled.
 	FeedChanged() <-chan struct{}

@@ -35,6 +35,9 @@ type Status struct {
 	Latest uint
 	// Applied is false when no migration is applied.
 	Applied bool
+	// Engine is what the database is (Current sets it): EnginePostgreSQL,
+	// or EngineCitus, whose tables migrate up distributes.
+	Engine string
 }
 
 // Up migrates the database to migrations.Latest, one migration at a time. A
@@ -58,6 +61,13 @@ func Up(ctx context.Context, databaseURL string) error {
 				return fmt.Errorf("database is at version %d, newer than this build's %d", st.Version, migrations.Latest)
 			}
 			if st.Applied && st.Version == migrations.Latest {
+				// On Citus, the tables are distributed in the same run,
+				// under the migrator's lock (citus.go).
+				db := sql.OpenDB(r.conn)
+				defer db.Close()
+				if err := distribute(ctx, db); err != nil {
+					return fmt.Errorf("distribute on citus: %w", shortError(err))
+				}
 				return nil
 			}
 			if err := r.step(ctx, 1); err != nil {
@@ -101,8 +111,20 @@ func Current(ctx context.Context, databaseURL string) (Status, error) {
 	var st Status
 	err := withMigrate(ctx, databaseURL, "migrate status", func(r *runner) error {
 		var err error
-		st, err = r.status()
-		return err
+		if st, err = r.status(); err != nil {
+			return err
+		}
+		db := sql.OpenDB(r.conn)
+		defer db.Close()
+		citus, err := isCitus(ctx, db)
+		if err != nil {
+			return fmt.Errorf("detect citus: %w", shortError(err))
+		}
+		st.Engine = EnginePostgreSQL
+		if citus {
+			st.Engine = EngineCitus
+		}
+		return nil
 	})
 	return st, err
 }
@@ -114,6 +136,8 @@ type runner struct {
 	drv database.Driver
 	// kick starts cancelling this instance's advisory lock waits.
 	kick func()
+	// conn connects to the database for statements of its own.
+	conn driver.Connector
 }
 
 // status reads the version through the driver: migrate.Version hides a
@@ -245,7 +269,7 @@ func withMigrate(ctx context.Context, databaseURL, op string, fn func(*runner) e
 		}
 	}()
 
-	if err := fn(&runner{m: m, src: src, drv: drv, kick: c.kick}); err != nil {
+	if err := fn(&runner{m: m, src: src, drv: drv, kick: c.kick, conn: connector}); err != nil {
 		return fmt.Errorf("%s: %w", op, ctxErrOr(ctx, err))
 	}
 	return nil

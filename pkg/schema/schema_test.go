@@ -42,7 +42,7 @@ func TestUpDownCurrent(t *testing.T) {
 	db := emptyDB(t)
 	latest := migrations.Latest
 
-	if got, want := current(t, db.AdminURL), (schema.Status{Latest: latest}); got != want {
+	if got, want := current(t, db.AdminURL), (schema.Status{Latest: latest, Engine: schema.EnginePostgreSQL}); got != want {
 		t.Fatalf("fresh database: Current = %+v, want %+v", got, want)
 	}
 	if err := pgstore.CheckSchema(ctx, db.Admin); !errors.Is(err, pgstore.ErrSchemaMismatch) {
@@ -51,7 +51,9 @@ func TestUpDownCurrent(t *testing.T) {
 	if err := schema.Up(ctx, db.AdminURL); err != nil {
 		t.Fatalf("Up: %v", err)
 	}
-	at := func(v uint) schema.Status { return schema.Status{Version: v, Latest: latest, Applied: true} }
+	at := func(v uint) schema.Status {
+		return schema.Status{Version: v, Latest: latest, Applied: true, Engine: schema.EnginePostgreSQL}
+	}
 	if got := current(t, db.AdminURL); got != at(latest) {
 		t.Fatalf("after Up: Current = %+v, want %+v", got, at(latest))
 	}
@@ -73,7 +75,7 @@ func TestUpDownCurrent(t *testing.T) {
 	if err := schema.Down(ctx, db.AdminURL, 0); err != nil {
 		t.Fatalf("Down all: %v", err)
 	}
-	if got, want := current(t, db.AdminURL), (schema.Status{Latest: latest}); got != want {
+	if got, want := current(t, db.AdminURL), (schema.Status{Latest: latest, Engine: schema.EnginePostgreSQL}); got != want {
 		t.Fatalf("after Down all: Current = %+v, want %+v", got, want)
 	}
 	if err := schema.Down(ctx, db.AdminURL, 0); err != nil {
@@ -128,7 +130,7 @@ func TestConnectionStringForms(t *testing.T) {
 	if err := schema.Up(context.Background(), forms[3]); err != nil {
 		t.Fatalf("Up with a DSN: %v", err)
 	}
-	want := schema.Status{Version: migrations.Latest, Latest: migrations.Latest, Applied: true}
+	want := schema.Status{Version: migrations.Latest, Latest: migrations.Latest, Applied: true, Engine: schema.EnginePostgreSQL}
 	for _, f := range forms {
 		if got := current(t, f); got != want {
 			t.Errorf("Current(%s) = %+v, want %+v", f, got, want)
@@ -179,7 +181,7 @@ func TestUpRefusesDirtyAndNewer(t *testing.T) {
 		if _, err := db.Admin.Exec(ctx, `UPDATE schema_migrations SET dirty = true`); err != nil {
 			t.Fatal(err)
 		}
-		want := schema.Status{Version: migrations.Latest, Dirty: true, Latest: migrations.Latest, Applied: true}
+		want := schema.Status{Version: migrations.Latest, Dirty: true, Latest: migrations.Latest, Applied: true, Engine: schema.EnginePostgreSQL}
 		if got := current(t, db.AdminURL); got != want {
 			t.Fatalf("Current = %+v, want %+v", got, want)
 		}
@@ -246,7 +248,7 @@ func TestContextEndsLockWait(t *testing.T) {
 	if _, err := holder.Exec(ctx, `SELECT pg_advisory_unlock($1::bigint)`, lockID); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := current(t, db.AdminURL), (schema.Status{Latest: migrations.Latest}); got != want {
+	if got, want := current(t, db.AdminURL), (schema.Status{Latest: migrations.Latest, Engine: schema.EnginePostgreSQL}); got != want {
 		t.Fatalf("after the cancelled Up: Current = %+v, want %+v", got, want)
 	}
 	if err := schema.Up(ctx, db.AdminURL); err != nil {
@@ -295,7 +297,7 @@ func TestUpWhileAnotherDatabaseCreatesTheRole(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Up: %v", err)
 	}
-	if got, want := current(t, db.AdminURL), (schema.Status{Version: migrations.Latest, Latest: migrations.Latest, Applied: true}); got != want {
+	if got, want := current(t, db.AdminURL), (schema.Status{Version: migrations.Latest, Latest: migrations.Latest, Applied: true, Engine: schema.EnginePostgreSQL}); got != want {
 		t.Fatalf("Current = %+v, want %+v", got, want)
 	}
 }

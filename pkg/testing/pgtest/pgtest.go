@@ -64,6 +64,9 @@ func Run(m *testing.M) (code int) {
 }
 
 func stopShared() error {
+	if err := stopCitus(); err != nil {
+		return err
+	}
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
 	c := shared

@@ -40,7 +40,7 @@ func TestNewDBIsMigrated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (schema.Status{Version: migrations.Latest, Latest: migrations.Latest, Applied: true}); st != want {
+	if want := (schema.Status{Version: migrations.Latest, Latest: migrations.Latest, Applied: true, Engine: schema.EnginePostgreSQL}); st != want {
 		t.Fatalf("Current = %+v, want %+v", st, want)
 	}
 	var name string

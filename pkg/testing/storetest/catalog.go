@@ -8,7 +8,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cyberos/mcpd/pkg/registry"
-	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 // The MCP registry API's reads: filters, paging, when a server last
@@ -182,18 +181,14 @@ func latestPosition(e *env) {
 	if len(evs) != 2 {
 		e.t.Fatalf("events: %d, want 2", len(evs))
 	}
-	// A transaction of another database that ended between the horizon's
-	// snapshot and its look at the lock table holds the horizon back for
-	// one read (it cannot tell whose it was): read until the horizon is past
-	// the last event, as the feed's next poll would.
-	var horizon registry.Position
-	testwait.Until(e.t, "the horizon past the last event", time.Minute, func() bool {
-		var err error
-		if horizon, err = e.store.Horizon(e.ctx); err != nil {
-			e.t.Fatal(err)
-		}
-		return horizon.Compare(evs[1].Position) > 0
-	})
+	// The tenant's horizon is its latest event's position.
+	horizon, err := e.store.Horizon(e.ctx, e.tenant)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if horizon != evs[1].Position {
+		e.t.Fatalf("horizon %+v, the latest event at %+v", horizon, evs[1].Position)
+	}
 	check := func(upTo registry.Position, want registry.Position) {
 		e.t.Helper()
 		got, err := lr.LatestPosition(e.ctx, e.tenant, upTo)
@@ -208,6 +203,7 @@ func latestPosition(e *env) {
 	check(evs[1].Position, evs[1].Position)
 	check(evs[0].Position, evs[0].Position)
 	check(registry.Position{Epoch: horizon.Epoch}, registry.Position{})
+	check(registry.Position{Epoch: horizon.Epoch, Seq: 1 << 62}, evs[1].Position)
 	got, err := lr.LatestPosition(e.ctx, uuid.New(), horizon)
 	if err != nil || got != (registry.Position{}) {
 		e.t.Fatalf("a tenant without events: %+v, %v", got, err)

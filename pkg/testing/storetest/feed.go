@@ -15,7 +15,7 @@ import (
 
 // The change feed's positions and skill discovery.
 var feedCases = []testCase{
-	{"feed_reads_every_tenant_in_commit_order", feedReadsEveryTenant},
+	{"feed_reads_each_tenant_in_commit_order", feedReadsEveryTenant},
 	{"feed_positions_checked", feedPositionsChecked},
 	{"list_then_watch_has_no_gap", listThenWatchNoGap},
 	{"concurrent_commits_never_skipped", concurrentCommitsNeverSkipped},
@@ -23,35 +23,33 @@ var feedCases = []testCase{
 	{"find_skills", findSkills},
 }
 
-// readAllFeed reads the feed after from in pages of limit until it has
-// want events (or, with want 0, until a read comes back short). Events
-// committed but not yet below the horizon (another transaction of the
-// cluster still runs) come in a later read, never out of order.
-func (e *env) readAllFeed(from registry.Position, limit, want int) ([]registry.Event, registry.Position) {
+// readAllFeed reads tenant's feed after from in reads of limit until it
+// has want events (or, with want 0, until a read comes back short).
+func (e *env) readAllFeed(tenant uuid.UUID, from registry.Position, limit, want int) ([]registry.Event, registry.Position) {
 	e.t.Helper()
 	var out []registry.Event
 	pos := from
 	deadline := time.Now().Add(10 * time.Second)
 	for range 100_000 {
-		b, err := e.store.ReadFeed(e.ctx, pos, limit)
+		bs, err := e.store.ReadFeed(e.ctx, []uuid.UUID{tenant}, []registry.Position{pos}, limit)
 		if err != nil {
 			e.t.Fatalf("read feed after %+v: %v", pos, err)
 		}
+		if len(bs) != 1 || bs[0].Tenant != tenant {
+			e.t.Fatalf("read feed of one tenant: %d batches", len(bs))
+		}
+		b := bs[0]
 		if len(b.Events) > limit {
 			e.t.Fatalf("read feed: %d events, limit %d", len(b.Events), limit)
 		}
 		for _, ev := range b.Events {
-			if ev.Position.Compare(pos) <= 0 {
-				e.t.Fatalf("read feed after %+v: event at %+v", pos, ev.Position)
+			if ev.Position.Compare(pos) <= 0 || ev.TenantID != tenant {
+				e.t.Fatalf("read feed after %+v: event of %s at %+v", pos, ev.TenantID, ev.Position)
 			}
 			pos = ev.Position
 		}
 		out = append(out, b.Events...)
 		if len(b.Events) < limit {
-			// A later read's horizon may stand before an event an earlier
-			// read returned (a transaction that ended meanwhile can no
-			// longer be placed in another database, so it counts): the
-			// reader keeps the later of the two.
 			pos = pos.Max(b.Horizon)
 			if len(out) >= want {
 				return out, pos
@@ -66,14 +64,18 @@ func (e *env) readAllFeed(from registry.Position, limit, want int) ([]registry.E
 	return nil, registry.Position{}
 }
 
-// The feed returns every tenant's events once, in the order of positions,
-// each with its tenant; after its horizon nothing is left.
+// The feed returns each tenant's events once, in the order of its
+// positions 1, 2, 3, … without gaps; after the tenant's horizon nothing is
+// left; one read serves several tenants, each after its own position.
 func feedReadsEveryTenant(e *env) {
-	start, err := e.store.Horizon(e.ctx)
+	other := uuid.New()
+	start, err := e.store.Horizon(e.ctx, e.tenant)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	other := uuid.New()
+	if start.Seq != 0 || start.TxID != 0 {
+		e.t.Fatalf("a new tenant's horizon: %+v, want position 0", start)
+	}
 	a := e.registerNew(e.info("alpha", "s"))
 	e.registerFor(other, e.info("alpha"))
 	e.advance(30 * time.Second)
@@ -82,48 +84,52 @@ func feedReadsEveryTenant(e *env) {
 	e.deregister(a.ServerID)
 
 	for _, limit := range []int{1, 2, 100} {
-		got, horizon := e.readAllFeed(start, limit, 6)
-		var mine, theirs int
-		for _, ev := range got {
-			switch ev.TenantID {
-			case e.tenant:
-				mine++
-			case other:
-				theirs++
+		// alpha: registered, unhealthy, recovered, deregistered; other:
+		// registered, unhealthy (the sweep spans tenants).
+		mine, horizon := e.readAllFeed(e.tenant, start, limit, 4)
+		theirs, _ := e.readAllFeed(other, registry.Position{}, limit, 2)
+		if len(mine) != 4 || len(theirs) != 2 {
+			e.t.Fatalf("limit %d: %d events of the tenant, %d of the other, want 4, 2", limit, len(mine), len(theirs))
+		}
+		for i, ev := range mine {
+			if ev.Position.Seq != int64(i+1) || ev.Position.TxID != 0 {
+				e.t.Fatalf("limit %d: event %d at %+v, want position %d", limit, i, ev.Position, i+1)
 			}
 		}
-		// alpha: registered, unhealthy, recovered, deregistered; other:
-		// registered, unhealthy (the sweep spans tenants). Other cases'
-		// stores are their own.
-		if mine != 4 || theirs != 2 || len(got) != 6 {
-			e.t.Fatalf("limit %d: %d events (%d of the tenant, %d of the other), want 6 (4, 2)", limit, len(got), mine, theirs)
+		if horizon.Seq != 4 {
+			e.t.Fatalf("limit %d: horizon %+v, want position 4", limit, horizon)
 		}
-		if rest, _ := e.readAllFeed(horizon, limit, 0); len(rest) != 0 {
+		if rest, _ := e.readAllFeed(e.tenant, horizon, limit, 0); len(rest) != 0 {
 			e.t.Fatalf("limit %d: %d events after the horizon", limit, len(rest))
 		}
 	}
+	// One read of both tenants, each after its own position.
+	bs, err := e.store.ReadFeed(e.ctx, []uuid.UUID{other, e.tenant}, []registry.Position{{}, {Epoch: start.Epoch, Seq: 2}}, 100)
+	if err != nil || len(bs) != 2 {
+		e.t.Fatalf("read of two tenants: %d batches, %v", len(bs), err)
+	}
+	if bs[0].Tenant != other || len(bs[0].Events) != 2 || bs[1].Tenant != e.tenant || len(bs[1].Events) != 2 ||
+		bs[1].Events[0].Kind != registry.KindRecovered || bs[1].Horizon.Seq != 4 || bs[0].Horizon.Seq != 2 {
+		e.t.Fatalf("read of two tenants: %+v", bs)
+	}
 	// The trail of the tenant is the feed's events of the tenant, in order.
 	trail := e.allEvents(e.tenant, registry.EventFilter{})
-	feed, _ := e.readAllFeed(start, 100, 6)
-	var j int
-	for _, ev := range feed {
-		if ev.TenantID != e.tenant {
-			continue
-		}
+	feed, _ := e.readAllFeed(e.tenant, start, 100, 4)
+	for j, ev := range feed {
 		if ev.EventID != trail[j].EventID || ev.Position != trail[j].Position {
 			e.t.Fatalf("feed event %d of the tenant is %s at %+v, trail has %s at %+v",
 				j, ev.EventID, ev.Position, trail[j].EventID, trail[j].Position)
 		}
-		j++
 	}
 }
 
-// A position that the store handed out is accepted; one of another epoch or
-// ahead of the present is expired.
+// A position that the store handed out is accepted; one of another epoch,
+// ahead of the tenant's present, or of the format of transaction ids is
+// expired (the API answers 410), for the audit list too.
 func feedPositionsChecked(e *env) {
 	e.registerNew(e.info("alpha"))
 	ev := e.allEvents(e.tenant, registry.EventFilter{})[0]
-	horizon, err := e.store.Horizon(e.ctx)
+	horizon, err := e.store.Horizon(e.ctx, e.tenant)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -134,13 +140,19 @@ func feedPositionsChecked(e *env) {
 		}
 	}
 	for _, p := range []registry.Position{
-		{Epoch: horizon.Epoch + 1, TxID: horizon.TxID, Seq: horizon.Seq}, // another history
-		{Epoch: horizon.Epoch, TxID: horizon.TxID + 1<<40},               // ahead of the present
-		{Epoch: horizon.Epoch, TxID: ev.Position.TxID, Seq: ev.Position.Seq + 1<<40},
+		{Epoch: horizon.Epoch + 1, Seq: horizon.Seq},  // another history
+		{Epoch: horizon.Epoch, Seq: horizon.Seq + 1},  // ahead of the present
+		{Epoch: horizon.Epoch, TxID: 1 << 20, Seq: 5}, // a transaction-id position (format 1)
+		{Epoch: horizon.Epoch, TxID: 1 << 20},         // its horizon
 	} {
 		if _, err := e.store.CheckPosition(e.ctx, e.tenant, p); !errors.Is(err, registry.ErrPositionExpired) {
 			e.t.Fatalf("check %+v: %v, want ErrPositionExpired", p, err)
 		}
+	}
+	// Another tenant's trail is its own: this tenant's position 1 is ahead
+	// of a tenant without events.
+	if _, err := e.store.CheckPosition(e.ctx, uuid.New(), ev.Position); !errors.Is(err, registry.ErrPositionExpired) {
+		e.t.Fatalf("check %+v for a tenant without events: %v, want ErrPositionExpired", ev.Position, err)
 	}
 }
 
@@ -220,6 +232,11 @@ func concurrentCommitsNeverSkipped(e *env) {
 	all := e.allEvents(e.tenant, registry.EventFilter{})
 	if len(all) != writers*each {
 		e.t.Fatalf("trail: %d events, want %d", len(all), writers*each)
+	}
+	for i, ev := range all {
+		if ev.Position.Seq != int64(i+1) {
+			e.t.Fatalf("event %d of the trail at %+v: positions have a gap", i, ev.Position)
+		}
 	}
 	for _, ev := range all {
 		if seen[ev.EventID] != 1 {

@@ -52,6 +52,16 @@ type testCase struct {
 // Run runs every case of the suite, each as a parallel subtest with its
 // own newHarness(t).
 func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
+	for _, c := range allCases() {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.run(setup(t, newHarness))
+		})
+	}
+}
+
+// allCases is every case of the suite.
+func allCases() []testCase {
 	var all []testCase
 	all = append(all, lifecycleCases...)
 	all = append(all, registrationCases...)
@@ -64,12 +74,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	all = append(all, remotesCases...)
 	all = append(all, catalogCases...)
 	all = append(all, availabilityCases...)
-	for _, c := range all {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			c.run(setup(t, newHarness))
-		})
-	}
+	return all
 }
 
 // env is what a case needs: the harness, a context and a fresh tenant.

@@ -1,0 +1,121 @@
+package pgstore_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/cyberos/mcpd/pkg/pgstore"
+	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/testing/pgtest"
+)
+
+// A worker of the Citus cluster stops for 30 s (of the store's clock):
+// its tenant's heartbeats fail as unavailable (503) and its servers are
+// not swept, while the other worker's tenant heartbeats, and its silent
+// server goes degraded then unhealthy on time. When the worker returns,
+// the stopped tenant's servers get their full intervals again (its own
+// blind window): no false transition, and every tenant's trail has each
+// event once, at gapless positions.
+func TestCitusStoppedWorker(t *testing.T) {
+	c := pgtest.NewCitus(t)
+	db := c.NewDB(t)
+	ctx := t.Context()
+	clock := clockwork.NewFakeClockAt(epoch)
+	st := pgstore.New(db.App, pgstore.Options{Clock: clock})
+	t.Cleanup(st.Close)
+
+	// A tenant on each worker.
+	onPort := map[int]uuid.UUID{}
+	for len(onPort) < 2 {
+		tenant := uuid.New()
+		var port int
+		if err := db.Admin.QueryRow(ctx, `SELECT p.nodeport FROM pg_dist_shard_placement p
+			WHERE p.shardid = get_shard_id_for_distribution_column('mcp_servers', $1::uuid)`, tenant).Scan(&port); err != nil {
+			t.Fatal(err)
+		}
+		if _, seen := onPort[port]; !seen {
+			onPort[port] = tenant
+		}
+	}
+	stopped, other := onPort[c.Workers[0].Port()], onPort[c.Workers[1].Port()]
+	reg := func(tenant uuid.UUID, module string) registry.Server {
+		t.Helper()
+		srv, _, _, err := st.Register(ctx, tenant, registry.ServerInfo{ModuleName: module, Version: "1.0.0",
+			SupportedProtocols: []string{"2025-06-18"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return srv
+	}
+	a := reg(stopped, "alpha")
+	b := reg(other, "bravo")
+	reg(other, "silent")
+	const interval = 10 * time.Second
+	sweep := func() (registry.SweepResult, error) {
+		return st.Sweep(ctx, registry.SweepRequest{Now: clock.Now(), Interval: interval, Limit: 100, BlindAfter: 2 * interval})
+	}
+	if _, err := sweep(); err != nil {
+		t.Fatal(err)
+	}
+
+	c.Workers[0].Stop(t)
+	var otherEvents []registry.Event
+	for range 6 { // 30 s
+		clock.Advance(5 * time.Second)
+		if _, _, err := st.Heartbeat(ctx, other, b.ServerID); err != nil {
+			t.Fatalf("heartbeat on the running worker: %v", err)
+		}
+		if _, _, err := st.Heartbeat(ctx, stopped, a.ServerID); !errors.Is(err, registry.ErrUnavailable) {
+			t.Fatalf("heartbeat on the stopped worker: %v, want ErrUnavailable", err)
+		}
+		res, err := sweep()
+		if !errors.Is(err, registry.ErrUnavailable) {
+			t.Fatalf("sweep with a worker down: %v, want ErrUnavailable (of the stopped worker's tenant)", err)
+		}
+		otherEvents = append(otherEvents, res.Events...)
+	}
+	if len(otherEvents) != 2 || otherEvents[0].ModuleName != "silent" || otherEvents[0].Kind != registry.KindDegraded ||
+		otherEvents[1].Kind != registry.KindUnhealthy {
+		t.Fatalf("the running worker's sweeps: %+v, want silent degraded then unhealthy", otherEvents)
+	}
+
+	c.Workers[0].Start(t)
+	clock.Advance(time.Second)
+	var res registry.SweepResult
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var err error
+		if res, err = sweep(); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sweep after the worker returned: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if len(res.Events) != 0 {
+		t.Fatalf("sweep after the worker returned: %+v, want no transition", res.Events)
+	}
+	if _, _, err := st.Heartbeat(ctx, stopped, a.ServerID); err != nil {
+		t.Fatalf("heartbeat after the worker returned: %v", err)
+	}
+	clock.Advance(15 * time.Second)
+	if res, err := sweep(); err != nil || len(res.Events) != 0 {
+		t.Fatalf("sweep 15 s later: %+v, %v; want no transition", res.Events, err)
+	}
+	for tenant, want := range map[uuid.UUID]int{stopped: 1, other: 4} {
+		page, err := st.Events(ctx, tenant, registry.EventFilter{Limit: 100})
+		if err != nil || len(page.Events) != want {
+			t.Fatalf("trail of %s: %d events, %v; want %d", tenant, len(page.Events), err, want)
+		}
+		for i, ev := range page.Events {
+			if ev.Position.Seq != int64(i+1) {
+				t.Fatalf("trail of %s: event %d at %+v", tenant, i, ev.Position)
+			}
+		}
+	}
+}

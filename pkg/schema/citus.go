@@ -1,0 +1,158 @@
+package schema
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// Engines that Engine reports.
+const (
+	// EnginePostgreSQL is one PostgreSQL primary: the schema as the
+	// migrations write it.
+	EnginePostgreSQL = "postgresql"
+	// EngineCitus is a Citus coordinator (the extension citus in the
+	// database): the tenant tables distributed by tenant_id, colocated, the
+	// rest reference tables.
+	EngineCitus = "citus"
+)
+
+// tenantTables are distributed by tenant_id, colocated with the first:
+// every statement of one tenant runs on one shard group.
+var tenantTables = []string{
+	"mcp_servers", "mcp_skills", "mcp_audit_events", "mcp_tenant_servers", "mcp_tenant_feed",
+	"mcp_skill_alerts", "mcp_alert_positions",
+}
+
+// referenceTables are copied to every node: small, and read by every
+// tenant's statements. The tables that every sweep or alert claim writes,
+// mcp_monitor_state (the blind window) and mcp_alert_cursors (the leases),
+// stay plain tables of the coordinator: a write of a reference table needs
+// every node, and a worker that is down would stop every tenant's sweep.
+var referenceTables = []string{"mcp_cursor_keys"}
+
+// widenKeys are the keys of the design that do not include tenant_id,
+// which a distributed table cannot have, and the columns of their wider
+// form. Plain PostgreSQL keeps the design's keys.
+var widenKeys = []struct{ table, constraint, columns string }{
+	{"mcp_servers", "mcp_servers_pkey", "tenant_id, server_id"},
+	{"mcp_skills", "mcp_skills_pkey", "tenant_id, skill_id"},
+	{"mcp_audit_events", "mcp_audit_events_pkey", "tenant_id, seq"},
+}
+
+// isCitus reports whether the database has the citus extension.
+func isCitus(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}) (bool, error) {
+	var ok bool
+	err := q.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&ok)
+	return ok, err
+}
+
+// distribute makes the schema Citus's when the database has the extension:
+// it widens the keys that must include tenant_id, distributes the tenant
+// tables by tenant_id (colocated) and makes the cursor key a reference
+// table, in one transaction; tables already distributed are left alone, so that it
+// runs after every migrate up. Column grants do not reach the shards
+// (Citus refuses them), so cyberos_app's UPDATE is granted on the tables;
+// row-level security still confines it to its tenant. On plain PostgreSQL
+// it does nothing.
+func distribute(ctx context.Context, db *sql.DB) error {
+	ok, err := isCitus(ctx, db)
+	if err != nil {
+		return fmt.Errorf("detect citus: %w", err)
+	}
+	if !ok {
+		return nil
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	distributed := func(table string) (bool, error) {
+		var ok bool
+		err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = $1::regclass)`,
+			table).Scan(&ok)
+		return ok, err
+	}
+	exec := func(stmt string) error {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("%s: %w", stmt, err)
+		}
+		return nil
+	}
+	done, err := distributed(tenantTables[0])
+	if err != nil {
+		return err
+	}
+	if !done {
+		// The skills' foreign key names the servers' key: dropped, and
+		// made again on the wider key once both tables are distributed.
+		if err := exec(`ALTER TABLE mcp_skills DROP CONSTRAINT IF EXISTS mcp_skills_server_fk`); err != nil {
+			return err
+		}
+		for _, k := range widenKeys {
+			if err := exec(fmt.Sprintf(`ALTER TABLE %s DROP CONSTRAINT %s, ADD CONSTRAINT %s PRIMARY KEY (%s)`,
+				k.table, k.constraint, k.constraint, k.columns)); err != nil {
+				return err
+			}
+		}
+	}
+	for i, table := range tenantTables {
+		ok, err := distributed(table)
+		if err != nil {
+			return err
+		}
+		if ok {
+			continue
+		}
+		stmt := fmt.Sprintf(`SELECT create_distributed_table('%s', 'tenant_id')`, table)
+		if i > 0 {
+			stmt = fmt.Sprintf(`SELECT create_distributed_table('%s', 'tenant_id', colocate_with => '%s')`, table, tenantTables[0])
+		}
+		if err := exec(stmt); err != nil {
+			return err
+		}
+	}
+	if !done {
+		if err := exec(`ALTER TABLE mcp_skills ADD CONSTRAINT mcp_skills_server_fk
+			FOREIGN KEY (tenant_id, server_id) REFERENCES mcp_servers (tenant_id, server_id)`); err != nil {
+			return err
+		}
+		if err := exec(`GRANT UPDATE ON mcp_servers, mcp_skills, mcp_tenant_servers, mcp_tenant_feed TO cyberos_app`); err != nil {
+			return err
+		}
+	}
+	for _, table := range referenceTables {
+		ok, err := distributed(table)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			if err := exec(fmt.Sprintf(`SELECT create_reference_table('%s')`, table)); err != nil {
+				return err
+			}
+		}
+	}
+	return tx.Commit()
+}
+
+// Engine reports what the database at databaseURL is: EngineCitus when it
+// has the citus extension, else EnginePostgreSQL.
+func Engine(ctx context.Context, databaseURL string) (string, error) {
+	connector, _, _, err := prepareConn(ctx, databaseURL)
+	if err != nil {
+		return "", err
+	}
+	db := sql.OpenDB(connector)
+	defer db.Close()
+	ok, err := isCitus(ctx, db)
+	if err != nil {
+		return "", fmt.Errorf("detect citus: %w", shortError(err))
+	}
+	if ok {
+		return EngineCitus, nil
+	}
+	return EnginePostgreSQL, nil
+}

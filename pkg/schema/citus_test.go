@@ -1,0 +1,112 @@
+package schema_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/cyberos/mcpd/migrations"
+	"github.com/cyberos/mcpd/pkg/schema"
+	"github.com/cyberos/mcpd/pkg/testing/pgtest"
+)
+
+var (
+	citusTenantTables = []string{"mcp_servers", "mcp_skills", "mcp_audit_events", "mcp_tenant_servers",
+		"mcp_tenant_feed", "mcp_skill_alerts", "mcp_alert_positions"}
+	citusReferenceTables = []string{"mcp_cursor_keys"}
+	// Written by every sweep and alert claim: plain tables of the
+	// coordinator, which a worker that is down does not stop.
+	citusCoordinatorTables = []string{"mcp_alert_cursors", "mcp_monitor_state"}
+)
+
+// migrate up on a Citus coordinator distributes the tenant tables by
+// tenant_id, colocated, and makes the rest reference tables, in the same
+// run; what kept an unmodified mcpd's tables from being distributed
+// (shared/citus/README.md: "cannot distribute relation ... because it has
+// triggers", keys without the partition column, the skills' foreign key)
+// is met again here. A second run changes nothing; status says citus.
+func TestUpDistributesOnCitus(t *testing.T) {
+	ctx := context.Background()
+	c := pgtest.SharedCitus(t)
+	db := c.NewEmptyDB(t)
+	if got := current(t, db.AdminURL); got.Engine != schema.EngineCitus || got.Applied {
+		t.Fatalf("before: %+v, want engine citus, nothing applied", got)
+	}
+	for range 2 {
+		if err := schema.Up(ctx, db.AdminURL); err != nil {
+			t.Fatalf("Up: %v", err)
+		}
+	}
+	if got, want := current(t, db.AdminURL), (schema.Status{Version: migrations.Latest, Latest: migrations.Latest,
+		Applied: true, Engine: schema.EngineCitus}); got != want {
+		t.Fatalf("after: %+v, want %+v", got, want)
+	}
+	var colocation int64
+	for i, table := range citusTenantTables {
+		var method, column string
+		var group int64
+		if err := db.Admin.QueryRow(ctx, `SELECT partmethod::text, column_to_column_name(logicalrelid, partkey), colocationid
+			FROM pg_dist_partition WHERE logicalrelid = $1::regclass`, table).Scan(&method, &column, &group); err != nil {
+			t.Fatalf("%s: not distributed: %v", table, err)
+		}
+		if i == 0 {
+			colocation = group
+		}
+		if method != "h" || column != "tenant_id" || group != colocation {
+			t.Fatalf("%s: method %s by %s in group %d, want hash by tenant_id in group %d", table, method, column, group, colocation)
+		}
+	}
+	for _, table := range citusReferenceTables {
+		var method string
+		if err := db.Admin.QueryRow(ctx, `SELECT partmethod::text FROM pg_dist_partition WHERE logicalrelid = $1::regclass`,
+			table).Scan(&method); err != nil || method != "n" {
+			t.Fatalf("%s: %q, %v; want a reference table", table, method, err)
+		}
+	}
+	for _, table := range citusCoordinatorTables {
+		var n int
+		if err := db.Admin.QueryRow(ctx, `SELECT count(*) FROM pg_dist_partition WHERE logicalrelid = $1::regclass`,
+			table).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("%s: in Citus's metadata (%d, %v), want a table of the coordinator", table, n, err)
+		}
+	}
+	// Every key of a tenant table includes tenant_id; no table has a
+	// trigger; the shards are on both workers.
+	rows, err := db.Admin.Query(ctx, `SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid)
+		FROM pg_constraint WHERE contype IN ('p', 'u', 'f') AND conrelid = ANY ($1::regclass[])`, citusTenantTables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var table, name, def string
+		if err := rows.Scan(&table, &name, &def); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(def, "tenant_id") {
+			t.Errorf("%s: key %s without tenant_id: %s", table, name, def)
+		}
+	}
+	rows.Close()
+	var triggers, workers int
+	if err := db.Admin.QueryRow(ctx, `SELECT count(*) FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+		WHERE NOT t.tgisinternal AND c.relname LIKE 'mcp_%'`).Scan(&triggers); err != nil || triggers != 0 {
+		t.Fatalf("%d triggers on mcpd's tables (%v), want none", triggers, err)
+	}
+	if err := db.Admin.QueryRow(ctx, `SELECT count(DISTINCT nodename || nodeport) FROM pg_dist_shard_placement p
+		JOIN pg_dist_shard s USING (shardid) WHERE s.logicalrelid = 'mcp_servers'::regclass`).Scan(&workers); err != nil || workers != 2 {
+		t.Fatalf("mcp_servers' shards on %d nodes (%v), want 2", workers, err)
+	}
+}
+
+// On plain PostgreSQL nothing is distributed and the design's keys stay.
+func TestUpOnPlainPostgreSQL(t *testing.T) {
+	db := pgtest.NewDB(t)
+	if got := current(t, db.AdminURL); got.Engine != schema.EnginePostgreSQL {
+		t.Fatalf("engine %q, want postgresql", got.Engine)
+	}
+	var def string
+	if err := db.Admin.QueryRow(context.Background(), `SELECT pg_get_constraintdef(oid) FROM pg_constraint
+		WHERE conname = 'mcp_servers_pkey'`).Scan(&def); err != nil || def != "PRIMARY KEY (server_id)" {
+		t.Fatalf("mcp_servers' key: %q, %v; want the design's PRIMARY KEY (server_id)", def, err)
+	}
+}
