@@ -182,6 +182,7 @@ func TestHostileInput(t *testing.T) {
 				"capability_advertisement"},
 			{"line break in title", `,"title":"a\nb"`, "title"},
 			{"bidi override in description", `,"description":"\u202egnp.exe"`, "description"},
+			{"bidi override in a skill's description", `,"skills":[{"name":"s","description":"\u202egnp.exe"}]`, "skills[0].description"},
 		} {
 			h.want(t, http.StatusBadRequest, c.field, http.MethodPost, regPath, "", nil, registerJSON("nul", c.extra))
 		}
@@ -200,7 +201,7 @@ func TestHostileInput(t *testing.T) {
 			{"deep", `,"capability_advertisement":` + deep, 0},
 			{"big", `,"capability_advertisement":{"x":"` + big + `"}`, 0},
 			{"many-skills", `,"skills":[` + strings.Join(skills, ",") + `]`, registry.MaxSkills},
-			{"unicode", `,"skills":[{"name":"日本語 ✓ \ud83d\ude00","description":"\u200b\u202e rtl"}]`, 1},
+			{"unicode", `,"skills":[{"name":"日本語 ✓ \ud83d\ude00","description":"\u200b rtl עברית"}]`, 1},
 			{"escapes", `,"capability_advertisement":{"q":"'; DROP TABLE mcp_servers; --","b":"\\\"\\\\","c":"\\u0000"}`, 0},
 		} {
 			// A valid registration may meet a store past its deadline on a
