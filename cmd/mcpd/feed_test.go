@@ -161,17 +161,24 @@ func watchExactlyOnceAcrossReplicas(t *testing.T, db *pgtest.DB) {
 		wg.Go(func() {
 			c := clients[w%2]
 			for i := range each {
-				srv, _, err := c.Register(ctx, api.RegisterRequest{
-					ModuleName: fmt.Sprintf("w%02d-m%02d", w, i), Version: "1.0.0",
-					SupportedProtocols: []string{"2025-06-18"}, Skills: []registry.SkillInfo{{Name: "s"}},
-				}, "")
+				var srv registry.Server
+				err := retryWhileUnavailable(ctx, func() (err error) {
+					srv, _, err = c.Register(ctx, api.RegisterRequest{
+						ModuleName: fmt.Sprintf("w%02d-m%02d", w, i), Version: "1.0.0",
+						SupportedProtocols: []string{"2025-06-18"}, Skills: []registry.SkillInfo{{Name: "s"}},
+					}, "")
+					return err
+				})
 				if err != nil {
 					errs <- err
 					return
 				}
 				if w == 0 && i%3 == 0 {
-					if _, _, err := oc.Register(ctx, api.RegisterRequest{ModuleName: fmt.Sprintf("o%02d", i),
-						Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}, ""); err != nil {
+					if err := retryWhileUnavailable(ctx, func() error {
+						_, _, err := oc.Register(ctx, api.RegisterRequest{ModuleName: fmt.Sprintf("o%02d", i),
+							Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}, "")
+						return err
+					}); err != nil {
 						errs <- err
 						return
 					}
@@ -180,7 +187,10 @@ func watchExactlyOnceAcrossReplicas(t *testing.T, db *pgtest.DB) {
 				if i%2 == 0 {
 					time.Sleep(150 * time.Millisecond)
 				}
-				if _, err := clients[(w+i)%2].Deregister(ctx, srv.ServerID); err != nil {
+				if err := retryWhileUnavailable(ctx, func() error {
+					_, err := clients[(w+i)%2].Deregister(ctx, srv.ServerID)
+					return err
+				}); err != nil {
 					errs <- err
 					return
 				}
@@ -334,5 +344,26 @@ func TestWatchCursorsAndSIGTERM(t *testing.T) {
 	cancel()
 	if err := <-ended; err != nil {
 		t.Fatalf("watch: %v", err)
+	}
+}
+
+// retryWhileUnavailable calls call again while it answers 503 (a store past
+// its deadline on a loaded machine, which the contract allows), for at most
+// testwait.Cap; any other answer is returned. A write retried after a 503
+// that did commit adds an event to the trail, which the watcher and the
+// pager must then deliver too. Safe to call from any goroutine.
+func retryWhileUnavailable(ctx context.Context, call func() error) error {
+	deadline := time.Now().Add(testwait.Cap)
+	for {
+		err := call()
+		var prob *api.Problem
+		if err == nil || !errors.As(err, &prob) || prob.Status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
