@@ -54,10 +54,22 @@ func registryPreflight(w http.ResponseWriter, _ *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// anonymousBucketSpace names the rate-limit buckets of anonymous readers.
+var anonymousBucketSpace = uuid.MustParse("7c0d6f1e-5a53-4b8e-9b0e-2f7f3c1d9a40")
+
+// anonymousBucket is the rate-limit bucket of the public tenant's anonymous
+// readers: the tenant's rate and burst, but a bucket of its own, so that
+// clients without a token can never use up what the tenant's own calls
+// (heartbeats above all) need.
+func anonymousBucket(tenant uuid.UUID) uuid.UUID {
+	return uuid.NewSHA1(anonymousBucketSpace, tenant[:])
+}
+
 // registryRead authorizes a read of /v0.1. A request with an Authorization
 // header is checked as on /v1 (401, 403, the token's tenant); one without
 // reads the public tenant when there is one, with the read scope and that
-// tenant's rate limit, and is 401 when there is none.
+// tenant's rate limit in a bucket of its own (anonymousBucket), and is 401
+// when there is none.
 func (h *handler) registryRead(next authedFunc) http.Handler {
 	withToken := h.authorized(auth.ScopeRead, next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -65,7 +77,7 @@ func (h *handler) registryRead(next authedFunc) http.Handler {
 			withToken.ServeHTTP(w, r)
 			return
 		}
-		if ok, wait := h.limits.Allow(h.publicTenant); !ok {
+		if ok, wait := h.limits.Allow(anonymousBucket(h.publicTenant)); !ok {
 			h.metrics.refused(RefusedRate)
 			writeProblem(w, r, rateLimitedProblem(wait))
 			return
