@@ -271,7 +271,7 @@ func (r *runner) citusLoad(ctx context.Context, e *citusEngine) (CitusEngineResu
 		}
 		return res, fmt.Errorf("%s: registered %d of %d servers: %s", e.name, res.Register.Calls-res.Register.Errors, n, msg)
 	}
-	res.Serial = ClosedLoop(ctx, 1, time.Minute, citusSerialRegs, func(ctx context.Context, seq int64) error {
+	res.Serial = ClosedLoop(ctx, 1, time.Minute, int64(citusSerial(n)), func(ctx context.Context, seq int64) error {
 		return register(ctx, n+int(seq))
 	})
 	if res.Serial.Errors > 0 {
@@ -312,6 +312,10 @@ func (r *runner) citusLoad(ctx context.Context, e *citusEngine) (CitusEngineResu
 	sweeps.fill(&res)
 	return res, nil
 }
+
+// citusSerial is how many registrations of the row set go one after
+// another: citusSerialRegs, at most the fleet's size.
+func citusSerial(n int) int { return min(citusSerialRegs, n) }
 
 // sweepLog runs the sweep every citusSweepPeriod during a load and keeps
 // what it did.
@@ -417,6 +421,6 @@ func (r *runner) citusReport(plain, citus CitusEngineResult) {
 		plain.Register, citus.Register, targetCitusRegister, plain.PGMicrosReg, citus.PGMicrosReg)
 	r.rep.add(Row{ID: "citus_register_seconds", Measure: fmt.Sprintf("i. registering %s servers: Citus (plain)", n),
 		Value: citus.Register.Elapsed.Seconds(), Unit: unitSeconds, Note: fmt.Sprintf("plain %.2f s", plain.Register.Elapsed.Seconds())})
-	ratio("citus_register_serial", fmt.Sprintf("i. registrations/s Citus ÷ plain, one after another (%d)", citusSerialRegs),
+	ratio("citus_register_serial", fmt.Sprintf("i. registrations/s Citus ÷ plain, one after another (%d)", citusSerial(r.cfg.CitusServers)),
 		plain.Serial, citus.Serial, 0, 0, 0)
 }
