@@ -16,18 +16,21 @@ import (
 	"github.com/cyberos/mcpd/pkg/registry"
 )
 
-// insertEvent writes one audit event for the server row just changed, with
-// the server's trace id and the contract's body, at position $6 of tenant
-// $7 (feedNextSQL), and returns it.
+// insertEvent writes one audit event for the server row just changed (its
+// values, as the statement that changed it returned them: $1 server, $8
+// module, $9 status, $10 trace id, $11 version, $12 protocols), with the
+// contract's body, at position $6 of tenant $7 (feedNextSQL), and returns
+// it. VALUES, not INSERT ... SELECT from mcp_servers: Citus cannot run an
+// INSERT ... SELECT into a table whose key comes from a sequence (a volatile
+// function) on the shard, and pulls it through the coordinator instead, 3.6
+// ms of a registration's 9 (docs/scaling.md).
 const insertEvent = `
 INSERT INTO mcp_audit_events
     (event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body,
      position)
-SELECT gen_random_uuid(), s.tenant_id, $2, s.server_id, s.module_name, $3, s.status, s.trace_id, $4,
-       mcp_audit_body(s.server_id, s.module_name, s.status, s.version, s.supported_protocols,
-                      to_jsonb($5::text[])),
-       $6
-FROM mcp_servers s WHERE s.tenant_id = $7 AND s.server_id = $1
+VALUES (gen_random_uuid(), $7, $2, $1, $8, $3, $9, $10, $4,
+        mcp_audit_body($1, $8, $9, $11, $12::text[], to_jsonb($5::text[])),
+        $6)
 RETURNING ` + eventColumns
 
 // Register creates or updates the (tenant, module) server, its skills and
@@ -160,8 +163,13 @@ SET description = EXCLUDED.description,
 			return fmt.Errorf("take the feed position: %w", err)
 		}
 		var err error
+		srvProtocols := srv.SupportedProtocols
+		if srvProtocols == nil {
+			srvProtocols = []string{}
+		}
 		ev, err = scanEvent(tx.QueryRow(ctx, insertEvent, srv.ServerID, string(registry.KindRegistered), from,
-			srv.LastHeartbeatAt, affected, position, tenant))
+			srv.LastHeartbeatAt, affected, position, tenant, srv.ModuleName, string(srv.Status), nullIfEmpty(srv.TraceID),
+			srv.Version, srvProtocols))
 		if err != nil {
 			return fmt.Errorf("audit registration: %w", err)
 		}
