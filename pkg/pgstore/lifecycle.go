@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -53,7 +54,11 @@ func (s *Store) Register(ctx context.Context, tenant uuid.UUID, info registry.Se
 		protocols = []string{}
 	}
 	remotes := encodeRemotes(info.Remotes)
-	err := s.inTenant(ctx, tenant, func(tx pgx.Tx) error {
+	citus, err := s.onCitus(ctx)
+	if err != nil {
+		return registry.Server{}, false, registry.Event{}, translate(err)
+	}
+	err = s.inTenant(ctx, tenant, func(tx pgx.Tx) error {
 		var (
 			from          *string
 			checked, full bool // the quota: counted under the tenant's lock, and at it
@@ -145,17 +150,10 @@ RETURNING `+serverColumns, uuid.New(), tenant, info.ModuleName, info.Version, pr
 			srv.ServerID, names, tenant); err != nil {
 			return fmt.Errorf("remove skills: %w", err)
 		}
-		if _, err := tx.Exec(ctx, `
-INSERT INTO mcp_skills (skill_id, tenant_id, server_id, name, description)
-SELECT gen_random_uuid(), $1, $2, n.name, n.description
-FROM unnest($3::text[], $4::text[]) AS n(name, description)
-ON CONFLICT (tenant_id, server_id, name) DO UPDATE
-SET description = EXCLUDED.description,
-    available = mcp_skills.available OR mcp_skills.unavailable_reason IN ('server_unhealthy', 'server_deregistered'),
-    unavailable_reason = CASE WHEN mcp_skills.unavailable_reason IN ('server_unhealthy', 'server_deregistered')
-                              THEN NULL ELSE mcp_skills.unavailable_reason END`,
-			tenant, srv.ServerID, names, descs); err != nil {
-			return fmt.Errorf("upsert skills: %w", err)
+		if q, args := upsertSkills(citus, tenant, srv.ServerID, names, descs); q != "" {
+			if _, err := tx.Exec(ctx, q, args...); err != nil {
+				return fmt.Errorf("upsert skills: %w", err)
+			}
 		}
 		affected := sortedCopy(names)
 		var position int64
@@ -179,6 +177,50 @@ SET description = EXCLUDED.description,
 		return registry.Server{}, false, registry.Event{}, err
 	}
 	return srv, created, ev, nil
+}
+
+// upsertSkillsConflict is what a registration does to a skill the server
+// has already: its description is the new one, and a skill its server's
+// unhealthy or deregistered state took away is available again.
+const upsertSkillsConflict = `
+ON CONFLICT (tenant_id, server_id, name) DO UPDATE
+SET description = EXCLUDED.description,
+    available = mcp_skills.available OR mcp_skills.unavailable_reason IN ('server_unhealthy', 'server_deregistered'),
+    unavailable_reason = CASE WHEN mcp_skills.unavailable_reason IN ('server_unhealthy', 'server_deregistered')
+                              THEN NULL ELSE mcp_skills.unavailable_reason END`
+
+// maxSkillRows bounds the rows of the VALUES form of upsertSkills.
+const maxSkillRows = 1000
+
+// upsertSkills is the statement (and its arguments) that inserts or
+// updates the server's skills names (descriptions descs); "" when there is
+// none to write on Citus. On plain PostgreSQL one statement from arrays;
+// on Citus rows of VALUES, which it routes to the tenant's shard (an
+// INSERT ... SELECT from unnest it pulls through the coordinator:
+// docs/scaling.md).
+func upsertSkills(citus bool, tenant, server uuid.UUID, names, descs []string) (string, []any) {
+	if !citus || len(names) > maxSkillRows {
+		return `
+INSERT INTO mcp_skills (skill_id, tenant_id, server_id, name, description)
+SELECT gen_random_uuid(), $1, $2, n.name, n.description
+FROM unnest($3::text[], $4::text[]) AS n(name, description)` + upsertSkillsConflict, []any{tenant, server, names, descs}
+	}
+	if len(names) == 0 {
+		return "", nil
+	}
+	var b strings.Builder
+	b.WriteString("\nINSERT INTO mcp_skills (skill_id, tenant_id, server_id, name, description) VALUES ")
+	args := make([]any, 0, 2+2*len(names))
+	args = append(args, tenant, server)
+	for i := range names {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "(gen_random_uuid(), $1::uuid, $2::uuid, $%d::text, $%d::text)", 3+2*i, 4+2*i)
+		args = append(args, names[i], descs[i])
+	}
+	b.WriteString(upsertSkillsConflict)
+	return b.String(), args
 }
 
 // feedNextSQL takes the tenant's next feed position for an event (0017):
