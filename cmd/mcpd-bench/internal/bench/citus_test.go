@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -31,7 +30,7 @@ func TestCitusRowSet(t *testing.T) {
 	cfg.CitusOnly, cfg.CitusServers, cfg.CitusDuration, cfg.WorkDir = true, 40, 1500*time.Millisecond, work
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rep, err := Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	rep, err := Run(ctx, cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
