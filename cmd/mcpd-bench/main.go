@@ -68,6 +68,9 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.BoolVar(&cfg.Anchors, "anchors", cfg.Anchors, "measure the anchors beside the fleet loads: a plain net/http server and pgbench at the fleets' rates")
 	serveAnchor := fs.Bool(strings.TrimPrefix(bench.AnchorFlag, "-"), false, "serve the plain net/http anchor on --listen instead (the harness starts itself so)")
 	listen := fs.String("listen", "127.0.0.1:0", "with -serve-anchor: the address to serve on")
+	fs.IntVar(&cfg.CitusServers, "citus-servers", cfg.CitusServers, "servers of the Citus row set: the same store load on plain PostgreSQL and on a 3-node Citus cluster, when Citus is installed (0: skip)")
+	fs.DurationVar(&cfg.CitusDuration, "citus-duration", cfg.CitusDuration, "length of each heartbeat load of the Citus row set")
+	fs.BoolVar(&cfg.CitusOnly, "citus-only", cfg.CitusOnly, "run the Citus row set alone")
 	out := fs.String("out", "docs/bench-latest.json", "write the report as JSON here (empty: do not)")
 	md := fs.String("markdown", "", "also write the table as Markdown here")
 	if err := fs.Parse(args); err != nil {

@@ -16,6 +16,9 @@ func TestBadUsageExits2(t *testing.T) {
 		{[]string{"-pgbench-clients", "8,x"}, `"x" is not a positive number`},
 		{[]string{"-fleet", "1000,0"}, `-fleet: "0" is not a positive number`},
 		{[]string{"-fleet", "1000", "-fleet-duration", "5s"}, "-fleet-duration must be in [10s, 5m]"},
+		{[]string{"-citus-only", "-citus-servers", "0"}, "-citus-only needs -citus-servers above 0"},
+		{[]string{"-citus-duration", "2m"}, "-citus-duration must be in (0, 1m]"},
+		{[]string{"-citus-servers", "-1"}, "-citus-servers must be in [0, 100,000]"},
 		{[]string{"-nosuchflag"}, "flag provided but not defined"},
 		{[]string{"extra"}, "unexpected arguments"},
 	} {

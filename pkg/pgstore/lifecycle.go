@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -16,18 +17,21 @@ import (
 	"github.com/cyberos/mcpd/pkg/registry"
 )
 
-// insertEvent writes one audit event for the server row just changed, with
-// the server's trace id and the contract's body, at position $6 of tenant
-// $7 (feedNextSQL), and returns it.
+// insertEvent writes one audit event for the server row just changed (its
+// values, as the statement that changed it returned them: $1 server, $8
+// module, $9 status, $10 trace id, $11 version, $12 protocols), with the
+// contract's body, at position $6 of tenant $7 (feedNextSQL), and returns
+// it. VALUES, not INSERT ... SELECT from mcp_servers: Citus cannot run an
+// INSERT ... SELECT into a table whose key comes from a sequence (a volatile
+// function) on the shard, and pulls it through the coordinator instead, 3.6
+// ms of a registration's 9 (docs/scaling.md).
 const insertEvent = `
 INSERT INTO mcp_audit_events
     (event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body,
      position)
-SELECT gen_random_uuid(), s.tenant_id, $2, s.server_id, s.module_name, $3, s.status, s.trace_id, $4,
-       mcp_audit_body(s.server_id, s.module_name, s.status, s.version, s.supported_protocols,
-                      to_jsonb($5::text[])),
-       $6
-FROM mcp_servers s WHERE s.tenant_id = $7 AND s.server_id = $1
+VALUES (gen_random_uuid(), $7, $2, $1, $8, $3, $9, $10, $4,
+        mcp_audit_body($1, $8, $9, $11, $12::text[], to_jsonb($5::text[])),
+        $6)
 RETURNING ` + eventColumns
 
 // Register creates or updates the (tenant, module) server, its skills and
@@ -50,7 +54,11 @@ func (s *Store) Register(ctx context.Context, tenant uuid.UUID, info registry.Se
 		protocols = []string{}
 	}
 	remotes := encodeRemotes(info.Remotes)
-	err := s.inTenant(ctx, tenant, func(tx pgx.Tx) error {
+	citus, err := s.onCitus(ctx)
+	if err != nil {
+		return registry.Server{}, false, registry.Event{}, translate(err)
+	}
+	err = s.inTenant(ctx, tenant, func(tx pgx.Tx) error {
 		var (
 			from          *string
 			checked, full bool // the quota: counted under the tenant's lock, and at it
@@ -142,17 +150,10 @@ RETURNING `+serverColumns, uuid.New(), tenant, info.ModuleName, info.Version, pr
 			srv.ServerID, names, tenant); err != nil {
 			return fmt.Errorf("remove skills: %w", err)
 		}
-		if _, err := tx.Exec(ctx, `
-INSERT INTO mcp_skills (skill_id, tenant_id, server_id, name, description)
-SELECT gen_random_uuid(), $1, $2, n.name, n.description
-FROM unnest($3::text[], $4::text[]) AS n(name, description)
-ON CONFLICT (tenant_id, server_id, name) DO UPDATE
-SET description = EXCLUDED.description,
-    available = mcp_skills.available OR mcp_skills.unavailable_reason IN ('server_unhealthy', 'server_deregistered'),
-    unavailable_reason = CASE WHEN mcp_skills.unavailable_reason IN ('server_unhealthy', 'server_deregistered')
-                              THEN NULL ELSE mcp_skills.unavailable_reason END`,
-			tenant, srv.ServerID, names, descs); err != nil {
-			return fmt.Errorf("upsert skills: %w", err)
+		if q, args := upsertSkills(citus, tenant, srv.ServerID, names, descs); q != "" {
+			if _, err := tx.Exec(ctx, q, args...); err != nil {
+				return fmt.Errorf("upsert skills: %w", err)
+			}
 		}
 		affected := sortedCopy(names)
 		var position int64
@@ -160,8 +161,13 @@ SET description = EXCLUDED.description,
 			return fmt.Errorf("take the feed position: %w", err)
 		}
 		var err error
+		srvProtocols := srv.SupportedProtocols
+		if srvProtocols == nil {
+			srvProtocols = []string{}
+		}
 		ev, err = scanEvent(tx.QueryRow(ctx, insertEvent, srv.ServerID, string(registry.KindRegistered), from,
-			srv.LastHeartbeatAt, affected, position, tenant))
+			srv.LastHeartbeatAt, affected, position, tenant, srv.ModuleName, string(srv.Status), nullIfEmpty(srv.TraceID),
+			srv.Version, srvProtocols))
 		if err != nil {
 			return fmt.Errorf("audit registration: %w", err)
 		}
@@ -171,6 +177,50 @@ SET description = EXCLUDED.description,
 		return registry.Server{}, false, registry.Event{}, err
 	}
 	return srv, created, ev, nil
+}
+
+// upsertSkillsConflict is what a registration does to a skill the server
+// has already: its description is the new one, and a skill its server's
+// unhealthy or deregistered state took away is available again.
+const upsertSkillsConflict = `
+ON CONFLICT (tenant_id, server_id, name) DO UPDATE
+SET description = EXCLUDED.description,
+    available = mcp_skills.available OR mcp_skills.unavailable_reason IN ('server_unhealthy', 'server_deregistered'),
+    unavailable_reason = CASE WHEN mcp_skills.unavailable_reason IN ('server_unhealthy', 'server_deregistered')
+                              THEN NULL ELSE mcp_skills.unavailable_reason END`
+
+// maxSkillRows bounds the rows of the VALUES form of upsertSkills.
+const maxSkillRows = 1000
+
+// upsertSkills is the statement (and its arguments) that inserts or
+// updates the server's skills names (descriptions descs); "" when there is
+// none to write on Citus. On plain PostgreSQL one statement from arrays;
+// on Citus rows of VALUES, which it routes to the tenant's shard (an
+// INSERT ... SELECT from unnest it pulls through the coordinator:
+// docs/scaling.md).
+func upsertSkills(citus bool, tenant, server uuid.UUID, names, descs []string) (string, []any) {
+	if !citus || len(names) > maxSkillRows {
+		return `
+INSERT INTO mcp_skills (skill_id, tenant_id, server_id, name, description)
+SELECT gen_random_uuid(), $1, $2, n.name, n.description
+FROM unnest($3::text[], $4::text[]) AS n(name, description)` + upsertSkillsConflict, []any{tenant, server, names, descs}
+	}
+	if len(names) == 0 {
+		return "", nil
+	}
+	var b strings.Builder
+	b.WriteString("\nINSERT INTO mcp_skills (skill_id, tenant_id, server_id, name, description) VALUES ")
+	args := make([]any, 0, 2+2*len(names))
+	args = append(args, tenant, server)
+	for i := range names {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "(gen_random_uuid(), $1::uuid, $2::uuid, $%d::text, $%d::text)", 3+2*i, 4+2*i)
+		args = append(args, names[i], descs[i])
+	}
+	b.WriteString(upsertSkillsConflict)
+	return b.String(), args
 }
 
 // feedNextSQL takes the tenant's next feed position for an event (0017):

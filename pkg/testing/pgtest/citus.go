@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -167,7 +168,40 @@ var citusSettings = map[string]string{
 	"citus.node_conninfo": "sslmode=disable",
 }
 
-func startCitus() (c *Citus, err error) {
+// CitusInstalled reports whether the Citus extension is installed beside
+// the PostgreSQL binaries that pgtest runs.
+func CitusInstalled() (bool, error) { return citusInstalled() }
+
+// StartCitus starts a Citus cluster outside a test (the benchmark
+// harness): three clusters of StartCluster as opts say, with the Citus
+// settings of the test clusters added. Destroy stops it; each node's
+// watchdog does too when the calling process dies first. Its databases
+// come from CreateDatabase.
+func StartCitus(opts ClusterOptions) (*Citus, error) { return startCitusWith(opts) }
+
+// Destroy stops every node of a cluster of StartCitus and removes their
+// directories.
+func (c *Citus) Destroy() error { return c.destroy() }
+
+// CreateDatabase creates database name on every node with the extension
+// and the workers added, not migrated: mcpctl migrate up (schema.Up)
+// through the coordinator distributes it.
+func (c *Citus) CreateDatabase(ctx context.Context, name string) error {
+	for _, n := range c.nodes() {
+		maint, err := n.maintPool()
+		if err != nil {
+			return err
+		}
+		if _, err := maint.Exec(ctx, n.createDatabaseSQL(name, "template0")); err != nil {
+			return fmt.Errorf("create database %s on port %d: %w", name, n.port, err)
+		}
+	}
+	return c.initCitus(ctx, name)
+}
+
+func startCitus() (*Citus, error) { return startCitusWith(ClusterOptions{}) }
+
+func startCitusWith(opts ClusterOptions) (c *Citus, err error) {
 	c = &Citus{}
 	defer func() {
 		if err != nil {
@@ -175,8 +209,14 @@ func startCitus() (c *Citus, err error) {
 			c = nil
 		}
 	}()
+	settings := maps.Clone(opts.Settings)
+	if settings == nil {
+		settings = map[string]string{}
+	}
+	maps.Copy(settings, citusSettings)
+	opts.Settings = settings
 	for i := range 3 {
-		n, err := startCluster(ClusterOptions{Settings: citusSettings})
+		n, err := startCluster(opts)
 		if err != nil {
 			return c, fmt.Errorf("citus node %d: %w", i, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
@@ -206,10 +208,24 @@ func (c *Cluster) dropDB(name string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := c.maint.Exec(ctx, c.dropDatabaseSQL(name)); err != nil {
-		return fmt.Errorf("drop database %s: %w", name, err)
+	for attempt := 0; ; attempt++ {
+		_, err := c.maint.Exec(ctx, c.dropDatabaseSQL(name))
+		// A session that FORCE does not end, such as the Citus maintenance
+		// daemon starting in the database, makes it busy for a moment: try
+		// again.
+		var pgErr *pgconn.PgError
+		if err == nil || attempt == 20 || !errors.As(err, &pgErr) || pgErr.Code != "55006" {
+			if err != nil {
+				return fmt.Errorf("drop database %s: %w", name, err)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("drop database %s: %w", name, err)
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
-	return nil
 }
 
 func (c *Cluster) createDatabaseSQL(name, template string) string {

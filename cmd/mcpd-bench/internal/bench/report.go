@@ -172,6 +172,7 @@ const (
 	unitRatio     = "x"
 	unitPercent   = "%"
 	unitCount     = ""
+	unitSeconds   = "s"
 )
 
 func formatValue(v float64, unit string) string {
@@ -198,6 +199,8 @@ func formatValue(v float64, unit string) string {
 		return fmt.Sprintf("%.1f %%", v)
 	case unitCount:
 		return groupThousands(v)
+	case unitSeconds:
+		return fmt.Sprintf("%.2f s", v)
 	}
 	return fmt.Sprintf("%g %s", v, unit)
 }

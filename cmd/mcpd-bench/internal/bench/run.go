@@ -82,6 +82,13 @@ type Config struct {
 	// Anchors: with the fleet loads, the same fleet against a plain
 	// net/http server and pgbench at the fleets' rates (anchor.go).
 	Anchors bool `json:"anchors"`
+	// CitusServers is the fleet of the Citus row set (citus.go): the same
+	// store load on plain PostgreSQL and on a 3-node Citus cluster when
+	// Citus is installed; 0 skips it. CitusDuration bounds each of its
+	// heartbeat loads; CitusOnly runs that row set alone.
+	CitusServers  int           `json:"citus_servers"`
+	CitusDuration time.Duration `json:"citus_duration_ns"`
+	CitusOnly     bool          `json:"citus_only"`
 }
 
 // DefaultConfig is the full run of make bench.
@@ -94,9 +101,10 @@ func DefaultConfig() Config {
 		Go: "go", EtcdLeases: 1000, ProfileDuration: 10 * time.Second, MaxCalls: 5_000_000,
 		Watchers: []int{1000, 10000},
 		Fleet:    []int{1000, 10000, 30000}, FleetDuration: 30 * time.Second,
-		FleetTLS: []int{10000},
-		Tracing:  true,
-		Anchors:  true,
+		FleetTLS:     []int{10000},
+		Tracing:      true,
+		Anchors:      true,
+		CitusServers: 2000, CitusDuration: 15 * time.Second,
 	}
 }
 
@@ -128,6 +136,17 @@ func (c Config) Validate() error {
 	}
 	if c.PgbenchDuration < time.Second {
 		errs = append(errs, errors.New("-pgbench-duration must be at least 1s (pgbench counts whole seconds)"))
+	}
+	if c.CitusServers < 0 || c.CitusServers > 100000 {
+		errs = append(errs, errors.New("-citus-servers must be in [0, 100,000]"))
+	}
+	if c.CitusServers > 0 && (c.CitusDuration <= 0 || c.CitusDuration > time.Minute) {
+		// A server heartbeats at least once a load: none may fall due
+		// within the sweep's 60 s, or a true transition would count as false.
+		errs = append(errs, fmt.Errorf("-citus-duration must be in (0, 1m]: %v", c.CitusDuration))
+	}
+	if c.CitusOnly && c.CitusServers == 0 {
+		errs = append(errs, errors.New("-citus-only needs -citus-servers above 0"))
 	}
 	if c.MaxCalls < 1 {
 		errs = append(errs, errors.New("-max-calls must be at least 1"))
@@ -247,6 +266,10 @@ func (r *runner) keepPostgresLog() {
 func (r *runner) servers() int { return r.cfg.Tenants * r.cfg.Modules }
 
 func (r *runner) run(ctx context.Context) error {
+	if r.cfg.CitusOnly {
+		r.citusRows(ctx)
+		return ctx.Err()
+	}
 	if err := r.startDatabase(ctx); err != nil {
 		return err
 	}
@@ -270,6 +293,7 @@ func (r *runner) run(ctx context.Context) error {
 	r.watchers(ctx)
 	r.largeSweep(ctx)
 	r.dev(ctx)
+	r.citusRows(ctx)
 	return ctx.Err()
 }
 

@@ -1,0 +1,63 @@
+package bench
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cyberos/mcpd/pkg/testing/pgtest"
+)
+
+// TestCitusRowSet runs the Citus row set at a tiny size: both engines
+// start, register, heartbeat and sweep, and the rows give each ratio and
+// no false transition.
+func TestCitusRowSet(t *testing.T) {
+	if ok, err := pgtest.CitusInstalled(); err != nil {
+		t.Fatal(err)
+	} else if !ok {
+		pgtest.Missing(t, "Citus is not installed: "+pgtest.InstallCitus)
+	}
+	work := t.TempDir()
+	for _, dir := range []string{filepath.Dir(work), work} {
+		if err := os.Chmod(dir, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.CitusOnly, cfg.CitusServers, cfg.CitusDuration, cfg.WorkDir = true, 40, 1500*time.Millisecond, work
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]Row{}
+	for _, r := range rep.Rows {
+		rows[r.ID] = r
+	}
+	for _, id := range []string{"citus_light", "citus_saturation", "citus_register", "citus_register_serial", "citus_sweep", "citus_saturation_cpu"} {
+		r, ok := rows[id]
+		if !ok || r.Verdict == "error" || r.Verdict == "skipped" || r.Value <= 0 {
+			t.Errorf("row %s: %+v (present %v)", id, r, ok)
+		}
+	}
+	if r := rows["citus_false_transitions"]; r.Verdict != "pass" || r.Value != 0 {
+		t.Errorf("false transitions: %+v", r)
+	}
+	res, ok := rep.Details["citus"].([]CitusEngineResult)
+	if !ok || len(res) != 2 {
+		t.Fatalf("details: %#v", rep.Details["citus"])
+	}
+	for _, e := range res {
+		if e.Sweeps == 0 || e.Register.Calls != 40 || e.Serial.Calls != 40 || e.Saturation.Calls == 0 {
+			t.Errorf("%s: %d sweeps, %d registrations, %d serial, %d heartbeats at saturation",
+				e.Engine, e.Sweeps, e.Register.Calls, e.Serial.Calls, e.Saturation.Calls)
+		}
+	}
+	if rep.Details["citus_version"] == nil {
+		t.Error("no Citus version in the details")
+	}
+}
