@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/cyberos/mcpd/pkg/mcpserve"
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 // rpcAnswer is one answer of send: its status, headers and message (the
@@ -249,15 +250,10 @@ func TestSubscriptionBounds(t *testing.T) {
 	waitFor(t, "the listen call's subscriptions forgotten", func() bool { return e.mcp.Subscriptions(tenant) == 0 })
 }
 
-// waitFor polls cond for up to 10 s.
+// waitFor waits for cond as every wait of the tests does (testwait).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Eventually(t, what, cond)
 }
 
 // TestClientInfoBounds: clientInfo and capabilities of more than 16 KiB

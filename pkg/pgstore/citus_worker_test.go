@@ -11,6 +11,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/pgstore"
 	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 // A worker of the Citus cluster stops for 30 s (of the store's clock):
@@ -86,17 +87,10 @@ func TestCitusStoppedWorker(t *testing.T) {
 	c.Workers[0].Start(t)
 	clock.Advance(time.Second)
 	var res registry.SweepResult
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var err error
-		if res, err = sweep(); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sweep after the worker returned: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	testwait.Poll(t, "a sweep after the worker returned", testwait.Cap, func() (err error) {
+		res, err = sweep()
+		return err
+	})
 	if len(res.Events) != 0 {
 		t.Fatalf("sweep after the worker returned: %+v, want no transition", res.Events)
 	}
