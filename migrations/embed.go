@@ -13,4 +13,4 @@ var FS embed.FS
 
 // Latest is the schema version this build expects; /readyz reports not ready
 // while the database is at any other version.
-const Latest uint = 20
+const Latest uint = 21

@@ -1,4 +1,4 @@
--- mcpd's schema after migration 20 (make schema), dumped by pg_dump 15
+-- mcpd's schema after migration 21 (make schema), dumped by pg_dump 15
 --
 -- PostgreSQL database dump
 --
@@ -387,6 +387,57 @@ BEGIN
     RETURNING s.server_id, s.tenant_id, s.module_name, s.version, s.supported_protocols,
               s.capability_advertisement, s.status, s.last_heartbeat_at, s.registered_at,
               s.deregistered_at, s.trace_id::text, s.remotes, s.description, s.title;
+END
+$$;
+
+--
+-- Name: mcp_heartbeat_held(uuid, uuid[], bigint[], timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_heartbeat_held(p_tenant uuid, p_servers uuid[], p_ages bigint[], p_now timestamp with time zone) RETURNS TABLE(o_tenant_id uuid, o_server_id uuid, o_prev_status text, s_server_id uuid, s_tenant_id uuid, s_module_name text, s_version text, s_protocols text[], s_capabilities jsonb, s_status text, s_last_heartbeat timestamp with time zone, s_registered_at timestamp with time zone, s_deregistered_at timestamp with time zone, s_trace_id text, s_remotes jsonb, s_description text, s_title text, e_seq bigint, e_event_id uuid, e_tenant_id uuid, e_kind text, e_server_id uuid, e_module_name text, e_from_status text, e_to_status text, e_trace_id text, e_occurred_at timestamp with time zone, e_body jsonb)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_now  timestamptz := COALESCE(p_now, now());
+    v_at   timestamptz[];
+    v_n    bigint;
+    v_rest uuid[];
+    v_gone uuid[];
+BEGIN
+    -- The times here: Citus refuses a stable operator (timestamptz minus
+    -- interval) on a column in an UPDATE.
+    v_at := ARRAY(SELECT v_now - a * interval '1 microsecond' FROM unnest(p_ages) WITH ORDINALITY AS x(a, i) ORDER BY i);
+    UPDATE mcp_servers s
+    SET last_heartbeat_at = GREATEST(s.last_heartbeat_at, h.at)
+    FROM unnest(p_servers, v_at) AS h(id, at)
+    WHERE s.tenant_id = p_tenant AND s.server_id = h.id AND s.status = 'healthy';
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    IF v_n >= COALESCE(cardinality(p_servers), 0) THEN
+        RETURN; -- the common case: every server was healthy
+    END IF;
+    -- The others (the caller sends each server once): not healthy, or not
+    -- the tenant's.
+    SELECT array_agg(h.id) FILTER (WHERE s.server_id IS NOT NULL),
+           array_agg(h.id) FILTER (WHERE s.server_id IS NULL)
+    INTO v_rest, v_gone
+    FROM unnest(p_servers, p_ages) AS h(id, age)
+    LEFT JOIN mcp_servers s ON s.tenant_id = p_tenant AND s.server_id = h.id
+    WHERE s.server_id IS NULL OR s.status <> 'healthy';
+    IF v_rest IS NOT NULL THEN
+        RETURN QUERY
+        SELECT * FROM mcp_heartbeat_tenant(p_tenant, v_rest, v_now);
+    END IF;
+    -- A server that is not the tenant's: a row with no previous status.
+    RETURN QUERY
+    SELECT p_tenant, g.id, NULL::text,
+           NULL::uuid, NULL::uuid, NULL::text, NULL::text, NULL::text[], NULL::jsonb, NULL::text,
+           NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::jsonb, NULL::text,
+           NULL::text, NULL::bigint, NULL::uuid, NULL::uuid, NULL::text, NULL::uuid, NULL::text, NULL::text,
+           NULL::text, NULL::text, NULL::timestamptz, NULL::jsonb
+    FROM unnest(v_gone) AS g(id);
 END
 $$;
 
@@ -1405,6 +1456,13 @@ GRANT ALL ON FUNCTION public.mcp_heartbeat_healthy(p_tenants uuid[], p_servers u
 
 REVOKE ALL ON FUNCTION public.mcp_heartbeat_healthy_tenant(p_tenant uuid, p_servers uuid[], p_now timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.mcp_heartbeat_healthy_tenant(p_tenant uuid, p_servers uuid[], p_now timestamp with time zone) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_heartbeat_held(p_tenant uuid, p_servers uuid[], p_ages bigint[], p_now timestamp with time zone); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_heartbeat_held(p_tenant uuid, p_servers uuid[], p_ages bigint[], p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_heartbeat_held(p_tenant uuid, p_servers uuid[], p_ages bigint[], p_now timestamp with time zone) TO cyberos_app;
 
 --
 -- Name: FUNCTION mcp_heartbeat_tenant(p_tenant uuid, p_servers uuid[], p_now timestamp with time zone); Type: ACL; Schema: public; Owner: -

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/registry"
 )
 
@@ -50,6 +51,12 @@ type Metrics struct {
 	feedReads    *prometheus.CounterVec
 	feedEvents   prometheus.Counter
 	refusals     *prometheus.CounterVec
+	// Held heartbeats: the flushes' store calls, the heartbeats written,
+	// how long the oldest waited, and those a failed flush had to drop.
+	heldWrites  *prometheus.CounterVec
+	heldBeats   prometheus.Counter
+	heldLag     prometheus.Histogram
+	heldDropped prometheus.Counter
 }
 
 // MetricsOptions configures NewMetrics.
@@ -120,6 +127,23 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 			Name: "mcpd_limit_refusals_total",
 			Help: "Calls refused by a tenant limit, by reason (quota, rate, watches).",
 		}, []string{"reason"}),
+		heldWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpd_heartbeat_flush_writes_total",
+			Help: "Store calls that wrote held heartbeats (one per tenant per flush window), by result (ok, error).",
+		}, []string{"result"}),
+		heldBeats: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mcpd_heartbeat_flush_heartbeats_total",
+			Help: "Heartbeats answered from memory and then written by a flush (the latest per server per window).",
+		}),
+		heldLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "mcpd_heartbeat_flush_lag_seconds",
+			Help:    "Per flush, how long the oldest heartbeat it wrote had been held when its write committed.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, .75, 1, 2.5, 5},
+		}),
+		heldDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mcpd_heartbeat_flush_dropped_total",
+			Help: "Held heartbeats that failed to write and could not be kept for the next flush (the bound on unwritten heartbeats).",
+		}),
 	}
 	for _, r := range []string{RefusedQuota, RefusedRate, RefusedWatches} {
 		m.refusals.WithLabelValues(r)
@@ -129,8 +153,10 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 	}
 	m.feedReads.WithLabelValues("ok")
 	m.feedReads.WithLabelValues("error")
+	m.heldWrites.WithLabelValues("ok")
+	m.heldWrites.WithLabelValues("error")
 	reg.MustRegister(m.heartbeats, m.transitions, m.sweeps, m.sweepFails, m.requests, m.storeErrors, m.refusals,
-		m.watchers, m.watchCutoffs, m.feedReads, m.feedEvents,
+		m.watchers, m.watchCutoffs, m.feedReads, m.feedEvents, m.heldWrites, m.heldBeats, m.heldLag, m.heldDropped,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if opts.Counter != nil {
@@ -148,6 +174,18 @@ func (m *Metrics) ObserveFeedRead(events int, err error) {
 	}
 	m.feedReads.WithLabelValues("ok").Inc()
 	m.feedEvents.Add(float64(events))
+}
+
+// ObserveHeldFlush counts a flush of held heartbeats; it fits
+// lifecycle.RegistrarOptions.OnFlush.
+func (m *Metrics) ObserveHeldFlush(st lifecycle.FlushStats) {
+	m.heldWrites.WithLabelValues("ok").Add(float64(st.Calls - st.Failed))
+	m.heldWrites.WithLabelValues("error").Add(float64(st.Failed))
+	m.heldBeats.Add(float64(st.Heartbeats))
+	m.heldDropped.Add(float64(st.Dropped))
+	if st.Heartbeats > 0 {
+		m.heldLag.Observe(st.Lag.Seconds())
+	}
 }
 
 // Registry returns the registry the metrics are on.

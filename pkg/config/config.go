@@ -29,6 +29,7 @@ const (
 	KeyDev                    = "dev"
 	KeyHeartbeatInterval      = "heartbeat-interval"
 	KeyMonitorPeriod          = "monitor-period"
+	KeyHeartbeatFlushInterval = "heartbeat-flush-interval"
 	KeyRequestTimeout         = "request-timeout"
 	KeyShutdownTimeout        = "shutdown-timeout"
 	KeyAuthJWTSecretFile      = "auth-jwt-secret-file"
@@ -117,6 +118,10 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// MonitorPeriod is how often the monitor sweeps; at most the interval.
 	MonitorPeriod time.Duration
+	// HeartbeatFlushInterval is the window in which heartbeats held in
+	// memory are written: at most MaxHeartbeatFlushInterval and a quarter
+	// of the interval.
+	HeartbeatFlushInterval time.Duration
 	// RequestTimeout bounds the work of one API call.
 	RequestTimeout time.Duration
 	// ShutdownTimeout bounds the drain of in-flight requests on stop.
@@ -201,12 +206,38 @@ func DefaultMonitorPeriodFor(interval time.Duration) time.Duration {
 	return registry.DefaultMonitorPeriod
 }
 
+// Bounds of the heartbeat flush window (contract).
+const (
+	DefaultHeartbeatFlushInterval = 500 * time.Millisecond
+	MaxHeartbeatFlushInterval     = time.Second
+)
+
+// DefaultHeartbeatFlushIntervalFor is the flush window when none is given:
+// the default 500 ms, or a quarter of the heartbeat interval when that is
+// shorter (--heartbeat-interval 200ms writes every 50 ms).
+func DefaultHeartbeatFlushIntervalFor(interval time.Duration) time.Duration {
+	if q := interval / 4; q > 0 && q < DefaultHeartbeatFlushInterval {
+		return q
+	}
+	return DefaultHeartbeatFlushInterval
+}
+
+// EffectiveHeartbeatFlushInterval is the flush window mcpd runs with: the
+// configured one, at most a quarter of the heartbeat interval.
+func (c Config) EffectiveHeartbeatFlushInterval() time.Duration {
+	if q := c.HeartbeatInterval / 4; q > 0 && c.HeartbeatFlushInterval > q {
+		return q
+	}
+	return c.HeartbeatFlushInterval
+}
+
 // Default returns the configuration with every default set.
 func Default() Config {
 	return Config{
 		Listen:                   DefaultListen,
 		HeartbeatInterval:        registry.DefaultHeartbeatInterval,
 		MonitorPeriod:            registry.DefaultMonitorPeriod,
+		HeartbeatFlushInterval:   DefaultHeartbeatFlushInterval,
 		RequestTimeout:           DefaultRequestTimeout,
 		ShutdownTimeout:          DefaultShutdownTimeout,
 		LogFormat:                DefaultLogFormat,
@@ -301,6 +332,14 @@ func (c Config) Validate() error {
 	if intervalOK && periodOK && c.MonitorPeriod > c.HeartbeatInterval {
 		bad(KeyMonitorPeriod, "%s is longer than --%s %s: a sweep must come at least once per interval",
 			c.MonitorPeriod, KeyHeartbeatInterval, c.HeartbeatInterval)
+	}
+	if positive(KeyHeartbeatFlushInterval, c.HeartbeatFlushInterval) {
+		// Past a quarter of the interval it is cut to that, with a warning
+		// (EffectiveHeartbeatFlushInterval).
+		if c.HeartbeatFlushInterval > MaxHeartbeatFlushInterval {
+			bad(KeyHeartbeatFlushInterval, "%s is longer than %s: a crash may lose at most that window",
+				c.HeartbeatFlushInterval, MaxHeartbeatFlushInterval)
+		}
 	}
 	positive(KeyRequestTimeout, c.RequestTimeout)
 	positive(KeyShutdownTimeout, c.ShutdownTimeout)

@@ -202,6 +202,9 @@ func LoadConfig(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (confi
 	if !r.set(config.KeyMonitorPeriod) {
 		cfg.MonitorPeriod = config.DefaultMonitorPeriodFor(cfg.HeartbeatInterval)
 	}
+	if !r.set(config.KeyHeartbeatFlushInterval) {
+		cfg.HeartbeatFlushInterval = config.DefaultHeartbeatFlushIntervalFor(cfg.HeartbeatInterval)
+	}
 	return cfg, errors.Join(r.errs...)
 }
 

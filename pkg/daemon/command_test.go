@@ -142,7 +142,8 @@ func TestEveryFlagHasAnEnvVariable(t *testing.T) {
 	env := map[string]string{
 		"MCPD_LISTEN": "127.0.0.1:9", "MCPD_DATABASE_URL": "postgres://x@h/db", "MCPD_DEV": "true",
 		"MCPD_HEARTBEAT_INTERVAL": "2s", "MCPD_MONITOR_PERIOD": "1s", "MCPD_REQUEST_TIMEOUT": "3s",
-		"MCPD_SHUTDOWN_TIMEOUT": "4s", "MCPD_AUTH_JWT_SECRET_FILE": "/s", "MCPD_AUTH_JWKS_FILE": "/j",
+		"MCPD_HEARTBEAT_FLUSH_INTERVAL": "300ms",
+		"MCPD_SHUTDOWN_TIMEOUT":         "4s", "MCPD_AUTH_JWT_SECRET_FILE": "/s", "MCPD_AUTH_JWKS_FILE": "/j",
 		"MCPD_ALERTMANAGER_URL": "http://am", "MCPD_ALERT_WEBHOOK_URL": "http://hook",
 		"MCPD_ALERT_WEBHOOK_SECRET_FILE": "/w", "MCPD_LOG_FORMAT": "text", "MCPD_LOG_LEVEL": "debug",
 		"MCPD_BLIND_AFTER": "7s", "MCPD_MASS_LOSS_SHARE": "0.25", "MCPD_MASS_LOSS_MIN": "3",
@@ -158,7 +159,8 @@ func TestEveryFlagHasAnEnvVariable(t *testing.T) {
 	}
 	want := config.Config{Listen: "127.0.0.1:9", DatabaseURL: "postgres://x@h/db", Dev: true,
 		HeartbeatInterval: 2 * time.Second, MonitorPeriod: time.Second, RequestTimeout: 3 * time.Second,
-		ShutdownTimeout: 4 * time.Second, AuthJWTSecretFile: "/s", AuthJWKSFile: "/j",
+		HeartbeatFlushInterval: 300 * time.Millisecond,
+		ShutdownTimeout:        4 * time.Second, AuthJWTSecretFile: "/s", AuthJWKSFile: "/j",
 		AlertmanagerURLs: []string{"http://am"}, AlertWebhookURL: "http://hook", AlertWebhookSecretFile: "/w",
 		LogFormat: "text", LogLevel: "debug", BlindAfter: 7 * time.Second, MassLossShare: 0.25, MassLossMin: 3,
 		TLSCertFile: "/c", TLSKeyFile: "/k", TLSClientCAFile: "/ca", MaxConnections: 500,

@@ -181,10 +181,20 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	// The hub learns of this process's own writes at once, so that the
 	// MCP registry API's ETag reflects them before it reads them.
 	sink = hub.Sink(sink)
+	// Heartbeats of healthy servers are held in memory and written every
+	// flush window; the feed tells the Registrar of other replicas'
+	// transitions (lifecycle/held.go).
+	flush := d.cfg.EffectiveHeartbeatFlushInterval()
+	if flush < d.cfg.HeartbeatFlushInterval {
+		d.logger.Warn("heartbeat flush window cut to a quarter of the heartbeat interval",
+			"heartbeat_flush_interval", d.cfg.HeartbeatFlushInterval.String(), "effective", flush.String())
+	}
 	registrar := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{
 		Store: store, Sink: sink, Logger: d.logger, HeartbeatInterval: d.cfg.HeartbeatInterval.Seconds(),
 		MaxServersPerTenant: d.cfg.TenantMaxServers,
+		Clock:               d.clock, FlushInterval: flush, Feed: hub, OnFlush: metrics.ObserveHeldFlush,
 	})
+	hub.Observe(registrar)
 	guard := newGuardMetrics(metrics.Registry())
 	if dispatcher != nil {
 		guard.onMassLoss = dispatcher.MassLoss
@@ -195,6 +205,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		BlindAfter: d.cfg.BlindAfter, OnBlind: guard.blind,
 		MassLossShare: d.cfg.MassLossShare, MassLossMin: d.cfg.MassLossMin, OnMassLoss: guard.massLoss,
 		SweepTimeout: d.cfg.HeartbeatInterval, Trace: sweepTracer(tp),
+		Grace: lifecycle.SweepGrace(flush), BeforeSweep: registrar.Flush,
 	})
 	cursorKey := store.CursorKey
 	if d.cfg.Dev && (d.cfg.AuthJWTSecretFile != "" || d.cfg.AuthJWKSFile != "") {
@@ -294,6 +305,11 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	if err := d.jobs.start(ctx, "monitor", monitor); err != nil {
 		return err
 	}
+	// After the monitor: it stops after the requests drained and the
+	// monitor's last sweep, and writes what is held before mcpd exits.
+	if err := d.jobs.start(ctx, "held heartbeats", runFunc(registrar.Run)); err != nil {
+		return err
+	}
 
 	storeKind := "postgres"
 	if d.cfg.Dev {
@@ -301,6 +317,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	}
 	d.logger.Info("mcpd listening", "addr", ln.Addr().String(), "version", version.Version, "store", storeKind,
 		"heartbeat_interval", d.cfg.HeartbeatInterval.String(), "monitor_period", d.cfg.MonitorPeriod.String(),
+		"heartbeat_flush_interval", flush.String(),
 		"tls", d.tls != nil, "mtls", d.cfg.TLSClientCAFile != "", "max_connections", maxConns,
 		"traces", d.tracing.Enabled())
 	if dispatcher != nil {

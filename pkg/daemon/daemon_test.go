@@ -22,6 +22,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/config"
 	"github.com/cyberos/mcpd/pkg/daemon"
+	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/testing/testlog"
@@ -112,8 +113,9 @@ func TestDevLifecycleWithFakeClock(t *testing.T) {
 		t.Fatalf("heartbeat_interval_seconds %v", srv.HeartbeatIntervalSecs)
 	}
 
-	// The monitor's ticker exists once the first sweep is done.
-	if err := clock.BlockUntilContext(ctx, 1); err != nil {
+	// The monitor's ticker exists once the first sweep is done; the held
+	// heartbeats' flush ticker beside it.
+	if err := clock.BlockUntilContext(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
 	status := func() registry.Status {
@@ -123,7 +125,10 @@ func TestDevLifecycleWithFakeClock(t *testing.T) {
 		}
 		return s.Status
 	}
-	clock.Advance(20 * time.Second)
+	// 2I, plus the grace the sweep allows for heartbeats held for their
+	// flush window (two windows of 500ms).
+	grace := lifecycle.SweepGrace(cfg.EffectiveHeartbeatFlushInterval())
+	clock.Advance(20*time.Second + grace)
 	testwait.Eventually(t, "degraded after 2I", func() bool { return status() == registry.StatusDegraded })
 	clock.Advance(10 * time.Second)
 	testwait.Eventually(t, "unhealthy after 3I", func() bool { return status() == registry.StatusUnhealthy })

@@ -83,6 +83,8 @@ type Hub struct {
 	// recent holds the ids of the events read last, so that Wrote can
 	// tell an event the hub has read already.
 	recent recentIDs
+	// observer, when set, is told of every event read (Observe).
+	observer Observer
 
 	// hmu guards the shared horizon reads: nextHorizon is the read that
 	// callers now wait for, not yet started; readingHorizon says whether
@@ -344,6 +346,9 @@ func (h *Hub) followed() ([]uuid.UUID, []registry.Position) {
 		}
 		if tf.watchers == 0 && now.Sub(tf.usedAt) > IdleTimeout {
 			delete(h.tenants, id)
+			if h.observer != nil {
+				h.observer.Forget(id)
+			}
 			continue
 		}
 		tenants = append(tenants, id)
@@ -391,6 +396,9 @@ func (h *Hub) apply(batches []registry.FeedBatch) (more bool) {
 			h.epoch = b.Horizon.Epoch
 			for _, tf := range h.tenants {
 				tf.ring, tf.pending = nil, nil
+			}
+			if h.observer != nil {
+				h.observer.Forget(uuid.Nil)
 			}
 			for _, b := range batches {
 				if tf := h.tenants[b.Tenant]; tf != nil {

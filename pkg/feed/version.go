@@ -73,6 +73,9 @@ func (r *recentIDs) has(id uuid.UUID) bool {
 func (h *Hub) read(tf *tenantFeed, ev *registry.Event) {
 	delete(tf.pending, ev.EventID)
 	h.recent.add(ev.EventID)
+	if h.observer != nil {
+		h.observer.Read(*ev)
+	}
 }
 
 // Wrote tells the hub of an event this process committed, until the hub

@@ -47,6 +47,8 @@ type Monitor struct {
 	massLossMin   int
 	onMassLoss    func(registry.MassLoss)
 	sweepTimeout  time.Duration
+	grace         time.Duration
+	beforeSweep   func(ctx context.Context) error
 
 	mu       sync.Mutex
 	stop     chan struct{} // closed by Stop
@@ -88,6 +90,13 @@ type MonitorOptions struct {
 	// SweepTimeout bounds each sweep of the loop (Start, Run); zero: the
 	// heartbeat interval.
 	SweepTimeout time.Duration
+	// Grace is added to 2I and 3I (SweepRequest.Grace): SweepGrace of the
+	// held heartbeats' flush window, when heartbeats are held.
+	Grace time.Duration
+	// BeforeSweep, when set, runs before each sweep (Registrar.Flush, so
+	// that this replica's held heartbeats are written); when it fails the
+	// sweep does not run and fails with its error.
+	BeforeSweep func(ctx context.Context) error
 }
 
 // DefaultBlindAfter is the gap between successful sweeps that counts as a
@@ -108,6 +117,8 @@ func NewMonitor(opts MonitorOptions) *Monitor {
 		batch:        cmp.Or(max(opts.Batch, 0), DefaultSweepBatch),
 		sweepTimeout: cmp.Or(max(opts.SweepTimeout, 0), interval),
 		trace:        opts.Trace,
+		grace:        max(opts.Grace, 0),
+		beforeSweep:  opts.BeforeSweep,
 	}
 	m.blindAfter, m.onBlind = opts.BlindAfter, opts.OnBlind
 	switch {
@@ -219,9 +230,19 @@ func (m *Monitor) Sweep(ctx context.Context, now time.Time) (all []registry.Even
 		ctx, end = m.trace(ctx)
 		defer func() { end(all, err) }()
 	}
+	if m.beforeSweep != nil {
+		if err := m.beforeSweep(ctx); err != nil {
+			err = fmt.Errorf("sweep: write held heartbeats first: %w", err)
+			if m.observe != nil {
+				m.observe(m.clock.Since(start), nil, err)
+			}
+			return nil, err
+		}
+	}
 	for range maxSweepBatches {
 		var res registry.SweepResult
-		res, err = m.store.Sweep(ctx, registry.SweepRequest{Now: now, Interval: m.interval, Limit: m.batch, BlindAfter: m.blindAfter})
+		res, err = m.store.Sweep(ctx, registry.SweepRequest{Now: now, Interval: m.interval, Limit: m.batch,
+			BlindAfter: m.blindAfter, Grace: m.grace})
 		evs := res.Events
 		if err == nil && res.Opened != nil {
 			m.reportBlind(ctx, *res.Opened)

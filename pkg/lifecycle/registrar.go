@@ -3,12 +3,15 @@ package lifecycle
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/cyberos/mcpd/pkg/registry"
 )
@@ -29,6 +32,10 @@ type Registrar struct {
 	logger   *slog.Logger
 	interval float64
 	quota    int
+	clock    clockwork.Clock
+	// held holds heartbeats of healthy servers until they are written
+	// (held.go); nil: every heartbeat is written before it is answered.
+	held *holder
 
 	mu sync.Mutex
 	// unbeaten holds the servers registered here that have not heartbeated
@@ -53,15 +60,78 @@ type RegistrarOptions struct {
 	// tenant may have; registering a new module past it fails with
 	// ErrQuotaExceeded. 0: no quota.
 	MaxServersPerTenant int
+
+	// Clock stamps held heartbeats; nil: the real clock.
+	Clock clockwork.Clock
+	// FlushInterval, when positive and Feed is set and the store is a
+	// registry.HeldHeartbeatWriter, holds heartbeats of healthy servers in
+	// memory and writes them every FlushInterval (at most
+	// MaxFlushInterval); Run must then run. Zero: every heartbeat is
+	// written before it is answered.
+	FlushInterval time.Duration
+	// Feed tells the Registrar which tenants' events reach its Read.
+	Feed HeldFeed
+	// MaxHeld bounds the heartbeats held and not yet written; zero:
+	// DefaultMaxHeld.
+	MaxHeld int
+	// OnFlush, when set, is told of every flush that wrote something.
+	OnFlush func(FlushStats)
 }
 
 // NewRegistrar returns a Registrar over opts.Store.
 func NewRegistrar(opts RegistrarOptions) *Registrar {
 	logger := cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
-	return &Registrar{store: opts.Store, logger: logger,
+	r := &Registrar{store: opts.Store, logger: logger,
 		sink:     cmp.Or[registry.AlertSink](opts.Sink, registry.LogSink{Logger: logger}),
 		interval: cmp.Or(opts.HeartbeatInterval, registry.DefaultHeartbeatInterval.Seconds()),
-		quota:    max(opts.MaxServersPerTenant, 0), unbeaten: make(map[uuid.UUID]struct{})}
+		quota:    max(opts.MaxServersPerTenant, 0), unbeaten: make(map[uuid.UUID]struct{}),
+		clock: cmp.Or[clockwork.Clock](opts.Clock, clockwork.NewRealClock())}
+	if w, ok := opts.Store.(registry.HeldHeartbeatWriter); ok && opts.FlushInterval > 0 && opts.Feed != nil {
+		r.held = &holder{writer: w, feed: opts.Feed, clock: r.clock,
+			interval: min(opts.FlushInterval, MaxFlushInterval),
+			max:      cmp.Or(max(opts.MaxHeld, 0), DefaultMaxHeld), onFlush: opts.OnFlush,
+			logger: logger, sink: r.sink, tenants: make(map[uuid.UUID]*heldTenant)}
+	}
+	return r
+}
+
+// Holding reports whether heartbeats of healthy servers are held in
+// memory and written in windows.
+func (r *Registrar) Holding() bool { return r.held != nil }
+
+// Run writes held heartbeats every flush interval until ctx ends, then
+// writes what is left (SIGTERM flushes before the process exits). Without
+// holding it returns at once.
+func (r *Registrar) Run(ctx context.Context) error {
+	if r.held == nil {
+		return nil
+	}
+	return r.held.run(ctx)
+}
+
+// Flush writes every held heartbeat now: the monitor's sweep calls it
+// first, so that its own replica's heartbeats are in the store.
+func (r *Registrar) Flush(ctx context.Context) error {
+	if r.held == nil {
+		return nil
+	}
+	return r.held.flush(ctx)
+}
+
+// Read is an event the change feed read (feed.Observer): the held
+// heartbeats forget its server's status.
+func (r *Registrar) Read(ev registry.Event) {
+	if r.held != nil {
+		r.held.read(ev)
+	}
+}
+
+// Forget says the change feed no longer follows tenant (uuid.Nil: every
+// tenant) (feed.Observer).
+func (r *Registrar) Forget(tenant uuid.UUID) {
+	if r.held != nil {
+		r.held.forgetTenant(tenant)
+	}
 }
 
 // Register validates info and registers it for tenant; created reports a new
@@ -95,9 +165,26 @@ func (r *Registrar) Register(ctx context.Context, tenant uuid.UUID, info registr
 // The first heartbeat after a registration and one that changes the
 // status are logged at info level, the others at debug level.
 func (r *Registrar) Heartbeat(ctx context.Context, tenant, serverID uuid.UUID) (registry.Server, error) {
+	var st stamp
+	if r.held != nil {
+		if srv, ok := r.held.hold(tenant, serverID, r.clock.Now().UTC().Truncate(time.Microsecond)); ok {
+			if r.logger.Enabled(ctx, slog.LevelDebug) {
+				r.logger.DebugContext(ctx, "heartbeat", "tenant_id", tenant.String(), "server_id", srv.ServerID.String(),
+					"module_name", srv.ModuleName, "status", string(srv.Status), "trace_id", srv.TraceID, "held", true)
+			}
+			return r.decorate(srv), nil
+		}
+		st = r.held.before(tenant)
+	}
 	srv, ev, err := r.store.Heartbeat(ctx, tenant, serverID)
 	if err != nil {
+		if r.held != nil && errors.Is(err, registry.ErrUnavailable) {
+			r.held.failing.Store(true)
+		}
 		return registry.Server{}, fmt.Errorf("heartbeat %s: %w", serverID, err)
+	}
+	if r.held != nil {
+		r.held.learn(st, srv)
 	}
 	first := r.pending.Load() > 0 && r.firstBeat(srv.ServerID)
 	switch {
@@ -143,6 +230,9 @@ func (r *Registrar) Deregister(ctx context.Context, tenant, serverID uuid.UUID) 
 	if r.pending.Load() > 0 {
 		r.firstBeat(srv.ServerID)
 	}
+	if r.held != nil {
+		r.held.forget(tenant, srv.ServerID, true)
+	}
 	if ev != nil {
 		r.logger.InfoContext(ctx, "server deregistered", "tenant_id", tenant.String(), "server_id", srv.ServerID.String(),
 			"module_name", srv.ModuleName, "trace_id", srv.TraceID)
@@ -157,7 +247,19 @@ func (r *Registrar) Server(ctx context.Context, tenant, serverID uuid.UUID) (reg
 	if err != nil {
 		return registry.Server{}, err
 	}
-	return r.decorate(srv), nil
+	return r.decorate(r.withHeld(srv)), nil
+}
+
+// withHeld moves srv's last heartbeat to the latest this replica holds
+// and has not written yet.
+func (r *Registrar) withHeld(srv registry.Server) registry.Server {
+	if r.held == nil || srv.Status != registry.StatusHealthy {
+		return srv
+	}
+	if at, ok := r.held.latest(srv.TenantID, srv.ServerID); ok && at.After(srv.LastHeartbeatAt) {
+		srv.LastHeartbeatAt = at
+	}
+	return srv
 }
 
 // Servers returns a page of tenant's servers.
@@ -167,7 +269,7 @@ func (r *Registrar) Servers(ctx context.Context, tenant uuid.UUID, f registry.Se
 		return registry.ServerPage{}, err
 	}
 	for i := range page.Servers {
-		page.Servers[i] = r.decorate(page.Servers[i])
+		page.Servers[i] = r.decorate(r.withHeld(page.Servers[i]))
 	}
 	return page, nil
 }

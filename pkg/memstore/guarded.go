@@ -28,7 +28,7 @@ func (s *Store) sweepGuardedLocked(at int64, req registry.SweepRequest) registry
 		res.Opened = &registry.BlindWindow{From: time.UnixMicro(st.blindFrom).UTC(), Until: time.UnixMicro(st.blindUntil).UTC()}
 	}
 	st.lastSweep = max(st.lastSweep, at)
-	res.Events = s.sweepLocked(at, req.Interval, req.Limit, st.blindUntil)
+	res.Events = s.sweepLocked(at, req, st.blindUntil)
 	return res
 }
 

@@ -469,15 +469,18 @@ func (s *Store) Sweep(ctx context.Context, req registry.SweepRequest) (registry.
 	if req.BlindAfter > 0 {
 		return s.sweepGuardedLocked(at, req), nil
 	}
-	return registry.SweepResult{Events: s.sweepLocked(at, req.Interval, req.Limit, 0)}, nil
+	return registry.SweepResult{Events: s.sweepLocked(at, req, 0)}, nil
 }
 
-// sweepLocked moves at most limit due servers at at (microseconds); a
-// server's lag counts from the later of its last heartbeat and notBefore.
-// s.mu must be held.
-func (s *Store) sweepLocked(at int64, interval time.Duration, limit int, notBefore int64) []registry.Event {
+// sweepLocked moves at most req.Limit due servers at at (microseconds); a
+// server's lag counts from the later of its last heartbeat and notBefore,
+// less req.Grace. s.mu must be held.
+func (s *Store) sweepLocked(at int64, req registry.SweepRequest, notBefore int64) []registry.Event {
+	interval, limit := req.Interval, req.Limit
+	// The lag is measured at at less the grace; events are at at.
+	judged := at - max(req.Grace, 0).Microseconds()
 	// Nothing that heartbeated after this can be due: skip it before Classify.
-	dueBy := at - registry.DegradedAfter(interval).Microseconds()
+	dueBy := judged - registry.DegradedAfter(interval).Microseconds()
 	if notBefore > dueBy {
 		return nil
 	}
@@ -486,7 +489,7 @@ func (s *Store) sweepLocked(at int64, interval time.Duration, limit int, notBefo
 		if srv.lastHeartbeat > dueBy || srv.status != registry.StatusHealthy && srv.status != registry.StatusDegraded {
 			continue
 		}
-		to := registry.Classify(time.Duration(at-max(srv.lastHeartbeat, notBefore))*time.Microsecond, interval)
+		to := registry.Classify(time.Duration(judged-max(srv.lastHeartbeat, notBefore))*time.Microsecond, interval)
 		if to == srv.status || to == registry.StatusHealthy {
 			continue
 		}

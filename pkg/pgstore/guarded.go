@@ -32,7 +32,7 @@ func (s *Store) Sweep(ctx context.Context, req registry.SweepRequest) (registry.
 		return s.sweepPerTenant(ctx, at, req)
 	}
 	if req.BlindAfter <= 0 {
-		evs, err := s.sweepUnguarded(ctx, at, req.Interval, req.Limit)
+		evs, err := s.sweepUnguarded(ctx, at, req)
 		return registry.SweepResult{Events: evs}, err
 	}
 	rows, err := s.pool.Query(ctx, `
@@ -40,7 +40,7 @@ SELECT event_id, tenant_id, kind, server_id, module_name, from_status, to_status
        blind_from, blind_until, blind_new
 FROM mcp_sweep_guarded($1::timestamptz, $2::bigint * interval '1 microsecond', $3::bigint * interval '1 microsecond',
                        $4, $5::bigint * interval '1 microsecond')`,
-		at, registry.DegradedAfter(req.Interval).Microseconds(), registry.UnhealthyAfter(req.Interval).Microseconds(),
+		at, degradedLag(req).Microseconds(), unhealthyLag(req).Microseconds(),
 		req.Limit, req.BlindAfter.Microseconds())
 	if err != nil {
 		return registry.SweepResult{}, translate(err)
@@ -82,8 +82,8 @@ FROM mcp_sweep_guarded($1::timestamptz, $2::bigint * interval '1 microsecond', $
 // events of the tenants swept.
 func (s *Store) sweepPerTenant(ctx context.Context, at *time.Time, req registry.SweepRequest) (registry.SweepResult, error) {
 	var res registry.SweepResult
-	deg := registry.DegradedAfter(req.Interval).Microseconds()
-	unh := registry.UnhealthyAfter(req.Interval).Microseconds()
+	deg := degradedLag(req).Microseconds()
+	unh := unhealthyLag(req).Microseconds()
 	// Lags in microseconds: the guard's "never" (1000 years) is past
 	// time.Duration's range.
 	degLag, unhLag := deg, unh
@@ -190,4 +190,14 @@ func (s *Store) LiveCounts(ctx context.Context, tenants []uuid.UUID) (map[uuid.U
 		return nil
 	})
 	return out, translate(err)
+}
+
+// degradedLag and unhealthyLag are the silences after which a sweep moves
+// a server: 2I and 3I, each plus the held heartbeats' grace.
+func degradedLag(req registry.SweepRequest) time.Duration {
+	return registry.DegradedAfter(req.Interval) + max(req.Grace, 0)
+}
+
+func unhealthyLag(req registry.SweepRequest) time.Duration {
+	return registry.UnhealthyAfter(req.Interval) + max(req.Grace, 0)
 }

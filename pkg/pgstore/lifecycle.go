@@ -358,14 +358,14 @@ func (s *Store) Deregister(ctx context.Context, tenant, serverID uuid.UUID) (reg
 	return srv, ev, nil
 }
 
-// sweepUnguarded applies at most limit of the transitions due at at
+// sweepUnguarded applies at most req.Limit of the transitions due at at
 // across every tenant, through mcp_sweep: Sweep without the blind-window
 // rule.
-func (s *Store) sweepUnguarded(ctx context.Context, at *time.Time, interval time.Duration, limit int) ([]registry.Event, error) {
+func (s *Store) sweepUnguarded(ctx context.Context, at *time.Time, req registry.SweepRequest) ([]registry.Event, error) {
 	rows, err := s.pool.Query(ctx, `
 SELECT 0::bigint, event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body
 FROM mcp_sweep($1::timestamptz, $2::bigint * interval '1 microsecond', $3::bigint * interval '1 microsecond', $4)`,
-		at, registry.DegradedAfter(interval).Microseconds(), registry.UnhealthyAfter(interval).Microseconds(), limit)
+		at, degradedLag(req).Microseconds(), unhealthyLag(req).Microseconds(), req.Limit)
 	if err != nil {
 		return nil, translate(err)
 	}

@@ -24,6 +24,10 @@ type SweepRequest struct {
 	// registry counts as having been blind; zero (or less) turns the rule
 	// off.
 	BlindAfter time.Duration
+	// Grace is added to every lag at which a server moves (2I, 3I): the
+	// flush window of held heartbeats, so that a heartbeat a replica took
+	// before the 2I boundary and has not written yet never yields degraded.
+	Grace time.Duration
 }
 
 // BlindWindow is a time during which the registry could not observe

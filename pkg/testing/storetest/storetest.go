@@ -32,6 +32,7 @@ type Store interface {
 	registry.LiveCounter
 	registry.StatusCounter
 	registry.CatalogReader
+	registry.HeldHeartbeatWriter
 }
 
 // Harness is one isolated store under test. Sweep spans every tenant, so no
@@ -74,6 +75,7 @@ func allCases() []testCase {
 	all = append(all, remotesCases...)
 	all = append(all, catalogCases...)
 	all = append(all, availabilityCases...)
+	all = append(all, heldCases...)
 	return all
 }
 
@@ -203,7 +205,12 @@ func (e *env) sweepOne() registry.Event {
 
 func (e *env) server(id uuid.UUID) registry.Server {
 	e.t.Helper()
-	srv, err := e.store.Server(e.ctx, e.tenant, id)
+	return e.serverOf(e.tenant, id)
+}
+
+func (e *env) serverOf(tenant, id uuid.UUID) registry.Server {
+	e.t.Helper()
+	srv, err := e.store.Server(e.ctx, tenant, id)
 	if err != nil {
 		e.t.Fatalf("server %s: %v", id, err)
 	}

@@ -1,0 +1,428 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/cyberos/mcpd/pkg/registry"
+)
+
+// Heartbeats held in memory (contract: "Heartbeats are held in memory;
+// transitions are durable"). A heartbeat of a server that this replica
+// knows to be healthy is answered once it is held; the held heartbeats
+// are written every flush interval, each window's latest per server, one
+// store call per tenant (registry.HeldHeartbeatWriter). Every other
+// heartbeat (a server not known here, a recovery) goes to the store and is
+// answered after it commits, as is every transition.
+//
+// What this replica knows of a server comes from the store's answers to
+// its own heartbeats and is forgotten on every event of the server that
+// the change feed reads (any replica's transition, registration or
+// deregistration): a heartbeat is held only while the feed follows the
+// server's tenant from a position read before the store answered it, and
+// no event of the tenant was read in between, so an answer from memory is
+// never older than the feed. A flush that finds a server no longer
+// healthy (a sweep raced) recovers it with its audit event; one that finds
+// it deregistered forgets it.
+//
+// A flush that fails keeps its heartbeats for the next one (up to
+// MaxHeld) and turns holding off until a write succeeds: meanwhile every
+// heartbeat goes to the store, so that a replica that cannot write answers
+// 503 and never acknowledges a heartbeat after it failed to write one.
+
+// HeldFeed is the change feed as the holder uses it (feed.Hub).
+type HeldFeed interface {
+	// Keep makes the feed follow tenant and reports whether it followed
+	// it already: then every event of the tenant that commits from now on
+	// reaches the Registrar's Read.
+	Keep(tenant uuid.UUID) bool
+}
+
+// Defaults of the held heartbeats.
+const (
+	// DefaultFlushInterval is the flush window of held heartbeats.
+	DefaultFlushInterval = 500 * time.Millisecond
+	// MaxFlushInterval bounds the flush window (contract).
+	MaxFlushInterval = time.Second
+	// DefaultMaxHeld bounds the heartbeats held and not yet written; past
+	// it, heartbeats go to the store one by one.
+	DefaultMaxHeld = 100_000
+	// flushParallelism bounds the tenants whose heartbeats are written at
+	// once (each holds a connection of the pool).
+	flushParallelism = 4
+	// finalFlushTimeout bounds the flush when the Registrar stops.
+	finalFlushTimeout = 5 * time.Second
+)
+
+// FlushIntervalFor is the flush window for heartbeat interval I: the
+// requested window (DefaultFlushInterval when zero), at most
+// MaxFlushInterval and a quarter of I.
+func FlushIntervalFor(requested, interval time.Duration) time.Duration {
+	if requested <= 0 {
+		requested = DefaultFlushInterval
+	}
+	requested = min(requested, MaxFlushInterval)
+	if q := interval / 4; q > 0 {
+		requested = min(requested, q)
+	}
+	return requested
+}
+
+// SweepGrace is the allowance the monitor adds to 2I and 3I for heartbeats
+// held for flush: one window for the heartbeat to wait, one for its write
+// to commit. The written time is the database's now less the heartbeat's
+// age on the replica's monotonic clock, so the replicas' wall clocks never
+// meet the database's and add no skew.
+func SweepGrace(flush time.Duration) time.Duration { return 2 * flush }
+
+// FlushStats describes one flush, for metrics.
+type FlushStats struct {
+	// Heartbeats written, and the store calls (one per tenant) that wrote
+	// them; Failed calls, whose heartbeats are kept for the next flush.
+	Heartbeats, Calls, Failed int
+	// Lag is the age of the oldest heartbeat written when its call
+	// returned: how long a heartbeat waited to be durable.
+	Lag time.Duration
+	// Dropped counts heartbeats a failed flush could not keep (MaxHeld).
+	Dropped int
+}
+
+// holder holds heartbeats of healthy servers until they are written.
+type holder struct {
+	writer   registry.HeldHeartbeatWriter
+	feed     HeldFeed
+	clock    clockwork.Clock
+	interval time.Duration
+	max      int
+	onFlush  func(FlushStats)
+	logger   *slog.Logger
+	sink     registry.AlertSink
+
+	// failing is set by a failed write and cleared by a successful one:
+	// while set, nothing is held.
+	failing atomic.Bool
+	// flushMu makes flushes one at a time.
+	flushMu sync.Mutex
+
+	mu sync.Mutex
+	// epoch moves when every tenant is forgotten.
+	epoch   uint64
+	tenants map[uuid.UUID]*heldTenant
+	// held counts the heartbeats in every tenant's beats.
+	held int
+}
+
+// heldTenant is what the holder keeps of one tenant; holder.mu guards it.
+type heldTenant struct {
+	// gen moves with every event of the tenant the feed reads.
+	gen uint64
+	// known are the tenant's servers known to be healthy.
+	known map[uuid.UUID]registry.Server
+	// beats are the heartbeats held and not yet written: when each was
+	// received; writing are those of the flush under way.
+	beats, writing map[uuid.UUID]time.Time
+}
+
+// stamp is what the holder knew of a tenant before asking the store: a
+// server learnt from the store's answer is kept only if nothing of its
+// tenant was read in between.
+type stamp struct {
+	following bool
+	epoch     uint64
+	gen       uint64
+}
+
+func (h *holder) tenant(id uuid.UUID) *heldTenant {
+	t := h.tenants[id]
+	if t == nil {
+		t = &heldTenant{}
+		h.tenants[id] = t
+	}
+	return t
+}
+
+// hold holds a heartbeat of tenant's server received at now and returns
+// the server as the answer, or reports that it must go to the store.
+func (h *holder) hold(tenant, serverID uuid.UUID, now time.Time) (registry.Server, bool) {
+	if h.failing.Load() || !h.feed.Keep(tenant) {
+		return registry.Server{}, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.tenants[tenant]
+	if t == nil {
+		return registry.Server{}, false
+	}
+	srv, ok := t.known[serverID]
+	if !ok {
+		return registry.Server{}, false
+	}
+	if _, again := t.beats[serverID]; !again {
+		if h.held >= h.max {
+			return registry.Server{}, false
+		}
+		if t.beats == nil {
+			t.beats = make(map[uuid.UUID]time.Time)
+		}
+		h.held++
+	}
+	t.beats[serverID] = now
+	srv.LastHeartbeatAt = now
+	return srv, true
+}
+
+// before returns what the holder knows of tenant before the store is
+// asked about one of its servers.
+func (h *holder) before(tenant uuid.UUID) stamp {
+	following := h.feed.Keep(tenant)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return stamp{following: following, epoch: h.epoch, gen: h.tenant(tenant).gen}
+}
+
+// learn keeps srv, as the store answered after st, as known when nothing
+// of its tenant was read since st.
+func (h *holder) learn(st stamp, srv registry.Server) {
+	h.failing.Store(false)
+	if !st.following || srv.Status != registry.StatusHealthy {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.tenant(srv.TenantID)
+	if h.epoch != st.epoch || t.gen != st.gen {
+		return
+	}
+	if t.known == nil {
+		t.known = make(map[uuid.UUID]registry.Server)
+	}
+	srv.HeartbeatIntervalSecs = 0
+	t.known[srv.ServerID] = srv
+}
+
+// forget drops what the holder knows of tenant's server, and its held
+// heartbeat when drop is set (the server is deregistered).
+func (h *holder) forget(tenant, serverID uuid.UUID, drop bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.tenants[tenant]
+	if t == nil {
+		return
+	}
+	t.gen++
+	delete(t.known, serverID)
+	if _, ok := t.beats[serverID]; ok && drop {
+		delete(t.beats, serverID)
+		h.held--
+	}
+}
+
+// latest returns the latest heartbeat held (or being written) of tenant's
+// server, if any.
+func (h *holder) latest(tenant, serverID uuid.UUID) (time.Time, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.tenants[tenant]
+	if t == nil {
+		return time.Time{}, false
+	}
+	at, ok := t.beats[serverID]
+	if w, inflight := t.writing[serverID]; inflight && (!ok || w.After(at)) {
+		at, ok = w, true
+	}
+	return at, ok
+}
+
+// read is an event the feed read: its server is no longer known.
+func (h *holder) read(ev registry.Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.tenant(ev.TenantID)
+	t.gen++
+	delete(t.known, ev.ServerID)
+}
+
+// forgetTenant forgets every server of tenant (uuid.Nil: of every
+// tenant); held heartbeats stay, to be written.
+func (h *holder) forgetTenant(tenant uuid.UUID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if tenant == uuid.Nil {
+		h.epoch++
+		for _, t := range h.tenants {
+			t.gen++
+			t.known = nil
+		}
+		return
+	}
+	if t := h.tenants[tenant]; t != nil {
+		t.gen++
+		t.known = nil
+	}
+}
+
+// tenantBeats is one tenant's share of a flush.
+type tenantBeats struct {
+	tenant uuid.UUID
+	beats  map[uuid.UUID]time.Time
+}
+
+// flush writes every heartbeat held: one store call per tenant, a few at
+// a time. A call that fails keeps its tenant's heartbeats for the next
+// flush and turns holding off; the first error is returned.
+func (h *holder) flush(ctx context.Context) error {
+	h.flushMu.Lock()
+	defer h.flushMu.Unlock()
+	h.mu.Lock()
+	var work []tenantBeats
+	for id, t := range h.tenants {
+		if len(t.beats) == 0 {
+			continue
+		}
+		work = append(work, tenantBeats{id, t.beats})
+		t.writing, t.beats = t.beats, nil
+	}
+	h.held = 0
+	h.mu.Unlock()
+	if len(work) == 0 {
+		return nil
+	}
+
+	var (
+		mu       sync.Mutex
+		firstErr error
+		stats    FlushStats
+		wg       sync.WaitGroup
+		slots    = make(chan struct{}, flushParallelism)
+	)
+	for _, w := range work {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			err := h.write(ctx, w)
+			mu.Lock()
+			defer mu.Unlock()
+			stats.Calls++
+			if err != nil {
+				stats.Failed++
+				stats.Dropped += h.keep(w)
+				if firstErr == nil {
+					firstErr = err
+				}
+				return
+			}
+			stats.Heartbeats += len(w.beats)
+			now := h.clock.Now()
+			for _, at := range w.beats {
+				stats.Lag = max(stats.Lag, now.Sub(at))
+			}
+		})
+	}
+	wg.Wait()
+	h.mu.Lock()
+	for _, w := range work {
+		if t := h.tenants[w.tenant]; t != nil {
+			t.writing = nil
+		}
+	}
+	h.mu.Unlock()
+	if firstErr != nil {
+		if !h.failing.Swap(true) {
+			h.logger.Warn("held heartbeats: write failed; heartbeats go to the store until one succeeds",
+				"err", firstErr)
+		}
+	} else {
+		h.failing.Store(false)
+	}
+	if h.onFlush != nil {
+		h.onFlush(stats)
+	}
+	return firstErr
+}
+
+// write writes one tenant's heartbeats and acts on what it found.
+func (h *holder) write(ctx context.Context, w tenantBeats) error {
+	now := h.clock.Now()
+	beats := make([]registry.HeldHeartbeat, 0, len(w.beats))
+	for id, at := range w.beats {
+		beats = append(beats, registry.HeldHeartbeat{ServerID: id, Age: now.Sub(at)})
+	}
+	outs, err := h.writer.WriteHeldHeartbeats(ctx, w.tenant, beats)
+	if err != nil {
+		return err
+	}
+	for _, o := range outs {
+		switch {
+		case o.Err != nil:
+			// Deregistered or gone since it was learnt: the next heartbeat
+			// goes to the store, which answers it.
+			h.forget(w.tenant, o.ServerID, false)
+		case o.Event != nil:
+			h.logger.InfoContext(ctx, "heartbeat changed status", "tenant_id", w.tenant.String(),
+				"server_id", o.ServerID.String(), "module_name", o.Server.ModuleName,
+				"from_status", fromStatus(o.Event), "status", string(o.Server.Status), "trace_id", o.Server.TraceID,
+				"held", true)
+			h.sink.Transition(ctx, *o.Event)
+		}
+	}
+	return nil
+}
+
+// keep puts back the heartbeats of a failed write, up to max; it returns
+// how many it dropped. The caller holds no lock.
+func (h *holder) keep(w tenantBeats) (dropped int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.tenant(w.tenant)
+	if t.beats == nil {
+		t.beats = make(map[uuid.UUID]time.Time, len(w.beats))
+	}
+	for id, at := range w.beats {
+		if later, ok := t.beats[id]; ok {
+			if at.After(later) {
+				t.beats[id] = at
+			}
+			continue
+		}
+		if h.held >= h.max {
+			dropped++
+			continue
+		}
+		t.beats[id] = at
+		h.held++
+	}
+	return dropped
+}
+
+// run flushes every interval until ctx ends, then once more.
+func (h *holder) run(ctx context.Context) error {
+	ticker := h.clock.NewTicker(h.interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalFlushTimeout)
+			defer cancel()
+			if err := h.flush(fctx); err != nil {
+				return errors.Join(errors.New("held heartbeats: last flush failed"), err)
+			}
+			return nil
+		case <-ticker.Chan():
+			_ = h.flush(ctx) // logged and counted by flush
+		}
+	}
+}
+
+func fromStatus(ev *registry.Event) string {
+	if ev.FromStatus == nil {
+		return ""
+	}
+	return string(*ev.FromStatus)
+}
