@@ -61,20 +61,6 @@ const (
 	finalFlushTimeout = 5 * time.Second
 )
 
-// FlushIntervalFor is the flush window for heartbeat interval I: the
-// requested window (DefaultFlushInterval when zero), at most
-// MaxFlushInterval and a quarter of I.
-func FlushIntervalFor(requested, interval time.Duration) time.Duration {
-	if requested <= 0 {
-		requested = DefaultFlushInterval
-	}
-	requested = min(requested, MaxFlushInterval)
-	if q := interval / 4; q > 0 {
-		requested = min(requested, q)
-	}
-	return requested
-}
-
 // SweepGrace is the allowance the monitor adds to 2I and 3I for heartbeats
 // held for flush: one window for the heartbeat to wait, one for its write
 // to commit. The written time is the database's now less the heartbeat's

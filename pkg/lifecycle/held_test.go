@@ -1,0 +1,378 @@
+package lifecycle_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/cyberos/mcpd/pkg/lifecycle"
+	"github.com/cyberos/mcpd/pkg/memstore"
+	"github.com/cyberos/mcpd/pkg/registry"
+)
+
+// followed is a change feed that follows every tenant (or none).
+type followed struct{ none atomic.Bool }
+
+func (f *followed) Keep(uuid.UUID) bool { return !f.none.Load() }
+
+// heldStore is the memory store, counting the heartbeats that reach it and
+// failing as a database that cannot write when told to.
+type heldStore struct {
+	*memstore.Store
+	heartbeats atomic.Int64
+	failing    atomic.Bool
+	// onHeartbeat, when set, runs before a heartbeat is answered.
+	onHeartbeat func()
+}
+
+func (s *heldStore) Heartbeat(ctx context.Context, tenant, id uuid.UUID) (registry.Server, *registry.Event, error) {
+	s.heartbeats.Add(1)
+	if s.failing.Load() {
+		return registry.Server{}, nil, registry.ErrUnavailable
+	}
+	srv, ev, err := s.Store.Heartbeat(ctx, tenant, id)
+	if s.onHeartbeat != nil {
+		s.onHeartbeat()
+	}
+	return srv, ev, err
+}
+
+func (s *heldStore) WriteHeldHeartbeats(ctx context.Context, tenant uuid.UUID, beats []registry.HeldHeartbeat) ([]registry.HeldOutcome, error) {
+	if s.failing.Load() {
+		return nil, registry.ErrUnavailable
+	}
+	return s.Store.WriteHeldHeartbeats(ctx, tenant, beats)
+}
+
+// events records the transitions handed to the sink.
+type events struct {
+	mu  sync.Mutex
+	all []registry.Event
+}
+
+func (e *events) Transition(_ context.Context, ev registry.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.all = append(e.all, ev)
+}
+
+func (e *events) kinds() []registry.EventKind {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []registry.EventKind
+	for _, ev := range e.all {
+		out = append(out, ev.Kind)
+	}
+	return out
+}
+
+const flushWindow = 500 * time.Millisecond
+
+type heldEnv struct {
+	t      *testing.T
+	ctx    context.Context
+	clock  *clockwork.FakeClock
+	store  *heldStore
+	feed   *followed
+	sink   *events
+	reg    *lifecycle.Registrar
+	tenant uuid.UUID
+}
+
+func newHeldEnv(t *testing.T, maxHeld int) *heldEnv {
+	clock := clockwork.NewFakeClockAt(start)
+	e := &heldEnv{t: t, ctx: t.Context(), clock: clock, store: &heldStore{Store: memstore.New(clock)},
+		feed: &followed{}, sink: &events{}, tenant: uuid.New()}
+	e.reg = lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: e.store, Sink: e.sink, Clock: clock,
+		FlushInterval: flushWindow, Feed: e.feed, MaxHeld: maxHeld})
+	if !e.reg.Holding() {
+		t.Fatal("the Registrar does not hold heartbeats")
+	}
+	return e
+}
+
+func (e *heldEnv) register(module string) registry.Server {
+	e.t.Helper()
+	srv, _, err := e.reg.Register(e.ctx, e.tenant, registry.ServerInfo{ModuleName: module, Version: "1.0.0",
+		SupportedProtocols: []string{"2025-06-18"}, Skills: []registry.SkillInfo{{Name: "search"}}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return srv
+}
+
+func (e *heldEnv) heartbeat(id uuid.UUID) registry.Server {
+	e.t.Helper()
+	srv, err := e.reg.Heartbeat(e.ctx, e.tenant, id)
+	if err != nil {
+		e.t.Fatalf("heartbeat: %v", err)
+	}
+	return srv
+}
+
+// wantStoreCalls fails unless n heartbeats reached the store so far.
+func (e *heldEnv) wantStoreCalls(n int64) {
+	e.t.Helper()
+	if got := e.store.heartbeats.Load(); got != n {
+		e.t.Fatalf("%d heartbeats reached the store, want %d", got, n)
+	}
+}
+
+func (e *heldEnv) stored(id uuid.UUID) registry.Server {
+	e.t.Helper()
+	srv, err := e.store.Store.Server(e.ctx, e.tenant, id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return srv
+}
+
+func (e *heldEnv) flush() {
+	e.t.Helper()
+	if err := e.reg.Flush(e.ctx); err != nil {
+		e.t.Fatalf("flush: %v", err)
+	}
+}
+
+func TestHeldHeartbeatAnsweredFromMemory(t *testing.T) {
+	e := newHeldEnv(t, 0)
+	srv := e.register("calendar")
+	first := e.heartbeat(srv.ServerID) // learnt from the store's answer
+	e.wantStoreCalls(1)
+
+	e.clock.Advance(10 * time.Second)
+	got := e.heartbeat(srv.ServerID)
+	e.wantStoreCalls(1)
+	if got.Status != registry.StatusHealthy || !got.LastHeartbeatAt.Equal(e.clock.Now()) || got.ModuleName != "calendar" ||
+		got.HeartbeatIntervalSecs != 10 {
+		t.Fatalf("answer from memory: %+v", got)
+	}
+	// Not yet in the store; the Registrar's reads show it already.
+	if at := e.stored(srv.ServerID).LastHeartbeatAt; !at.Equal(first.LastHeartbeatAt) {
+		t.Fatalf("stored before the flush: %s, want %s", at, first.LastHeartbeatAt)
+	}
+	if read, err := e.reg.Server(e.ctx, e.tenant, srv.ServerID); err != nil || !read.LastHeartbeatAt.Equal(got.LastHeartbeatAt) {
+		t.Fatalf("Registrar.Server before the flush: %+v %v", read, err)
+	}
+	page, err := e.reg.Servers(e.ctx, e.tenant, registry.ServerFilter{Limit: 10})
+	if err != nil || len(page.Servers) != 1 || !page.Servers[0].LastHeartbeatAt.Equal(got.LastHeartbeatAt) {
+		t.Fatalf("Registrar.Servers before the flush: %+v %v", page, err)
+	}
+	// Written at the time it was received, not the flush's.
+	e.clock.Advance(300 * time.Millisecond)
+	e.flush()
+	if at := e.stored(srv.ServerID).LastHeartbeatAt; !at.Equal(got.LastHeartbeatAt) {
+		t.Fatalf("stored after the flush: %s, want %s", at, got.LastHeartbeatAt)
+	}
+	if kinds := e.sink.kinds(); len(kinds) != 1 || kinds[0] != registry.KindRegistered {
+		t.Fatalf("transitions %v, want only the registration", kinds)
+	}
+}
+
+func TestHeldHeartbeatForgetsWhatTheFeedReads(t *testing.T) {
+	e := newHeldEnv(t, 0)
+	srv := e.register("calendar")
+	e.heartbeat(srv.ServerID)
+	// Another replica deregisters it; the feed reads the event.
+	_, ev, err := e.store.Store.Deregister(e.ctx, e.tenant, srv.ServerID)
+	if err != nil || ev == nil {
+		t.Fatal(err)
+	}
+	e.reg.Read(*ev)
+	if _, err := e.reg.Heartbeat(e.ctx, e.tenant, srv.ServerID); !errors.Is(err, registry.ErrDeregistered) {
+		t.Fatalf("heartbeat after a deregistration the feed read: %v, want ErrDeregistered", err)
+	}
+	e.wantStoreCalls(2)
+}
+
+func TestHeldHeartbeatOfServerDeregisteredBeforeTheFeedSaw(t *testing.T) {
+	e := newHeldEnv(t, 0)
+	srv := e.register("calendar")
+	e.heartbeat(srv.ServerID)
+	if _, _, err := e.store.Store.Deregister(e.ctx, e.tenant, srv.ServerID); err != nil {
+		t.Fatal(err)
+	}
+	// Within the feed's delay the heartbeat is held; its flush finds the
+	// server deregistered, writes nothing and forgets it.
+	e.heartbeat(srv.ServerID)
+	e.flush()
+	if _, err := e.reg.Heartbeat(e.ctx, e.tenant, srv.ServerID); !errors.Is(err, registry.ErrDeregistered) {
+		t.Fatalf("heartbeat after the flush: %v, want ErrDeregistered", err)
+	}
+	if st := e.stored(srv.ServerID).Status; st != registry.StatusDeregistered {
+		t.Fatalf("status %s", st)
+	}
+}
+
+func TestHeldOnlyWhileTheFeedFollows(t *testing.T) {
+	e := newHeldEnv(t, 0)
+	e.feed.none.Store(true)
+	srv := e.register("calendar")
+	for range 3 {
+		e.heartbeat(srv.ServerID)
+	}
+	e.wantStoreCalls(3)
+	// An event of the tenant read between the store's answer and the
+	// learning: not learnt.
+	e.feed.none.Store(false)
+	other := e.register("mail")
+	e.store.onHeartbeat = func() {
+		e.reg.Read(registry.Event{TenantID: e.tenant, ServerID: other.ServerID, Kind: registry.KindDegraded})
+	}
+	e.heartbeat(srv.ServerID)
+	e.store.onHeartbeat = nil
+	e.heartbeat(srv.ServerID)
+	e.wantStoreCalls(5)
+	e.heartbeat(srv.ServerID) // learnt by the one before
+	e.wantStoreCalls(5)
+	// The feed forgetting the tenant forgets its servers.
+	e.reg.Forget(e.tenant)
+	e.heartbeat(srv.ServerID)
+	e.wantStoreCalls(6)
+	e.reg.Forget(uuid.Nil)
+	e.heartbeat(srv.ServerID)
+	e.wantStoreCalls(7)
+}
+
+func TestHeldFlushRecoversServerSweptMeanwhile(t *testing.T) {
+	e := newHeldEnv(t, 0)
+	srv := e.register("calendar")
+	e.heartbeat(srv.ServerID)
+	// Another replica's sweep, which this replica's feed has not read.
+	e.clock.Advance(35 * time.Second)
+	res, err := e.store.Sweep(e.ctx, registry.SweepRequest{Interval: registry.DefaultHeartbeatInterval, Limit: 10})
+	if err != nil || len(res.Events) != 1 || res.Events[0].Kind != registry.KindUnhealthy {
+		t.Fatalf("sweep: %+v %v", res, err)
+	}
+	e.heartbeat(srv.ServerID)
+	e.flush()
+	if kinds := e.sink.kinds(); len(kinds) != 2 || kinds[1] != registry.KindRecovered {
+		t.Fatalf("transitions %v, want the recovery after the registration", kinds)
+	}
+	if got := e.stored(srv.ServerID); got.Status != registry.StatusHealthy {
+		t.Fatalf("after the flush: %s", got.Status)
+	}
+	skills, err := e.store.Skills(e.ctx, e.tenant, srv.ServerID)
+	if err != nil || !skills[0].Available {
+		t.Fatalf("skills after the recovery: %+v %v", skills, err)
+	}
+}
+
+func TestHeldFailedFlushTurnsHoldingOff(t *testing.T) {
+	e := newHeldEnv(t, 0)
+	srv := e.register("calendar")
+	e.heartbeat(srv.ServerID)
+	e.clock.Advance(time.Second)
+	held := e.heartbeat(srv.ServerID)
+	e.wantStoreCalls(1)
+
+	e.store.failing.Store(true)
+	if err := e.reg.Flush(e.ctx); !errors.Is(err, registry.ErrUnavailable) {
+		t.Fatalf("flush with the store down: %v", err)
+	}
+	// Never acknowledged from memory once a write failed.
+	for range 3 {
+		e.clock.Advance(time.Second)
+		if _, err := e.reg.Heartbeat(e.ctx, e.tenant, srv.ServerID); !errors.Is(err, registry.ErrUnavailable) {
+			t.Fatalf("heartbeat after a failed flush: %v, want ErrUnavailable", err)
+		}
+	}
+	e.wantStoreCalls(4)
+
+	// Back: the kept heartbeat is written with its own time.
+	e.store.failing.Store(false)
+	e.flush()
+	if at := e.stored(srv.ServerID).LastHeartbeatAt; !at.Equal(held.LastHeartbeatAt) {
+		t.Fatalf("kept heartbeat stored at %s, want %s", at, held.LastHeartbeatAt)
+	}
+	// A write succeeded: holding is on again.
+	e.heartbeat(srv.ServerID)
+	e.wantStoreCalls(4)
+}
+
+func TestHeldHeartbeatsBounded(t *testing.T) {
+	e := newHeldEnv(t, 1)
+	a, b := e.register("a"), e.register("b")
+	e.heartbeat(a.ServerID)
+	e.heartbeat(b.ServerID)
+	e.heartbeat(a.ServerID) // held: the one place
+	e.heartbeat(a.ServerID) // the same server again: still one
+	e.wantStoreCalls(2)
+	e.heartbeat(b.ServerID) // no room: to the store
+	e.wantStoreCalls(3)
+	e.flush()
+	e.heartbeat(b.ServerID)
+	e.wantStoreCalls(3)
+}
+
+// A heartbeat held before the 2I boundary and not yet written never
+// yields degraded when another replica sweeps: the sweep allows two
+// windows; without the grace it would.
+func TestNoFalseTransitionFromTheFlushWindow(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		grace        time.Duration
+		wantDegraded bool
+	}{
+		{"with the grace", lifecycle.SweepGrace(flushWindow), false},
+		{"without it", 0, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newHeldEnv(t, 0)
+			srv := e.register("calendar")
+			e.heartbeat(srv.ServerID)
+			other := lifecycle.NewMonitor(lifecycle.MonitorOptions{Store: e.store, Clock: e.clock,
+				HeartbeatInterval: registry.DefaultHeartbeatInterval, BlindAfter: -1, Grace: c.grace})
+			e.clock.Advance(2*registry.DefaultHeartbeatInterval - 100*time.Millisecond)
+			e.heartbeat(srv.ServerID) // held, written at the next flush
+			e.clock.Advance(flushWindow + 100*time.Millisecond)
+			evs, err := other.Sweep(e.ctx, time.Time{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if degraded := len(evs) == 1 && evs[0].Kind == registry.KindDegraded; degraded != c.wantDegraded || len(evs) > 1 {
+				t.Fatalf("sweep before the flush: %v, want degraded %v", describeKinds(evs), c.wantDegraded)
+			}
+		})
+	}
+}
+
+// The monitor writes its own replica's held heartbeats before it sweeps.
+func TestMonitorFlushesBeforeSweep(t *testing.T) {
+	e := newHeldEnv(t, 0)
+	srv := e.register("calendar")
+	e.heartbeat(srv.ServerID)
+	m := lifecycle.NewMonitor(lifecycle.MonitorOptions{Store: e.store, Clock: e.clock,
+		HeartbeatInterval: registry.DefaultHeartbeatInterval, BlindAfter: -1, BeforeSweep: e.reg.Flush})
+	e.clock.Advance(2*registry.DefaultHeartbeatInterval - 100*time.Millisecond)
+	e.heartbeat(srv.ServerID)
+	e.clock.Advance(5 * time.Second)
+	if evs, err := m.Sweep(e.ctx, time.Time{}); err != nil || len(evs) != 0 {
+		t.Fatalf("sweep: %v %v, want nothing", describeKinds(evs), err)
+	}
+	// A flush that fails fails the sweep, which moves nothing.
+	e.clock.Advance(time.Second)
+	e.heartbeat(srv.ServerID) // held
+	e.store.failing.Store(true)
+	e.clock.Advance(time.Hour)
+	if evs, err := m.Sweep(e.ctx, time.Time{}); !errors.Is(err, registry.ErrUnavailable) || len(evs) != 0 {
+		t.Fatalf("sweep with a failing flush: %v %v, want ErrUnavailable", describeKinds(evs), err)
+	}
+	if st := e.stored(srv.ServerID).Status; st != registry.StatusHealthy {
+		t.Fatalf("status %s after a sweep whose flush failed", st)
+	}
+}
+
+func describeKinds(evs []registry.Event) []registry.EventKind {
+	var out []registry.EventKind
+	for _, ev := range evs {
+		out = append(out, ev.Kind)
+	}
+	return out
+}
