@@ -126,7 +126,7 @@ func (e *heldEnv) wantStoreCalls(n int64) {
 
 func (e *heldEnv) stored(id uuid.UUID) registry.Server {
 	e.t.Helper()
-	srv, err := e.store.Store.Server(e.ctx, e.tenant, id)
+	srv, err := e.store.Server(e.ctx, e.tenant, id)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestHeldHeartbeatForgetsWhatTheFeedReads(t *testing.T) {
 	srv := e.register("calendar")
 	e.heartbeat(srv.ServerID)
 	// Another replica deregisters it; the feed reads the event.
-	_, ev, err := e.store.Store.Deregister(e.ctx, e.tenant, srv.ServerID)
+	_, ev, err := e.store.Deregister(e.ctx, e.tenant, srv.ServerID)
 	if err != nil || ev == nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestHeldHeartbeatOfServerDeregisteredBeforeTheFeedSaw(t *testing.T) {
 	e := newHeldEnv(t, 0)
 	srv := e.register("calendar")
 	e.heartbeat(srv.ServerID)
-	if _, _, err := e.store.Store.Deregister(e.ctx, e.tenant, srv.ServerID); err != nil {
+	if _, _, err := e.store.Deregister(e.ctx, e.tenant, srv.ServerID); err != nil {
 		t.Fatal(err)
 	}
 	// Within the feed's delay the heartbeat is held; its flush finds the
