@@ -320,6 +320,9 @@ func (h *handler) registryServerList(entries []registry.CatalogEntry) apiwire.Re
 // registryServerResponse is en as a ServerResponse of the official API.
 func (h *handler) registryServerResponse(en registry.CatalogEntry) apiwire.RegistryServerResponse {
 	srv := en.Server
+	if h.reg != nil {
+		srv = h.reg.WithHeld(srv)
+	}
 	desc := srv.Description
 	if desc == "" {
 		desc = "MCP server " + srv.ModuleName

@@ -277,6 +277,9 @@ func TestBrowserRelistsOn410(t *testing.T) {
 	b.until("beta", statusOf("beta")+` === 'healthy'`)
 
 	stop()
+	// The client's kept-alive connection was to the old process: a POST on
+	// it is not retried (EOF).
+	c.CloseIdleConnections()
 	cfg.Listen = d.Addr()
 	startDaemon(t, cfg, nil)
 	register(t, c, "gamma", "plot")

@@ -120,7 +120,8 @@ type Config struct {
 	MonitorPeriod time.Duration
 	// HeartbeatFlushInterval is the window in which heartbeats held in
 	// memory are written: at most MaxHeartbeatFlushInterval and a quarter
-	// of the interval.
+	// of the interval; zero: no heartbeat is held, each is written before
+	// it is answered.
 	HeartbeatFlushInterval time.Duration
 	// RequestTimeout bounds the work of one API call.
 	RequestTimeout time.Duration
@@ -333,13 +334,15 @@ func (c Config) Validate() error {
 		bad(KeyMonitorPeriod, "%s is longer than --%s %s: a sweep must come at least once per interval",
 			c.MonitorPeriod, KeyHeartbeatInterval, c.HeartbeatInterval)
 	}
-	if positive(KeyHeartbeatFlushInterval, c.HeartbeatFlushInterval) {
-		// Past a quarter of the interval it is cut to that, with a warning
-		// (EffectiveHeartbeatFlushInterval).
-		if c.HeartbeatFlushInterval > MaxHeartbeatFlushInterval {
-			bad(KeyHeartbeatFlushInterval, "%s is longer than %s: a crash may lose at most that window",
-				c.HeartbeatFlushInterval, MaxHeartbeatFlushInterval)
-		}
+	// Zero turns holding off; past a quarter of the interval it is cut to
+	// that, with a warning (EffectiveHeartbeatFlushInterval).
+	switch {
+	case c.HeartbeatFlushInterval < 0:
+		bad(KeyHeartbeatFlushInterval, "must be a positive duration, like 500ms, or 0 to write every heartbeat before it is answered; got %s",
+			c.HeartbeatFlushInterval)
+	case c.HeartbeatFlushInterval > MaxHeartbeatFlushInterval:
+		bad(KeyHeartbeatFlushInterval, "%s is longer than %s: a crash may lose at most that window",
+			c.HeartbeatFlushInterval, MaxHeartbeatFlushInterval)
 	}
 	positive(KeyRequestTimeout, c.RequestTimeout)
 	positive(KeyShutdownTimeout, c.ShutdownTimeout)

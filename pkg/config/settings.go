@@ -20,7 +20,7 @@ var Settings = []Setting{
 	{KeyDev, "in-memory store, fresh HS256 secret, prints a ready demo token", func(c *Config) any { return &c.Dev }},
 	{KeyHeartbeatInterval, "heartbeat interval I: degraded after 2I of silence, unhealthy after 3I", func(c *Config) any { return &c.HeartbeatInterval }},
 	{KeyMonitorPeriod, "how often the monitor sweeps (at most the heartbeat interval)", func(c *Config) any { return &c.MonitorPeriod }},
-	{KeyHeartbeatFlushInterval, "window in which heartbeats of healthy servers, answered from memory, are written to the store (at most 1s and a quarter of the heartbeat interval); transitions are written before they are answered", func(c *Config) any { return &c.HeartbeatFlushInterval }},
+	{KeyHeartbeatFlushInterval, "window in which heartbeats of healthy servers, answered from memory, are written to the store (at most 1s and a quarter of the heartbeat interval; 0: every heartbeat is written before it is answered); transitions are always written before they are answered", func(c *Config) any { return &c.HeartbeatFlushInterval }},
 	{KeyRequestTimeout, "deadline of one API call; past it the call answers 503", func(c *Config) any { return &c.RequestTimeout }},
 	{KeyShutdownTimeout, "how long a stop waits for in-flight requests", func(c *Config) any { return &c.ShutdownTimeout }},
 	{KeyAuthJWTSecretFile, "file holding the HS256 secret (at least 32 bytes)", func(c *Config) any { return &c.AuthJWTSecretFile }},

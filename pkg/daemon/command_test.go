@@ -110,6 +110,33 @@ dev: true
 	}
 }
 
+// TestFlushIntervalFollowsShortInterval: with no flush window given, a
+// heartbeat interval under 2s brings it down to a quarter of it; one given
+// is kept, and cut to a quarter of the interval only when mcpd runs.
+func TestFlushIntervalFollowsShortInterval(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		args            []string
+		want, effective time.Duration
+	}{
+		{nil, 500 * time.Millisecond, 500 * time.Millisecond},
+		{[]string{"--heartbeat-interval", "200ms"}, 50 * time.Millisecond, 50 * time.Millisecond},
+		{[]string{"--heartbeat-flush-interval", "1s"}, time.Second, time.Second},
+		{[]string{"--heartbeat-interval", "1s", "--heartbeat-flush-interval", "600ms"}, 600 * time.Millisecond, 250 * time.Millisecond},
+		{[]string{"--heartbeat-flush-interval", "0"}, 0, 0},
+	}
+	for _, c := range cases {
+		cfg, err := load(t, append(c.args, "--dev"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.HeartbeatFlushInterval != c.want || cfg.EffectiveHeartbeatFlushInterval() != c.effective {
+			t.Fatalf("%v: flush window %s (effective %s), want %s (%s)", c.args, cfg.HeartbeatFlushInterval,
+				cfg.EffectiveHeartbeatFlushInterval(), c.want, c.effective)
+		}
+	}
+}
+
 // TestMonitorPeriodFollowsShortInterval: with no monitor period given, a
 // heartbeat interval under 10s brings the period down to half of it; one
 // given explicitly is kept (and refused by Validate when too long).
@@ -323,6 +350,8 @@ func TestExitCodes(t *testing.T) {
 		{"bad flag duration", []string{"--dev", "--heartbeat-interval", "ten"}, nil, 2, "heartbeat-interval"},
 		{"argument", []string{"--dev", "serve"}, nil, 2, `unexpected argument "serve"`},
 		{"invalid config", []string{"--dev", "--monitor-period", "20s"}, nil, 2, "--monitor-period: 20s is longer"},
+		{"flush window over 1s", []string{"--dev", "--heartbeat-flush-interval", "2s"}, nil, 2, "--heartbeat-flush-interval: 2s is longer than 1s"},
+		{"negative flush window", []string{"--dev", "--heartbeat-flush-interval", "-1s"}, nil, 2, "--heartbeat-flush-interval: must be a positive duration"},
 		{"period over short interval", []string{"--dev", "--heartbeat-interval", "1s", "--monitor-period", "5s"}, nil, 2, "--monitor-period: 5s is longer"},
 		{"zero interval", []string{"--dev", "--heartbeat-interval", "0s"}, nil, 2, "--heartbeat-interval: must be a positive"},
 		{"no store", nil, nil, 2, "--database-url: required"},

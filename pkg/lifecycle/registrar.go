@@ -247,12 +247,13 @@ func (r *Registrar) Server(ctx context.Context, tenant, serverID uuid.UUID) (reg
 	if err != nil {
 		return registry.Server{}, err
 	}
-	return r.decorate(r.withHeld(srv)), nil
+	return r.decorate(r.WithHeld(srv)), nil
 }
 
-// withHeld moves srv's last heartbeat to the latest this replica holds
-// and has not written yet.
-func (r *Registrar) withHeld(srv registry.Server) registry.Server {
+// WithHeld returns srv, read from the store, with its last heartbeat moved
+// to the latest this replica holds and has not written yet, so that an
+// answer is never a flush window behind the heartbeats taken here.
+func (r *Registrar) WithHeld(srv registry.Server) registry.Server {
 	if r.held == nil || srv.Status != registry.StatusHealthy {
 		return srv
 	}
@@ -269,7 +270,7 @@ func (r *Registrar) Servers(ctx context.Context, tenant uuid.UUID, f registry.Se
 		return registry.ServerPage{}, err
 	}
 	for i := range page.Servers {
-		page.Servers[i] = r.decorate(r.withHeld(page.Servers[i]))
+		page.Servers[i] = r.decorate(r.WithHeld(page.Servers[i]))
 	}
 	return page, nil
 }
