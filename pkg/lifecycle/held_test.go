@@ -3,7 +3,6 @@ package lifecycle_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -50,28 +49,6 @@ func (s *heldStore) WriteHeldHeartbeats(ctx context.Context, tenant uuid.UUID, b
 	return s.Store.WriteHeldHeartbeats(ctx, tenant, beats)
 }
 
-// events records the transitions handed to the sink.
-type events struct {
-	mu  sync.Mutex
-	all []registry.Event
-}
-
-func (e *events) Transition(_ context.Context, ev registry.Event) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.all = append(e.all, ev)
-}
-
-func (e *events) kinds() []registry.EventKind {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var out []registry.EventKind
-	for _, ev := range e.all {
-		out = append(out, ev.Kind)
-	}
-	return out
-}
-
 const flushWindow = 500 * time.Millisecond
 
 type heldEnv struct {
@@ -80,7 +57,7 @@ type heldEnv struct {
 	clock  *clockwork.FakeClock
 	store  *heldStore
 	feed   *followed
-	sink   *events
+	sink   *recorder
 	reg    *lifecycle.Registrar
 	tenant uuid.UUID
 }
@@ -88,7 +65,7 @@ type heldEnv struct {
 func newHeldEnv(t *testing.T, maxHeld int) *heldEnv {
 	clock := clockwork.NewFakeClockAt(start)
 	e := &heldEnv{t: t, ctx: t.Context(), clock: clock, store: &heldStore{Store: memstore.New(clock)},
-		feed: &followed{}, sink: &events{}, tenant: uuid.New()}
+		feed: &followed{}, sink: &recorder{}, tenant: uuid.New()}
 	e.reg = lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: e.store, Sink: e.sink, Clock: clock,
 		FlushInterval: flushWindow, Feed: e.feed, MaxHeld: maxHeld})
 	if !e.reg.Holding() {
@@ -337,7 +314,7 @@ func TestNoFalseTransitionFromTheFlushWindow(t *testing.T) {
 				t.Fatal(err)
 			}
 			if degraded := len(evs) == 1 && evs[0].Kind == registry.KindDegraded; degraded != c.wantDegraded || len(evs) > 1 {
-				t.Fatalf("sweep before the flush: %v, want degraded %v", describeKinds(evs), c.wantDegraded)
+				t.Fatalf("sweep before the flush: %v, want degraded %v", kindsOf(evs), c.wantDegraded)
 			}
 		})
 	}
@@ -354,7 +331,7 @@ func TestMonitorFlushesBeforeSweep(t *testing.T) {
 	e.heartbeat(srv.ServerID)
 	e.clock.Advance(5 * time.Second)
 	if evs, err := m.Sweep(e.ctx, time.Time{}); err != nil || len(evs) != 0 {
-		t.Fatalf("sweep: %v %v, want nothing", describeKinds(evs), err)
+		t.Fatalf("sweep: %v %v, want nothing", kindsOf(evs), err)
 	}
 	// A flush that fails fails the sweep, which moves nothing.
 	e.clock.Advance(time.Second)
@@ -362,17 +339,9 @@ func TestMonitorFlushesBeforeSweep(t *testing.T) {
 	e.store.failing.Store(true)
 	e.clock.Advance(time.Hour)
 	if evs, err := m.Sweep(e.ctx, time.Time{}); !errors.Is(err, registry.ErrUnavailable) || len(evs) != 0 {
-		t.Fatalf("sweep with a failing flush: %v %v, want ErrUnavailable", describeKinds(evs), err)
+		t.Fatalf("sweep with a failing flush: %v %v, want ErrUnavailable", kindsOf(evs), err)
 	}
 	if st := e.stored(srv.ServerID).Status; st != registry.StatusHealthy {
 		t.Fatalf("status %s after a sweep whose flush failed", st)
 	}
-}
-
-func describeKinds(evs []registry.Event) []registry.EventKind {
-	var out []registry.EventKind
-	for _, ev := range evs {
-		out = append(out, ev.Kind)
-	}
-	return out
 }

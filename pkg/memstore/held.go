@@ -37,16 +37,7 @@ func (s *Store) WriteHeldHeartbeats(ctx context.Context, tenant uuid.UUID, beats
 		if srv.status == registry.StatusHealthy {
 			continue
 		}
-		affected := []string{}
-		for i := range srv.skills {
-			if srv.skills[i].reason == registry.ReasonServerUnhealthy {
-				srv.skills[i].reason = ""
-				affected = append(affected, srv.skills[i].name)
-			}
-		}
-		from := srv.status
-		s.setStatus(srv, registry.StatusHealthy)
-		ev := s.appendEvent(s.tenants[tenant], srv, registry.KindRecovered, from, now, affected)
+		ev := s.recoverLocked(tenant, srv, now)
 		out = append(out, registry.HeldOutcome{ServerID: b.ServerID, Server: srv.public(), Event: &ev})
 	}
 	return out, nil

@@ -270,6 +270,14 @@ func (s *Store) Heartbeat(ctx context.Context, tenantID, serverID uuid.UUID) (re
 	if srv.status == registry.StatusHealthy {
 		return srv.public(), nil, nil
 	}
+	ev := s.recoverLocked(tenantID, srv, now)
+	return srv.public(), &ev, nil
+}
+
+// recoverLocked moves a degraded or unhealthy server back to healthy at
+// at, gives back the skills the cascade took and returns the event.
+// s.mu must be held.
+func (s *Store) recoverLocked(tenantID uuid.UUID, srv *server, at int64) registry.Event {
 	affected := []string{}
 	for i := range srv.skills {
 		if srv.skills[i].reason == registry.ReasonServerUnhealthy {
@@ -279,8 +287,7 @@ func (s *Store) Heartbeat(ctx context.Context, tenantID, serverID uuid.UUID) (re
 	}
 	from := srv.status
 	s.setStatus(srv, registry.StatusHealthy)
-	ev := s.appendEvent(s.tenants[tenantID], srv, registry.KindRecovered, from, now, affected)
-	return srv.public(), &ev, nil
+	return s.appendEvent(s.tenants[tenantID], srv, registry.KindRecovered, from, at, affected)
 }
 
 // Deregister marks the server deregistered and its skills unavailable. A
