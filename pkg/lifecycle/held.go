@@ -35,7 +35,11 @@ import (
 // A flush that fails keeps its heartbeats for the next one (up to
 // MaxHeld) and turns holding off until a write succeeds: meanwhile every
 // heartbeat goes to the store, so that a replica that cannot write answers
-// 503 and never acknowledges a heartbeat after it failed to write one.
+// 503 and never acknowledges a heartbeat after it failed to write one. A
+// write fails for one tenant (a Citus worker that is down) or for all (the
+// database): holding stops for the tenants whose write failed, and for
+// every tenant when no write of a flush succeeded; a write of the tenant
+// (any write, when every tenant stopped) turns it on again.
 
 // HeldFeed is the change feed as the holder uses it (feed.Hub).
 type HeldFeed interface {
@@ -91,8 +95,8 @@ type holder struct {
 	logger   *slog.Logger
 	sink     registry.AlertSink
 
-	// failing is set by a failed write and cleared by a successful one:
-	// while set, nothing is held.
+	// failing is set by a flush whose every write failed and cleared by
+	// any write that succeeds: while set, nothing is held.
 	failing atomic.Bool
 	// flushMu makes flushes one at a time.
 	flushMu sync.Mutex
@@ -114,6 +118,9 @@ type heldTenant struct {
 	// beats are the heartbeats held and not yet written: when each was
 	// received; writing are those of the flush under way.
 	beats, writing map[uuid.UUID]time.Time
+	// failing: the tenant's last write failed; nothing of it is held
+	// until one succeeds.
+	failing bool
 }
 
 // stamp is what the holder knew of a tenant before asking the store: a
@@ -143,7 +150,7 @@ func (h *holder) hold(tenant, serverID uuid.UUID, now time.Time) (registry.Serve
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	t := h.tenants[tenant]
-	if t == nil {
+	if t == nil || t.failing {
 		return registry.Server{}, false
 	}
 	srv, ok := t.known[serverID]
@@ -177,13 +184,11 @@ func (h *holder) before(tenant uuid.UUID) stamp {
 // of its tenant was read since st.
 func (h *holder) learn(st stamp, srv registry.Server) {
 	h.failing.Store(false)
-	if !st.following || srv.Status != registry.StatusHealthy {
-		return
-	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	t := h.tenant(srv.TenantID)
-	if h.epoch != st.epoch || t.gen != st.gen {
+	t.failing = false
+	if !st.following || srv.Status != registry.StatusHealthy || h.epoch != st.epoch || t.gen != st.gen {
 		return
 	}
 	if t.known == nil {
@@ -191,6 +196,14 @@ func (h *holder) learn(st stamp, srv registry.Server) {
 	}
 	srv.HeartbeatIntervalSecs = 0
 	t.known[srv.ServerID] = srv
+}
+
+// failed says that a write of tenant's heartbeats failed: nothing of it is
+// held until one succeeds.
+func (h *holder) failed(tenant uuid.UUID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.tenant(tenant).failing = true
 }
 
 // forget drops what the holder knows of tenant's server, and its held
@@ -304,6 +317,9 @@ func (h *holder) flush(ctx context.Context) error {
 				}
 				return
 			}
+			h.mu.Lock()
+			h.tenant(w.tenant).failing = false
+			h.mu.Unlock()
 			stats.Heartbeats += len(w.beats)
 			now := h.clock.Now()
 			for _, at := range w.beats {
@@ -319,12 +335,17 @@ func (h *holder) flush(ctx context.Context) error {
 		}
 	}
 	h.mu.Unlock()
-	if firstErr != nil {
+	switch {
+	case stats.Failed == stats.Calls:
 		if !h.failing.Swap(true) {
 			h.logger.Warn("held heartbeats: write failed; heartbeats go to the store until one succeeds",
 				"err", firstErr)
 		}
-	} else {
+	case stats.Failed > 0:
+		h.failing.Store(false)
+		h.logger.Warn("held heartbeats: write failed for some tenants; theirs go to the store until one succeeds",
+			"tenants", stats.Failed, "err", firstErr)
+	default:
 		h.failing.Store(false)
 	}
 	if h.onFlush != nil {
@@ -367,6 +388,7 @@ func (h *holder) keep(w tenantBeats) (dropped int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	t := h.tenant(w.tenant)
+	t.failing = true
 	if t.beats == nil {
 		t.beats = make(map[uuid.UUID]time.Time, len(w.beats))
 	}

@@ -26,6 +26,9 @@ type heldStore struct {
 	*memstore.Store
 	heartbeats atomic.Int64
 	failing    atomic.Bool
+	// failTenant, when set, is the one tenant whose writes fail (a Citus
+	// worker that is down).
+	failTenant atomic.Pointer[uuid.UUID]
 	// onHeartbeat, when set, runs before a heartbeat is answered.
 	onHeartbeat func()
 }
@@ -43,7 +46,7 @@ func (s *heldStore) Heartbeat(ctx context.Context, tenant, id uuid.UUID) (regist
 }
 
 func (s *heldStore) WriteHeldHeartbeats(ctx context.Context, tenant uuid.UUID, beats []registry.HeldHeartbeat) ([]registry.HeldOutcome, error) {
-	if s.failing.Load() {
+	if f := s.failTenant.Load(); s.failing.Load() || f != nil && *f == tenant {
 		return nil, registry.ErrUnavailable
 	}
 	return s.Store.WriteHeldHeartbeats(ctx, tenant, beats)
@@ -271,6 +274,33 @@ func TestHeldFailedFlushTurnsHoldingOff(t *testing.T) {
 	// A write succeeded: holding is on again.
 	e.heartbeat(srv.ServerID)
 	e.wantStoreCalls(4)
+}
+
+// A write that fails for one tenant (its Citus worker down) stops holding
+// for that tenant only.
+func TestHeldWriteFailureOfOneTenant(t *testing.T) {
+	e := newHeldEnv(t, 0)
+	down := e.register("calendar")
+	e.heartbeat(down.ServerID)
+	up := e.tenant
+	e.tenant = uuid.New()
+	other := e.register("mail")
+	e.heartbeat(other.ServerID)
+	e.wantStoreCalls(2)
+	e.heartbeat(other.ServerID)
+	e.tenant = up
+	e.heartbeat(down.ServerID)
+	e.wantStoreCalls(2)
+
+	e.store.failTenant.Store(&up)
+	if err := e.reg.Flush(e.ctx); !errors.Is(err, registry.ErrUnavailable) {
+		t.Fatalf("flush: %v", err)
+	}
+	e.heartbeat(down.ServerID) // to the store, which answers for it here
+	e.wantStoreCalls(3)
+	e.tenant = other.TenantID
+	e.heartbeat(other.ServerID) // still held
+	e.wantStoreCalls(3)
 }
 
 func TestHeldHeartbeatsBounded(t *testing.T) {

@@ -179,7 +179,7 @@ func (r *Registrar) Heartbeat(ctx context.Context, tenant, serverID uuid.UUID) (
 	srv, ev, err := r.store.Heartbeat(ctx, tenant, serverID)
 	if err != nil {
 		if r.held != nil && errors.Is(err, registry.ErrUnavailable) {
-			r.held.failing.Store(true)
+			r.held.failed(tenant)
 		}
 		return registry.Server{}, fmt.Errorf("heartbeat %s: %w", serverID, err)
 	}
