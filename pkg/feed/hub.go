@@ -157,7 +157,9 @@ const horizonTimeout = 10 * time.Second
 type horizonRead struct {
 	done    chan struct{}
 	tenants map[uuid.UUID]registry.Position
-	err     error
+	// read holds the tenants the read answered for; err is the read's.
+	read map[uuid.UUID]bool
+	err  error
 }
 
 // Horizon returns tenant's present position in the store: read after the
@@ -179,7 +181,7 @@ func (h *Hub) Horizon(ctx context.Context, tenant uuid.UUID) (registry.Position,
 	h.hmu.Unlock()
 	select {
 	case <-r.done:
-		if r.err != nil {
+		if r.err != nil && !r.read[tenant] {
 			return registry.Position{}, r.err
 		}
 		return r.tenants[tenant], nil
@@ -214,9 +216,13 @@ func (h *Hub) readHorizons() {
 		ctx, cancel := context.WithTimeout(context.Background(), horizonTimeout)
 		batches, err := h.src.ReadFeed(ctx, tenants, after, 1)
 		cancel()
+		// A tenant read has its horizon even when others failed (a Citus
+		// worker down): only the others get the error.
 		r.err = err
+		r.read = make(map[uuid.UUID]bool, len(batches))
 		for _, b := range batches {
 			r.tenants[b.Tenant] = b.Horizon
+			r.read[b.Tenant] = true
 		}
 		close(r.done)
 	}
@@ -312,7 +318,11 @@ func (h *Hub) Run(ctx context.Context) {
 				level = slog.LevelWarn
 			}
 			failing = true
-			h.logger.Log(ctx, level, "feed: read failed; retrying every poll", "err", err)
+			h.logger.Log(ctx, level, "feed: read failed; retrying every poll", "err", err,
+				"tenants_read", len(batches), "tenants", len(tenants))
+			// The tenants read (on Citus, those of the workers that
+			// answered) move on; the others are read again next poll.
+			h.apply(batches)
 		} else {
 			if failing {
 				h.logger.InfoContext(ctx, "feed: reading again")

@@ -16,7 +16,8 @@ import (
 
 // A worker of the Citus cluster stops for 30 s (of the store's clock):
 // its tenant's heartbeats fail as unavailable (503) and its servers are
-// not swept, while the other worker's tenant heartbeats, and its silent
+// not swept, while the other worker's tenant heartbeats, its trail is
+// read by the feed, and its silent
 // server goes degraded then unhealthy on time. When the worker returns,
 // the stopped tenant's servers get their full intervals again (its own
 // blind window): no false transition, and every tenant's trail has each
@@ -64,6 +65,13 @@ func TestCitusStoppedWorker(t *testing.T) {
 	}
 
 	c.Workers[0].Stop(t)
+	// The feed reads the running worker's tenant and names the other.
+	batches, err := st.ReadFeed(ctx, []uuid.UUID{stopped, other}, []registry.Position{{}, {}}, 100)
+	if !errors.Is(err, registry.ErrUnavailable) || len(batches) != 1 || batches[0].Tenant != other ||
+		len(batches[0].Events) != 2 {
+		t.Fatalf("feed read with a worker down: %d batches %+v, %v; want the running worker's tenant's 2 events and ErrUnavailable",
+			len(batches), batches, err)
+	}
 	var otherEvents []registry.Event
 	for range 6 { // 30 s
 		clock.Advance(5 * time.Second)

@@ -2,7 +2,9 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/google/uuid"
 
@@ -83,7 +85,10 @@ func feedEvents(rows []feedRow) ([]registry.Event, registry.Position) {
 }
 
 // ReadFeed returns at most limit events of each tenant after its position:
-// one statement, one snapshot, for every tenant.
+// one statement, one snapshot, for every tenant. On Citus a read that fails
+// as unavailable (a worker is down) is made again one tenant at a time, so
+// that the tenants of the other workers are read: it returns their batches
+// and the error of the others, whose positions stay where they were.
 func (s *Store) ReadFeed(ctx context.Context, tenants []uuid.UUID, after []registry.Position, limit int) ([]registry.FeedBatch, error) {
 	if len(after) != len(tenants) {
 		return nil, fmt.Errorf("read feed: %d tenants, %d positions", len(tenants), len(after))
@@ -95,15 +100,68 @@ func (s *Store) ReadFeed(ctx context.Context, tenants []uuid.UUID, after []regis
 	for i, p := range after {
 		from[i] = max(p.Seq, 0)
 	}
-	read := `SELECT feed_tenant, ` + feedColumns + ` FROM mcp_feed_read($1, $2, $3)`
 	citus, err := s.onCitus(ctx)
 	if err != nil {
 		return nil, translate(err)
 	}
-	if citus {
-		// A statement per tenant, each routed to its shard (0019).
-		read = `SELECT feed_tenant, ` + feedColumns + ` FROM mcp_feed_read_each($1, $2, $3)`
+	if !citus {
+		return s.readFeed(ctx, `SELECT feed_tenant, `+feedColumns+` FROM mcp_feed_read($1, $2, $3)`, tenants, from, limit)
 	}
+	// A statement per tenant, each routed to its shard (0019).
+	const each = `SELECT feed_tenant, ` + feedColumns + ` FROM mcp_feed_read_each($1, $2, $3)`
+	out, err := s.readFeed(ctx, each, tenants, from, limit)
+	if err == nil || len(tenants) == 1 || !errors.Is(err, registry.ErrUnavailable) {
+		return out, err
+	}
+	return s.readFeedEach(ctx, each, tenants, from, limit)
+}
+
+// readFeedEach reads each tenant's trail in a call of its own, a few at a
+// time, and returns the batches read and the first error.
+func (s *Store) readFeedEach(ctx context.Context, read string, tenants []uuid.UUID, from []int64, limit int) ([]registry.FeedBatch, error) {
+	var (
+		mu       sync.Mutex
+		wg       sync.WaitGroup
+		firstErr error
+		failed   int
+		got      = make(map[uuid.UUID]registry.FeedBatch, len(tenants))
+		slots    = make(chan struct{}, tenantParallelism)
+	)
+	for i, tenant := range tenants {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			batches, err := s.readFeed(ctx, read, []uuid.UUID{tenant}, from[i:i+1], limit)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed++
+				if firstErr == nil {
+					firstErr = err
+				}
+				return
+			}
+			for _, b := range batches {
+				got[b.Tenant] = b
+			}
+		})
+	}
+	wg.Wait()
+	out := make([]registry.FeedBatch, 0, len(got))
+	for _, tenant := range tenants {
+		if b, ok := got[tenant]; ok {
+			out = append(out, b)
+		}
+	}
+	if firstErr != nil {
+		firstErr = fmt.Errorf("read feed: %d of %d tenants: %w", failed, len(tenants), firstErr)
+	}
+	return out, firstErr
+}
+
+// readFeed runs read, a feed read of tenants after from, and returns its
+// batches, one per tenant, in the order asked.
+func (s *Store) readFeed(ctx context.Context, read string, tenants []uuid.UUID, from []int64, limit int) ([]registry.FeedBatch, error) {
 	rows, err := s.pool.Query(ctx, read, tenants, from, limit)
 	if err != nil {
 		return nil, translate(err)
