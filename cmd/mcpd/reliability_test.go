@@ -114,8 +114,8 @@ func readState(t *testing.T, admin *pgxpool.Pool) dbState {
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	rows, err := tx.Query(ctx, `
 SELECT s.server_id, s.module_name, s.status, s.last_heartbeat_at, count(k.skill_id)
-FROM mcp_servers s LEFT JOIN mcp_skills k ON k.server_id = s.server_id
-GROUP BY s.server_id`)
+FROM mcp_servers s LEFT JOIN mcp_skills k ON k.tenant_id = s.tenant_id AND k.server_id = s.server_id
+GROUP BY s.tenant_id, s.server_id`)
 	if err != nil {
 		t.Fatalf("read servers: %v", err)
 	}

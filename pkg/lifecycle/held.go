@@ -275,7 +275,8 @@ type tenantBeats struct {
 
 // flush writes every heartbeat held: one store call per tenant, a few at
 // a time. A call that fails keeps its tenant's heartbeats for the next
-// flush and turns holding off; the first error is returned.
+// flush and turns holding off for its tenant; the first error is returned
+// when no call succeeded.
 func (h *holder) flush(ctx context.Context) error {
 	h.flushMu.Lock()
 	defer h.flushMu.Unlock()
@@ -350,6 +351,9 @@ func (h *holder) flush(ctx context.Context) error {
 	}
 	if h.onFlush != nil {
 		h.onFlush(stats)
+	}
+	if stats.Failed < stats.Calls {
+		return nil
 	}
 	return firstErr
 }

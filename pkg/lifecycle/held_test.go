@@ -293,7 +293,9 @@ func TestHeldWriteFailureOfOneTenant(t *testing.T) {
 	e.wantStoreCalls(2)
 
 	e.store.failTenant.Store(&up)
-	if err := e.reg.Flush(e.ctx); !errors.Is(err, registry.ErrUnavailable) {
+	// The other tenant's write succeeded: the flush does not fail (the
+	// monitor sweeps on).
+	if err := e.reg.Flush(e.ctx); err != nil {
 		t.Fatalf("flush: %v", err)
 	}
 	e.heartbeat(down.ServerID) // to the store, which answers for it here
@@ -363,15 +365,13 @@ func TestMonitorFlushesBeforeSweep(t *testing.T) {
 	if evs, err := m.Sweep(e.ctx, time.Time{}); err != nil || len(evs) != 0 {
 		t.Fatalf("sweep: %v %v, want nothing", kindsOf(evs), err)
 	}
-	// A flush that fails fails the sweep, which moves nothing.
+	// A flush that fails is logged and the sweep runs: the store that
+	// cannot take the heartbeats cannot take the sweep's writes either.
 	e.clock.Advance(time.Second)
 	e.heartbeat(srv.ServerID) // held
 	e.store.failing.Store(true)
-	e.clock.Advance(time.Hour)
-	if evs, err := m.Sweep(e.ctx, time.Time{}); !errors.Is(err, registry.ErrUnavailable) || len(evs) != 0 {
-		t.Fatalf("sweep with a failing flush: %v %v, want ErrUnavailable", kindsOf(evs), err)
-	}
-	if st := e.stored(srv.ServerID).Status; st != registry.StatusHealthy {
-		t.Fatalf("status %s after a sweep whose flush failed", st)
+	e.clock.Advance(time.Second)
+	if _, err := m.Sweep(e.ctx, time.Time{}); err != nil {
+		t.Fatalf("sweep with a failing flush: %v", err)
 	}
 }

@@ -94,8 +94,8 @@ type MonitorOptions struct {
 	// held heartbeats' flush window, when heartbeats are held.
 	Grace time.Duration
 	// BeforeSweep, when set, runs before each sweep (Registrar.Flush, so
-	// that this replica's held heartbeats are written); when it fails the
-	// sweep does not run and fails with its error.
+	// that this replica's held heartbeats are written); its error is
+	// logged and the sweep runs.
 	BeforeSweep func(ctx context.Context) error
 }
 
@@ -173,6 +173,15 @@ func (m *Monitor) sweepOnce(ctx context.Context) {
 	if errors.Is(err, context.Canceled) {
 		return // stopped while sweeping: not a failure worth logging
 	}
+	var partial *registry.PartialError
+	if errors.As(err, &partial) {
+		// The tenants of a Citus worker that is down are as in an outage
+		// (their own blind window covers them); the monitor serves the
+		// others and stays healthy.
+		m.logger.WarnContext(ctx, "sweep failed for some tenants", "err", err,
+			"tenants_failed", partial.Failed, "tenants", partial.Tenants)
+		err = nil
+	}
 	m.mu.Lock()
 	m.sweepErr = err
 	m.mu.Unlock()
@@ -210,7 +219,8 @@ func (m *Monitor) Stop(ctx context.Context) error {
 }
 
 // Healthy is nil while the loop's last sweep succeeded (or none has ended
-// yet), and that sweep's error otherwise.
+// yet, or it failed for some tenants only: registry.PartialError), and
+// that sweep's error otherwise.
 func (m *Monitor) Healthy() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -231,12 +241,12 @@ func (m *Monitor) Sweep(ctx context.Context, now time.Time) (all []registry.Even
 		defer func() { end(all, err) }()
 	}
 	if m.beforeSweep != nil {
+		// A flush that failed keeps its heartbeats held, and the sweep goes
+		// on: the tenants it failed for are those whose store cannot write
+		// (the database, or their Citus worker), which the sweep cannot
+		// write either, while the others are swept.
 		if err := m.beforeSweep(ctx); err != nil {
-			err = fmt.Errorf("sweep: write held heartbeats first: %w", err)
-			if m.observe != nil {
-				m.observe(m.clock.Since(start), nil, err)
-			}
-			return nil, err
+			m.logger.WarnContext(ctx, "sweep: writing held heartbeats first failed", "err", err)
 		}
 	}
 	for range maxSweepBatches {
@@ -247,14 +257,16 @@ func (m *Monitor) Sweep(ctx context.Context, now time.Time) (all []registry.Even
 		if err == nil && res.Opened != nil {
 			m.reportBlind(ctx, *res.Opened)
 		}
-		if err != nil {
-			err = fmt.Errorf("sweep: %w", err)
-			break
-		}
+		// A sweep that failed for some tenants (a Citus worker down) has
+		// committed the others' transitions.
 		for _, ev := range evs {
 			m.sink.Transition(ctx, ev)
 		}
 		all = append(all, evs...)
+		if err != nil {
+			err = fmt.Errorf("sweep: %w", err)
+			break
+		}
 		if len(evs) < m.batch {
 			break
 		}

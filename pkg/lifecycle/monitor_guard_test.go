@@ -1,6 +1,7 @@
 package lifecycle_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 func registerMany(t *testing.T, st registry.Store, tenant uuid.UUID, prefix string, n int) {
@@ -81,5 +83,42 @@ func TestMonitorReportsBlindWindow(t *testing.T) {
 	}
 	if len(windows) != 1 || windows[0].Duration() != time.Minute {
 		t.Fatalf("windows %+v, want one of a minute", windows)
+	}
+}
+
+// partialSweeper is a store whose sweeps fail for some tenants (a Citus
+// worker down) after moving the others'.
+type partialSweeper struct {
+	*memstore.Store
+}
+
+func (p partialSweeper) Sweep(ctx context.Context, req registry.SweepRequest) (registry.SweepResult, error) {
+	res, err := p.Store.Sweep(ctx, req)
+	if err != nil {
+		return res, err
+	}
+	return res, &registry.PartialError{Failed: 1, Tenants: 2, Err: registry.ErrUnavailable}
+}
+
+// A sweep that failed for some tenants hands the others' transitions to
+// the sink and leaves the monitor healthy (its replica stays ready).
+func TestMonitorPartialSweepStaysHealthy(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(start)
+	store := memstore.New(clock)
+	rec := &recorder{}
+	m := lifecycle.NewMonitor(lifecycle.MonitorOptions{Store: partialSweeper{store}, Sink: rec, Clock: clock,
+		HeartbeatInterval: registry.DefaultHeartbeatInterval, Period: time.Hour, BlindAfter: -1})
+	if _, _, _, err := store.Register(t.Context(), uuid.New(), registry.ServerInfo{ModuleName: "calendar",
+		Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(2 * registry.DefaultHeartbeatInterval)
+	if err := m.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = m.Stop(context.Background()) }()
+	testwait.Eventually(t, "the sweep's transition handed on", func() bool { return len(rec.kinds()) == 1 })
+	if err := m.Healthy(); err != nil {
+		t.Fatalf("Healthy after a partial sweep: %v", err)
 	}
 }

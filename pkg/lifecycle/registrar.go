@@ -110,7 +110,10 @@ func (r *Registrar) Run(ctx context.Context) error {
 }
 
 // Flush writes every held heartbeat now: the monitor's sweep calls it
-// first, so that its own replica's heartbeats are in the store.
+// first, so that its own replica's heartbeats are in the store. It fails
+// only when no write succeeded (the store cannot write): a write that
+// failed for some tenants (their Citus worker is down) is logged, and
+// those tenants' sweeps fail as well, while the others' go on.
 func (r *Registrar) Flush(ctx context.Context) error {
 	if r.held == nil {
 		return nil

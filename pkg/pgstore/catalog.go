@@ -23,7 +23,7 @@ var catalogSQL = `
 SELECT ` + strings.Replace(serverColumns, "capability_advertisement", "NULL::jsonb", 1) + `,
        status_changed_at,
        COALESCE((SELECT jsonb_agg(jsonb_build_object('name', k.name, 'available', k.available) ORDER BY k.name)
-                 FROM mcp_skills k WHERE k.tenant_id = s.tenant_id AND k.server_id = s.server_id), '[]'::jsonb)
+                 FROM mcp_skills k WHERE k.tenant_id = $1 AND k.server_id = s.server_id), '[]'::jsonb)
 FROM mcp_servers s
 WHERE tenant_id = $1
   AND ($2::text[] IS NULL OR status = ANY ($2::text[]))

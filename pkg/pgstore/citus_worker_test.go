@@ -72,6 +72,34 @@ func TestCitusStoppedWorker(t *testing.T) {
 		t.Fatalf("feed read with a worker down: %d batches %+v, %v; want the running worker's tenant's 2 events and ErrUnavailable",
 			len(batches), batches, err)
 	}
+	// Every read of the running worker's tenant answers: each names the
+	// tenant, so that Citus routes it to the tenant's shard alone.
+	for name, read := range map[string]func() error{
+		"server":      func() error { _, err := st.Server(ctx, other, b.ServerID); return err },
+		"skills":      func() error { _, err := st.Skills(ctx, other, b.ServerID); return err },
+		"servers":     func() error { _, err := st.Servers(ctx, other, registry.ServerFilter{Limit: 10}); return err },
+		"events":      func() error { _, err := st.Events(ctx, other, registry.EventFilter{Limit: 10}); return err },
+		"find skills": func() error { _, err := st.FindSkills(ctx, other, registry.SkillFilter{Limit: 10}); return err },
+		"catalog":     func() error { _, err := st.Catalog(ctx, other, registry.CatalogFilter{Limit: 10}); return err },
+		"availability": func() error {
+			_, err := st.ServerAvailability(ctx, other, b.ServerID, registry.AvailabilityRequest{Window: registry.Window24h})
+			return err
+		},
+		"ratios": func() error {
+			_, err := st.AvailabilityRatios(ctx, other, []uuid.UUID{b.ServerID}, registry.AvailabilityRequest{Window: registry.Window24h})
+			return err
+		},
+	} {
+		if err := read(); err != nil {
+			t.Fatalf("%s of the running worker's tenant with the other worker down: %v", name, err)
+		}
+	}
+	// So does a deregistration (and a registration) of the running
+	// worker's tenant.
+	gone := reg(other, "gone")
+	if _, ev, err := st.Deregister(ctx, other, gone.ServerID); err != nil || ev == nil {
+		t.Fatalf("deregister on the running worker with the other down: %v", err)
+	}
 	var otherEvents []registry.Event
 	for range 6 { // 30 s
 		clock.Advance(5 * time.Second)
@@ -109,7 +137,7 @@ func TestCitusStoppedWorker(t *testing.T) {
 	if res, err := sweep(); err != nil || len(res.Events) != 0 {
 		t.Fatalf("sweep 15 s later: %+v, %v; want no transition", res.Events, err)
 	}
-	for tenant, want := range map[uuid.UUID]int{stopped: 1, other: 4} {
+	for tenant, want := range map[uuid.UUID]int{stopped: 1, other: 6} {
 		page, err := st.Events(ctx, tenant, registry.EventFilter{Limit: 100})
 		if err != nil || len(page.Events) != want {
 			t.Fatalf("trail of %s: %d events, %v; want %d", tenant, len(page.Events), err, want)

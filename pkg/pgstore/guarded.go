@@ -79,7 +79,8 @@ FROM mcp_sweep_guarded($1::timestamptz, $2::bigint * interval '1 microsecond', $
 // tenant's shard. A tenant whose sweep fails (its worker is down) keeps
 // its servers as they are, as in a database outage, and the other
 // tenants' sweeps go on; the sweep's error is the first of them, with the
-// events of the tenants swept.
+// events of the tenants swept, as a registry.PartialError when some
+// tenants were swept.
 func (s *Store) sweepPerTenant(ctx context.Context, at *time.Time, req registry.SweepRequest) (registry.SweepResult, error) {
 	var res registry.SweepResult
 	deg := degradedLag(req).Microseconds()
@@ -117,16 +118,21 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 		return res, err
 	}
 	left := req.Limit
-	var firstErr error
+	var (
+		firstErr      error
+		tried, failed int
+	)
 	for _, tenant := range tenants {
 		if left <= 0 {
 			break
 		}
+		tried++
 		evs, err := s.sweepTenant(ctx, tenant, at, degLag, unhLag, left, req.BlindAfter)
 		if err != nil {
 			if ctx.Err() != nil {
 				return res, translate(err)
 			}
+			failed++
 			if firstErr == nil {
 				firstErr = translate(err)
 			}
@@ -134,6 +140,9 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 		}
 		res.Events = append(res.Events, evs...)
 		left -= len(evs)
+	}
+	if firstErr != nil && failed < tried {
+		return res, &registry.PartialError{Failed: failed, Tenants: tried, Err: firstErr}
 	}
 	return res, firstErr
 }

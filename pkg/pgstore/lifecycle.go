@@ -308,13 +308,67 @@ SELECT p.server_id, p.status, ` + prefixed("u") + `, e.seq, e.event_id, e.tenant
        e.module_name, e.from_status, e.to_status, e.trace_id, e.occurred_at, e.body
 FROM prev p LEFT JOIN upd u ON true LEFT JOIN ev e ON true`
 
+// deregisterRouted is deregisterSQL on Citus, in plain statements of the
+// transaction tx, each routed to the tenant's shard: Citus runs the data-
+// modifying CTEs' INSERT ... SELECT through every worker, so that a worker
+// that is down failed every tenant's deregistration. status is the
+// server's, locked; position the event's (nil: already deregistered).
+func (s *Store) deregisterRouted(ctx context.Context, tx pgx.Tx, tenant, serverID uuid.UUID, status string, position *int64) (registry.Server, *registry.Event, error) {
+	if status == string(registry.StatusDeregistered) || position == nil {
+		srv, err := scanServer(tx.QueryRow(ctx, `SELECT `+serverColumns+` FROM mcp_servers WHERE tenant_id = $2 AND server_id = $1`, serverID, tenant))
+		return srv, nil, err
+	}
+	srv, err := scanServer(tx.QueryRow(ctx, `
+UPDATE mcp_servers
+SET status = 'deregistered', deregistered_at = mcp_now($2::timestamptz), status_changed_at = mcp_now($2::timestamptz)
+WHERE tenant_id = $3 AND server_id = $1
+RETURNING `+serverColumns, serverID, s.now(), tenant))
+	if err != nil {
+		return registry.Server{}, nil, fmt.Errorf("deregister server: %w", err)
+	}
+	rows, err := tx.Query(ctx, `
+UPDATE mcp_skills SET available = false, unavailable_reason = 'server_deregistered'
+WHERE tenant_id = $2 AND server_id = $1 AND (available OR unavailable_reason = 'server_unhealthy')
+RETURNING name`, serverID, tenant)
+	if err != nil {
+		return registry.Server{}, nil, fmt.Errorf("take the skills: %w", err)
+	}
+	taken, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return registry.Server{}, nil, fmt.Errorf("take the skills: %w", err)
+	}
+	slices.Sort(taken)
+	protocols := srv.SupportedProtocols
+	if protocols == nil {
+		protocols = []string{}
+	}
+	var at time.Time
+	if srv.DeregisteredAt != nil {
+		at = *srv.DeregisteredAt
+	}
+	ev, err := scanEvent(tx.QueryRow(ctx, insertEvent, srv.ServerID, string(registry.KindDeregistered), &status,
+		at, taken, *position, tenant, srv.ModuleName, string(srv.Status), nullIfEmpty(srv.TraceID),
+		srv.Version, protocols))
+	if err != nil {
+		return registry.Server{}, nil, fmt.Errorf("audit deregistration: %w", err)
+	}
+	if _, err := tx.Exec(ctx, addLiveSQL, tenant, -1); err != nil {
+		return registry.Server{}, nil, fmt.Errorf("count live servers: %w", err)
+	}
+	return srv, &ev, nil
+}
+
 // Deregister marks the server deregistered; a second call changes nothing.
 func (s *Store) Deregister(ctx context.Context, tenant, serverID uuid.UUID) (registry.Server, *registry.Event, error) {
 	var (
 		srv registry.Server
 		ev  *registry.Event
 	)
-	err := s.inTenant(ctx, tenant, func(tx pgx.Tx) error {
+	citus, err := s.onCitus(ctx)
+	if err != nil {
+		return registry.Server{}, nil, translate(err)
+	}
+	err = s.inTenant(ctx, tenant, func(tx pgx.Tx) error {
 		// Lock first, so that the next statement's snapshot sees what a
 		// sweep holding the row committed (the skills it took away).
 		var status string
@@ -333,6 +387,11 @@ func (s *Store) Deregister(ctx context.Context, tenant, serverID uuid.UUID) (reg
 			if err := tx.QueryRow(ctx, feedNextSQL, tenant, string(registry.KindDeregistered), status).Scan(&position); err != nil {
 				return fmt.Errorf("take the feed position: %w", err)
 			}
+		}
+		if citus {
+			var err error
+			srv, ev, err = s.deregisterRouted(ctx, tx, tenant, serverID, status, position)
+			return err
 		}
 		var r heartbeatRow
 		if err := tx.QueryRow(ctx, deregisterSQL, serverID, s.now(), tenant, position).Scan(r.dest()...); err != nil {

@@ -11,8 +11,11 @@ import (
 
 // Server returns one server of tenant.
 func (s *Store) Server(ctx context.Context, tenant, serverID uuid.UUID) (registry.Server, error) {
+	// tenant_id as well as row-level security: Citus routes the read to
+	// the tenant's shard by it (without, it reads every worker, and fails
+	// while one is down).
 	servers, err := queryInTenant(ctx, s, tenant, collectServer,
-		`SELECT `+serverColumns+` FROM mcp_servers WHERE server_id = $1`, serverID)
+		`SELECT `+serverColumns+` FROM mcp_servers WHERE tenant_id = $2 AND server_id = $1`, serverID, tenant)
 	if err != nil {
 		return registry.Server{}, err
 	}
@@ -112,7 +115,8 @@ func (s *Store) Skills(ctx context.Context, tenant, serverID uuid.UUID) ([]regis
 	var skills []registry.Skill
 	err := s.inTenant(ctx, tenant, func(tx pgx.Tx) error {
 		var exists bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM mcp_servers WHERE server_id = $1)`, serverID).Scan(&exists); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM mcp_servers WHERE tenant_id = $2 AND server_id = $1)`,
+			serverID, tenant).Scan(&exists); err != nil {
 			return err
 		}
 		if !exists {
@@ -120,7 +124,7 @@ func (s *Store) Skills(ctx context.Context, tenant, serverID uuid.UUID) ([]regis
 		}
 		rows, err := tx.Query(ctx, `
 SELECT skill_id, server_id, name, description, available, unavailable_reason
-FROM mcp_skills WHERE server_id = $1 ORDER BY name`, serverID)
+FROM mcp_skills WHERE tenant_id = $2 AND server_id = $1 ORDER BY name`, serverID, tenant)
 		if err != nil {
 			return err
 		}

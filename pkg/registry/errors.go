@@ -1,6 +1,9 @@
 package registry
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Errors callers branch on. The API maps them to problems.
 var (
@@ -15,3 +18,21 @@ var (
 	// its quota of servers that are not deregistered.
 	ErrQuotaExceeded = errors.New("tenant server quota exceeded")
 )
+
+// PartialError is a call across tenants that did its work for some and
+// failed for the others: on Citus, the tenants of a worker that is down.
+// The tenants it failed for are as a database outage leaves them; the
+// others are served.
+type PartialError struct {
+	// Failed and Tenants count the tenants the call failed for and those
+	// it tried.
+	Failed, Tenants int
+	// Err is the first failure.
+	Err error
+}
+
+func (e *PartialError) Error() string {
+	return fmt.Sprintf("%d of %d tenants: %v", e.Failed, e.Tenants, e.Err)
+}
+
+func (e *PartialError) Unwrap() error { return e.Err }
