@@ -60,8 +60,10 @@ type heldBeat struct {
 	start, end time.Time
 	replica    int    // index of the client it went to
 	outcome    string // statusOf
-	status     registry.Status
-	at         time.Time // the answer's last_heartbeat_at
+	// unavailable: the answer is the contract's 503 (isUnavailable)
+	unavailable bool
+	status      registry.Status
+	at          time.Time // the answer's last_heartbeat_at
 }
 
 // fleet heartbeats servers through one of its clients (replicas), each
@@ -122,7 +124,7 @@ func (f *fleet) beat(id uuid.UUID, pinned int) {
 		srv, err := f.clients[r].Heartbeat(ctx, id)
 		b.end = time.Now()
 		cancel()
-		b.outcome, b.status, b.at = statusOf(err), srv.Status, srv.LastHeartbeatAt
+		b.outcome, b.unavailable, b.status, b.at = statusOf(err), isUnavailable(err), srv.Status, srv.LastHeartbeatAt
 		f.mu.Lock()
 		f.beats[id] = append(f.beats[id], b)
 		f.mu.Unlock()
@@ -179,6 +181,18 @@ outer:
 		return false
 	}
 	return true
+}
+
+// okBetween counts the heartbeats sent after from and answered 200 before
+// to.
+func (f *fleet) okBetween(from, to time.Time) int {
+	n := 0
+	for _, b := range f.all() {
+		if b.outcome == "ok" && b.start.After(from) && b.end.Before(to) {
+			n++
+		}
+	}
+	return n
 }
 
 // heardWithin reports whether a heartbeat of id was sent after at-d and
@@ -662,16 +676,6 @@ func heldOutage(t *testing.T, mode string) {
 		readOnly(true)
 	}
 	down := time.Now() // it refuses every write from here
-	var first503 heldBeat
-	testwait.Until(t, "a heartbeat answered 503", pollCap, func() bool {
-		for _, hb := range f.all() {
-			if hb.outcome == "503" && hb.end.After(refuse) {
-				first503 = hb
-				return true
-			}
-		}
-		return false
-	})
 	testwait.Until(t, "the outage", pollCap, func() bool { return time.Since(down) > outage || !p.running() })
 	upAt := time.Now()
 	switch mode {
@@ -693,6 +697,16 @@ func heldOutage(t *testing.T, mode string) {
 		t.Fatalf("mcpd exited: %v", p.err)
 	}
 
+	var first503 heldBeat
+	for _, hb := range f.all() {
+		if hb.outcome == "503" && hb.end.After(refuse) {
+			first503 = hb
+			break
+		}
+	}
+	if first503.end.IsZero() || first503.end.After(upAt) {
+		t.Fatalf("no heartbeat answered 503 while the database refused writes (%d answered 200)", f.okBetween(refuse, upAt))
+	}
 	var (
 		bad                         []string
 		heldDown, after503, refused int
@@ -701,7 +715,7 @@ func heldOutage(t *testing.T, mode string) {
 		switch {
 		case hb.outcome == "ok" && hb.status != registry.StatusHealthy:
 			bad = append(bad, fmt.Sprintf("answered status %s", hb.status))
-		case hb.outcome != "ok" && !isUnavailableOutcome(hb.outcome):
+		case hb.outcome != "ok" && !hb.unavailable:
 			bad = append(bad, fmt.Sprintf("answered %s at %s", hb.outcome, hb.end.Format("05.000")))
 		case hb.outcome == "ok" && hb.start.After(first503.end) && hb.end.Before(upAt):
 			after503++
@@ -745,7 +759,3 @@ func heldOutage(t *testing.T, mode string) {
 		t.Errorf("after the outage %d degraded or unhealthy events of servers that kept heartbeating, first: %s", falseN, first)
 	}
 }
-
-// isUnavailableOutcome reports whether a statusOf outcome is the 503 a
-// replica that cannot write answers.
-func isUnavailableOutcome(outcome string) bool { return outcome == "503" }
