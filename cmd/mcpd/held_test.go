@@ -250,6 +250,40 @@ func (f *fleet) describe(id uuid.UUID, from, to time.Time) string {
 	return s
 }
 
+// registerParallel is registerN without skills, by a few workers at once;
+// a registration answered 503 (a loaded machine) is tried again, for a
+// while.
+func registerParallel(t *testing.T, clients []*client.Client, prefix string, n int) []uuid.UUID {
+	t.Helper()
+	const workers = 8
+	ids := make([]uuid.UUID, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < n; i += workers {
+				req := api.RegisterRequest{ModuleName: fmt.Sprintf("%s-%03d", prefix, i), Version: "1.0.0",
+					SupportedProtocols: []string{"2025-06-18"}}
+				for deadline := time.Now().Add(pollCap); ; {
+					srv, _, err := clients[i%len(clients)].Register(context.Background(), req, "")
+					ids[i], errs[i] = srv.ServerID, err
+					if !isUnavailable(err) || time.Now().After(deadline) {
+						break
+					}
+					time.Sleep(pollStep)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("register %s-%03d: %v", prefix, i, err)
+		}
+	}
+	return ids
+}
+
 // heartbeatTimes reads the last_heartbeat_at of every server of ids.
 func heartbeatTimes(t *testing.T, db *pgtest.DB, ids []uuid.UUID) map[uuid.UUID]time.Time {
 	t.Helper()
@@ -321,7 +355,7 @@ func TestHeldReplicaKilledMidWindow(t *testing.T) {
 	ca, cb := a.client(t, tenant), b.client(t, tenant)
 	ctx := context.Background()
 
-	ids := registerN(t, []*client.Client{ca, cb}, "held", steadyN+slowN+flapN+deregN, 0)
+	ids := registerParallel(t, []*client.Client{ca, cb}, "held", steadyN+slowN+flapN+deregN)
 	steady, slow := ids[:steadyN], ids[steadyN:steadyN+slowN]
 	flap, dereg := ids[steadyN+slowN:steadyN+slowN+flapN], ids[steadyN+slowN+flapN:]
 	kept := ids[:steadyN+slowN] // the servers that keep heartbeating
