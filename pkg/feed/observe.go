@@ -71,3 +71,22 @@ func (h *Hub) Keep(tenant uuid.UUID) bool {
 	}()
 	return false
 }
+
+// Current reports whether the hub has read every event of tenant that
+// committed before the call: it reads the tenant's present position
+// (Horizon: one read shared by the calls waiting at the same time) and
+// compares it with how far the hub has read the tenant. False when the
+// hub does not follow the tenant.
+func (h *Hub) Current(ctx context.Context, tenant uuid.UUID) (bool, error) {
+	pos, err := h.Horizon(ctx, tenant)
+	if err != nil {
+		return false, err
+	}
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	tf := h.tenants[tenant]
+	if tf == nil || tf.err != nil || !closed(tf.ready) {
+		return false, nil
+	}
+	return tf.cursor.Epoch == pos.Epoch && tf.cursor.Seq >= pos.Seq, nil
+}

@@ -2,6 +2,7 @@ package feed_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -94,5 +95,57 @@ func TestKeepTellsTheObserverEveryEventOfKeptTenants(t *testing.T) {
 	})
 	if hub.Keep(tenant) {
 		t.Fatal("Keep of a forgotten tenant reported it followed")
+	}
+}
+
+// Current is true only once the hub has read every event of the tenant
+// committed before the call, and the observer has been told of each; the
+// process's own writes (Wrote) reach the observer at once.
+func TestCurrentMeansTheObserverHasEveryEvent(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 5, 17, 10, 0, 0, 0, time.UTC))
+	store := memstore.New(clock)
+	hub := feed.NewHub(feed.Options{Source: store, Clock: clock})
+	obs := &observed{}
+	hub.Observe(obs)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		hub.Run(ctx)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	tenant := uuid.New()
+	if ok, err := hub.Current(ctx, tenant); err != nil || ok {
+		t.Fatalf("Current of a tenant not followed: %v %v, want false", ok, err)
+	}
+	testwait.Eventually(t, "the tenant followed", func() bool { return hub.Keep(tenant) })
+	for i := range 20 {
+		_, _, ev, err := store.Register(ctx, tenant, registry.ServerInfo{ModuleName: fmt.Sprintf("m%02d", i),
+			Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok, err := hub.Current(ctx, tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			testwait.Eventually(t, "current", func() bool {
+				ok, err := hub.Current(ctx, tenant)
+				return err == nil && ok
+			})
+		}
+		reads := obs.reads()
+		if len(reads) != i+1 || reads[i].EventID != ev.EventID {
+			t.Fatalf("current after event %d: the observer has %d events", i, len(reads))
+		}
+	}
+	other := registry.Event{EventID: uuid.New(), TenantID: tenant, ServerID: uuid.New(), Kind: registry.KindDegraded}
+	hub.Wrote(other)
+	if reads := obs.reads(); reads[len(reads)-1].EventID != other.EventID {
+		t.Fatal("Wrote did not tell the observer")
 	}
 }

@@ -85,6 +85,11 @@ func (h *Hub) read(tf *tenantFeed, ev *registry.Event) {
 func (h *Hub) Wrote(ev registry.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	// The observer learns of this process's own transitions (its
+	// monitor's sweeps) at once, before the hub reads them.
+	if h.observer != nil {
+		h.observer.Read(ev)
+	}
 	tf := h.tenants[ev.TenantID]
 	if tf == nil || h.recent.has(ev.EventID) {
 		return

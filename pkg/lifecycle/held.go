@@ -43,6 +43,11 @@ import (
 
 // HeldFeed is the change feed as the holder uses it (feed.Hub).
 type HeldFeed interface {
+	// Current reports whether the feed has read every event of tenant that
+	// committed before the call (a read of the tenant's present position,
+	// shared by the calls waiting at the same time): then what the
+	// Registrar was told of the tenant's servers is up to date.
+	Current(ctx context.Context, tenant uuid.UUID) (bool, error)
 	// Keep makes the feed follow tenant and reports whether it followed
 	// it already: then every event of the tenant that commits from now on
 	// reaches the Registrar's Read.
@@ -142,9 +147,17 @@ func (h *holder) tenant(id uuid.UUID) *heldTenant {
 }
 
 // hold holds a heartbeat of tenant's server received at now and returns
-// the server as the answer, or reports that it must go to the store.
-func (h *holder) hold(tenant, serverID uuid.UUID, now time.Time) (registry.Server, bool) {
-	if h.failing.Load() || !h.feed.Keep(tenant) {
+// the server as the answer, or reports that it must go to the store. It
+// holds only what the feed has confirmed: a server known healthy, and no
+// event of its tenant committed before the heartbeat that the feed has
+// not read (another replica's deregistration or sweep), so that such a
+// heartbeat is answered by the store, 409 or a committed recovery, as it
+// would be without holding.
+func (h *holder) hold(ctx context.Context, tenant, serverID uuid.UUID, now time.Time) (registry.Server, bool) {
+	if h.failing.Load() || !h.feed.Keep(tenant) || !h.knows(tenant, serverID) {
+		return registry.Server{}, false
+	}
+	if current, err := h.feed.Current(ctx, tenant); err != nil || !current {
 		return registry.Server{}, false
 	}
 	h.mu.Lock()
@@ -169,6 +182,19 @@ func (h *holder) hold(tenant, serverID uuid.UUID, now time.Time) (registry.Serve
 	t.beats[serverID] = now
 	srv.LastHeartbeatAt = now
 	return srv, true
+}
+
+// knows reports whether tenant's server is known healthy and its
+// heartbeats may be held.
+func (h *holder) knows(tenant, serverID uuid.UUID) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.tenants[tenant]
+	if t == nil || t.failing {
+		return false
+	}
+	_, ok := t.known[serverID]
+	return ok
 }
 
 // before returns what the holder knows of tenant before the store is

@@ -21,6 +21,8 @@ type memFeedAll struct{}
 
 func (memFeedAll) Keep(uuid.UUID) bool { return true }
 
+func (memFeedAll) Current(context.Context, uuid.UUID) (bool, error) { return true, nil }
+
 // BenchmarkHeldMemory measures what a held heartbeat costs in memory (the
 // bound on unwritten heartbeats, issue 31 item 5): 100,000 known healthy
 // servers, spread over a number of tenants, each heartbeat once more and

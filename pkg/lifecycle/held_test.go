@@ -15,10 +15,15 @@ import (
 	"github.com/cyberos/mcpd/pkg/registry"
 )
 
-// followed is a change feed that follows every tenant (or none).
-type followed struct{ none atomic.Bool }
+// followed is a change feed that follows every tenant (or none), and has
+// read every event (or has not: behind).
+type followed struct{ none, behind atomic.Bool }
 
 func (f *followed) Keep(uuid.UUID) bool { return !f.none.Load() }
+
+func (f *followed) Current(context.Context, uuid.UUID) (bool, error) {
+	return !f.none.Load() && !f.behind.Load(), nil
+}
 
 // heldStore is the memory store, counting the heartbeats that reach it and
 // failing as a database that cannot write when told to.
@@ -218,6 +223,25 @@ func TestHeldOnlyWhileTheFeedFollows(t *testing.T) {
 	e.reg.Forget(uuid.Nil)
 	e.heartbeat(srv.ServerID)
 	e.wantStoreCalls(7)
+}
+
+// A heartbeat is held only when the feed has read every event of the
+// tenant committed before it: another replica's deregistration or sweep
+// that the feed has not read yet sends it to the store.
+func TestHeldOnlyWhenTheFeedIsCurrent(t *testing.T) {
+	e := newHeldEnv(t, 0)
+	srv := e.register("calendar")
+	e.heartbeat(srv.ServerID)
+	e.heartbeat(srv.ServerID)
+	e.wantStoreCalls(1)
+	e.feed.behind.Store(true)
+	if _, _, err := e.store.Deregister(e.ctx, e.tenant, srv.ServerID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.reg.Heartbeat(e.ctx, e.tenant, srv.ServerID); !errors.Is(err, registry.ErrDeregistered) {
+		t.Fatalf("heartbeat with the feed behind a deregistration: %v, want ErrDeregistered", err)
+	}
+	e.wantStoreCalls(2)
 }
 
 func TestHeldFlushRecoversServerSweptMeanwhile(t *testing.T) {

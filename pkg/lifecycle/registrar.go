@@ -170,7 +170,7 @@ func (r *Registrar) Register(ctx context.Context, tenant uuid.UUID, info registr
 func (r *Registrar) Heartbeat(ctx context.Context, tenant, serverID uuid.UUID) (registry.Server, error) {
 	var st stamp
 	if r.held != nil {
-		if srv, ok := r.held.hold(tenant, serverID, r.clock.Now().UTC().Truncate(time.Microsecond)); ok {
+		if srv, ok := r.held.hold(ctx, tenant, serverID, r.clock.Now().UTC().Truncate(time.Microsecond)); ok {
 			if r.logger.Enabled(ctx, slog.LevelDebug) {
 				r.logger.DebugContext(ctx, "heartbeat", "tenant_id", tenant.String(), "server_id", srv.ServerID.String(),
 					"module_name", srv.ModuleName, "status", string(srv.Status), "trace_id", srv.TraceID, "held", true)
