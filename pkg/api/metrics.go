@@ -12,6 +12,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
 // Results of a heartbeat, the values of mcpd_heartbeats_total's label.
@@ -64,7 +65,7 @@ type MetricsOptions struct {
 	// Registry receives every collector; nil: a new private registry.
 	Registry *prometheus.Registry
 	// Counter, when set, backs mcpd_servers{status} at every scrape.
-	Counter registry.StatusCounter
+	Counter store.StatusCounter
 	// Logger reports a failed status count.
 	Logger *slog.Logger
 }
@@ -239,7 +240,7 @@ func (s countingSink) Transition(ctx context.Context, ev registry.Event) {
 // statusCollector reports mcpd_servers{status} from the store at each
 // scrape; on a failed count it reports nothing, so that a gap shows.
 type statusCollector struct {
-	counter registry.StatusCounter
+	counter store.StatusCounter
 	logger  *slog.Logger
 	errors  prometheus.Counter
 }

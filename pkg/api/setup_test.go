@@ -24,6 +24,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/limit"
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/testing/testlog"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
@@ -34,7 +35,7 @@ const testInterval = 10 * time.Second
 // fake clock, a tenant and its tokens.
 type bundle struct {
 	handler  http.Handler
-	store    registry.Store
+	store    store.Store
 	clock    *clockwork.FakeClock
 	monitor  *lifecycle.Monitor
 	metrics  *api.Metrics
@@ -51,10 +52,10 @@ type bundle struct {
 // testStore is what the tests' stores offer: the API's store, with the
 // monitor's live counts and the metrics' status counts.
 type testStore interface {
-	registry.Store
-	registry.LiveCounter
-	registry.StatusCounter
-	registry.CatalogReader
+	store.Store
+	store.LiveCounter
+	store.StatusCounter
+	store.CatalogReader
 }
 
 type setupOptions struct {

@@ -9,18 +9,12 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/alert"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
-
-// alertStore is what the dispatcher needs of a store: both stores keep
-// the alert outbox and the skill outage alerts.
-type alertStore interface {
-	registry.AlertOutbox
-	alert.SkillAlerts
-}
 
 // newDispatcher returns the alert dispatcher for the configured
 // destinations, or nil when none is configured.
-func (d *Daemon) newDispatcher(outbox alertStore, reg prometheus.Registerer, tp trace.TracerProvider) (*alert.Dispatcher, error) {
+func (d *Daemon) newDispatcher(outbox store.Backend, reg prometheus.Registerer, tp trace.TracerProvider) (*alert.Dispatcher, error) {
 	if len(d.cfg.AlertmanagerURLs) == 0 && d.cfg.AlertWebhookURL == "" {
 		return nil, nil
 	}

@@ -13,12 +13,13 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
 // Source is the store's side of the feed: every tenant's trail as it
 // commits, and one tenant's trail to catch a watch up.
 type Source interface {
-	registry.FeedReader
+	store.FeedReader
 	Events(ctx context.Context, tenant uuid.UUID, f registry.EventFilter) (registry.EventPage, error)
 }
 
@@ -291,7 +292,7 @@ func (h *Hub) Run(ctx context.Context) {
 		changed := h.src.FeedChanged()
 		tenants, after := h.followed()
 		var (
-			batches []registry.FeedBatch
+			batches []store.FeedBatch
 			err     error
 			events  int
 		)
@@ -385,7 +386,7 @@ func (h *Hub) wait(ctx context.Context, changed <-chan struct{}) error {
 
 // apply adds a read to the tenants' rings and moves their cursors; more
 // reports that a tenant's read was cut by its limit.
-func (h *Hub) apply(batches []registry.FeedBatch) (more bool) {
+func (h *Hub) apply(batches []store.FeedBatch) (more bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, b := range batches {

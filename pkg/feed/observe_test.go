@@ -72,7 +72,7 @@ func TestKeepTellsTheObserverEveryEventOfKeptTenants(t *testing.T) {
 	register := func(tenant uuid.UUID, module string) {
 		t.Helper()
 		if _, _, _, err := store.Register(ctx, tenant, registry.ServerInfo{ModuleName: module, Version: "1.0.0",
-			SupportedProtocols: []string{"2025-06-18"}}); err != nil {
+			SupportedProtocols: []string{"2025-06-18"}}, 0); err != nil {
 			t.Fatal(err)
 		}
 	}

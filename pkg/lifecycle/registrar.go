@@ -14,6 +14,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
 // Registrar is the lifecycle of servers as their owners drive it: register,
@@ -27,7 +28,7 @@ import (
 // Registrar or when it changes the server's status (a recovery); every
 // other heartbeat is logged at debug level.
 type Registrar struct {
-	store    registry.Store
+	store    store.Store
 	sink     registry.AlertSink
 	logger   *slog.Logger
 	interval float64
@@ -52,7 +53,7 @@ const maxUnbeaten = 1 << 16
 
 // RegistrarOptions configures a Registrar.
 type RegistrarOptions struct {
-	Store             registry.Store
+	Store             store.Store
 	Sink              registry.AlertSink // nil: transitions are only logged
 	Logger            *slog.Logger
 	HeartbeatInterval float64 // seconds, reported in every server object
@@ -64,7 +65,7 @@ type RegistrarOptions struct {
 	// Clock stamps held heartbeats; nil: the real clock.
 	Clock clockwork.Clock
 	// FlushInterval, when positive and Feed is set and the store is a
-	// registry.HeldHeartbeatWriter, holds heartbeats of healthy servers in
+	// store.HeldHeartbeatWriter, holds heartbeats of healthy servers in
 	// memory and writes them every FlushInterval (at most
 	// MaxFlushInterval); Run must then run. Zero: every heartbeat is
 	// written before it is answered.
@@ -86,7 +87,7 @@ func NewRegistrar(opts RegistrarOptions) *Registrar {
 		interval: cmp.Or(opts.HeartbeatInterval, registry.DefaultHeartbeatInterval.Seconds()),
 		quota:    max(opts.MaxServersPerTenant, 0), unbeaten: make(map[uuid.UUID]struct{}),
 		clock: cmp.Or[clockwork.Clock](opts.Clock, clockwork.NewRealClock())}
-	if w, ok := opts.Store.(registry.HeldHeartbeatWriter); ok && opts.FlushInterval > 0 && opts.Feed != nil {
+	if w, ok := opts.Store.(store.HeldHeartbeatWriter); ok && opts.FlushInterval > 0 && opts.Feed != nil {
 		r.held = &holder{writer: w, feed: opts.Feed, clock: r.clock,
 			interval: min(opts.FlushInterval, MaxFlushInterval),
 			max:      cmp.Or(max(opts.MaxHeld, 0), DefaultMaxHeld), onFlush: opts.OnFlush,
@@ -143,8 +144,7 @@ func (r *Registrar) Register(ctx context.Context, tenant uuid.UUID, info registr
 	if info.TraceID == "" {
 		info.TraceID = registry.NewTraceID()
 	}
-	info.MaxServers = r.quota
-	srv, created, ev, err := r.store.Register(ctx, tenant, info)
+	srv, created, ev, err := r.store.Register(ctx, tenant, info, r.quota)
 	if err != nil {
 		return registry.Server{}, false, fmt.Errorf("register %q: %w", info.ModuleName, err)
 	}
@@ -276,7 +276,7 @@ func (r *Registrar) Servers(ctx context.Context, tenant uuid.UUID, f registry.Se
 
 // Store returns the store the Registrar writes through, for the reads
 // that need nothing of the Registrar (skills, the audit trail).
-func (r *Registrar) Store() registry.Store { return r.store }
+func (r *Registrar) Store() store.Store { return r.store }
 
 func (r *Registrar) decorate(s registry.Server) registry.Server {
 	s.HeartbeatIntervalSecs = r.interval

@@ -25,6 +25,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/mcpserve"
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/testing/testlog"
 )
@@ -74,8 +75,8 @@ type envOptions struct {
 
 // testStore is a store the monitor can sweep.
 type testStore interface {
-	registry.Store
-	registry.LiveCounter
+	store.Store
+	store.LiveCounter
 }
 
 func setup(t testing.TB, opts ...envOptions) *env {

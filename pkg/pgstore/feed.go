@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
 // The feed reads each tenant's positions, taken from its row of
@@ -84,7 +85,7 @@ func feedEvents(rows []feedRow) ([]registry.Event, registry.Position) {
 
 // ReadFeed returns at most limit events of each tenant after its position:
 // one statement, one snapshot, for every tenant.
-func (s *Store) ReadFeed(ctx context.Context, tenants []uuid.UUID, after []registry.Position, limit int) ([]registry.FeedBatch, error) {
+func (s *Store) ReadFeed(ctx context.Context, tenants []uuid.UUID, after []registry.Position, limit int) ([]store.FeedBatch, error) {
 	if len(after) != len(tenants) {
 		return nil, fmt.Errorf("read feed: %d tenants, %d positions", len(tenants), len(after))
 	}
@@ -108,7 +109,7 @@ func (s *Store) ReadFeed(ctx context.Context, tenants []uuid.UUID, after []regis
 	if err != nil {
 		return nil, translate(err)
 	}
-	out := make([]registry.FeedBatch, 0, len(tenants))
+	out := make([]store.FeedBatch, 0, len(tenants))
 	index := make(map[uuid.UUID]int, len(tenants))
 	defer rows.Close()
 	for rows.Next() {
@@ -121,7 +122,7 @@ func (s *Store) ReadFeed(ctx context.Context, tenants []uuid.UUID, after []regis
 		if !seen {
 			i = len(out)
 			index[tenant] = i
-			out = append(out, registry.FeedBatch{Tenant: tenant})
+			out = append(out, store.FeedBatch{Tenant: tenant})
 		}
 		out[i].Horizon = r.horizon
 		if r.ok {
