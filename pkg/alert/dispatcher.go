@@ -224,7 +224,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 // Transition wakes every idle destination for an event of an alert kind, so
 // that it is sent before the next poll, and for a registration that offers
 // skills, so that a skill outage it ends is resolved then rather than at
-// the next resend interval; it never blocks. It fits registry.AlertSink,
+// the next resend interval; it never blocks. It fits lifecycle.TransitionSink,
 // chained after the sink that logs.
 func (d *Dispatcher) Transition(_ context.Context, ev registry.Event) {
 	recheck := d.skills != nil && ev.Kind == registry.KindRegistered && len(ev.Body.SkillsAffected) > 0

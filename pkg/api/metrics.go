@@ -197,9 +197,9 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
 }
 
-// Sink returns an AlertSink that counts each transition and hands it on to
+// Sink returns a TransitionSink that counts each transition and hands it on to
 // next.
-func (m *Metrics) Sink(next registry.AlertSink) registry.AlertSink {
+func (m *Metrics) Sink(next lifecycle.TransitionSink) lifecycle.TransitionSink {
 	return countingSink{m: m, next: next}
 }
 
@@ -223,7 +223,7 @@ func (m *Metrics) observeHeartbeat(result string) {
 
 type countingSink struct {
 	m    *Metrics
-	next registry.AlertSink
+	next lifecycle.TransitionSink
 }
 
 func (s countingSink) Transition(ctx context.Context, ev registry.Event) {

@@ -90,7 +90,7 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 	logs := &testlog.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	metrics := api.NewMetrics(api.MetricsOptions{Counter: store, Logger: logger})
-	sink := metrics.Sink(registry.LogSink{Logger: logger})
+	sink := metrics.Sink(lifecycle.LogSink{Logger: logger})
 	var hub *feed.Hub
 	if o.feed {
 		hub = feed.NewHub(feed.Options{Source: store, Logger: logger})
@@ -109,7 +109,7 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 		})
 	}
 	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: store, Sink: sink, Logger: logger,
-		HeartbeatInterval: testInterval.Seconds(), MaxServersPerTenant: o.maxServers})
+		HeartbeatInterval: testInterval, MaxServersPerTenant: o.maxServers})
 	mon := lifecycle.NewMonitor(lifecycle.MonitorOptions{Store: store, Sink: sink, Logger: logger, Clock: clock,
 		HeartbeatInterval: testInterval, Period: testInterval / 2, Observe: metrics.ObserveSweep})
 	pinger := o.pinger

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cyberos/mcpd/pkg/alert"
+	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/store"
 )
@@ -33,7 +34,7 @@ func (d *Daemon) newDispatcher(outbox store.Backend, reg prometheus.Registerer, 
 // alertWaker passes each transition on and wakes the dispatcher, so that an
 // alert leaves at once instead of at the next poll.
 type alertWaker struct {
-	next       registry.AlertSink
+	next       lifecycle.TransitionSink
 	dispatcher *alert.Dispatcher
 }
 

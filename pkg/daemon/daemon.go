@@ -29,7 +29,6 @@ import (
 	"github.com/cyberos/mcpd/pkg/mcpserve"
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/pgstore"
-	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/tracing"
 	"github.com/cyberos/mcpd/pkg/version"
@@ -169,7 +168,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	}
 
 	metrics := api.NewMetrics(api.MetricsOptions{Registry: prometheus.NewRegistry(), Counter: backend, Logger: d.logger})
-	sink := metrics.Sink(registry.LogSink{Logger: d.logger})
+	sink := metrics.Sink(lifecycle.LogSink{Logger: d.logger})
 	dispatcher, err := d.newDispatcher(backend, metrics.Registry(), tp)
 	if err != nil {
 		return err
@@ -191,7 +190,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 			"heartbeat_flush_interval", d.cfg.HeartbeatFlushInterval.String(), "effective", flush.String())
 	}
 	registrar := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{
-		Store: backend, Sink: sink, Logger: d.logger, HeartbeatInterval: d.cfg.HeartbeatInterval.Seconds(),
+		Store: backend, Sink: sink, Logger: d.logger, HeartbeatInterval: d.cfg.HeartbeatInterval,
 		MaxServersPerTenant: d.cfg.TenantMaxServers,
 		Clock:               d.clock, FlushInterval: flush, Feed: hub, OnFlush: metrics.ObserveHeldFlush,
 	})

@@ -460,18 +460,18 @@ func (h *Hub) signal(tf *tenantFeed) {
 	tf.advanced = make(chan struct{})
 }
 
-// Sink receives what a watch sends: events in commit order, each with its
-// position, and bookmarks, positions at least as recent as every event
+// Watcher receives what a watch sends: events in commit order, each with
+// its position, and bookmarks, positions at least as recent as every event
 // sent before them.
-type Sink interface {
+type Watcher interface {
 	Events(events []registry.Event) error
 	Bookmark(pos registry.Position) error
 }
 
 // Follow sends tenant's events after from that f selects (its Limit and
-// After are ignored) to sink, until ctx ends (nil), the sink fails (its
+// After are ignored) to w, until ctx ends (nil), the watcher fails (its
 // error), or the history changed (ErrReset).
-func (h *Hub) Follow(ctx context.Context, tenant uuid.UUID, f registry.EventFilter, from registry.Position, sink Sink) error {
+func (h *Hub) Follow(ctx context.Context, tenant uuid.UUID, f registry.EventFilter, from registry.Position, w Watcher) error {
 	select {
 	case <-h.started:
 	case <-ctx.Done():
@@ -517,7 +517,7 @@ func (h *Hub) Follow(ctx context.Context, tenant uuid.UUID, f registry.EventFilt
 				return err
 			}
 			if len(page.Events) > 0 {
-				if err := sink.Events(page.Events); err != nil {
+				if err := w.Events(page.Events); err != nil {
 					return err
 				}
 				timer.Reset(h.bookmark)
@@ -525,7 +525,7 @@ func (h *Hub) Follow(ctx context.Context, tenant uuid.UUID, f registry.EventFilt
 			if page.Horizon.Compare(pos) <= 0 && page.Next == nil {
 				// Nothing settled yet past pos: wait for the hub.
 				pos.Epoch = cursor.Epoch
-				if err := h.idle(ctx, advanced, reset, timer, pos, sink); err != nil {
+				if err := h.idle(ctx, advanced, reset, timer, pos, w); err != nil {
 					return stopped(err)
 				}
 				continue
@@ -534,13 +534,13 @@ func (h *Hub) Follow(ctx context.Context, tenant uuid.UUID, f registry.EventFilt
 			continue
 		}
 		if len(events) > 0 {
-			if err := sink.Events(events); err != nil {
+			if err := w.Events(events); err != nil {
 				return err
 			}
 			timer.Reset(h.bookmark)
 		}
 		pos = cursor.Max(pos)
-		if err := h.idle(ctx, advanced, reset, timer, pos, sink); err != nil {
+		if err := h.idle(ctx, advanced, reset, timer, pos, w); err != nil {
 			return stopped(err)
 		}
 	}
@@ -548,7 +548,7 @@ func (h *Hub) Follow(ctx context.Context, tenant uuid.UUID, f registry.EventFilt
 
 // idle waits for the hub to advance, sending a bookmark at pos when the
 // watch was silent for the bookmark interval.
-func (h *Hub) idle(ctx context.Context, advanced, reset <-chan struct{}, timer clockwork.Timer, pos registry.Position, sink Sink) error {
+func (h *Hub) idle(ctx context.Context, advanced, reset <-chan struct{}, timer clockwork.Timer, pos registry.Position, w Watcher) error {
 	for {
 		select {
 		case <-advanced:
@@ -558,7 +558,7 @@ func (h *Hub) idle(ctx context.Context, advanced, reset <-chan struct{}, timer c
 		case <-ctx.Done():
 			return errStop
 		case <-timer.Chan():
-			if err := sink.Bookmark(pos); err != nil {
+			if err := w.Bookmark(pos); err != nil {
 				return err
 			}
 			timer.Reset(h.bookmark)

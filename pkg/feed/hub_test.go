@@ -21,7 +21,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// recorder is a Sink that keeps what it is sent and says when.
+// recorder is a Watcher that keeps what it is sent and says when.
 type recorder struct {
 	mu        sync.Mutex
 	events    []registry.Event

@@ -90,7 +90,7 @@ type holder struct {
 	max      int
 	onFlush  func(FlushStats)
 	logger   *slog.Logger
-	sink     registry.AlertSink
+	sink     TransitionSink
 
 	// failing is set by a failed write and cleared by a successful one:
 	// while set, nothing is held.

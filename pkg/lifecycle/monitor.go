@@ -26,7 +26,7 @@ const maxSweepBatches = 100
 // moves servers that stopped heartbeating to degraded and unhealthy.
 type Monitor struct {
 	store    store.Monitor
-	sink     registry.AlertSink
+	sink     TransitionSink
 	logger   *slog.Logger
 	clock    clockwork.Clock
 	interval time.Duration
@@ -54,7 +54,7 @@ type Monitor struct {
 // MonitorOptions configures a Monitor.
 type MonitorOptions struct {
 	Store             store.Monitor
-	Sink              registry.AlertSink
+	Sink              TransitionSink
 	Logger            *slog.Logger
 	Clock             clockwork.Clock // nil: the real clock
 	HeartbeatInterval time.Duration
@@ -104,7 +104,7 @@ func NewMonitor(opts MonitorOptions) *Monitor {
 	logger := cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
 	interval := cmp.Or(max(opts.HeartbeatInterval, 0), registry.DefaultHeartbeatInterval)
 	m := &Monitor{store: opts.Store, logger: logger, observe: opts.Observe,
-		sink:         cmp.Or[registry.AlertSink](opts.Sink, registry.LogSink{Logger: logger}),
+		sink:         cmp.Or[TransitionSink](opts.Sink, LogSink{Logger: logger}),
 		clock:        cmp.Or[clockwork.Clock](opts.Clock, clockwork.NewRealClock()),
 		interval:     interval,
 		period:       cmp.Or(max(opts.Period, 0), registry.DefaultMonitorPeriod),

@@ -30,7 +30,7 @@ type sweep struct {
 	err         error
 }
 
-// recorder is an AlertSink that keeps every transition.
+// recorder is a TransitionSink that keeps every transition.
 type recorder struct {
 	mu  sync.Mutex
 	evs []registry.Event

@@ -29,9 +29,9 @@ import (
 // other heartbeat is logged at debug level.
 type Registrar struct {
 	store    store.Store
-	sink     registry.AlertSink
+	sink     TransitionSink
 	logger   *slog.Logger
-	interval float64
+	interval time.Duration
 	quota    int
 	clock    clockwork.Clock
 	// held holds heartbeats of healthy servers until they are written
@@ -54,9 +54,9 @@ const maxUnbeaten = 1 << 16
 // RegistrarOptions configures a Registrar.
 type RegistrarOptions struct {
 	Store             store.Store
-	Sink              registry.AlertSink // nil: transitions are only logged
+	Sink              TransitionSink // nil: transitions are only logged
 	Logger            *slog.Logger
-	HeartbeatInterval float64 // seconds, reported in every server object
+	HeartbeatInterval time.Duration // reported in every server object, in seconds
 	// MaxServersPerTenant is the most servers that are not deregistered a
 	// tenant may have; registering a new module past it fails with
 	// ErrQuotaExceeded. 0: no quota.
@@ -83,8 +83,8 @@ type RegistrarOptions struct {
 func NewRegistrar(opts RegistrarOptions) *Registrar {
 	logger := cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
 	r := &Registrar{store: opts.Store, logger: logger,
-		sink:     cmp.Or[registry.AlertSink](opts.Sink, registry.LogSink{Logger: logger}),
-		interval: cmp.Or(opts.HeartbeatInterval, registry.DefaultHeartbeatInterval.Seconds()),
+		sink:     cmp.Or[TransitionSink](opts.Sink, LogSink{Logger: logger}),
+		interval: cmp.Or(opts.HeartbeatInterval, registry.DefaultHeartbeatInterval),
 		quota:    max(opts.MaxServersPerTenant, 0), unbeaten: make(map[uuid.UUID]struct{}),
 		clock: cmp.Or[clockwork.Clock](opts.Clock, clockwork.NewRealClock())}
 	if w, ok := opts.Store.(store.HeldHeartbeatWriter); ok && opts.FlushInterval > 0 && opts.Feed != nil {
@@ -279,6 +279,6 @@ func (r *Registrar) Servers(ctx context.Context, tenant uuid.UUID, f registry.Se
 func (r *Registrar) Store() store.Store { return r.store }
 
 func (r *Registrar) decorate(s registry.Server) registry.Server {
-	s.HeartbeatIntervalSecs = r.interval
+	s.HeartbeatIntervalSecs = r.interval.Seconds()
 	return s
 }
