@@ -18,7 +18,7 @@ import (
 var (
 	backticked = regexp.MustCompile("`([^`]+)`")
 	// A Go name as the notes write one: Monitor, Registrar.Heartbeat,
-	// finishServer, registry.LogSink; not a plain lowercase word.
+	// finishServer, lifecycle.LogSink; not a plain lowercase word.
 	goName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
 	// An SQL name: a function, table or column (mcp_audit_events.kind).
 	sqlName = regexp.MustCompile(`^mcp_[a-z0-9_]+(\.[a-z_]+)?$`)

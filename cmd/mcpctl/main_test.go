@@ -71,7 +71,7 @@ func TestExitCodes(t *testing.T) {
 func TestInterruptStopsSimulation(t *testing.T) {
 	t.Parallel()
 	store := memstore.New(nil)
-	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: store, HeartbeatInterval: 10})
+	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: store, HeartbeatInterval: 10 * time.Second})
 	secret := []byte(strings.Repeat("k", 8) + uuid.NewString())
 	verifier, err := auth.NewVerifier(auth.VerifierOptions{HMACSecret: secret})
 	if err != nil {

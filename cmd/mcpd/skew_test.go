@@ -53,9 +53,9 @@ func startSkewedReplica(t *testing.T, databaseURL string, secret []byte, clock c
 	}
 	store := pgstore.New(pool, pgstore.Options{Logger: logger})
 	metrics := api.NewMetrics(api.MetricsOptions{Counter: store, Logger: logger})
-	sink := metrics.Sink(registry.LogSink{Logger: logger})
+	sink := metrics.Sink(lifecycle.LogSink{Logger: logger})
 	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: store, Sink: sink, Logger: logger,
-		HeartbeatInterval: e2eInterval.Seconds()})
+		HeartbeatInterval: e2eInterval})
 	mon := lifecycle.NewMonitor(lifecycle.MonitorOptions{Store: store, Sink: sink, Logger: logger, Clock: clock,
 		HeartbeatInterval: e2eInterval, Period: e2ePeriod, Observe: metrics.ObserveSweep})
 	verifier, err := auth.NewVerifier(auth.VerifierOptions{HMACSecret: secret, Now: clock.Now})

@@ -86,7 +86,7 @@ func setupRegistry(t *testing.T) *testRegistry {
 func (r *testRegistry) restartEmpty(t *testing.T) {
 	t.Helper()
 	store := memstore.New(clockwork.NewRealClock())
-	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: store, HeartbeatInterval: testInterval.Seconds()})
+	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: store, HeartbeatInterval: testInterval})
 	verifier, err := auth.NewVerifier(auth.VerifierOptions{HMACSecret: r.secret})
 	if err != nil {
 		t.Fatal(err)

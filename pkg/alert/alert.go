@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/registry"
 )
 
@@ -51,7 +52,7 @@ type Alert struct {
 	EndsAt time.Time
 	// MassLoss, when set, makes this an MCPRegistryMassHeartbeatLoss alert
 	// about the tenant rather than about one server (no event, no server).
-	MassLoss *registry.MassLoss
+	MassLoss *lifecycle.MassLoss
 	// Skill, when set, makes this an MCPSkillUnavailable alert about a
 	// skill name of the tenant rather than about one server (no event, no
 	// server).

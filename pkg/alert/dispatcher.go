@@ -19,7 +19,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cyberos/mcpd/pkg/backoff"
+	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
 // Defaults of DispatcherOptions.
@@ -51,11 +53,11 @@ const (
 // DispatcherOptions configures a Dispatcher.
 type DispatcherOptions struct {
 	// Outbox is the store's alert outbox (required).
-	Outbox registry.AlertOutbox
+	Outbox store.AlertOutbox
 	// SkillAlerts, when set, is the store's record of the skill outage
 	// alerts (MCPSkillUnavailable) each destination fires; nil: no skill
 	// outage alerts.
-	SkillAlerts SkillAlerts
+	SkillAlerts store.SkillAlerts
 	// Destinations receive every alert; their names must be unique.
 	Destinations []Destination
 	Logger       *slog.Logger
@@ -81,8 +83,8 @@ type DispatcherOptions struct {
 // Dispatcher delivers the alert outbox to its destinations, each in a
 // goroutine of its own with its own cursor and backoff.
 type Dispatcher struct {
-	outbox     registry.AlertOutbox
-	skills     SkillAlerts
+	outbox     store.AlertOutbox
+	skills     store.SkillAlerts
 	logger     *slog.Logger
 	clock      clockwork.Clock
 	poll       time.Duration
@@ -121,8 +123,8 @@ type destination struct {
 	lastSkillCheck time.Time
 	// unhealthy is the store's list of unhealthy servers as fetched in
 	// round fetched, for Resending destinations.
-	unhealthy     []registry.UnhealthyServer
-	unhealthyByID map[uuid.UUID]registry.UnhealthyServer
+	unhealthy     []store.UnhealthyServer
+	unhealthyByID map[uuid.UUID]store.UnhealthyServer
 	fetched       int64
 	// massPending are mass-loss alerts not yet delivered.
 	massPending []Alert
@@ -222,7 +224,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 // Transition wakes every idle destination for an event of an alert kind, so
 // that it is sent before the next poll, and for a registration that offers
 // skills, so that a skill outage it ends is resolved then rather than at
-// the next resend interval; it never blocks. It fits registry.AlertSink,
+// the next resend interval; it never blocks. It fits lifecycle.TransitionSink,
 // chained after the sink that logs.
 func (d *Dispatcher) Transition(_ context.Context, ev registry.Event) {
 	recheck := d.skills != nil && ev.Kind == registry.KindRegistered && len(ev.Body.SkillsAffected) > 0
@@ -245,7 +247,7 @@ func (d *Dispatcher) Transition(_ context.Context, ev registry.Event) {
 // outbox, so it is lost if mcpd stops before sending it, and it lapses by
 // itself after three resend intervals. It never blocks; it fits
 // lifecycle.MonitorOptions.OnMassLoss.
-func (d *Dispatcher) MassLoss(l registry.MassLoss) {
+func (d *Dispatcher) MassLoss(l lifecycle.MassLoss) {
 	now := d.clock.Now()
 	a := Alert{Firing: true, TenantID: l.TenantID, StartsAt: now, EndsAt: now.Add(holdFactor * d.resend), MassLoss: &l}
 	for _, ds := range d.dests {
@@ -506,7 +508,7 @@ func (d *Dispatcher) fetchUnhealthy(ctx context.Context, ds *destination) error 
 		return fmt.Errorf("list unhealthy servers: %w", err)
 	}
 	ds.unhealthy = list
-	ds.unhealthyByID = make(map[uuid.UUID]registry.UnhealthyServer, len(list))
+	ds.unhealthyByID = make(map[uuid.UUID]store.UnhealthyServer, len(list))
 	for _, u := range list {
 		ds.unhealthyByID[u.ServerID] = u
 	}

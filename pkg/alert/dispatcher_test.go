@@ -19,8 +19,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cyberos/mcpd/pkg/alert"
+	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
@@ -40,7 +42,7 @@ func newMemFixture(t *testing.T) *memFixture {
 	f := &memFixture{ctx: t.Context(), clock: clockwork.NewFakeClockAt(epoch), tenant: uuid.New()}
 	f.store = memstore.New(f.clock)
 	var err error
-	if f.srv, _, _, err = f.store.Register(f.ctx, f.tenant, serverInfo("calendar")); err != nil {
+	if f.srv, _, _, err = f.store.Register(f.ctx, f.tenant, serverInfo("calendar"), 0); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -50,7 +52,7 @@ func newMemFixture(t *testing.T) *memFixture {
 func (f *memFixture) unhealthy(t *testing.T) registry.Event {
 	t.Helper()
 	f.clock.Advance(35 * time.Second)
-	result, err := f.store.Sweep(f.ctx, registry.SweepRequest{Now: time.Time{}, Interval: interval, Limit: 1000})
+	result, err := f.store.Sweep(f.ctx, store.SweepRequest{Now: time.Time{}, Interval: interval, Limit: 1000})
 	evs := result.Events
 	if err != nil {
 		t.Fatal(err)
@@ -241,7 +243,7 @@ func TestReRegistrationResolves(t *testing.T) {
 	hook.waitFor(t, "the unhealthy event", atLeast(1))
 
 	f.clock.Advance(5 * time.Second)
-	_, _, ev, err := f.store.Register(f.ctx, f.tenant, serverInfo("calendar")) // at 10:00:40
+	_, _, ev, err := f.store.Register(f.ctx, f.tenant, serverInfo("calendar"), 0) // at 10:00:40
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +268,7 @@ func TestReRegistrationResolves(t *testing.T) {
 
 	// Registering again while healthy raises nothing.
 	f.clock.Advance(5 * time.Second)
-	if _, _, ev, err = f.store.Register(f.ctx, f.tenant, serverInfo("calendar")); err != nil {
+	if _, _, ev, err = f.store.Register(f.ctx, f.tenant, serverInfo("calendar"), 0); err != nil {
 		t.Fatal(err)
 	}
 	d.Transition(f.ctx, ev)
@@ -456,19 +458,19 @@ func TestDeliveryErrorPermanent(t *testing.T) {
 func TestAlertmanagerSkipsOverIncidents(t *testing.T) {
 	f := newMemFixture(t)
 	f.unhealthy(t)
-	if _, _, _, err := f.store.Register(f.ctx, f.tenant, serverInfo("calendar")); err != nil {
+	if _, _, _, err := f.store.Register(f.ctx, f.tenant, serverInfo("calendar"), 0); err != nil {
 		t.Fatal(err)
 	}
 	f.clock.Advance(25 * time.Second)
-	if _, err := f.store.Sweep(f.ctx, registry.SweepRequest{Now: time.Time{}, Interval: interval, Limit: 1000}); err != nil { // degraded
+	if _, err := f.store.Sweep(f.ctx, store.SweepRequest{Now: time.Time{}, Interval: interval, Limit: 1000}); err != nil { // degraded
 		t.Fatal(err)
 	}
 	f.heartbeat(t) // recovered from degraded
-	if _, _, _, err := f.store.Register(f.ctx, f.tenant, serverInfo("mail")); err != nil {
+	if _, _, _, err := f.store.Register(f.ctx, f.tenant, serverInfo("mail"), 0); err != nil {
 		t.Fatal(err)
 	}
 	f.clock.Advance(35 * time.Second)
-	if _, err := f.store.Sweep(f.ctx, registry.SweepRequest{Now: time.Time{}, Interval: interval, Limit: 1000}); err != nil { // mail (and calendar) unhealthy
+	if _, err := f.store.Sweep(f.ctx, store.SweepRequest{Now: time.Time{}, Interval: interval, Limit: 1000}); err != nil { // mail (and calendar) unhealthy
 		t.Fatal(err)
 	}
 
@@ -641,7 +643,7 @@ func TestMassLoss(t *testing.T) {
 	d, rounds := startOnClock(t, opts)
 	rounds.settle(dests[0].Name(), dests[1].Name())
 	tenant := uuid.New()
-	d.MassLoss(registry.MassLoss{TenantID: tenant, Unhealthy: 12, Live: 20})
+	d.MassLoss(lifecycle.MassLoss{TenantID: tenant, Unhealthy: 12, Live: 20})
 	// The failed attempt backs off on the fake clock: move it on to the retry.
 	rounds.settle(dests[0].Name())
 	if n := am.attempts(); n != 1 || len(am.requests()) != 0 {

@@ -16,6 +16,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/pgstore"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
@@ -60,13 +61,13 @@ func (f *pgFixture) unhealthyServers(t *testing.T, n int) (uuid.UUID, []registry
 	tenant := uuid.New()
 	var servers []registry.Server
 	for i := range n {
-		srv, _, _, err := f.store.Register(f.ctx, tenant, serverInfo(fmt.Sprintf("m%02d", i)))
+		srv, _, _, err := f.store.Register(f.ctx, tenant, serverInfo(fmt.Sprintf("m%02d", i)), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		servers = append(servers, srv)
 	}
-	result, err := f.store.Sweep(f.ctx, registry.SweepRequest{Now: f.clock.Now().Add(35 * time.Second), Interval: interval, Limit: 1000})
+	result, err := f.store.Sweep(f.ctx, store.SweepRequest{Now: f.clock.Now().Add(35 * time.Second), Interval: interval, Limit: 1000})
 	evs := result.Events
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +141,7 @@ func TestTwoReplicas(t *testing.T) {
 	hookA := newReceiver(t, nil)
 	hookB := newReceiver(t, nil)
 	client := httpClient(t)
-	replica := func(outbox registry.AlertOutbox) {
+	replica := func(outbox store.AlertOutbox) {
 		var dests []alert.Destination
 		for _, u := range []string{hookA.srv.URL, hookB.srv.URL} {
 			w, err := alert.NewWebhook(u, nil, client)
@@ -170,13 +171,13 @@ func TestTwoReplicas(t *testing.T) {
 // The outbox behaves the same on both stores: one claim per destination,
 // partial acknowledgement, pending counts, unhealthy servers.
 func TestOutboxConformance(t *testing.T) {
-	stores := map[string]func(t *testing.T) (registry.Store, registry.AlertOutbox, *clockwork.FakeClock){
-		"memory": func(t *testing.T) (registry.Store, registry.AlertOutbox, *clockwork.FakeClock) {
+	stores := map[string]func(t *testing.T) (store.Store, store.AlertOutbox, *clockwork.FakeClock){
+		"memory": func(t *testing.T) (store.Store, store.AlertOutbox, *clockwork.FakeClock) {
 			clock := clockwork.NewFakeClockAt(epoch)
 			s := memstore.New(clock)
 			return s, s, clock
 		},
-		"postgres": func(t *testing.T) (registry.Store, registry.AlertOutbox, *clockwork.FakeClock) {
+		"postgres": func(t *testing.T) (store.Store, store.AlertOutbox, *clockwork.FakeClock) {
 			f := newPGFixture(t)
 			return f.store, f.store, f.clock
 		},
@@ -185,22 +186,22 @@ func TestOutboxConformance(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
-			store, outbox, clock := open(t)
+			st, outbox, clock := open(t)
 			tenant := uuid.New()
 			var servers []registry.Server
 			for _, m := range []string{"alpha", "beta", "gamma"} {
-				srv, _, _, err := store.Register(ctx, tenant, serverInfo(m))
+				srv, _, _, err := st.Register(ctx, tenant, serverInfo(m), 0)
 				if err != nil {
 					t.Fatal(err)
 				}
 				servers = append(servers, srv)
 			}
 			sweptAt := clock.Now().Add(35 * time.Second).UTC()
-			if _, err := store.Sweep(ctx, registry.SweepRequest{Now: sweptAt, Interval: interval, Limit: 1000}); err != nil {
+			if _, err := st.Sweep(ctx, store.SweepRequest{Now: sweptAt, Interval: interval, Limit: 1000}); err != nil {
 				t.Fatal(err)
 			}
 			clock.Advance(40 * time.Second)
-			if _, _, err := store.Heartbeat(ctx, tenant, servers[1].ServerID); err != nil {
+			if _, _, err := st.Heartbeat(ctx, tenant, servers[1].ServerID); err != nil {
 				t.Fatal(err)
 			}
 
@@ -269,7 +270,7 @@ func TestOutboxConformance(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, m := range []string{"gamma", "beta"} {
-				if _, _, _, err := store.Register(ctx, tenant, serverInfo(m)); err != nil {
+				if _, _, _, err := st.Register(ctx, tenant, serverInfo(m), 0); err != nil {
 					t.Fatal(err)
 				}
 			}

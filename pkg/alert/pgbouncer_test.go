@@ -7,7 +7,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/alert"
 	"github.com/cyberos/mcpd/pkg/pgstore"
-	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 )
 
@@ -30,7 +30,7 @@ func TestTwoReplicasThroughPgBouncer(t *testing.T) {
 	hookA := newReceiver(t, nil)
 	hookB := newReceiver(t, nil)
 	client := httpClient(t)
-	replica := func(outbox registry.AlertOutbox) {
+	replica := func(outbox store.AlertOutbox) {
 		var dests []alert.Destination
 		for _, u := range []string{hookA.srv.URL, hookB.srv.URL} {
 			w, err := alert.NewWebhook(u, nil, client)

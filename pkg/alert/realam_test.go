@@ -19,6 +19,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/alert"
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
@@ -193,9 +194,9 @@ func TestRealAlertmanager(t *testing.T) {
 	// The store's clock starts 40 s in the past so that the events happen
 	// at about Alertmanager's now.
 	clock := clockwork.NewFakeClockAt(time.Now().Add(-40 * time.Second))
-	store := memstore.New(clock)
+	st := memstore.New(clock)
 	tenant := uuid.New()
-	srv, _, _, err := store.Register(ctx, tenant, serverInfo("calendar"))
+	srv, _, _, err := st.Register(ctx, tenant, serverInfo("calendar"), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,10 +204,10 @@ func TestRealAlertmanager(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, _ := start(t, fast(alert.DispatcherOptions{Outbox: store, Destinations: dests}))
+	d, _ := start(t, fast(alert.DispatcherOptions{Outbox: st, Destinations: dests}))
 
 	clock.Advance(35 * time.Second)
-	result, err := store.Sweep(ctx, registry.SweepRequest{Now: time.Time{}, Interval: interval, Limit: 1000})
+	result, err := st.Sweep(ctx, store.SweepRequest{Now: time.Time{}, Interval: interval, Limit: 1000})
 	evs := result.Events
 	if err != nil || len(evs) != 1 {
 		t.Fatalf("sweep: %v, %v", evs, err)
@@ -234,7 +235,7 @@ func TestRealAlertmanager(t *testing.T) {
 	}
 
 	clock.Advance(4 * time.Second) // about Alertmanager's now, not after it
-	_, ev, err := store.Heartbeat(ctx, tenant, srv.ServerID)
+	_, ev, err := st.Heartbeat(ctx, tenant, srv.ServerID)
 	if err != nil || ev == nil {
 		t.Fatalf("heartbeat: %v, %v", ev, err)
 	}
@@ -250,11 +251,11 @@ func TestRealAlertmanagerSkill(t *testing.T) {
 	ctx := t.Context()
 
 	clock := clockwork.NewFakeClockAt(time.Now().Add(-40 * time.Second))
-	store := memstore.New(clock)
+	st := memstore.New(clock)
 	tenant := uuid.New()
 	info := serverInfo("calendar")
 	info.Skills = []registry.SkillInfo{{Name: "search"}}
-	srv, _, _, err := store.Register(ctx, tenant, info)
+	srv, _, _, err := st.Register(ctx, tenant, info, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,10 +263,10 @@ func TestRealAlertmanagerSkill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, _ := start(t, fast(alert.DispatcherOptions{Outbox: store, SkillAlerts: store, Destinations: dests}))
+	d, _ := start(t, fast(alert.DispatcherOptions{Outbox: st, SkillAlerts: st, Destinations: dests}))
 
 	clock.Advance(35 * time.Second)
-	res, err := store.Sweep(ctx, registry.SweepRequest{Interval: interval, Limit: 1000})
+	res, err := st.Sweep(ctx, store.SweepRequest{Interval: interval, Limit: 1000})
 	evs := res.Events
 	if err != nil || len(evs) != 1 {
 		t.Fatalf("sweep: %v, %v", evs, err)
@@ -296,7 +297,7 @@ func TestRealAlertmanagerSkill(t *testing.T) {
 	}
 
 	clock.Advance(4 * time.Second)
-	_, ev, err := store.Heartbeat(ctx, tenant, srv.ServerID)
+	_, ev, err := st.Heartbeat(ctx, tenant, srv.ServerID)
 	if err != nil || ev == nil {
 		t.Fatalf("heartbeat: %v, %v", ev, err)
 	}

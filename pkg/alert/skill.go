@@ -8,31 +8,15 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
-
-// SkillAlerts is the store's durable record of the MCPSkillUnavailable
-// alerts each destination was told are firing, and its view of which skill
-// names are available.
-type SkillAlerts interface {
-	// SkillAlertStates reports, for each key, whether a skill of that name
-	// is available in its tenant now and since when destination's alert
-	// about it fires (zero: not firing).
-	SkillAlertStates(ctx context.Context, destination string, keys []registry.SkillKey) ([]registry.SkillAlertState, error)
-	// FiringSkillAlerts lists destination's firing alerts, each with
-	// whether a skill of its name is available again.
-	FiringSkillAlerts(ctx context.Context, destination string) ([]registry.SkillAlertState, error)
-	// RecordSkillAlerts records that destination accepted the raise of
-	// raised (firing since their FiringSince) and the resolution of
-	// resolved.
-	RecordSkillAlerts(ctx context.Context, destination string, raised []registry.SkillAlertState, resolved []registry.SkillKey) error
-}
 
 // skillIDSpace is the namespace of the name-based ids of skill alerts.
 var skillIDSpace = uuid.MustParse("4f1c9a52-93a3-4c6e-9a43-3f0d7e6b2c11")
 
 // skillAlertID is the id of the raise (firing) or the resolution of the
 // outage of key that began at since: the same whenever it is sent again.
-func skillAlertID(key registry.SkillKey, since time.Time, firing bool) uuid.UUID {
+func skillAlertID(key store.SkillKey, since time.Time, firing bool) uuid.UUID {
 	state := "resolved"
 	if firing {
 		state = "firing"
@@ -45,15 +29,15 @@ func skillAlertID(key registry.SkillKey, since time.Time, firing bool) uuid.UUID
 // mention, each with when its outage would have begun: the last event
 // that took a skill of that name away (unhealthy or deregistered), else
 // the last that mentions it.
-func skillKeys(events []registry.Event) ([]registry.SkillKey, map[registry.SkillKey]time.Time) {
-	var keys []registry.SkillKey
-	at := make(map[registry.SkillKey]time.Time)
-	taken := make(map[registry.SkillKey]bool)
+func skillKeys(events []registry.Event) ([]store.SkillKey, map[store.SkillKey]time.Time) {
+	var keys []store.SkillKey
+	at := make(map[store.SkillKey]time.Time)
+	taken := make(map[store.SkillKey]bool)
 	for i := range events {
 		ev := &events[i]
 		takes := ev.Kind.Spec().TakesSkills
 		for _, name := range ev.Body.SkillsAffected {
-			k := registry.SkillKey{TenantID: ev.TenantID, Skill: name}
+			k := store.SkillKey{TenantID: ev.TenantID, Skill: name}
 			if _, seen := at[k]; !seen {
 				keys = append(keys, k)
 			}
@@ -92,7 +76,7 @@ func (d *Dispatcher) skillRound(ctx context.Context, ds *destination, events []r
 			ds.skillCheck.Store(true) // try again next round
 		}
 	}()
-	var states []registry.SkillAlertState
+	var states []store.SkillAlertState
 	if len(keys) > 0 {
 		var err error
 		if states, err = d.skills.SkillAlertStates(ctx, ds.name, keys); err != nil {
@@ -104,7 +88,7 @@ func (d *Dispatcher) skillRound(ctx context.Context, ds *destination, events []r
 		if err != nil {
 			return fmt.Errorf("firing skill alerts: %w", err)
 		}
-		looked := make(map[registry.SkillKey]bool, len(states))
+		looked := make(map[store.SkillKey]bool, len(states))
 		for _, st := range states {
 			looked[st.SkillKey] = true
 		}
@@ -151,15 +135,15 @@ func (d *Dispatcher) skillRound(ctx context.Context, ds *destination, events []r
 	}
 	// Record what ds accepted, even when a later chunk failed.
 	var (
-		raised   []registry.SkillAlertState
-		resolved []registry.SkillKey
+		raised   []store.SkillAlertState
+		resolved []store.SkillKey
 	)
 	for _, a := range alerts[:handled] {
-		key := registry.SkillKey{TenantID: a.TenantID, Skill: a.Skill.Skill}
+		key := store.SkillKey{TenantID: a.TenantID, Skill: a.Skill.Skill}
 		switch {
 		case a.Skill.Resend:
 		case a.Firing:
-			raised = append(raised, registry.SkillAlertState{SkillKey: key, FiringSince: a.StartsAt})
+			raised = append(raised, store.SkillAlertState{SkillKey: key, FiringSince: a.StartsAt})
 		default:
 			resolved = append(resolved, key)
 		}

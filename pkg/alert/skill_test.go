@@ -14,14 +14,15 @@ import (
 	"github.com/cyberos/mcpd/pkg/alert"
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 // skillStore is a store with everything the skill outage alerts need.
 type skillStore interface {
-	registry.Store
-	registry.AlertOutbox
-	alert.SkillAlerts
+	store.Store
+	store.AlertOutbox
+	store.SkillAlerts
 }
 
 // skillFixture is a tenant of a store on a fake clock, shared with the
@@ -44,7 +45,7 @@ func skillInfo(module string, skills ...string) registry.ServerInfo {
 
 func (f *skillFixture) register(t *testing.T, module string, skills ...string) registry.Server {
 	t.Helper()
-	srv, _, _, err := f.store.Register(f.ctx, f.tenant, skillInfo(module, skills...))
+	srv, _, _, err := f.store.Register(f.ctx, f.tenant, skillInfo(module, skills...), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +62,7 @@ func (f *skillFixture) silence(t *testing.T, alive ...registry.Server) []registr
 			t.Fatal(err)
 		}
 	}
-	res, err := f.store.Sweep(f.ctx, registry.SweepRequest{Now: f.clock.Now(), Interval: interval, Limit: 1000})
+	res, err := f.store.Sweep(f.ctx, store.SweepRequest{Now: f.clock.Now(), Interval: interval, Limit: 1000})
 	evs := res.Events
 	if err != nil {
 		t.Fatal(err)
@@ -476,7 +477,7 @@ func TestSkillOutageResolvedByRegistration(t *testing.T) {
 	f.wake(t, []*alert.Dispatcher{d}, dests)
 	f.waitFiring(t, w.Name(), "search firing since "+clock.Now().Format(time.RFC3339))
 
-	_, _, ev, err := f.store.Register(f.ctx, f.tenant, skillInfo("beta", "search"))
+	_, _, ev, err := f.store.Register(f.ctx, f.tenant, skillInfo("beta", "search"), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -503,14 +504,14 @@ func TestSkillAlertsConformance(t *testing.T) {
 			f := open(t)
 			other := uuid.New()
 			srv := f.register(t, "alpha", "search", "book")
-			if _, _, _, err := f.store.Register(f.ctx, other, skillInfo("alpha", "mail")); err != nil {
+			if _, _, _, err := f.store.Register(f.ctx, other, skillInfo("alpha", "mail"), 0); err != nil {
 				t.Fatal(err)
 			}
 			if _, _, err := f.store.Deregister(f.ctx, f.tenant, srv.ServerID); err != nil {
 				t.Fatal(err)
 			}
 			f.register(t, "beta", "book")
-			keys := []registry.SkillKey{
+			keys := []store.SkillKey{
 				{TenantID: f.tenant, Skill: "search"}, {TenantID: f.tenant, Skill: "book"},
 				{TenantID: f.tenant, Skill: "mail"}, {TenantID: other, Skill: "mail"},
 			}
@@ -534,12 +535,12 @@ func TestSkillAlertsConformance(t *testing.T) {
 				t.Fatalf("states %s, want %s", got, want)
 			}
 			first := epoch.Add(time.Minute)
-			raise := []registry.SkillAlertState{{SkillKey: keys[0], FiringSince: first}, {SkillKey: keys[2], FiringSince: first}}
+			raise := []store.SkillAlertState{{SkillKey: keys[0], FiringSince: first}, {SkillKey: keys[2], FiringSince: first}}
 			if err := f.store.RecordSkillAlerts(f.ctx, "d", raise, nil); err != nil {
 				t.Fatal(err)
 			}
 			raise[0].FiringSince = first.Add(time.Hour) // raised again: the first time stays
-			if err := f.store.RecordSkillAlerts(f.ctx, "d", raise[:1], []registry.SkillKey{keys[2]}); err != nil {
+			if err := f.store.RecordSkillAlerts(f.ctx, "d", raise[:1], []store.SkillKey{keys[2]}); err != nil {
 				t.Fatal(err)
 			}
 			at := first.Format(time.RFC3339)

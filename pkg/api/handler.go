@@ -18,6 +18,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/limit"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/tracing"
 )
 
@@ -34,8 +35,8 @@ type Pinger interface {
 // reader is what the handler reads from the store without the Registrar:
 // skills and the audit trail, and the check of a cursor into the trail.
 type reader interface {
-	registry.AuditReader
-	registry.AvailabilityReader
+	store.AuditReader
+	store.AvailabilityReader
 	Skills(ctx context.Context, tenant, serverID uuid.UUID) ([]registry.Skill, error)
 	FindSkills(ctx context.Context, tenant uuid.UUID, f registry.SkillFilter) (registry.SkillPage, error)
 }
@@ -78,7 +79,7 @@ type HandlerOptions struct {
 	TokenClock clockwork.Clock
 	// Catalog serves the MCP registry API (/v0.1); nil: those routes are
 	// not served.
-	Catalog registry.CatalogReader
+	Catalog store.CatalogReader
 	// RegistryNamespace is the namespace of the MCP registry API's server
 	// names; empty: DefaultRegistryNamespace.
 	RegistryNamespace string
@@ -133,7 +134,7 @@ type handler struct {
 	frames frameCache
 	limits *limit.Tenants
 	// catalog and namespace serve the MCP registry API (registry.go).
-	catalog   registry.CatalogReader
+	catalog   store.CatalogReader
 	namespace string
 	// publicTenant answers /v0.1 reads without a token; uuid.Nil: none.
 	publicTenant uuid.UUID

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
 // Results of a heartbeat, the values of mcpd_heartbeats_total's label.
@@ -64,7 +65,7 @@ type MetricsOptions struct {
 	// Registry receives every collector; nil: a new private registry.
 	Registry *prometheus.Registry
 	// Counter, when set, backs mcpd_servers{status} at every scrape.
-	Counter registry.StatusCounter
+	Counter store.StatusCounter
 	// Logger reports a failed status count.
 	Logger *slog.Logger
 }
@@ -196,9 +197,9 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
 }
 
-// Sink returns an AlertSink that counts each transition and hands it on to
+// Sink returns a TransitionSink that counts each transition and hands it on to
 // next.
-func (m *Metrics) Sink(next registry.AlertSink) registry.AlertSink {
+func (m *Metrics) Sink(next lifecycle.TransitionSink) lifecycle.TransitionSink {
 	return countingSink{m: m, next: next}
 }
 
@@ -222,7 +223,7 @@ func (m *Metrics) observeHeartbeat(result string) {
 
 type countingSink struct {
 	m    *Metrics
-	next registry.AlertSink
+	next lifecycle.TransitionSink
 }
 
 func (s countingSink) Transition(ctx context.Context, ev registry.Event) {
@@ -239,7 +240,7 @@ func (s countingSink) Transition(ctx context.Context, ev registry.Event) {
 // statusCollector reports mcpd_servers{status} from the store at each
 // scrape; on a failed count it reports nothing, so that a gap shows.
 type statusCollector struct {
-	counter registry.StatusCounter
+	counter store.StatusCounter
 	logger  *slog.Logger
 	errors  prometheus.Counter
 }

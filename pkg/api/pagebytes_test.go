@@ -24,7 +24,7 @@ func (b *bundle) registerLarge(t *testing.T, n, size int) []string {
 	for i := range n {
 		info := registry.ServerInfo{ModuleName: fmt.Sprintf("large-%03d", i), Version: "1.0.0",
 			SupportedProtocols: []string{"2025-06-18"}, CapabilityAdvertisement: caps}
-		if _, _, _, err := b.store.Register(t.Context(), b.tenant, info); err != nil {
+		if _, _, _, err := b.store.Register(t.Context(), b.tenant, info, 0); err != nil {
 			t.Fatal(err)
 		}
 		modules = append(modules, info.ModuleName)

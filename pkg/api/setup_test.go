@@ -24,6 +24,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/limit"
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/testing/testlog"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
@@ -34,7 +35,7 @@ const testInterval = 10 * time.Second
 // fake clock, a tenant and its tokens.
 type bundle struct {
 	handler  http.Handler
-	store    registry.Store
+	store    store.Store
 	clock    *clockwork.FakeClock
 	monitor  *lifecycle.Monitor
 	metrics  *api.Metrics
@@ -51,10 +52,10 @@ type bundle struct {
 // testStore is what the tests' stores offer: the API's store, with the
 // monitor's live counts and the metrics' status counts.
 type testStore interface {
-	registry.Store
-	registry.LiveCounter
-	registry.StatusCounter
-	registry.CatalogReader
+	store.Store
+	store.LiveCounter
+	store.StatusCounter
+	store.CatalogReader
 }
 
 type setupOptions struct {
@@ -89,7 +90,7 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 	logs := &testlog.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	metrics := api.NewMetrics(api.MetricsOptions{Counter: store, Logger: logger})
-	sink := metrics.Sink(registry.LogSink{Logger: logger})
+	sink := metrics.Sink(lifecycle.LogSink{Logger: logger})
 	var hub *feed.Hub
 	if o.feed {
 		hub = feed.NewHub(feed.Options{Source: store, Logger: logger})
@@ -108,7 +109,7 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 		})
 	}
 	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: store, Sink: sink, Logger: logger,
-		HeartbeatInterval: testInterval.Seconds(), MaxServersPerTenant: o.maxServers})
+		HeartbeatInterval: testInterval, MaxServersPerTenant: o.maxServers})
 	mon := lifecycle.NewMonitor(lifecycle.MonitorOptions{Store: store, Sink: sink, Logger: logger, Clock: clock,
 		HeartbeatInterval: testInterval, Period: testInterval / 2, Observe: metrics.ObserveSweep})
 	pinger := o.pinger

@@ -105,7 +105,7 @@ func (w *watchServer) register(t *testing.T, module string, skills int, nameLen 
 		name := fmt.Sprintf("%04d-", i) + strings.Repeat("x", max(nameLen-5, 0))
 		info.Skills = append(info.Skills, registry.SkillInfo{Name: name})
 	}
-	if _, _, _, err := w.store.Register(context.Background(), w.tenant, info); err != nil {
+	if _, _, _, err := w.store.Register(context.Background(), w.tenant, info, 0); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -303,7 +303,7 @@ func TestWatchOutlivesReadTimeout(t *testing.T) {
 	// Past the read timeout, then an event: it must still arrive.
 	time.Sleep(600 * time.Millisecond)
 	if _, _, _, err := store.Register(context.Background(), tenant, registry.ServerInfo{
-		ModuleName: "late", Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}); err != nil {
+		ModuleName: "late", Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}, 0); err != nil {
 		t.Fatal(err)
 	}
 	line, err := bufio.NewReader(resp.Body).ReadString('\n')

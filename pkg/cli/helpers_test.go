@@ -90,7 +90,7 @@ func setupWith(t *testing.T, secret, cursorKey []byte, tenant uuid.UUID) *bundle
 	t.Helper()
 	clock := clockwork.NewFakeClockAt(testStart)
 	store := memstore.New(clock)
-	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: store, HeartbeatInterval: 10})
+	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: store, HeartbeatInterval: 10 * time.Second})
 	verifier, err := auth.NewVerifier(auth.VerifierOptions{HMACSecret: secret, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)

@@ -42,7 +42,7 @@ func startTLSServer(t *testing.T) *tlsServer {
 	clients.AppendCertsFromPEM(clientCA.PEM)
 
 	clock := clockwork.NewFakeClockAt(testStart)
-	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: memstore.New(clock), HeartbeatInterval: 10})
+	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: memstore.New(clock), HeartbeatInterval: 10 * time.Second})
 	secret := testSecret(t)
 	verifier, err := auth.NewVerifier(auth.VerifierOptions{HMACSecret: secret, Now: clock.Now})
 	if err != nil {

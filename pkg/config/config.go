@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/registry"
 )
 
@@ -243,8 +244,8 @@ func Default() Config {
 		ShutdownTimeout:          DefaultShutdownTimeout,
 		LogFormat:                DefaultLogFormat,
 		LogLevel:                 DefaultLogLevel,
-		MassLossShare:            registry.DefaultMassLossShare,
-		MassLossMin:              registry.DefaultMassLossMin,
+		MassLossShare:            lifecycle.DefaultMassLossShare,
+		MassLossMin:              lifecycle.DefaultMassLossMin,
 		MaxConnections:           DefaultMaxConnections,
 		TenantMaxServers:         DefaultTenantMaxServers,
 		TenantRateLimit:          DefaultTenantRateLimit,

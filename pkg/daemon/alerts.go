@@ -8,19 +8,14 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cyberos/mcpd/pkg/alert"
+	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
-
-// alertStore is what the dispatcher needs of a store: both stores keep
-// the alert outbox and the skill outage alerts.
-type alertStore interface {
-	registry.AlertOutbox
-	alert.SkillAlerts
-}
 
 // newDispatcher returns the alert dispatcher for the configured
 // destinations, or nil when none is configured.
-func (d *Daemon) newDispatcher(outbox alertStore, reg prometheus.Registerer, tp trace.TracerProvider) (*alert.Dispatcher, error) {
+func (d *Daemon) newDispatcher(outbox store.Backend, reg prometheus.Registerer, tp trace.TracerProvider) (*alert.Dispatcher, error) {
 	if len(d.cfg.AlertmanagerURLs) == 0 && d.cfg.AlertWebhookURL == "" {
 		return nil, nil
 	}
@@ -39,7 +34,7 @@ func (d *Daemon) newDispatcher(outbox alertStore, reg prometheus.Registerer, tp 
 // alertWaker passes each transition on and wakes the dispatcher, so that an
 // alert leaves at once instead of at the next poll.
 type alertWaker struct {
-	next       registry.AlertSink
+	next       lifecycle.TransitionSink
 	dispatcher *alert.Dispatcher
 }
 

@@ -29,7 +29,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/mcpserve"
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/pgstore"
-	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/tracing"
 	"github.com/cyberos/mcpd/pkg/version"
 )
@@ -162,14 +162,14 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		return err
 	}
 	tp := d.tracing.TracerProvider()
-	store, err := d.openStore(ctx, tp)
+	backend, err := d.openStore(ctx, tp)
 	if err != nil {
 		return err
 	}
 
-	metrics := api.NewMetrics(api.MetricsOptions{Registry: prometheus.NewRegistry(), Counter: store, Logger: d.logger})
-	sink := metrics.Sink(registry.LogSink{Logger: d.logger})
-	dispatcher, err := d.newDispatcher(store, metrics.Registry(), tp)
+	metrics := api.NewMetrics(api.MetricsOptions{Registry: prometheus.NewRegistry(), Counter: backend, Logger: d.logger})
+	sink := metrics.Sink(lifecycle.LogSink{Logger: d.logger})
+	dispatcher, err := d.newDispatcher(backend, metrics.Registry(), tp)
 	if err != nil {
 		return err
 	}
@@ -177,7 +177,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		// Delivery reads the audit trail (the outbox); the sink only wakes it.
 		sink = alertWaker{next: sink, dispatcher: dispatcher}
 	}
-	hub := feed.NewHub(feed.Options{Source: store, Logger: d.logger, OnPoll: metrics.ObserveFeedRead})
+	hub := feed.NewHub(feed.Options{Source: backend, Logger: d.logger, OnPoll: metrics.ObserveFeedRead})
 	// The hub learns of this process's own writes at once, so that the
 	// MCP registry API's ETag reflects them before it reads them.
 	sink = hub.Sink(sink)
@@ -190,7 +190,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 			"heartbeat_flush_interval", d.cfg.HeartbeatFlushInterval.String(), "effective", flush.String())
 	}
 	registrar := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{
-		Store: store, Sink: sink, Logger: d.logger, HeartbeatInterval: d.cfg.HeartbeatInterval.Seconds(),
+		Store: backend, Sink: sink, Logger: d.logger, HeartbeatInterval: d.cfg.HeartbeatInterval,
 		MaxServersPerTenant: d.cfg.TenantMaxServers,
 		Clock:               d.clock, FlushInterval: flush, Feed: hub, OnFlush: metrics.ObserveHeldFlush,
 	})
@@ -200,14 +200,14 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		guard.onMassLoss = dispatcher.MassLoss
 	}
 	monitor := lifecycle.NewMonitor(lifecycle.MonitorOptions{
-		Store: store, Sink: sink, Logger: d.logger, Clock: d.clock,
+		Store: backend, Sink: sink, Logger: d.logger, Clock: d.clock,
 		HeartbeatInterval: d.cfg.HeartbeatInterval, Period: d.cfg.MonitorPeriod, Observe: metrics.ObserveSweep,
 		BlindAfter: d.cfg.BlindAfter, OnBlind: guard.blind,
 		MassLossShare: d.cfg.MassLossShare, MassLossMin: d.cfg.MassLossMin, OnMassLoss: guard.massLoss,
 		SweepTimeout: d.cfg.HeartbeatInterval, Trace: sweepTracer(tp),
 		Grace: lifecycle.SweepGrace(flush), BeforeSweep: registrar.Flush,
 	})
-	cursorKey := store.CursorKey
+	cursorKey := backend.CursorKey
 	if d.cfg.Dev && (d.cfg.AuthJWTSecretFile != "" || d.cfg.AuthJWKSFile != "") {
 		cursorKey = devCursorKey(d.cfg.AuthJWTSecretFile, d.cfg.AuthJWKSFile)
 	}
@@ -215,7 +215,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	var streams context.Context
 	streams, d.stopStreams = context.WithCancel(context.WithoutCancel(ctx))
 	mcpHandler := mcpserve.New(mcpserve.Options{
-		Reader: mcpserve.Reader{ServerSource: registrar, SkillSource: store}, Feed: hub, Version: version.Version, Logger: d.logger, Streams: streams,
+		Reader: mcpserve.Reader{ServerSource: registrar, SkillSource: backend}, Feed: hub, Version: version.Version, Logger: d.logger, Streams: streams,
 		RequestTimeout: d.cfg.RequestTimeout,
 		MaxSessions:    d.cfg.MCPMaxSessions, MaxSessionsPerSubject: cmp.Or(d.cfg.MCPMaxSessionsPerSubject, -1),
 	})
@@ -228,12 +228,12 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		// Ready: the store answers, writable, at this build's schema, and the
 		// monitor's last sweep succeeded.
 		Pinger: api.ReadyChecks{
-			{Name: "store", Check: store},
+			{Name: "store", Check: backend},
 			{Name: "monitor", Check: api.PingFunc(func(context.Context) error { return monitor.Healthy() })},
 		},
 		RequestTimeout: d.cfg.RequestTimeout,
 		Feed:           hub, CursorKey: cursorKey, Streams: streams,
-		Catalog: store, RegistryNamespace: d.cfg.RegistryNamespace, RegistryPublicTenant: d.cfg.PublicTenant(),
+		Catalog: backend, RegistryNamespace: d.cfg.RegistryNamespace, RegistryPublicTenant: d.cfg.PublicTenant(),
 		Limits: limit.New(limit.Options{
 			Rate: d.cfg.TenantRateLimit, Burst: d.cfg.TenantRateBurst, MaxWatches: d.cfg.TenantMaxWatches,
 		}),
@@ -364,27 +364,10 @@ func (d *Daemon) openVerifier() (*auth.Verifier, *devBanner, error) {
 	return v, demo, nil
 }
 
-// registryStore is what the daemon needs of a store: the API's, the
-// monitor's, the metrics' status counts, the MCP registry API's reads and
-// the alert outbox. Both stores
-// have it all, checked at compile time.
-type registryStore interface {
-	registry.Store
-	lifecycle.MonitorStore
-	registry.StatusCounter
-	registry.CatalogReader
-	alertStore
-}
-
-var (
-	_ registryStore = (*pgstore.Store)(nil)
-	_ registryStore = (*memstore.Store)(nil)
-)
-
 // openStore opens the in-memory store (--dev) or a PostgreSQL pool. A
 // database that does not answer yet is not fatal: /readyz says so until it
 // does, and the pool connects when it can.
-func (d *Daemon) openStore(ctx context.Context, tp trace.TracerProvider) (registryStore, error) {
+func (d *Daemon) openStore(ctx context.Context, tp trace.TracerProvider) (store.Backend, error) {
 	if d.cfg.Dev {
 		return memstore.New(d.clock), nil
 	}
@@ -393,14 +376,14 @@ func (d *Daemon) openStore(ctx context.Context, tp trace.TracerProvider) (regist
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	d.pool = pool
-	store := pgstore.New(pool, pgstore.Options{Clock: d.storeClock, Logger: d.logger, Tracer: tp})
-	d.pgStore = store
+	pg := pgstore.New(pool, pgstore.Options{Clock: d.storeClock, Logger: d.logger, Tracer: tp})
+	d.pgStore = pg
 	pctx, cancel := context.WithTimeout(ctx, startPingTimeout)
 	defer cancel()
-	if err := store.Ping(pctx); err != nil {
+	if err := pg.Ping(pctx); err != nil {
 		d.logger.Warn("store not ready at start; serving 503 until it is", "err", err)
 	}
-	return store, nil
+	return pg, nil
 }
 
 // adminPaths are what the admin listener serves.

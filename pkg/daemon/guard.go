@@ -3,7 +3,8 @@ package daemon
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/lifecycle"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
 // guardMetrics counts what the monitor's safeguards saw: blind windows and
@@ -12,7 +13,7 @@ type guardMetrics struct {
 	blindWindows *prometheus.CounterVec
 	blindSeconds prometheus.Counter
 	massLosses   *prometheus.CounterVec
-	onMassLoss   func(registry.MassLoss)
+	onMassLoss   func(lifecycle.MassLoss)
 }
 
 func newGuardMetrics(reg prometheus.Registerer) *guardMetrics {
@@ -35,12 +36,12 @@ func newGuardMetrics(reg prometheus.Registerer) *guardMetrics {
 	return g
 }
 
-func (g *guardMetrics) blind(w registry.BlindWindow) {
+func (g *guardMetrics) blind(w store.BlindWindow) {
 	g.blindWindows.WithLabelValues().Inc()
 	g.blindSeconds.Add(w.Duration().Seconds())
 }
 
-func (g *guardMetrics) massLoss(l registry.MassLoss) {
+func (g *guardMetrics) massLoss(l lifecycle.MassLoss) {
 	g.massLosses.WithLabelValues(l.TenantID.String()).Inc()
 	if g.onMassLoss != nil {
 		g.onMassLoss(l)

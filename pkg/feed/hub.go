@@ -13,12 +13,13 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
 // Source is the store's side of the feed: every tenant's trail as it
 // commits, and one tenant's trail to catch a watch up.
 type Source interface {
-	registry.FeedReader
+	store.FeedReader
 	Events(ctx context.Context, tenant uuid.UUID, f registry.EventFilter) (registry.EventPage, error)
 }
 
@@ -297,7 +298,7 @@ func (h *Hub) Run(ctx context.Context) {
 		changed := h.src.FeedChanged()
 		tenants, after := h.followed()
 		var (
-			batches []registry.FeedBatch
+			batches []store.FeedBatch
 			err     error
 			events  int
 		)
@@ -395,7 +396,7 @@ func (h *Hub) wait(ctx context.Context, changed <-chan struct{}) error {
 
 // apply adds a read to the tenants' rings and moves their cursors; more
 // reports that a tenant's read was cut by its limit.
-func (h *Hub) apply(batches []registry.FeedBatch) (more bool) {
+func (h *Hub) apply(batches []store.FeedBatch) (more bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, b := range batches {
@@ -469,18 +470,18 @@ func (h *Hub) signal(tf *tenantFeed) {
 	tf.advanced = make(chan struct{})
 }
 
-// Sink receives what a watch sends: events in commit order, each with its
-// position, and bookmarks, positions at least as recent as every event
+// Watcher receives what a watch sends: events in commit order, each with
+// its position, and bookmarks, positions at least as recent as every event
 // sent before them.
-type Sink interface {
+type Watcher interface {
 	Events(events []registry.Event) error
 	Bookmark(pos registry.Position) error
 }
 
 // Follow sends tenant's events after from that f selects (its Limit and
-// After are ignored) to sink, until ctx ends (nil), the sink fails (its
+// After are ignored) to w, until ctx ends (nil), the watcher fails (its
 // error), or the history changed (ErrReset).
-func (h *Hub) Follow(ctx context.Context, tenant uuid.UUID, f registry.EventFilter, from registry.Position, sink Sink) error {
+func (h *Hub) Follow(ctx context.Context, tenant uuid.UUID, f registry.EventFilter, from registry.Position, w Watcher) error {
 	select {
 	case <-h.started:
 	case <-ctx.Done():
@@ -526,7 +527,7 @@ func (h *Hub) Follow(ctx context.Context, tenant uuid.UUID, f registry.EventFilt
 				return err
 			}
 			if len(page.Events) > 0 {
-				if err := sink.Events(page.Events); err != nil {
+				if err := w.Events(page.Events); err != nil {
 					return err
 				}
 				timer.Reset(h.bookmark)
@@ -534,7 +535,7 @@ func (h *Hub) Follow(ctx context.Context, tenant uuid.UUID, f registry.EventFilt
 			if page.Horizon.Compare(pos) <= 0 && page.Next == nil {
 				// Nothing settled yet past pos: wait for the hub.
 				pos.Epoch = cursor.Epoch
-				if err := h.idle(ctx, advanced, reset, timer, pos, sink); err != nil {
+				if err := h.idle(ctx, advanced, reset, timer, pos, w); err != nil {
 					return stopped(err)
 				}
 				continue
@@ -543,13 +544,13 @@ func (h *Hub) Follow(ctx context.Context, tenant uuid.UUID, f registry.EventFilt
 			continue
 		}
 		if len(events) > 0 {
-			if err := sink.Events(events); err != nil {
+			if err := w.Events(events); err != nil {
 				return err
 			}
 			timer.Reset(h.bookmark)
 		}
 		pos = cursor.Max(pos)
-		if err := h.idle(ctx, advanced, reset, timer, pos, sink); err != nil {
+		if err := h.idle(ctx, advanced, reset, timer, pos, w); err != nil {
 			return stopped(err)
 		}
 	}
@@ -557,7 +558,7 @@ func (h *Hub) Follow(ctx context.Context, tenant uuid.UUID, f registry.EventFilt
 
 // idle waits for the hub to advance, sending a bookmark at pos when the
 // watch was silent for the bookmark interval.
-func (h *Hub) idle(ctx context.Context, advanced, reset <-chan struct{}, timer clockwork.Timer, pos registry.Position, sink Sink) error {
+func (h *Hub) idle(ctx context.Context, advanced, reset <-chan struct{}, timer clockwork.Timer, pos registry.Position, w Watcher) error {
 	for {
 		select {
 		case <-advanced:
@@ -567,7 +568,7 @@ func (h *Hub) idle(ctx context.Context, advanced, reset <-chan struct{}, timer c
 		case <-ctx.Done():
 			return errStop
 		case <-timer.Chan():
-			if err := sink.Bookmark(pos); err != nil {
+			if err := w.Bookmark(pos); err != nil {
 				return err
 			}
 			timer.Reset(h.bookmark)

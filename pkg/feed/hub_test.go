@@ -16,11 +16,12 @@ import (
 	"github.com/cyberos/mcpd/pkg/feed"
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// recorder is a Sink that keeps what it is sent and says when.
+// recorder is a Watcher that keeps what it is sent and says when.
 type recorder struct {
 	mu        sync.Mutex
 	events    []registry.Event
@@ -100,7 +101,7 @@ func setup(t *testing.T, opts feed.Options) *bundle {
 func (b *bundle) register(t *testing.T, tenant uuid.UUID, module string) registry.Server {
 	t.Helper()
 	srv, _, _, err := b.store.Register(b.ctx, tenant, registry.ServerInfo{
-		ModuleName: module, Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}})
+		ModuleName: module, Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +285,7 @@ type gatedSource struct {
 	reads int
 }
 
-func (g *gatedSource) ReadFeed(ctx context.Context, tenants []uuid.UUID, after []registry.Position, limit int) ([]registry.FeedBatch, error) {
+func (g *gatedSource) ReadFeed(ctx context.Context, tenants []uuid.UUID, after []registry.Position, limit int) ([]store.FeedBatch, error) {
 	g.mu.Lock()
 	g.reads++
 	g.mu.Unlock()
@@ -327,7 +328,7 @@ func TestHorizonReadsShared(t *testing.T) {
 		first := ask(1)
 		synctest.Wait() // the first read runs, held by the gate
 		srv, _, _, err := store.Register(ctx, tenant, registry.ServerInfo{
-			ModuleName: "m", Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}})
+			ModuleName: "m", Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -73,7 +73,7 @@ func TestKeepTellsTheObserverEveryEventOfKeptTenants(t *testing.T) {
 	register := func(tenant uuid.UUID, module string) {
 		t.Helper()
 		if _, _, _, err := store.Register(ctx, tenant, registry.ServerInfo{ModuleName: module, Version: "1.0.0",
-			SupportedProtocols: []string{"2025-06-18"}}); err != nil {
+			SupportedProtocols: []string{"2025-06-18"}}, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -124,7 +124,7 @@ func TestCurrentMeansTheObserverHasEveryEvent(t *testing.T) {
 	testwait.Eventually(t, "the tenant followed", func() bool { return hub.Keep(tenant) })
 	for i := range 20 {
 		_, _, ev, err := store.Register(ctx, tenant, registry.ServerInfo{ModuleName: fmt.Sprintf("m%02d", i),
-			Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}})
+			Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

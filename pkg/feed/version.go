@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/registry"
 )
 
@@ -79,7 +80,7 @@ func (h *Hub) read(tf *tenantFeed, ev *registry.Event) {
 }
 
 // Wrote tells the hub of an event this process committed, until the hub
-// reads it. It is a registry.AlertSink's Transition without the context.
+// reads it. It is a lifecycle.TransitionSink's Transition without the context.
 // An event of a tenant the hub does not follow needs no note: the hub
 // starts following a tenant from a read made after the call that asks.
 func (h *Hub) Wrote(ev registry.Event) {
@@ -106,16 +107,16 @@ func (h *Hub) Wrote(ev registry.Event) {
 	tf.pending[ev.EventID] = now
 }
 
-// Sink returns an AlertSink that tells h of each event this process wrote
+// Sink returns a TransitionSink that tells h of each event this process wrote
 // (Wrote), then passes it to next: what the API's writes go through.
-func (h *Hub) Sink(next registry.AlertSink) registry.AlertSink {
+func (h *Hub) Sink(next lifecycle.TransitionSink) lifecycle.TransitionSink {
 	return wroteSink{hub: h, next: next}
 }
 
-// wroteSink is Hub.Sink's AlertSink.
+// wroteSink is Hub.Sink's TransitionSink.
 type wroteSink struct {
 	hub  *Hub
-	next registry.AlertSink
+	next lifecycle.TransitionSink
 }
 
 func (s wroteSink) Transition(ctx context.Context, ev registry.Event) {

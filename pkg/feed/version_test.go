@@ -13,6 +13,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/feed"
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
@@ -24,11 +25,11 @@ type pausable struct {
 	latests atomic.Int64
 }
 
-func (p *pausable) ReadFeed(ctx context.Context, tenants []uuid.UUID, after []registry.Position, limit int) ([]registry.FeedBatch, error) {
+func (p *pausable) ReadFeed(ctx context.Context, tenants []uuid.UUID, after []registry.Position, limit int) ([]store.FeedBatch, error) {
 	if p.paused.Load() {
-		out := make([]registry.FeedBatch, len(tenants))
+		out := make([]store.FeedBatch, len(tenants))
 		for i, t := range tenants {
-			out[i] = registry.FeedBatch{Tenant: t, Horizon: after[i]}
+			out[i] = store.FeedBatch{Tenant: t, Horizon: after[i]}
 		}
 		return out, nil
 	}
@@ -58,7 +59,7 @@ func startPausable(t *testing.T) (*pausable, *feed.Hub) {
 func register(t *testing.T, s *pausable, tenant uuid.UUID, module string) registry.Event {
 	t.Helper()
 	_, _, ev, err := s.Register(t.Context(), tenant, registry.ServerInfo{
-		ModuleName: module, Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}})
+		ModuleName: module, Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

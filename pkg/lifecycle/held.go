@@ -12,13 +12,14 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
 // Heartbeats held in memory (contract: "Heartbeats are held in memory;
 // transitions are durable"). A heartbeat of a server that this replica
 // knows to be healthy is answered once it is held; the held heartbeats
 // are written every flush interval, each window's latest per server, one
-// store call per tenant (registry.HeldHeartbeatWriter). Every other
+// store call per tenant (store.HeldHeartbeatWriter). Every other
 // heartbeat (a server not known here, a recovery) goes to the store and is
 // answered after it commits, as is every transition.
 //
@@ -91,14 +92,14 @@ type FlushStats struct {
 
 // holder holds heartbeats of healthy servers until they are written.
 type holder struct {
-	writer   registry.HeldHeartbeatWriter
+	writer   store.HeldHeartbeatWriter
 	feed     HeldFeed
 	clock    clockwork.Clock
 	interval time.Duration
 	max      int
 	onFlush  func(FlushStats)
 	logger   *slog.Logger
-	sink     registry.AlertSink
+	sink     TransitionSink
 
 	// failing is set by a flush whose every write failed and cleared by
 	// any write that succeeds: while set, nothing is held.
@@ -387,9 +388,9 @@ func (h *holder) flush(ctx context.Context) error {
 // write writes one tenant's heartbeats and acts on what it found.
 func (h *holder) write(ctx context.Context, w tenantBeats) error {
 	now := h.clock.Now()
-	beats := make([]registry.HeldHeartbeat, 0, len(w.beats))
+	beats := make([]store.HeldHeartbeat, 0, len(w.beats))
 	for id, at := range w.beats {
-		beats = append(beats, registry.HeldHeartbeat{ServerID: id, Age: now.Sub(at)})
+		beats = append(beats, store.HeldHeartbeat{ServerID: id, Age: now.Sub(at)})
 	}
 	outs, err := h.writer.WriteHeldHeartbeats(ctx, w.tenant, beats)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
 // followed is a change feed that follows every tenant (or none), and has
@@ -50,7 +51,7 @@ func (s *heldStore) Heartbeat(ctx context.Context, tenant, id uuid.UUID) (regist
 	return srv, ev, err
 }
 
-func (s *heldStore) WriteHeldHeartbeats(ctx context.Context, tenant uuid.UUID, beats []registry.HeldHeartbeat) ([]registry.HeldOutcome, error) {
+func (s *heldStore) WriteHeldHeartbeats(ctx context.Context, tenant uuid.UUID, beats []store.HeldHeartbeat) ([]store.HeldOutcome, error) {
 	if f := s.failTenant.Load(); s.failing.Load() || f != nil && *f == tenant {
 		return nil, registry.ErrUnavailable
 	}
@@ -250,7 +251,7 @@ func TestHeldFlushRecoversServerSweptMeanwhile(t *testing.T) {
 	e.heartbeat(srv.ServerID)
 	// Another replica's sweep, which this replica's feed has not read.
 	e.clock.Advance(35 * time.Second)
-	res, err := e.store.Sweep(e.ctx, registry.SweepRequest{Interval: registry.DefaultHeartbeatInterval, Limit: 10})
+	res, err := e.store.Sweep(e.ctx, store.SweepRequest{Interval: registry.DefaultHeartbeatInterval, Limit: 10})
 	if err != nil || len(res.Events) != 1 || res.Events[0].Kind != registry.KindUnhealthy {
 		t.Fatalf("sweep: %+v %v", res, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
 // DefaultSweepBatch bounds the transitions one sweep statement applies; a
@@ -21,18 +22,11 @@ const DefaultSweepBatch = 1000
 
 const maxSweepBatches = 100
 
-// MonitorStore is what the monitor needs of a store: the sweep, and the
-// live counts of the mass-heartbeat-loss check.
-type MonitorStore interface {
-	Sweep(ctx context.Context, req registry.SweepRequest) (registry.SweepResult, error)
-	registry.LiveCounter
-}
-
 // Monitor is the health monitor: every period it sweeps all tenants and
 // moves servers that stopped heartbeating to degraded and unhealthy.
 type Monitor struct {
-	store    MonitorStore
-	sink     registry.AlertSink
+	store    store.Monitor
+	sink     TransitionSink
 	logger   *slog.Logger
 	clock    clockwork.Clock
 	interval time.Duration
@@ -42,10 +36,10 @@ type Monitor struct {
 	trace    func(ctx context.Context) (context.Context, func(transitions []registry.Event, err error))
 
 	blindAfter    time.Duration
-	onBlind       func(registry.BlindWindow)
+	onBlind       func(store.BlindWindow)
 	massLossShare float64
 	massLossMin   int
-	onMassLoss    func(registry.MassLoss)
+	onMassLoss    func(MassLoss)
 	sweepTimeout  time.Duration
 	grace         time.Duration
 	beforeSweep   func(ctx context.Context) error
@@ -59,8 +53,8 @@ type Monitor struct {
 
 // MonitorOptions configures a Monitor.
 type MonitorOptions struct {
-	Store             MonitorStore
-	Sink              registry.AlertSink
+	Store             store.Monitor
+	Sink              TransitionSink
 	Logger            *slog.Logger
 	Clock             clockwork.Clock // nil: the real clock
 	HeartbeatInterval time.Duration
@@ -78,7 +72,7 @@ type MonitorOptions struct {
 	// blind. Zero: DefaultBlindAfter; negative: off.
 	BlindAfter time.Duration
 	// OnBlind is called once per blind window, when sight returns.
-	OnBlind func(registry.BlindWindow)
+	OnBlind func(store.BlindWindow)
 	// MassLossShare and MassLossMin set the mass-heartbeat-loss check: more
 	// than this share of a tenant's live servers, and at least this many,
 	// going unhealthy in one sweep (defaults 0.5 and 10). The transitions
@@ -86,7 +80,7 @@ type MonitorOptions struct {
 	MassLossShare float64
 	MassLossMin   int
 	// OnMassLoss is called for each tenant with a mass heartbeat loss.
-	OnMassLoss func(registry.MassLoss)
+	OnMassLoss func(MassLoss)
 	// SweepTimeout bounds each sweep of the loop (Start, Run); zero: the
 	// heartbeat interval.
 	SweepTimeout time.Duration
@@ -110,7 +104,7 @@ func NewMonitor(opts MonitorOptions) *Monitor {
 	logger := cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
 	interval := cmp.Or(max(opts.HeartbeatInterval, 0), registry.DefaultHeartbeatInterval)
 	m := &Monitor{store: opts.Store, logger: logger, observe: opts.Observe,
-		sink:         cmp.Or[registry.AlertSink](opts.Sink, registry.LogSink{Logger: logger}),
+		sink:         cmp.Or[TransitionSink](opts.Sink, LogSink{Logger: logger}),
 		clock:        cmp.Or[clockwork.Clock](opts.Clock, clockwork.NewRealClock()),
 		interval:     interval,
 		period:       cmp.Or(max(opts.Period, 0), registry.DefaultMonitorPeriod),
@@ -128,8 +122,8 @@ func NewMonitor(opts MonitorOptions) *Monitor {
 		m.blindAfter = 0
 	}
 	m.massLossShare, m.massLossMin, m.onMassLoss = opts.MassLossShare, opts.MassLossMin, opts.OnMassLoss
-	m.massLossShare = cmp.Or(max(m.massLossShare, 0), registry.DefaultMassLossShare)
-	m.massLossMin = cmp.Or(max(m.massLossMin, 0), registry.DefaultMassLossMin)
+	m.massLossShare = cmp.Or(max(m.massLossShare, 0), DefaultMassLossShare)
+	m.massLossMin = cmp.Or(max(m.massLossMin, 0), DefaultMassLossMin)
 	return m
 }
 
@@ -250,8 +244,8 @@ func (m *Monitor) Sweep(ctx context.Context, now time.Time) (all []registry.Even
 		}
 	}
 	for range maxSweepBatches {
-		var res registry.SweepResult
-		res, err = m.store.Sweep(ctx, registry.SweepRequest{Now: now, Interval: m.interval, Limit: m.batch,
+		var res store.SweepResult
+		res, err = m.store.Sweep(ctx, store.SweepRequest{Now: now, Interval: m.interval, Limit: m.batch,
 			BlindAfter: m.blindAfter, Grace: m.grace})
 		evs := res.Events
 		if err == nil && res.Opened != nil {
@@ -280,7 +274,7 @@ func (m *Monitor) Sweep(ctx context.Context, now time.Time) (all []registry.Even
 	return all, err
 }
 
-func (m *Monitor) reportBlind(ctx context.Context, w registry.BlindWindow) {
+func (m *Monitor) reportBlind(ctx context.Context, w store.BlindWindow) {
 	m.logger.WarnContext(ctx, "registry was blind: no server is moved away from healthy for that time",
 		"blind_from", w.From, "blind_until", w.Until, "blind_seconds", w.Duration().Seconds())
 	if m.onBlind != nil {

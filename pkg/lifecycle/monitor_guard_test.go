@@ -13,14 +13,15 @@ import (
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
-func registerMany(t *testing.T, st registry.Store, tenant uuid.UUID, prefix string, n int) {
+func registerMany(t *testing.T, st store.Store, tenant uuid.UUID, prefix string, n int) {
 	t.Helper()
 	for i := range n {
 		info := registry.ServerInfo{ModuleName: fmt.Sprintf("%s-%02d", prefix, i), Version: "1.0.0",
 			SupportedProtocols: []string{"2025-06-18"}, TraceID: registry.NewTraceID()}
-		if _, _, _, err := st.Register(t.Context(), tenant, info); err != nil {
+		if _, _, _, err := st.Register(t.Context(), tenant, info, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -36,9 +37,9 @@ func TestMonitorMassHeartbeatLoss(t *testing.T) {
 	registerMany(t, st, lost, "lost", 12)
 	registerMany(t, st, fine, "fine", 20)
 	registerMany(t, st, small, "small", 4)
-	var reports []registry.MassLoss
+	var reports []lifecycle.MassLoss
 	m := lifecycle.NewMonitor(lifecycle.MonitorOptions{Store: st, Clock: clock, HeartbeatInterval: 10 * time.Second,
-		Period: 5 * time.Second, BlindAfter: -1, OnMassLoss: func(l registry.MassLoss) { reports = append(reports, l) }})
+		Period: 5 * time.Second, BlindAfter: -1, OnMassLoss: func(l lifecycle.MassLoss) { reports = append(reports, l) }})
 	clock.Advance(20 * time.Second)
 	// Keep 11 of fine's 20 servers beating: 9 going unhealthy is under both bounds.
 	page, err := st.Servers(t.Context(), fine, registry.ServerFilter{Limit: 100})
@@ -68,9 +69,9 @@ func TestMonitorReportsBlindWindow(t *testing.T) {
 	clock := clockwork.NewFakeClockAt(start)
 	st := memstore.New(clock)
 	registerMany(t, st, uuid.New(), "calendar", 1)
-	var windows []registry.BlindWindow
+	var windows []store.BlindWindow
 	m := lifecycle.NewMonitor(lifecycle.MonitorOptions{Store: st, Clock: clock, HeartbeatInterval: 10 * time.Second,
-		Period: 5 * time.Second, OnBlind: func(w registry.BlindWindow) { windows = append(windows, w) }})
+		Period: 5 * time.Second, OnBlind: func(w store.BlindWindow) { windows = append(windows, w) }})
 	if _, err := m.Sweep(t.Context(), time.Time{}); err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ type partialSweeper struct {
 	*memstore.Store
 }
 
-func (p partialSweeper) Sweep(ctx context.Context, req registry.SweepRequest) (registry.SweepResult, error) {
+func (p partialSweeper) Sweep(ctx context.Context, req store.SweepRequest) (store.SweepResult, error) {
 	res, err := p.Store.Sweep(ctx, req)
 	if err != nil {
 		return res, err
@@ -109,7 +110,7 @@ func TestMonitorPartialSweepStaysHealthy(t *testing.T) {
 	m := lifecycle.NewMonitor(lifecycle.MonitorOptions{Store: partialSweeper{store}, Sink: rec, Clock: clock,
 		HeartbeatInterval: registry.DefaultHeartbeatInterval, Period: time.Hour, BlindAfter: -1})
 	if _, _, _, err := store.Register(t.Context(), uuid.New(), registry.ServerInfo{ModuleName: "calendar",
-		Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}); err != nil {
+		Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}, 0); err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(2 * registry.DefaultHeartbeatInterval)

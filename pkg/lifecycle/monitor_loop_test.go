@@ -12,7 +12,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/memstore"
-	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
@@ -25,13 +25,13 @@ type blocking struct {
 	finished atomic.Int32
 }
 
-func (b *blocking) Sweep(ctx context.Context, req registry.SweepRequest) (registry.SweepResult, error) {
+func (b *blocking) Sweep(ctx context.Context, req store.SweepRequest) (store.SweepResult, error) {
 	b.entered <- ctx
 	defer b.finished.Add(1)
 	select {
 	case <-b.release:
 	case <-ctx.Done():
-		return registry.SweepResult{}, ctx.Err()
+		return store.SweepResult{}, ctx.Err()
 	}
 	return b.Store.Sweep(ctx, req)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/testing/testlog"
 )
 
@@ -29,7 +30,7 @@ type sweep struct {
 	err         error
 }
 
-// recorder is an AlertSink that keeps every transition.
+// recorder is a TransitionSink that keeps every transition.
 type recorder struct {
 	mu  sync.Mutex
 	evs []registry.Event
@@ -59,14 +60,14 @@ type flaky struct {
 	fail  func(call int) error
 }
 
-func (f *flaky) Sweep(ctx context.Context, req registry.SweepRequest) (registry.SweepResult, error) {
+func (f *flaky) Sweep(ctx context.Context, req store.SweepRequest) (store.SweepResult, error) {
 	f.mu.Lock()
 	f.calls++
 	call := f.calls
 	f.mu.Unlock()
 	if f.fail != nil {
 		if err := f.fail(call); err != nil {
-			return registry.SweepResult{}, err
+			return store.SweepResult{}, err
 		}
 	}
 	return f.Store.Sweep(ctx, req)
@@ -106,7 +107,7 @@ func (b *monitorBundle) register(t *testing.T, module string) registry.Server {
 	srv, _, _, err := b.store.Register(t.Context(), b.tenant, registry.ServerInfo{
 		ModuleName: module, Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"},
 		Skills: []registry.SkillInfo{{Name: "s"}},
-	})
+	}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +289,7 @@ func TestMonitorSweepBatches(t *testing.T) {
 			register := func(module string) {
 				if _, _, _, err := store.Register(t.Context(), tenant, registry.ServerInfo{
 					ModuleName: module, Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"},
-				}); err != nil {
+				}, 0); err != nil {
 					t.Fatal(err)
 				}
 			}

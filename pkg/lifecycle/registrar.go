@@ -14,6 +14,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
 // Registrar is the lifecycle of servers as their owners drive it: register,
@@ -27,10 +28,10 @@ import (
 // Registrar or when it changes the server's status (a recovery); every
 // other heartbeat is logged at debug level.
 type Registrar struct {
-	store    registry.Store
-	sink     registry.AlertSink
+	store    store.Store
+	sink     TransitionSink
 	logger   *slog.Logger
-	interval float64
+	interval time.Duration
 	quota    int
 	clock    clockwork.Clock
 	// held holds heartbeats of healthy servers until they are written
@@ -52,10 +53,10 @@ const maxUnbeaten = 1 << 16
 
 // RegistrarOptions configures a Registrar.
 type RegistrarOptions struct {
-	Store             registry.Store
-	Sink              registry.AlertSink // nil: transitions are only logged
+	Store             store.Store
+	Sink              TransitionSink // nil: transitions are only logged
 	Logger            *slog.Logger
-	HeartbeatInterval float64 // seconds, reported in every server object
+	HeartbeatInterval time.Duration // reported in every server object, in seconds
 	// MaxServersPerTenant is the most servers that are not deregistered a
 	// tenant may have; registering a new module past it fails with
 	// ErrQuotaExceeded. 0: no quota.
@@ -64,7 +65,7 @@ type RegistrarOptions struct {
 	// Clock stamps held heartbeats; nil: the real clock.
 	Clock clockwork.Clock
 	// FlushInterval, when positive and Feed is set and the store is a
-	// registry.HeldHeartbeatWriter, holds heartbeats of healthy servers in
+	// store.HeldHeartbeatWriter, holds heartbeats of healthy servers in
 	// memory and writes them every FlushInterval (at most
 	// MaxFlushInterval); Run must then run. Zero: every heartbeat is
 	// written before it is answered.
@@ -82,11 +83,11 @@ type RegistrarOptions struct {
 func NewRegistrar(opts RegistrarOptions) *Registrar {
 	logger := cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
 	r := &Registrar{store: opts.Store, logger: logger,
-		sink:     cmp.Or[registry.AlertSink](opts.Sink, registry.LogSink{Logger: logger}),
-		interval: cmp.Or(opts.HeartbeatInterval, registry.DefaultHeartbeatInterval.Seconds()),
+		sink:     cmp.Or[TransitionSink](opts.Sink, LogSink{Logger: logger}),
+		interval: cmp.Or(opts.HeartbeatInterval, registry.DefaultHeartbeatInterval),
 		quota:    max(opts.MaxServersPerTenant, 0), unbeaten: make(map[uuid.UUID]struct{}),
 		clock: cmp.Or[clockwork.Clock](opts.Clock, clockwork.NewRealClock())}
-	if w, ok := opts.Store.(registry.HeldHeartbeatWriter); ok && opts.FlushInterval > 0 && opts.Feed != nil {
+	if w, ok := opts.Store.(store.HeldHeartbeatWriter); ok && opts.FlushInterval > 0 && opts.Feed != nil {
 		r.held = &holder{writer: w, feed: opts.Feed, clock: r.clock,
 			interval: min(opts.FlushInterval, MaxFlushInterval),
 			max:      cmp.Or(max(opts.MaxHeld, 0), DefaultMaxHeld), onFlush: opts.OnFlush,
@@ -146,8 +147,7 @@ func (r *Registrar) Register(ctx context.Context, tenant uuid.UUID, info registr
 	if info.TraceID == "" {
 		info.TraceID = registry.NewTraceID()
 	}
-	info.MaxServers = r.quota
-	srv, created, ev, err := r.store.Register(ctx, tenant, info)
+	srv, created, ev, err := r.store.Register(ctx, tenant, info, r.quota)
 	if err != nil {
 		return registry.Server{}, false, fmt.Errorf("register %q: %w", info.ModuleName, err)
 	}
@@ -280,9 +280,9 @@ func (r *Registrar) Servers(ctx context.Context, tenant uuid.UUID, f registry.Se
 
 // Store returns the store the Registrar writes through, for the reads
 // that need nothing of the Registrar (skills, the audit trail).
-func (r *Registrar) Store() registry.Store { return r.store }
+func (r *Registrar) Store() store.Store { return r.store }
 
 func (r *Registrar) decorate(s registry.Server) registry.Server {
-	s.HeartbeatIntervalSecs = r.interval
+	s.HeartbeatIntervalSecs = r.interval.Seconds()
 	return s
 }

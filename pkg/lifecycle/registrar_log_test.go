@@ -60,7 +60,7 @@ func TestHeartbeatLogLevels(t *testing.T) {
 	var logs testlog.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	interval := 10 * time.Second
-	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: store, Logger: logger, HeartbeatInterval: interval.Seconds()})
+	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: store, Logger: logger, HeartbeatInterval: interval})
 	mon := lifecycle.NewMonitor(lifecycle.MonitorOptions{Store: store, Logger: logger, Clock: clock,
 		HeartbeatInterval: interval, Period: time.Second, BlindAfter: -1})
 	tenant := uuid.New()

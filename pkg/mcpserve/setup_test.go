@@ -25,6 +25,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/mcpserve"
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/testing/testlog"
 )
@@ -74,8 +75,8 @@ type envOptions struct {
 
 // testStore is a store the monitor can sweep.
 type testStore interface {
-	registry.Store
-	registry.LiveCounter
+	store.Store
+	store.LiveCounter
 }
 
 func setup(t testing.TB, opts ...envOptions) *env {
@@ -98,9 +99,9 @@ func setup(t testing.TB, opts ...envOptions) *env {
 	logs := &testlog.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: store, Logger: logger,
-		Sink: registry.LogSink{Logger: logger}, HeartbeatInterval: interval.Seconds()})
+		Sink: lifecycle.LogSink{Logger: logger}, HeartbeatInterval: interval})
 	mon := lifecycle.NewMonitor(lifecycle.MonitorOptions{Store: store, Logger: logger, Clock: clock,
-		Sink: registry.LogSink{Logger: logger}, HeartbeatInterval: interval, Period: interval / 2,
+		Sink: lifecycle.LogSink{Logger: logger}, HeartbeatInterval: interval, Period: interval / 2,
 		// The tests sweep by hand, with gaps a running monitor never has.
 		BlindAfter: -1})
 	// The hub reads on the real clock: the store says when an event

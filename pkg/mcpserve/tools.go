@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
 // ServerSource reads a tenant's servers as the API shows them: the
@@ -119,7 +120,7 @@ type ServerDetail struct {
 	Skills []SkillState  `json:"skills"`
 	// Availability24h is what the server delivered over the last 24 hours
 	// (get_server only; GET /v1/mcp/servers/{server_id}/availability), when
-	// the Reader's SkillSource is also a registry.AvailabilityReader.
+	// the Reader's SkillSource is also a store.AvailabilityReader.
 	Availability24h *registry.Availability `json:"availability_24h,omitempty"`
 }
 
@@ -212,7 +213,7 @@ func (t *tenant) addTools(s *mcp.Server) {
 		if err != nil {
 			return nil, d, err
 		}
-		if ar, ok := t.reader.SkillSource.(registry.AvailabilityReader); ok {
+		if ar, ok := t.reader.SkillSource.(store.AvailabilityReader); ok {
 			id, _ := uuid.Parse(d.Server.ServerID)
 			a, err := ar.ServerAvailability(ctx, t.id, id, registry.AvailabilityRequest{Window: registry.Window24h})
 			if err != nil {

@@ -8,9 +8,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
-var _ registry.AvailabilityReader = (*Store)(nil)
+var _ store.AvailabilityReader = (*Store)(nil)
 
 // ServerAvailability is one of tenant's servers' availability over a
 // window, from its audit events.

@@ -9,9 +9,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
-var _ registry.CatalogReader = (*Store)(nil)
+var _ store.CatalogReader = (*Store)(nil)
 
 // Catalog returns a page of tenant's servers that f selects, by module name.
 func (s *Store) Catalog(ctx context.Context, tenantID uuid.UUID, f registry.CatalogFilter) (registry.CatalogPage, error) {

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
 // feed is the memory store's side of the change feed. Events commit the
@@ -66,7 +67,7 @@ func (s *Store) Horizon(ctx context.Context, tenantID uuid.UUID) (registry.Posit
 }
 
 // ReadFeed returns at most limit events of each tenant after its position.
-func (s *Store) ReadFeed(ctx context.Context, tenants []uuid.UUID, after []registry.Position, limit int) ([]registry.FeedBatch, error) {
+func (s *Store) ReadFeed(ctx context.Context, tenants []uuid.UUID, after []registry.Position, limit int) ([]store.FeedBatch, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -75,10 +76,10 @@ func (s *Store) ReadFeed(ctx context.Context, tenants []uuid.UUID, after []regis
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := make([]registry.FeedBatch, len(tenants))
+	out := make([]store.FeedBatch, len(tenants))
 	for k, id := range tenants {
 		t := s.tenants[id]
-		out[k] = registry.FeedBatch{Tenant: id, Horizon: s.horizon(t)}
+		out[k] = store.FeedBatch{Tenant: id, Horizon: s.horizon(t)}
 		if t == nil {
 			continue
 		}

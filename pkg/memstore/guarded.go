@@ -6,11 +6,11 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
-var _ lifecycle.MonitorStore = (*Store)(nil)
+var _ store.Backend = (*Store)(nil)
 
 // monitorState is the last successful sweep and the latest blind window,
 // in microseconds (0: none).
@@ -20,12 +20,12 @@ type monitorState struct {
 
 // sweepGuardedLocked is Sweep at at behind the blind-window rule; s.mu
 // must be held.
-func (s *Store) sweepGuardedLocked(at int64, req registry.SweepRequest) registry.SweepResult {
+func (s *Store) sweepGuardedLocked(at int64, req store.SweepRequest) store.SweepResult {
 	st := &s.monitor
-	var res registry.SweepResult
+	var res store.SweepResult
 	if st.lastSweep != 0 && req.BlindAfter > 0 && at-st.lastSweep > req.BlindAfter.Microseconds() {
 		st.blindFrom, st.blindUntil = st.lastSweep, at
-		res.Opened = &registry.BlindWindow{From: time.UnixMicro(st.blindFrom).UTC(), Until: time.UnixMicro(st.blindUntil).UTC()}
+		res.Opened = &store.BlindWindow{From: time.UnixMicro(st.blindFrom).UTC(), Until: time.UnixMicro(st.blindUntil).UTC()}
 	}
 	st.lastSweep = max(st.lastSweep, at)
 	res.Events = s.sweepLocked(at, req, st.blindUntil)

@@ -16,9 +16,10 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
-// Store is an in-memory registry.Store and registry.StatusCounter. It is
+// Store is an in-memory store.Store and store.StatusCounter. It is
 // safe for concurrent use. Timestamps are kept in microseconds, UTC, as
 // PostgreSQL keeps them.
 type Store struct {
@@ -33,7 +34,7 @@ type Store struct {
 	seq    int64        // the last event sequence handed out
 	alerts alertCursors // the alert outbox's cursors (outbox.go)
 	// skillAlerts is each destination's firing skill alerts (skillalerts.go).
-	skillAlerts map[string]map[registry.SkillKey]time.Time
+	skillAlerts map[string]map[store.SkillKey]time.Time
 	// monitor is the blind-window state of guarded sweeps (guarded.go).
 	monitor monitorState
 	// feed is the change feed's log and wake-up (feed.go).
@@ -92,8 +93,8 @@ func (t *internTable) protocols(list []string) []string {
 }
 
 var (
-	_ registry.Store         = (*Store)(nil)
-	_ registry.StatusCounter = (*Store)(nil)
+	_ store.Store         = (*Store)(nil)
+	_ store.StatusCounter = (*Store)(nil)
 )
 
 type tenant struct {
@@ -170,8 +171,9 @@ func isCascade(reason string) bool {
 	return reason == registry.ReasonServerUnhealthy || reason == registry.ReasonServerDeregistered
 }
 
-// Register creates the (tenant, module) server or updates it in place.
-func (s *Store) Register(ctx context.Context, tenantID uuid.UUID, info registry.ServerInfo) (registry.Server, bool, registry.Event, error) {
+// Register creates the (tenant, module) server or updates it in place,
+// under the tenant quota quota (0: none).
+func (s *Store) Register(ctx context.Context, tenantID uuid.UUID, info registry.ServerInfo, quota int) (registry.Server, bool, registry.Event, error) {
 	if err := ctx.Err(); err != nil {
 		return registry.Server{}, false, registry.Event{}, err
 	}
@@ -198,7 +200,7 @@ func (s *Store) Register(ctx context.Context, tenantID uuid.UUID, info registry.
 	srv := t.byModule[info.ModuleName]
 	created := srv == nil
 	// A deregistered module registering again is a new server for the quota.
-	if (created || srv.status == registry.StatusDeregistered) && info.MaxServers > 0 && t.live >= info.MaxServers {
+	if (created || srv.status == registry.StatusDeregistered) && quota > 0 && t.live >= quota {
 		return registry.Server{}, false, registry.Event{}, registry.ErrQuotaExceeded
 	}
 	if created || srv.status == registry.StatusDeregistered {
@@ -457,15 +459,15 @@ func (s *Store) Events(ctx context.Context, tenantID uuid.UUID, f registry.Event
 // means the store's clock. It scans every server under the write lock, with
 // no allocation when nothing is due: 0.6-1.2 ms per 100,000 servers on a
 // shared 2-core machine (BenchmarkSweep100k), fine at the monitor's period.
-func (s *Store) Sweep(ctx context.Context, req registry.SweepRequest) (registry.SweepResult, error) {
+func (s *Store) Sweep(ctx context.Context, req store.SweepRequest) (store.SweepResult, error) {
 	if err := ctx.Err(); err != nil {
-		return registry.SweepResult{}, err
+		return store.SweepResult{}, err
 	}
 	if req.Interval <= 0 {
-		return registry.SweepResult{}, fmt.Errorf("sweep: interval %s is not positive", req.Interval)
+		return store.SweepResult{}, fmt.Errorf("sweep: interval %s is not positive", req.Interval)
 	}
 	if req.Limit <= 0 {
-		return registry.SweepResult{}, fmt.Errorf("sweep: limit %d is not positive", req.Limit)
+		return store.SweepResult{}, fmt.Errorf("sweep: limit %d is not positive", req.Limit)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -476,13 +478,13 @@ func (s *Store) Sweep(ctx context.Context, req registry.SweepRequest) (registry.
 	if req.BlindAfter > 0 {
 		return s.sweepGuardedLocked(at, req), nil
 	}
-	return registry.SweepResult{Events: s.sweepLocked(at, req, 0)}, nil
+	return store.SweepResult{Events: s.sweepLocked(at, req, 0)}, nil
 }
 
 // sweepLocked moves at most req.Limit due servers at at (microseconds); a
 // server's lag counts from the later of its last heartbeat and notBefore,
 // less req.Grace. s.mu must be held.
-func (s *Store) sweepLocked(at int64, req registry.SweepRequest, notBefore int64) []registry.Event {
+func (s *Store) sweepLocked(at int64, req store.SweepRequest, notBefore int64) []registry.Event {
 	interval, limit := req.Interval, req.Limit
 	// The lag is measured at at less the grace; events are at at.
 	judged := at - max(req.Grace, 0).Microseconds()

@@ -14,6 +14,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/testing/storetest"
 )
 
@@ -31,7 +32,7 @@ func TestDisableSkillUnknown(t *testing.T) {
 	ctx := t.Context()
 	s := memstore.New(clockwork.NewFakeClockAt(storetest.Start))
 	tenant := uuid.New()
-	srv, _, _, err := s.Register(ctx, tenant, info("calendar", 1))
+	srv, _, _, err := s.Register(ctx, tenant, info("calendar", 1), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,10 +55,10 @@ func TestDisableSkillUnknown(t *testing.T) {
 
 func TestSweepRejectsBadArguments(t *testing.T) {
 	s := memstore.New(clockwork.NewFakeClockAt(storetest.Start))
-	if _, err := s.Sweep(t.Context(), registry.SweepRequest{Now: time.Time{}, Interval: 0, Limit: 10}); err == nil {
+	if _, err := s.Sweep(t.Context(), store.SweepRequest{Now: time.Time{}, Interval: 0, Limit: 10}); err == nil {
 		t.Fatal("sweep with interval 0: no error")
 	}
-	if _, err := s.Sweep(t.Context(), registry.SweepRequest{Now: time.Time{}, Interval: time.Second, Limit: 0}); err == nil {
+	if _, err := s.Sweep(t.Context(), store.SweepRequest{Now: time.Time{}, Interval: time.Second, Limit: 0}); err == nil {
 		t.Fatal("sweep with limit 0: no error")
 	}
 }
@@ -66,10 +67,10 @@ func TestCanceledContext(t *testing.T) {
 	s := memstore.New(clockwork.NewFakeClockAt(storetest.Start))
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, _, _, err := s.Register(ctx, uuid.New(), info("calendar", 0)); err == nil {
+	if _, _, _, err := s.Register(ctx, uuid.New(), info("calendar", 0), 0); err == nil {
 		t.Fatal("register with a canceled context: no error")
 	}
-	if _, err := s.Sweep(ctx, registry.SweepRequest{Now: time.Time{}, Interval: time.Second, Limit: 1}); err == nil {
+	if _, err := s.Sweep(ctx, store.SweepRequest{Now: time.Time{}, Interval: time.Second, Limit: 1}); err == nil {
 		t.Fatal("sweep with a canceled context: no error")
 	}
 }
@@ -79,7 +80,7 @@ func TestReturnedSlicesAreCopies(t *testing.T) {
 	ctx := t.Context()
 	s := memstore.New(clockwork.NewFakeClockAt(storetest.Start))
 	tenant := uuid.New()
-	srv, _, ev, err := s.Register(ctx, tenant, info("calendar", 1))
+	srv, _, ev, err := s.Register(ctx, tenant, info("calendar", 1), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +129,7 @@ func fill(tb testing.TB, s *memstore.Store, n int) []registry.Server {
 		if i%100 == 0 {
 			tenant = uuid.New()
 		}
-		srv, _, _, err := s.Register(ctx, tenant, info(fmt.Sprintf("module-%02d", i%100), 2))
+		srv, _, _, err := s.Register(ctx, tenant, info(fmt.Sprintf("module-%02d", i%100), 2), 0)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -184,7 +185,7 @@ func BenchmarkSweep100k(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		result, err := s.Sweep(ctx, registry.SweepRequest{Now: time.Time{}, Interval: registry.DefaultHeartbeatInterval, Limit: lifecycle.DefaultSweepBatch})
+		result, err := s.Sweep(ctx, store.SweepRequest{Now: time.Time{}, Interval: registry.DefaultHeartbeatInterval, Limit: lifecycle.DefaultSweepBatch})
 		evs := result.Events
 		if err != nil || len(evs) != 0 {
 			b.Fatalf("sweep: %d transitions, %v", len(evs), err)

@@ -11,9 +11,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
-var _ registry.AlertOutbox = (*Store)(nil)
+var _ store.AlertOutbox = (*Store)(nil)
 
 // errClaimEnded is what Ack says of a claim already acknowledged or released.
 var errClaimEnded = errors.New("alert claim already ended")
@@ -87,7 +88,7 @@ func (c *memClaim) Release(context.Context) {
 // events after it, oldest first; nil when another caller holds the claim.
 // A new destination starts at the beginning of the trail, as in the
 // PostgreSQL store.
-func (s *Store) ClaimAlerts(ctx context.Context, destination string, limit int) (registry.AlertClaim, error) {
+func (s *Store) ClaimAlerts(ctx context.Context, destination string, limit int) (store.AlertClaim, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -171,18 +172,18 @@ func (s *Store) PendingAlerts(ctx context.Context, destination string) (int64, t
 
 // UnhealthyServers lists every tenant's unhealthy servers, each with the
 // time of its latest transition to unhealthy, in registration order.
-func (s *Store) UnhealthyServers(ctx context.Context) ([]registry.UnhealthyServer, error) {
+func (s *Store) UnhealthyServers(ctx context.Context) ([]store.UnhealthyServer, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := []registry.UnhealthyServer{}
+	out := []store.UnhealthyServer{}
 	for _, srv := range s.all {
 		if srv.status != registry.StatusUnhealthy {
 			continue
 		}
-		u := registry.UnhealthyServer{
+		u := store.UnhealthyServer{
 			ServerID: srv.id, TenantID: srv.tenant, ModuleName: srv.module, Version: srv.version,
 			LastHeartbeatAt: micros(srv.lastHeartbeat), TraceID: srv.traceID,
 		}

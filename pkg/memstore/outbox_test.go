@@ -12,6 +12,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/testing/storetest"
 )
 
@@ -32,7 +33,7 @@ func newOutboxFixture(t *testing.T) *outboxFixture {
 
 func (f *outboxFixture) register(tenant uuid.UUID, module string) registry.Server {
 	f.t.Helper()
-	srv, _, _, err := f.s.Register(f.ctx, tenant, info(module, 1))
+	srv, _, _, err := f.s.Register(f.ctx, tenant, info(module, 1), 0)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func (f *outboxFixture) register(tenant uuid.UUID, module string) registry.Serve
 func (f *outboxFixture) sweep(d time.Duration) []registry.Event {
 	f.t.Helper()
 	f.clock.Advance(d)
-	result, err := f.s.Sweep(f.ctx, registry.SweepRequest{Now: time.Time{}, Interval: interval, Limit: 1000})
+	result, err := f.s.Sweep(f.ctx, store.SweepRequest{Now: time.Time{}, Interval: interval, Limit: 1000})
 	evs := result.Events
 	if err != nil {
 		f.t.Fatal(err)
@@ -51,7 +52,7 @@ func (f *outboxFixture) sweep(d time.Duration) []registry.Event {
 	return evs
 }
 
-func (f *outboxFixture) claim(dest string, limit int) registry.AlertClaim {
+func (f *outboxFixture) claim(dest string, limit int) store.AlertClaim {
 	f.t.Helper()
 	c, err := f.s.ClaimAlerts(f.ctx, dest, limit)
 	if err != nil {
@@ -323,7 +324,7 @@ func TestPendingAlertsAndUnhealthyServers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var again registry.UnhealthyServer
+	var again store.UnhealthyServer
 	for _, u := range list {
 		if u.ServerID == a.ServerID {
 			again = u

@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
 // skillAvailable reports whether tenant t has a skill named name that is
@@ -31,15 +31,15 @@ func (s *Store) skillAvailable(tenantID uuid.UUID, name string) bool {
 // available in its tenant now and since when destination's
 // MCPSkillUnavailable alert about it fires (zero: not firing), in the
 // order of keys.
-func (s *Store) SkillAlertStates(ctx context.Context, destination string, keys []registry.SkillKey) ([]registry.SkillAlertState, error) {
+func (s *Store) SkillAlertStates(ctx context.Context, destination string, keys []store.SkillKey) ([]store.SkillAlertState, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := make([]registry.SkillAlertState, len(keys))
+	out := make([]store.SkillAlertState, len(keys))
 	for i, k := range keys {
-		out[i] = registry.SkillAlertState{
+		out[i] = store.SkillAlertState{
 			SkillKey: k, Available: s.skillAvailable(k.TenantID, k.Skill), FiringSince: s.skillAlerts[destination][k],
 		}
 	}
@@ -49,17 +49,17 @@ func (s *Store) SkillAlertStates(ctx context.Context, destination string, keys [
 // FiringSkillAlerts lists destination's firing MCPSkillUnavailable alerts,
 // each with whether a skill of its name is available again, by tenant and
 // skill.
-func (s *Store) FiringSkillAlerts(ctx context.Context, destination string) ([]registry.SkillAlertState, error) {
+func (s *Store) FiringSkillAlerts(ctx context.Context, destination string) ([]store.SkillAlertState, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := make([]registry.SkillAlertState, 0, len(s.skillAlerts[destination]))
+	out := make([]store.SkillAlertState, 0, len(s.skillAlerts[destination]))
 	for k, since := range s.skillAlerts[destination] {
-		out = append(out, registry.SkillAlertState{SkillKey: k, Available: s.skillAvailable(k.TenantID, k.Skill), FiringSince: since})
+		out = append(out, store.SkillAlertState{SkillKey: k, Available: s.skillAvailable(k.TenantID, k.Skill), FiringSince: since})
 	}
-	slices.SortFunc(out, func(a, b registry.SkillAlertState) int {
+	slices.SortFunc(out, func(a, b store.SkillAlertState) int {
 		return cmp.Or(slices.Compare(a.TenantID[:], b.TenantID[:]), cmp.Compare(a.Skill, b.Skill))
 	})
 	return out, nil
@@ -68,7 +68,7 @@ func (s *Store) FiringSkillAlerts(ctx context.Context, destination string) ([]re
 // RecordSkillAlerts records that destination accepted the raise of the
 // alerts in raised (firing since their FiringSince) and the resolution of
 // those in resolved. A raise already recorded keeps its first time.
-func (s *Store) RecordSkillAlerts(ctx context.Context, destination string, raised []registry.SkillAlertState, resolved []registry.SkillKey) error {
+func (s *Store) RecordSkillAlerts(ctx context.Context, destination string, raised []store.SkillAlertState, resolved []store.SkillKey) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -77,9 +77,9 @@ func (s *Store) RecordSkillAlerts(ctx context.Context, destination string, raise
 	firing := s.skillAlerts[destination]
 	if firing == nil && len(raised) > 0 {
 		if s.skillAlerts == nil {
-			s.skillAlerts = make(map[string]map[registry.SkillKey]time.Time)
+			s.skillAlerts = make(map[string]map[store.SkillKey]time.Time)
 		}
-		firing = make(map[registry.SkillKey]time.Time)
+		firing = make(map[store.SkillKey]time.Time)
 		s.skillAlerts[destination] = firing
 	}
 	for _, r := range raised {

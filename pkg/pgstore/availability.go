@@ -9,9 +9,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
-var _ registry.AvailabilityReader = (*Store)(nil)
+var _ store.AvailabilityReader = (*Store)(nil)
 
 // availabilityNow is the clock of an availability read: the store's clock, or
 // the database's when it has none.

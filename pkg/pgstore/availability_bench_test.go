@@ -17,6 +17,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/pgstore"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 )
 
@@ -65,7 +66,7 @@ func BenchmarkAvailability(b *testing.B) {
 	ids := make([]uuid.UUID, 100)
 	for i := range ids {
 		srv, _, _, err := st.Register(ctx, tenant, registry.ServerInfo{ModuleName: fmt.Sprintf("server-%03d", i),
-			Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}, Skills: []registry.SkillInfo{{Name: "search"}}})
+			Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}, Skills: []registry.SkillInfo{{Name: "search"}}}, 0)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -76,7 +77,7 @@ func BenchmarkAvailability(b *testing.B) {
 	step := 30 * 24 * time.Hour / cycles
 	for i := range cycles {
 		clock.Advance(step / 2)
-		if _, err := st.Sweep(ctx, registry.SweepRequest{Interval: registry.DefaultHeartbeatInterval, Limit: 1000}); err != nil {
+		if _, err := st.Sweep(ctx, store.SweepRequest{Interval: registry.DefaultHeartbeatInterval, Limit: 1000}); err != nil {
 			b.Fatal(err)
 		}
 		clock.Advance(step - step/2)

@@ -18,6 +18,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/pgstore"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 )
 
@@ -83,7 +84,7 @@ func BenchmarkSweep(b *testing.B) {
 		ctx := context.Background()
 		b.Run(fmt.Sprintf("servers=%d/due=none", n), func(b *testing.B) {
 			for b.Loop() {
-				result, err := st.Sweep(ctx, registry.SweepRequest{Now: epoch, Interval: 10 * time.Second, Limit: lifecycle.DefaultSweepBatch})
+				result, err := st.Sweep(ctx, store.SweepRequest{Now: epoch, Interval: 10 * time.Second, Limit: lifecycle.DefaultSweepBatch})
 				evs := result.Events
 				if err != nil || len(evs) != 0 {
 					b.Fatalf("sweep: %d events, %v", len(evs), err)
@@ -97,7 +98,7 @@ func BenchmarkSweep(b *testing.B) {
 				b.StopTimer()
 				makeDue(b, db, 100)
 				b.StartTimer()
-				result, err := st.Sweep(ctx, registry.SweepRequest{Now: epoch, Interval: 10 * time.Second, Limit: 2 * n / 100})
+				result, err := st.Sweep(ctx, store.SweepRequest{Now: epoch, Interval: 10 * time.Second, Limit: 2 * n / 100})
 				evs := result.Events
 				if err != nil || len(evs) != n/100 {
 					b.Fatalf("sweep: %d events, want %d, %v", len(evs), n/100, err)
@@ -215,8 +216,7 @@ func BenchmarkRegisterAtQuota(b *testing.B) {
 			for i := range b.N {
 				_, _, _, err := st.Register(ctx, tenant, registry.ServerInfo{
 					ModuleName: fmt.Sprintf("new-%d", i), Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"},
-					MaxServers: quota,
-				})
+				}, quota)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -301,7 +301,7 @@ FROM generate_series(1, 10000) m`, big); err != nil {
 	for i := range 300 {
 		if _, _, _, err := st.Register(ctx, trail, registry.ServerInfo{
 			ModuleName: fmt.Sprintf("module-%03d", i), Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"},
-		}); err != nil {
+		}, 0); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -10,9 +10,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
-var _ registry.CatalogReader = (*Store)(nil)
+var _ store.CatalogReader = (*Store)(nil)
 
 // catalogSQL selects a page of the MCP registry API ($10 is the page's
 // limit + 1): the server without its capability advertisement (the API

@@ -39,7 +39,7 @@ func BenchmarkCitusVsPlain(b *testing.B) {
 			for i := range 2000 {
 				tenant := tenants[i%2]
 				srv, _, _, err := st.Register(ctx, tenant, registry.ServerInfo{ModuleName: fmt.Sprintf("m%04d", i),
-					Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}, Skills: []registry.SkillInfo{{Name: "s"}}})
+					Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}, Skills: []registry.SkillInfo{{Name: "s"}}}, 0)
 				if err != nil {
 					b.Fatal(err)
 				}

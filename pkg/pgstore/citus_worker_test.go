@@ -10,6 +10,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/pgstore"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
@@ -47,7 +48,7 @@ func TestCitusStoppedWorker(t *testing.T) {
 	reg := func(tenant uuid.UUID, module string) registry.Server {
 		t.Helper()
 		srv, _, _, err := st.Register(ctx, tenant, registry.ServerInfo{ModuleName: module, Version: "1.0.0",
-			SupportedProtocols: []string{"2025-06-18"}})
+			SupportedProtocols: []string{"2025-06-18"}}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,8 +58,8 @@ func TestCitusStoppedWorker(t *testing.T) {
 	b := reg(other, "bravo")
 	reg(other, "silent")
 	const interval = 10 * time.Second
-	sweep := func() (registry.SweepResult, error) {
-		return st.Sweep(ctx, registry.SweepRequest{Now: clock.Now(), Interval: interval, Limit: 100, BlindAfter: 2 * interval})
+	sweep := func() (store.SweepResult, error) {
+		return st.Sweep(ctx, store.SweepRequest{Now: clock.Now(), Interval: interval, Limit: 100, BlindAfter: 2 * interval})
 	}
 	if _, err := sweep(); err != nil {
 		t.Fatal(err)
@@ -122,7 +123,7 @@ func TestCitusStoppedWorker(t *testing.T) {
 
 	c.Workers[0].Start(t)
 	clock.Advance(time.Second)
-	var res registry.SweepResult
+	var res store.SweepResult
 	testwait.Poll(t, "a sweep after the worker returned", testwait.Cap, func() (err error) {
 		res, err = sweep()
 		return err

@@ -1,4 +1,4 @@
-// Package pgstore is the PostgreSQL implementation of registry.Store. Every
+// Package pgstore is the PostgreSQL implementation of store.Store. Every
 // tenant call runs in a transaction scoped to its tenant by
 // set_config('auth.tenant_id', ..., true) (on Citus mcp_set_tenant: SET
 // LOCAL, which Citus carries to the workers), so row-level security is the

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
 // The feed reads each tenant's positions, taken from its row of
@@ -89,7 +90,7 @@ func feedEvents(rows []feedRow) ([]registry.Event, registry.Position) {
 // as unavailable (a worker is down) is made again one tenant at a time, so
 // that the tenants of the other workers are read: it returns their batches
 // and the error of the others, whose positions stay where they were.
-func (s *Store) ReadFeed(ctx context.Context, tenants []uuid.UUID, after []registry.Position, limit int) ([]registry.FeedBatch, error) {
+func (s *Store) ReadFeed(ctx context.Context, tenants []uuid.UUID, after []registry.Position, limit int) ([]store.FeedBatch, error) {
 	if len(after) != len(tenants) {
 		return nil, fmt.Errorf("read feed: %d tenants, %d positions", len(tenants), len(after))
 	}
@@ -118,13 +119,13 @@ func (s *Store) ReadFeed(ctx context.Context, tenants []uuid.UUID, after []regis
 
 // readFeedEach reads each tenant's trail in a call of its own, a few at a
 // time, and returns the batches read and the first error.
-func (s *Store) readFeedEach(ctx context.Context, read string, tenants []uuid.UUID, from []int64, limit int) ([]registry.FeedBatch, error) {
+func (s *Store) readFeedEach(ctx context.Context, read string, tenants []uuid.UUID, from []int64, limit int) ([]store.FeedBatch, error) {
 	var (
 		mu       sync.Mutex
 		wg       sync.WaitGroup
 		firstErr error
 		failed   int
-		got      = make(map[uuid.UUID]registry.FeedBatch, len(tenants))
+		got      = make(map[uuid.UUID]store.FeedBatch, len(tenants))
 		slots    = make(chan struct{}, tenantParallelism)
 	)
 	for i, tenant := range tenants {
@@ -147,7 +148,7 @@ func (s *Store) readFeedEach(ctx context.Context, read string, tenants []uuid.UU
 		})
 	}
 	wg.Wait()
-	out := make([]registry.FeedBatch, 0, len(got))
+	out := make([]store.FeedBatch, 0, len(got))
 	for _, tenant := range tenants {
 		if b, ok := got[tenant]; ok {
 			out = append(out, b)
@@ -161,12 +162,12 @@ func (s *Store) readFeedEach(ctx context.Context, read string, tenants []uuid.UU
 
 // readFeed runs read, a feed read of tenants after from, and returns its
 // batches, one per tenant, in the order asked.
-func (s *Store) readFeed(ctx context.Context, read string, tenants []uuid.UUID, from []int64, limit int) ([]registry.FeedBatch, error) {
+func (s *Store) readFeed(ctx context.Context, read string, tenants []uuid.UUID, from []int64, limit int) ([]store.FeedBatch, error) {
 	rows, err := s.pool.Query(ctx, read, tenants, from, limit)
 	if err != nil {
 		return nil, translate(err)
 	}
-	out := make([]registry.FeedBatch, 0, len(tenants))
+	out := make([]store.FeedBatch, 0, len(tenants))
 	index := make(map[uuid.UUID]int, len(tenants))
 	defer rows.Close()
 	for rows.Next() {
@@ -179,7 +180,7 @@ func (s *Store) readFeed(ctx context.Context, read string, tenants []uuid.UUID, 
 		if !seen {
 			i = len(out)
 			index[tenant] = i
-			out = append(out, registry.FeedBatch{Tenant: tenant})
+			out = append(out, store.FeedBatch{Tenant: tenant})
 		}
 		out[i].Horizon = r.horizon
 		if r.ok {

@@ -7,18 +7,18 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
-var _ lifecycle.MonitorStore = (*Store)(nil)
+var _ store.Backend = (*Store)(nil)
 
 // Sweep applies at most req.Limit of the transitions due at req.Now across
 // every tenant: through mcp_sweep, or with req.BlindAfter set through
 // mcp_sweep_guarded, behind the blind-window rule; one round trip. Of
 // several replicas sweeping guarded at once, one sweeps and the others get
 // an empty result.
-func (s *Store) Sweep(ctx context.Context, req registry.SweepRequest) (registry.SweepResult, error) {
+func (s *Store) Sweep(ctx context.Context, req store.SweepRequest) (store.SweepResult, error) {
 	at := s.now()
 	if !req.Now.IsZero() {
 		t := req.Now.UTC().Truncate(time.Microsecond)
@@ -26,14 +26,14 @@ func (s *Store) Sweep(ctx context.Context, req registry.SweepRequest) (registry.
 	}
 	citus, err := s.onCitus(ctx)
 	if err != nil {
-		return registry.SweepResult{}, translate(err)
+		return store.SweepResult{}, translate(err)
 	}
 	if citus {
 		return s.sweepPerTenant(ctx, at, req)
 	}
 	if req.BlindAfter <= 0 {
 		evs, err := s.sweepUnguarded(ctx, at, req)
-		return registry.SweepResult{Events: evs}, err
+		return store.SweepResult{Events: evs}, err
 	}
 	rows, err := s.pool.Query(ctx, `
 SELECT event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body,
@@ -43,10 +43,10 @@ FROM mcp_sweep_guarded($1::timestamptz, $2::bigint * interval '1 microsecond', $
 		at, degradedLag(req).Microseconds(), unhealthyLag(req).Microseconds(),
 		req.Limit, req.BlindAfter.Microseconds())
 	if err != nil {
-		return registry.SweepResult{}, translate(err)
+		return store.SweepResult{}, translate(err)
 	}
 	defer rows.Close()
-	var res registry.SweepResult
+	var res store.SweepResult
 	for rows.Next() {
 		var (
 			r                     eventRow
@@ -54,21 +54,21 @@ FROM mcp_sweep_guarded($1::timestamptz, $2::bigint * interval '1 microsecond', $
 			blindNew              bool
 		)
 		if err := rows.Scan(append(r.appendDestNoSeq(make([]any, 0, 13)), &blindFrom, &blindUntil, &blindNew)...); err != nil {
-			return registry.SweepResult{}, translate(err)
+			return store.SweepResult{}, translate(err)
 		}
 		if blindNew && res.Opened == nil && blindFrom != nil && blindUntil != nil {
-			res.Opened = &registry.BlindWindow{From: blindFrom.UTC(), Until: blindUntil.UTC()}
+			res.Opened = &store.BlindWindow{From: blindFrom.UTC(), Until: blindUntil.UTC()}
 		}
 		ev, ok, err := r.event()
 		if err != nil {
-			return registry.SweepResult{}, err
+			return store.SweepResult{}, err
 		}
 		if ok {
 			res.Events = append(res.Events, ev)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return registry.SweepResult{}, translate(err)
+		return store.SweepResult{}, translate(err)
 	}
 	return res, nil
 }
@@ -81,8 +81,8 @@ FROM mcp_sweep_guarded($1::timestamptz, $2::bigint * interval '1 microsecond', $
 // tenants' sweeps go on; the sweep's error is the first of them, with the
 // events of the tenants swept, as a registry.PartialError when some
 // tenants were swept.
-func (s *Store) sweepPerTenant(ctx context.Context, at *time.Time, req registry.SweepRequest) (registry.SweepResult, error) {
-	var res registry.SweepResult
+func (s *Store) sweepPerTenant(ctx context.Context, at *time.Time, req store.SweepRequest) (store.SweepResult, error) {
+	var res store.SweepResult
 	deg := degradedLag(req).Microseconds()
 	unh := unhealthyLag(req).Microseconds()
 	// Lags in microseconds: the guard's "never" (1000 years) is past
@@ -107,7 +107,7 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 			return res, nil // another replica is sweeping now
 		}
 		if blindNew && blindFrom != nil && blindUntil != nil {
-			res.Opened = &registry.BlindWindow{From: blindFrom.UTC(), Until: blindUntil.UTC()}
+			res.Opened = &store.BlindWindow{From: blindFrom.UTC(), Until: blindUntil.UTC()}
 		}
 		if degGot != nil && unhGot != nil {
 			degLag, unhLag = *degGot, *unhGot
@@ -203,10 +203,10 @@ func (s *Store) LiveCounts(ctx context.Context, tenants []uuid.UUID) (map[uuid.U
 
 // degradedLag and unhealthyLag are the silences after which a sweep moves
 // a server: 2I and 3I, each plus the held heartbeats' grace.
-func degradedLag(req registry.SweepRequest) time.Duration {
+func degradedLag(req store.SweepRequest) time.Duration {
 	return registry.DegradedAfter(req.Interval) + max(req.Grace, 0)
 }
 
-func unhealthyLag(req registry.SweepRequest) time.Duration {
+func unhealthyLag(req store.SweepRequest) time.Duration {
 	return registry.UnhealthyAfter(req.Interval) + max(req.Grace, 0)
 }

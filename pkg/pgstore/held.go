@@ -6,9 +6,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
-var _ registry.HeldHeartbeatWriter = (*Store)(nil)
+var _ store.HeldHeartbeatWriter = (*Store)(nil)
 
 // heldSQL writes tenant $1's held heartbeats: servers $2 received $3
 // microseconds before $4 (NULL: now()); rows only for the servers that were
@@ -18,7 +19,7 @@ const heldSQL = `SELECT * FROM mcp_heartbeat_held($1::uuid, $2::uuid[], $3::bigi
 // WriteHeldHeartbeats records tenant's held heartbeats in one statement
 // (one transaction), routed to the tenant's shard on Citus; a deadlock
 // with a concurrent batch is retried once.
-func (s *Store) WriteHeldHeartbeats(ctx context.Context, tenant uuid.UUID, beats []registry.HeldHeartbeat) ([]registry.HeldOutcome, error) {
+func (s *Store) WriteHeldHeartbeats(ctx context.Context, tenant uuid.UUID, beats []store.HeldHeartbeat) ([]store.HeldOutcome, error) {
 	if len(beats) == 0 {
 		return nil, nil
 	}
@@ -28,7 +29,7 @@ func (s *Store) WriteHeldHeartbeats(ctx context.Context, tenant uuid.UUID, beats
 		servers[i], ages[i] = b.ServerID, max(b.Age, 0).Microseconds()
 	}
 	var (
-		out []registry.HeldOutcome
+		out []store.HeldOutcome
 		err error
 	)
 	for range 2 {
@@ -42,7 +43,7 @@ func (s *Store) WriteHeldHeartbeats(ctx context.Context, tenant uuid.UUID, beats
 	return out, nil
 }
 
-func (s *Store) writeHeld(ctx context.Context, tenant uuid.UUID, servers [][16]byte, ages []int64) ([]registry.HeldOutcome, error) {
+func (s *Store) writeHeld(ctx context.Context, tenant uuid.UUID, servers [][16]byte, ages []int64) ([]store.HeldOutcome, error) {
 	rows, err := s.pool.Query(ctx, heldSQL, [16]byte(tenant), servers, ages, s.now())
 	if err != nil {
 		return nil, err
@@ -51,7 +52,7 @@ func (s *Store) writeHeld(ctx context.Context, tenant uuid.UUID, servers [][16]b
 	var (
 		t   uuid.UUID
 		r   heartbeatRow
-		out []registry.HeldOutcome
+		out []store.HeldOutcome
 	)
 	dest := append([]any{&t}, r.dest()...)
 	for rows.Next() {
@@ -63,13 +64,13 @@ func (s *Store) writeHeld(ctx context.Context, tenant uuid.UUID, servers [][16]b
 		}
 		switch {
 		case prev == nil:
-			out = append(out, registry.HeldOutcome{ServerID: r.prevID, Err: registry.ErrNotFound})
+			out = append(out, store.HeldOutcome{ServerID: r.prevID, Err: registry.ErrNotFound})
 		case *prev == string(registry.StatusHealthy):
 			// Recovered meanwhile by a heartbeat of its own: written.
 		default:
 			r.prevStatus = *prev
 			res := r.result()
-			out = append(out, registry.HeldOutcome{ServerID: r.prevID, Server: res.srv, Event: res.ev, Err: res.err})
+			out = append(out, store.HeldOutcome{ServerID: r.prevID, Server: res.srv, Event: res.ev, Err: res.err})
 		}
 	}
 	// Committed once the rows are read without error: the statement ran in

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
 // insertEvent writes one audit event for the server row just changed (its
@@ -35,8 +36,9 @@ VALUES (gen_random_uuid(), $7, $2, $1, $8, $3, $9, $10, $4,
 RETURNING ` + eventColumns
 
 // Register creates or updates the (tenant, module) server, its skills and
-// the registered event, in one transaction.
-func (s *Store) Register(ctx context.Context, tenant uuid.UUID, info registry.ServerInfo) (registry.Server, bool, registry.Event, error) {
+// the registered event, in one transaction, under the tenant quota quota
+// (0: none).
+func (s *Store) Register(ctx context.Context, tenant uuid.UUID, info registry.ServerInfo, quota int) (registry.Server, bool, registry.Event, error) {
 	var (
 		srv     registry.Server
 		created bool
@@ -73,9 +75,9 @@ func (s *Store) Register(ctx context.Context, tenant uuid.UUID, info registry.Se
 			case err == nil:
 				// A deregistered module registering again is a new server for
 				// the quota; its row, locked above, cannot change meanwhile.
-				if status == string(registry.StatusDeregistered) && info.MaxServers > 0 {
+				if status == string(registry.StatusDeregistered) && quota > 0 {
 					if !checked { // else counted already, when the row was not there yet
-						if full, err = quotaFull(ctx, tx, tenant, info.MaxServers); err != nil {
+						if full, err = quotaFull(ctx, tx, tenant, quota); err != nil {
 							return err
 						}
 					}
@@ -96,9 +98,9 @@ RETURNING `+serverColumns, id, info.Version, protocols, caps, s.now(),
 					return fmt.Errorf("update server: %w", err)
 				}
 			case errors.Is(err, pgx.ErrNoRows):
-				if info.MaxServers > 0 && !checked {
+				if quota > 0 && !checked {
 					checked = true
-					if full, err = quotaFull(ctx, tx, tenant, info.MaxServers); err != nil {
+					if full, err = quotaFull(ctx, tx, tenant, quota); err != nil {
 						return err
 					}
 					if full {
@@ -420,7 +422,7 @@ func (s *Store) Deregister(ctx context.Context, tenant, serverID uuid.UUID) (reg
 // sweepUnguarded applies at most req.Limit of the transitions due at at
 // across every tenant, through mcp_sweep: Sweep without the blind-window
 // rule.
-func (s *Store) sweepUnguarded(ctx context.Context, at *time.Time, req registry.SweepRequest) ([]registry.Event, error) {
+func (s *Store) sweepUnguarded(ctx context.Context, at *time.Time, req store.SweepRequest) ([]registry.Event, error) {
 	rows, err := s.pool.Query(ctx, `
 SELECT 0::bigint, event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body
 FROM mcp_sweep($1::timestamptz, $2::bigint * interval '1 microsecond', $3::bigint * interval '1 microsecond', $4)`,

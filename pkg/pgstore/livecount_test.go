@@ -10,6 +10,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/pgstore"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 )
 
@@ -28,7 +29,7 @@ func TestTenantLiveCountKept(t *testing.T) {
 	reg := func(tenant uuid.UUID, module string) registry.Server {
 		t.Helper()
 		srv, _, _, err := st.Register(ctx, tenant, registry.ServerInfo{ModuleName: module, Version: "1.0.0",
-			SupportedProtocols: []string{"2025-06-18"}})
+			SupportedProtocols: []string{"2025-06-18"}}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +63,7 @@ func TestTenantLiveCountKept(t *testing.T) {
 		t.Fatalf("status_changed_at after registration: %v, want %v", got, epoch)
 	}
 	clock.Advance(time.Minute)
-	if _, err := st.Sweep(ctx, registry.SweepRequest{Interval: 10 * time.Second, Limit: 100}); err != nil {
+	if _, err := st.Sweep(ctx, store.SweepRequest{Interval: 10 * time.Second, Limit: 100}); err != nil {
 		t.Fatal(err)
 	}
 	check("unhealthy still counts", a, 3)

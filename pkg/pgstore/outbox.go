@@ -11,9 +11,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
-var _ registry.AlertOutbox = (*Store)(nil)
+var _ store.AlertOutbox = (*Store)(nil)
 
 // AlertLease is how long a claim of a destination's cursor holds it: a
 // replica that dies while delivering keeps that destination from the others
@@ -79,7 +80,7 @@ func (c *alertClaim) Release(ctx context.Context) {
 // ClaimAlerts takes destination's lease and returns the alert events after
 // its cursor; nil when another replica holds the lease. The lease and the
 // read are one implicit transaction, in one round trip.
-func (s *Store) ClaimAlerts(ctx context.Context, destination string, limit int) (registry.AlertClaim, error) {
+func (s *Store) ClaimAlerts(ctx context.Context, destination string, limit int) (store.AlertClaim, error) {
 	claim := &alertClaim{pool: s.pool, destination: destination, claimant: uuid.New()}
 	var pb pgx.Batch
 	pb.Queue(`SELECT mcp_alert_lease($1, $2, $3)`, destination, claim.claimant, AlertLease)
@@ -157,16 +158,16 @@ func (s *Store) PendingAlerts(ctx context.Context, destination string) (int64, t
 }
 
 // UnhealthyServers lists every tenant's unhealthy servers.
-func (s *Store) UnhealthyServers(ctx context.Context) ([]registry.UnhealthyServer, error) {
+func (s *Store) UnhealthyServers(ctx context.Context) ([]store.UnhealthyServer, error) {
 	rows, err := s.pool.Query(ctx, `
 SELECT server_id, tenant_id, module_name, version, last_heartbeat_at, trace_id, unhealthy_since
 FROM mcp_unhealthy_servers()`)
 	if err != nil {
 		return nil, translate(err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (registry.UnhealthyServer, error) {
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.UnhealthyServer, error) {
 		var (
-			u     registry.UnhealthyServer
+			u     store.UnhealthyServer
 			trace *string
 			since *time.Time
 		)

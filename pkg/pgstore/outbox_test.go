@@ -11,6 +11,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/pgstore"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
@@ -53,11 +54,11 @@ func alertLease(t *testing.T, db *pgtest.DB) {
 	for _, m := range []string{"alpha", "beta", "gamma"} {
 		if _, _, _, err := st.Register(ctx, tenant, registry.ServerInfo{
 			ModuleName: m, Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"},
-		}); err != nil {
+		}, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if res, err := st.Sweep(ctx, registry.SweepRequest{Now: epoch.Add(35 * time.Second), Interval: 10 * time.Second, Limit: 100}); err != nil || len(res.Events) != 3 {
+	if res, err := st.Sweep(ctx, store.SweepRequest{Now: epoch.Add(35 * time.Second), Interval: 10 * time.Second, Limit: 100}); err != nil || len(res.Events) != 3 {
 		t.Fatalf("sweep: %d events, %v", len(res.Events), err)
 	}
 
@@ -128,10 +129,10 @@ func TestAlertClaimIgnoresOtherDatabases(t *testing.T) {
 	tenant := uuid.New()
 	if _, _, _, err := st.Register(ctx, tenant, registry.ServerInfo{
 		ModuleName: "alpha", Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"},
-	}); err != nil {
+	}, 0); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := st.Sweep(ctx, registry.SweepRequest{Now: epoch.Add(35 * time.Second), Interval: 10 * time.Second, Limit: 100}); err != nil || len(res.Events) != 1 {
+	if res, err := st.Sweep(ctx, store.SweepRequest{Now: epoch.Add(35 * time.Second), Interval: 10 * time.Second, Limit: 100}); err != nil || len(res.Events) != 1 {
 		t.Fatalf("sweep: %d events, %v", len(res.Events), err)
 	}
 	// The open transaction holds the claim back on every try, not once.
@@ -144,9 +145,9 @@ func TestAlertClaimIgnoresOtherDatabases(t *testing.T) {
 // transaction of another database that ends during the read holds back for
 // that read (mcp_feed_horizon cannot tell it from one of its own): the
 // dispatcher's next poll, like the next try here, moves on.
-func claimEvents(t *testing.T, st *pgstore.Store, destination string, limit, want int) registry.AlertClaim {
+func claimEvents(t *testing.T, st *pgstore.Store, destination string, limit, want int) store.AlertClaim {
 	t.Helper()
-	var c registry.AlertClaim
+	var c store.AlertClaim
 	testwait.Eventually(t, fmt.Sprintf("a claim of %d events", want), func() bool {
 		var err error
 		if c, err = st.ClaimAlerts(t.Context(), destination, limit); err != nil || c == nil {
@@ -170,18 +171,18 @@ func TestCitusSkillAlerts(t *testing.T) {
 	t.Cleanup(st.Close)
 	a, b := uuid.New(), uuid.New()
 	if _, _, _, err := st.Register(ctx, a, registry.ServerInfo{ModuleName: "alpha", Version: "1.0.0",
-		SupportedProtocols: []string{"2025-06-18"}, Skills: []registry.SkillInfo{{Name: "search"}}}); err != nil {
+		SupportedProtocols: []string{"2025-06-18"}, Skills: []registry.SkillInfo{{Name: "search"}}}, 0); err != nil {
 		t.Fatal(err)
 	}
 	since := epoch
-	raised := []registry.SkillAlertState{
-		{SkillKey: registry.SkillKey{TenantID: a, Skill: "search"}, FiringSince: since},
-		{SkillKey: registry.SkillKey{TenantID: b, Skill: "mail"}, FiringSince: since},
+	raised := []store.SkillAlertState{
+		{SkillKey: store.SkillKey{TenantID: a, Skill: "search"}, FiringSince: since},
+		{SkillKey: store.SkillKey{TenantID: b, Skill: "mail"}, FiringSince: since},
 	}
 	if err := st.RecordSkillAlerts(ctx, "d", raised, nil); err != nil {
 		t.Fatalf("record: %v", err)
 	}
-	states, err := st.SkillAlertStates(ctx, "d", []registry.SkillKey{raised[0].SkillKey, raised[1].SkillKey})
+	states, err := st.SkillAlertStates(ctx, "d", []store.SkillKey{raised[0].SkillKey, raised[1].SkillKey})
 	if err != nil || len(states) != 2 || !states[0].Available || states[1].Available || !states[1].FiringSince.Equal(since) {
 		t.Fatalf("states: %+v, %v", states, err)
 	}
@@ -189,7 +190,7 @@ func TestCitusSkillAlerts(t *testing.T) {
 	if err != nil || len(firing) != 2 {
 		t.Fatalf("firing: %+v, %v", firing, err)
 	}
-	if err := st.RecordSkillAlerts(ctx, "d", nil, []registry.SkillKey{raised[1].SkillKey}); err != nil {
+	if err := st.RecordSkillAlerts(ctx, "d", nil, []store.SkillKey{raised[1].SkillKey}); err != nil {
 		t.Fatalf("resolve: %v", err)
 	}
 	if firing, err := st.FiringSkillAlerts(ctx, "d"); err != nil || len(firing) != 1 {

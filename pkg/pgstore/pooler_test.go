@@ -13,6 +13,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/pgstore"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/testing/storetest"
 )
@@ -102,7 +103,7 @@ func TestTenantIsolationThroughPgBouncer(t *testing.T) {
 						ModuleName: fmt.Sprintf("t%d-m%d", ti, m), Version: "1.0.0",
 						SupportedProtocols: []string{"2025-06-18"},
 						Skills:             []registry.SkillInfo{{Name: "search"}},
-					})
+					}, 0)
 					if err != nil {
 						return fmt.Errorf("tenant %d: register: %w", ti, err)
 					}
@@ -144,7 +145,7 @@ func TestTenantIsolationThroughPgBouncer(t *testing.T) {
 		}
 	}
 	// The sweep (every tenant) works through the pooler too.
-	res, err := st.Sweep(ctx, registry.SweepRequest{Now: time.Now().Add(time.Hour), Interval: 10 * time.Second, Limit: 1000})
+	res, err := st.Sweep(ctx, store.SweepRequest{Now: time.Now().Add(time.Hour), Interval: 10 * time.Second, Limit: 1000})
 	evs := res.Events
 	if err != nil {
 		t.Fatalf("sweep through pgbouncer: %v", err)

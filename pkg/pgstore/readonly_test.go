@@ -12,6 +12,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/pgstore"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
@@ -29,7 +30,7 @@ func TestReadOnlyDatabase(t *testing.T) {
 	t.Cleanup(writable.Close)
 	tenant := uuid.New()
 	info := registry.ServerInfo{ModuleName: "calendar", Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}
-	srv, _, _, err := writable.Register(ctx, tenant, info)
+	srv, _, _, err := writable.Register(ctx, tenant, info, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,13 +57,13 @@ func TestReadOnlyDatabase(t *testing.T) {
 	if !errors.Is(err, pgstore.ErrReadOnly) {
 		t.Fatalf("Ping: %v; want pgstore.ErrReadOnly", err)
 	}
-	_, _, _, err = st.Register(ctx, tenant, registry.ServerInfo{ModuleName: "mail", Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}})
+	_, _, _, err = st.Register(ctx, tenant, registry.ServerInfo{ModuleName: "mail", Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}, 0)
 	unavailable("Register", err)
 	_, _, err = st.Heartbeat(ctx, tenant, srv.ServerID)
 	unavailable("Heartbeat", err)
 	_, _, err = st.Deregister(ctx, tenant, srv.ServerID)
 	unavailable("Deregister", err)
-	_, err = st.Sweep(ctx, registry.SweepRequest{Now: epoch.Add(time.Hour), Interval: 10 * time.Second, Limit: 100})
+	_, err = st.Sweep(ctx, store.SweepRequest{Now: epoch.Add(time.Hour), Interval: 10 * time.Second, Limit: 100})
 	unavailable("Sweep", err)
 	_, err = st.ClaimAlerts(ctx, "d", 10)
 	unavailable("ClaimAlerts", err)

@@ -7,14 +7,14 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
 // SkillAlertStates reports, for each key, whether a skill of that name is
 // available in its tenant now and since when destination's
 // MCPSkillUnavailable alert about it fires (zero: not firing), in the
 // order of keys.
-func (s *Store) SkillAlertStates(ctx context.Context, destination string, keys []registry.SkillKey) ([]registry.SkillAlertState, error) {
+func (s *Store) SkillAlertStates(ctx context.Context, destination string, keys []store.SkillKey) ([]store.SkillAlertState, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
@@ -35,7 +35,7 @@ SELECT tenant_id, skill, available, firing_since FROM mcp_skill_alert_states($1,
 
 // FiringSkillAlerts lists destination's firing MCPSkillUnavailable alerts,
 // each with whether a skill of its name is available again.
-func (s *Store) FiringSkillAlerts(ctx context.Context, destination string) ([]registry.SkillAlertState, error) {
+func (s *Store) FiringSkillAlerts(ctx context.Context, destination string) ([]store.SkillAlertState, error) {
 	rows, err := s.pool.Query(ctx, `
 SELECT tenant_id, skill, available, firing_since FROM mcp_skill_alerts_firing($1)`, destination)
 	if err != nil {
@@ -48,7 +48,7 @@ SELECT tenant_id, skill, available, firing_since FROM mcp_skill_alerts_firing($1
 // RecordSkillAlerts records that destination accepted the raise of the
 // alerts in raised (firing since their FiringSince) and the resolution of
 // those in resolved. A raise already recorded keeps its first time.
-func (s *Store) RecordSkillAlerts(ctx context.Context, destination string, raised []registry.SkillAlertState, resolved []registry.SkillKey) error {
+func (s *Store) RecordSkillAlerts(ctx context.Context, destination string, raised []store.SkillAlertState, resolved []store.SkillKey) error {
 	if len(raised) == 0 && len(resolved) == 0 {
 		return nil
 	}
@@ -68,9 +68,9 @@ func (s *Store) RecordSkillAlerts(ctx context.Context, destination string, raise
 	return translate(err)
 }
 
-func scanSkillAlertState(row pgx.CollectableRow) (registry.SkillAlertState, error) {
+func scanSkillAlertState(row pgx.CollectableRow) (store.SkillAlertState, error) {
 	var (
-		st    registry.SkillAlertState
+		st    store.SkillAlertState
 		since *time.Time
 	)
 	err := row.Scan(&st.TenantID, &st.Skill, &st.Available, &since)

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
 // Options configures a Store.
@@ -44,7 +45,7 @@ type Options struct {
 	Tracer trace.TracerProvider
 }
 
-// Store is the PostgreSQL registry.Store.
+// Store is the PostgreSQL store.Store.
 type Store struct {
 	pool         *pgxpool.Pool
 	clock        clockwork.Clock
@@ -79,8 +80,8 @@ func (s *Store) onCitus(ctx context.Context) (bool, error) {
 }
 
 var (
-	_ registry.Store         = (*Store)(nil)
-	_ registry.StatusCounter = (*Store)(nil)
+	_ store.Store         = (*Store)(nil)
+	_ store.StatusCounter = (*Store)(nil)
 )
 
 // DefaultMaxConns is the pool's size unless the URL's pool_max_conns says

@@ -2,7 +2,6 @@ package registry
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -128,20 +127,6 @@ type AvailabilityRatio struct {
 	ObservedSeconds float64   `json:"observed_seconds"`
 	// AvailableRatio is nil when nothing of the window was observed.
 	AvailableRatio *float64 `json:"available_ratio"`
-}
-
-// AvailabilityReader computes availability from one tenant's audit trail.
-type AvailabilityReader interface {
-	// ServerAvailability is one server's availability. ErrNotFound.
-	ServerAvailability(ctx context.Context, tenant, serverID uuid.UUID, req AvailabilityRequest) (Availability, error)
-	// SkillAvailability is the availability of a skill name: available
-	// while at least one server offering it is. ErrSkillNotFound when no
-	// server of tenant offers it.
-	SkillAvailability(ctx context.Context, tenant uuid.UUID, name string, req AvailabilityRequest) (Availability, error)
-	// AvailabilityRatios returns the ratio of each of tenant's servers among
-	// ids (at most MaxAvailabilityRatios), in the order of ids; ids that are
-	// not tenant's servers are left out.
-	AvailabilityRatios(ctx context.Context, tenant uuid.UUID, ids []uuid.UUID, req AvailabilityRequest) ([]AvailabilityRatio, error)
 }
 
 // Ratio returns available/observed, both in microseconds, rounded down to

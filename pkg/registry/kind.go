@@ -123,3 +123,9 @@ func eventKinds() []EventKind {
 	}
 	return out
 }
+
+// IsAlertEvent reports whether an audit event of kind, from status from
+// (nil: none), is in the alert outbox, as Kinds says: unhealthy fires an
+// alert; recovered, deregistered and registered again from unhealthy may
+// resolve one.
+func IsAlertEvent(kind EventKind, from *Status) bool { return kind.Spec().InOutbox(from) }

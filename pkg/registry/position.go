@@ -3,8 +3,6 @@ package registry
 import (
 	"cmp"
 	"errors"
-
-	"github.com/google/uuid"
 )
 
 // Position is a place in one tenant's audit trail. Every event of a tenant
@@ -48,13 +46,3 @@ func (p Position) Max(q Position) Position {
 // of an older format); the client lists again and watches from the list's
 // horizon.
 var ErrPositionExpired = errors.New("position can no longer be resumed from")
-
-// FeedBatch is a read of one tenant's trail after a position: the events,
-// in commit order, and the horizon, the tenant's position when it was read
-// (past every event the read returned). When the read was not cut by its
-// limit, no event before Horizon is left to read.
-type FeedBatch struct {
-	Tenant  uuid.UUID
-	Events  []Event
-	Horizon Position
-}

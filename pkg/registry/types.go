@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"context"
 	"encoding/json"
 	"time"
 
@@ -41,12 +40,6 @@ type ServerInfo struct {
 	Description string
 	Title       string
 	TraceID     string // 32 lowercase hex; empty: the store makes one
-	// MaxServers is the tenant's quota, set by the Registrar, not the
-	// server: when positive, a new (tenant, module) is refused with
-	// ErrQuotaExceeded while the tenant has this many servers that are not
-	// deregistered. Re-registering a module that is not deregistered is always
-	// allowed; a deregistered one counts as a new server.
-	MaxServers int
 }
 
 // Server is a registered MCP server, as the API returns it.
@@ -279,14 +272,4 @@ type CatalogEntry struct {
 type CatalogPage struct {
 	Entries []CatalogEntry
 	More    bool
-}
-
-// CatalogReader is a store that serves the MCP registry API's reads.
-type CatalogReader interface {
-	// Catalog returns a page of tenant's servers that f selects.
-	Catalog(ctx context.Context, tenant uuid.UUID, f CatalogFilter) (CatalogPage, error)
-	// LatestPosition returns the position of tenant's latest event at or
-	// before upTo (a position the store handed out), or the zero Position
-	// when it has none.
-	LatestPosition(ctx context.Context, tenant uuid.UUID, upTo Position) (Position, error)
 }

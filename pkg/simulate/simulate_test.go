@@ -62,7 +62,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 		t.Fatal(err)
 	}
 	b := &bundle{store: memstore.New(clockwork.NewRealClock()), tenant: uuid.New()}
-	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: b.store, HeartbeatInterval: testInterval.Seconds()})
+	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: b.store, HeartbeatInterval: testInterval})
 	h := api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: verifier})
 	inner := h
 	h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -6,6 +6,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
 // Blind-window protection and the live counts of the mass-loss check.
@@ -22,9 +23,9 @@ var blindCases = []testCase{
 const blindAfter = 2 * Interval // as a monitor with a 5 s period and I = 10 s would use
 
 // sweepGuarded sweeps at the clock's now with the blind-window rule.
-func (e *env) sweepGuarded(after time.Duration) registry.SweepResult {
+func (e *env) sweepGuarded(after time.Duration) store.SweepResult {
 	e.t.Helper()
-	res, err := e.store.Sweep(e.ctx, registry.SweepRequest{Now: e.now(), Interval: Interval, Limit: 1000, BlindAfter: after})
+	res, err := e.store.Sweep(e.ctx, store.SweepRequest{Now: e.now(), Interval: Interval, Limit: 1000, BlindAfter: after})
 	if err != nil {
 		e.t.Fatalf("guarded sweep at %s: %v", e.now().Format(time.RFC3339Nano), err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
 // What must hold when calls race (run the suite under -race).
@@ -129,8 +130,8 @@ func (e *env) raceRound(servers []registry.Server, unhealthy, sweepAt int) int {
 	run(n+1, func(i int) {
 		switch {
 		case i == sweepAt:
-			var result registry.SweepResult
-			result, sweepErr = e.store.Sweep(e.ctx, registry.SweepRequest{Now: now, Interval: Interval, Limit: 1000})
+			var result store.SweepResult
+			result, sweepErr = e.store.Sweep(e.ctx, store.SweepRequest{Now: now, Interval: Interval, Limit: 1000})
 			swept = result.Events
 		case i > sweepAt:
 			i--
@@ -205,7 +206,7 @@ func concurrentSweepers(e *env) {
 	errs := make([]error, sweepers)
 	run(sweepers, func(i int) {
 		for range 100 {
-			result, err := e.store.Sweep(e.ctx, registry.SweepRequest{Now: now, Interval: Interval, Limit: batch})
+			result, err := e.store.Sweep(e.ctx, store.SweepRequest{Now: now, Interval: Interval, Limit: batch})
 			evs := result.Events
 			if err != nil {
 				errs[i] = err

@@ -1,4 +1,4 @@
-// Package storetest is the conformance suite that every registry.Store
+// Package storetest is the conformance suite that every store.Store
 // passes: the lifecycle thresholds, the skill cascade, the audit trail, the
 // listings, tenant isolation and the concurrency guarantees, written once
 // against the Store interface so that the PostgreSQL and the in-memory

@@ -222,7 +222,7 @@ func concurrentCommitsNeverSkipped(e *env) {
 	wg.Go(follow)
 	run(writers, func(w int) {
 		for i := range each {
-			if _, _, _, err := e.store.Register(e.ctx, e.tenant, e.info(fmt.Sprintf("w%d-m%d", w, i))); err != nil {
+			if _, _, _, err := e.store.Register(e.ctx, e.tenant, e.info(fmt.Sprintf("w%d-m%d", w, i)), 0); err != nil {
 				e.t.Errorf("register: %v", err)
 			}
 		}

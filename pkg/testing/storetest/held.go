@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
 // Held heartbeats (contract: "Heartbeats are held in memory; transitions
@@ -19,7 +20,7 @@ var heldCases = []testCase{
 	{"SweepGraceForHeldHeartbeats", sweepGrace},
 }
 
-func (e *env) writeHeld(tenant uuid.UUID, beats ...registry.HeldHeartbeat) []registry.HeldOutcome {
+func (e *env) writeHeld(tenant uuid.UUID, beats ...store.HeldHeartbeat) []store.HeldOutcome {
 	e.t.Helper()
 	outs, err := e.store.WriteHeldHeartbeats(e.ctx, tenant, beats)
 	if err != nil {
@@ -28,8 +29,8 @@ func (e *env) writeHeld(tenant uuid.UUID, beats ...registry.HeldHeartbeat) []reg
 	return outs
 }
 
-func held(id uuid.UUID, age time.Duration) registry.HeldHeartbeat {
-	return registry.HeldHeartbeat{ServerID: id, Age: age}
+func held(id uuid.UUID, age time.Duration) store.HeldHeartbeat {
+	return store.HeldHeartbeat{ServerID: id, Age: age}
 }
 
 // A healthy server's last heartbeat moves to when each heartbeat was
@@ -112,7 +113,7 @@ func sweepGrace(e *env) {
 	grace := time.Second
 	sweep := func() []registry.Event {
 		e.t.Helper()
-		res, err := e.store.Sweep(e.ctx, registry.SweepRequest{Interval: Interval, Limit: 100, Grace: grace})
+		res, err := e.store.Sweep(e.ctx, store.SweepRequest{Interval: Interval, Limit: 100, Grace: grace})
 		if err != nil {
 			e.t.Fatalf("sweep: %v", err)
 		}

@@ -10,7 +10,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/registry"
 )
 
-// The tenant quota (ServerInfo.MaxServers): a new module past it is refused,
+// The tenant quota (the quota argument of Register): a new module past it is refused,
 // an existing one always re-registers, deregistered servers do not count,
 // and concurrent registrations never exceed it.
 var quotaCases = []testCase{
@@ -20,15 +20,9 @@ var quotaCases = []testCase{
 	{"quota_concurrent_reregistrations", quotaConcurrentReregistrations},
 }
 
-// withQuota is info with the tenant quota n.
-func withQuota(info registry.ServerInfo, n int) registry.ServerInfo {
-	info.MaxServers = n
-	return info
-}
-
-func (e *env) wantQuotaExceeded(tenant uuid.UUID, info registry.ServerInfo) {
+func (e *env) wantQuotaExceeded(tenant uuid.UUID, info registry.ServerInfo, quota int) {
 	e.t.Helper()
-	_, _, _, err := e.store.Register(e.ctx, tenant, info)
+	_, _, _, err := e.store.Register(e.ctx, tenant, info, quota)
 	if !errors.Is(err, registry.ErrQuotaExceeded) {
 		e.t.Fatalf("register %q at the quota: err = %v, want ErrQuotaExceeded", info.ModuleName, err)
 	}
@@ -38,22 +32,22 @@ func quotaRefusesNewModule(e *env) {
 	const quota = 3
 	var servers []registry.Server
 	for i := range quota {
-		servers = append(servers, e.registerNew(withQuota(e.info(fmt.Sprintf("mod-%d", i), "search"), quota)))
+		servers = append(servers, e.registerNewQuota(e.info(fmt.Sprintf("mod-%d", i), "search"), quota))
 	}
-	e.wantQuotaExceeded(e.tenant, withQuota(e.info("mod-new"), quota))
+	e.wantQuotaExceeded(e.tenant, e.info("mod-new"), quota)
 
 	// Re-registering an existing module is always allowed.
-	if _, created, _ := e.register(withQuota(e.info("mod-0", "search"), quota)); created {
+	if _, created, _ := e.registerQuota(e.tenant, e.info("mod-0", "search"), quota); created {
 		e.t.Fatalf("re-registration of mod-0 at the quota: created = true")
 	}
 	// Another tenant has a quota of its own.
 	other := uuid.New()
-	if _, created, _ := e.registerFor(other, withQuota(e.info("mod-new"), quota)); !created {
+	if _, created, _ := e.registerQuota(other, e.info("mod-new"), quota); !created {
 		e.t.Fatalf("another tenant's first module: created = false")
 	}
 	// No quota: no refusal.
 	e.registerNew(e.info("mod-unbounded"))
-	e.wantQuotaExceeded(e.tenant, withQuota(e.info("mod-new"), quota+1))
+	e.wantQuotaExceeded(e.tenant, e.info("mod-new"), quota+1)
 
 	// Deregistered servers do not count.
 	if _, _, err := e.store.Deregister(e.ctx, e.tenant, servers[1].ServerID); err != nil {
@@ -62,20 +56,20 @@ func quotaRefusesNewModule(e *env) {
 	if _, _, err := e.store.Deregister(e.ctx, e.tenant, servers[2].ServerID); err != nil {
 		e.t.Fatalf("deregister: %v", err)
 	}
-	e.registerNew(withQuota(e.info("mod-new"), quota))
-	e.wantQuotaExceeded(e.tenant, withQuota(e.info("mod-newer"), quota))
+	e.registerNewQuota(e.info("mod-new"), quota)
+	e.wantQuotaExceeded(e.tenant, e.info("mod-newer"), quota)
 	// A deregistered module registering again counts as a new server: the
 	// same row and id, but refused at the quota.
-	e.wantQuotaExceeded(e.tenant, withQuota(e.info("mod-1", "search"), quota))
+	e.wantQuotaExceeded(e.tenant, e.info("mod-1", "search"), quota)
 	if _, _, err := e.store.Deregister(e.ctx, e.tenant, servers[0].ServerID); err != nil {
 		e.t.Fatalf("deregister: %v", err)
 	}
-	srv, created, _ := e.register(withQuota(e.info("mod-1", "search"), quota))
+	srv, created, _ := e.registerQuota(e.tenant, e.info("mod-1", "search"), quota)
 	if created || srv.ServerID != servers[1].ServerID || srv.Status != registry.StatusHealthy {
 		e.t.Fatalf("re-registration of deregistered mod-1 below the quota: created %v, id %s (want %s), status %s",
 			created, srv.ServerID, servers[1].ServerID, srv.Status)
 	}
-	e.wantQuotaExceeded(e.tenant, withQuota(e.info("mod-newer"), quota))
+	e.wantQuotaExceeded(e.tenant, e.info("mod-newer"), quota)
 }
 
 // The cycle that grew a tenant without bound: deregister every module,
@@ -85,16 +79,16 @@ func quotaCountsDeregisteredReregistration(e *env) {
 	const quota = 5
 	var old []registry.Server
 	for i := range quota {
-		old = append(old, e.registerNew(withQuota(e.info(fmt.Sprintf("old-%d", i)), quota)))
+		old = append(old, e.registerNewQuota(e.info(fmt.Sprintf("old-%d", i)), quota))
 	}
 	for _, s := range old {
 		e.deregister(s.ServerID)
 	}
 	for i := range quota {
-		e.registerNew(withQuota(e.info(fmt.Sprintf("new-%d", i)), quota))
+		e.registerNewQuota(e.info(fmt.Sprintf("new-%d", i)), quota)
 	}
 	for i := range quota {
-		e.wantQuotaExceeded(e.tenant, withQuota(e.info(fmt.Sprintf("old-%d", i)), quota))
+		e.wantQuotaExceeded(e.tenant, e.info(fmt.Sprintf("old-%d", i)), quota)
 	}
 	if n := e.liveServers(); n != quota {
 		e.t.Fatalf("tenant has %d live servers, want the quota %d", n, quota)
@@ -140,7 +134,7 @@ func quotaConcurrentReregistrations(e *env) {
 	var ok, refused atomic.Int32
 	errs := make([]error, n)
 	run(n, func(i int) {
-		_, _, _, err := e.store.Register(e.ctx, e.tenant, withQuota(e.info(fmt.Sprintf("mod-%02d", i), "search"), quota))
+		_, _, _, err := e.store.Register(e.ctx, e.tenant, e.info(fmt.Sprintf("mod-%02d", i), "search"), quota)
 		switch {
 		case errors.Is(err, registry.ErrQuotaExceeded):
 			refused.Add(1)
@@ -172,7 +166,7 @@ func quotaConcurrentRegistrations(e *env) {
 	var created, refused atomic.Int32
 	errs := make([]error, n)
 	run(n, func(i int) {
-		_, c, _, err := e.store.Register(e.ctx, e.tenant, withQuota(e.info(fmt.Sprintf("mod-%02d", i), "search"), quota))
+		_, c, _, err := e.store.Register(e.ctx, e.tenant, e.info(fmt.Sprintf("mod-%02d", i), "search"), quota)
 		switch {
 		case errors.Is(err, registry.ErrQuotaExceeded):
 			refused.Add(1)

@@ -297,7 +297,7 @@ func capabilityNumbersAtTheLimits(e *env) {
 		if err != nil {
 			e.t.Fatalf("number %.30q (%d bytes): Validate = %v, want nil", c.num, len(c.num), err)
 		}
-		srv, _, _, err := e.store.Register(e.ctx, e.tenant, info)
+		srv, _, _, err := e.store.Register(e.ctx, e.tenant, info, 0)
 		if err != nil {
 			e.t.Fatalf("number %.30q (%d bytes): Validate accepts it, the store refuses: %v", c.num, len(c.num), err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 )
 
 // Start is the time every case's fake clock must show when it begins.
@@ -24,15 +25,15 @@ var Start = time.Date(2026, 5, 17, 10, 0, 0, 0, time.UTC)
 // Interval is the heartbeat interval I the suite sweeps with.
 const Interval = 10 * time.Second
 
-// Store is what the suite tests: a registry.Store with the live counts of
+// Store is what the suite tests: a store.Store with the live counts of
 // the mass-loss check, the status counts of the metrics and the reads of
 // the MCP registry API.
 type Store interface {
-	registry.Store
-	registry.LiveCounter
-	registry.StatusCounter
-	registry.CatalogReader
-	registry.HeldHeartbeatWriter
+	store.Store
+	store.LiveCounter
+	store.StatusCounter
+	store.CatalogReader
+	store.HeldHeartbeatWriter
 }
 
 // Harness is one isolated store under test. Sweep spans every tenant, so no
@@ -125,7 +126,14 @@ func (e *env) register(info registry.ServerInfo) (registry.Server, bool, registr
 
 func (e *env) registerFor(tenant uuid.UUID, info registry.ServerInfo) (registry.Server, bool, registry.Event) {
 	e.t.Helper()
-	srv, created, ev, err := e.store.Register(e.ctx, tenant, info)
+	return e.registerQuota(tenant, info, 0)
+}
+
+// registerQuota registers info for tenant under the tenant quota quota
+// (0: none).
+func (e *env) registerQuota(tenant uuid.UUID, info registry.ServerInfo, quota int) (registry.Server, bool, registry.Event) {
+	e.t.Helper()
+	srv, created, ev, err := e.store.Register(e.ctx, tenant, info, quota)
 	if err != nil {
 		e.t.Fatalf("register %q: %v", info.ModuleName, err)
 	}
@@ -135,7 +143,13 @@ func (e *env) registerFor(tenant uuid.UUID, info registry.ServerInfo) (registry.
 // registerNew registers a new server and checks the answer and its event.
 func (e *env) registerNew(info registry.ServerInfo) registry.Server {
 	e.t.Helper()
-	srv, created, ev := e.register(info)
+	return e.registerNewQuota(info, 0)
+}
+
+// registerNewQuota is registerNew under the tenant quota quota (0: none).
+func (e *env) registerNewQuota(info registry.ServerInfo, quota int) registry.Server {
+	e.t.Helper()
+	srv, created, ev := e.registerQuota(e.tenant, info, quota)
 	if !created {
 		e.t.Fatalf("register %q: created = false for a new server", info.ModuleName)
 	}
@@ -177,7 +191,7 @@ func (e *env) sweep() []registry.Event {
 
 func (e *env) sweepAt(now time.Time, limit int) []registry.Event {
 	e.t.Helper()
-	result, err := e.store.Sweep(e.ctx, registry.SweepRequest{Now: now, Interval: Interval, Limit: limit})
+	result, err := e.store.Sweep(e.ctx, store.SweepRequest{Now: now, Interval: Interval, Limit: limit})
 	evs := result.Events
 	if err != nil {
 		e.t.Fatalf("sweep: %v", err)

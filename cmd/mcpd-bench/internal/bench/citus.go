@@ -15,6 +15,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/pgstore"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/schema"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 )
@@ -246,7 +247,7 @@ func (r *runner) citusLoad(ctx context.Context, e *citusEngine) (CitusEngineResu
 	var regErr atomic.Pointer[error]
 	register := func(ctx context.Context, i int) error {
 		tenant := tenants[i%len(tenants)]
-		srv, _, _, err := e.store.Register(ctx, tenant, citusInfo(i))
+		srv, _, _, err := e.store.Register(ctx, tenant, citusInfo(i), 0)
 		if err != nil {
 			regErr.CompareAndSwap(nil, &err)
 			return err
@@ -343,7 +344,7 @@ func (l *sweepLog) start(ctx context.Context, st *pgstore.Store) func() {
 			case <-t.C:
 			}
 			t0 := time.Now()
-			sr, err := st.Sweep(ctx, registry.SweepRequest{Interval: citusSweepEvery,
+			sr, err := st.Sweep(ctx, store.SweepRequest{Interval: citusSweepEvery,
 				Limit: lifecycle.DefaultSweepBatch, BlindAfter: citusBlindAfter})
 			d := time.Since(t0)
 			l.mu.Lock()

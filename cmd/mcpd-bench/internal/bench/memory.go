@@ -44,7 +44,7 @@ func MemstoreHeap(ctx context.Context, tenants, modules int) (HeapResult, error)
 			_, _, _, err := st.Register(ctx, TenantID(t), registry.ServerInfo{
 				ModuleName: req.ModuleName, Version: req.Version, SupportedProtocols: req.SupportedProtocols,
 				Skills: req.Skills, TraceID: registry.NewTraceID(),
-			})
+			}, 0)
 			if err != nil {
 				return HeapResult{}, fmt.Errorf("memstore register: %w", err)
 			}

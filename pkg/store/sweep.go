@@ -1,11 +1,35 @@
-package registry
+package store
 
 import (
 	"context"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/cyberos/mcpd/pkg/registry"
 )
+
+// Monitor is what the health monitor needs of a store: the sweep, and the
+// live counts of the mass-heartbeat-loss check.
+type Monitor interface {
+	Sweeper
+	LiveCounter
+}
+
+// Sweeper moves silent servers, for the monitor.
+type Sweeper interface {
+	// Sweep moves every tenant's silent live servers as registry.Classify
+	// says, at most req.Limit of them, cascading unhealthy to skills, and
+	// returns the events written; with req.BlindAfter set, behind the
+	// blind-window rule (SweepRequest).
+	Sweep(ctx context.Context, req SweepRequest) (SweepResult, error)
+}
+
+// LiveCounter is a store that counts the servers of some tenants that are
+// not deregistered, for the mass-heartbeat-loss check.
+type LiveCounter interface {
+	LiveCounts(ctx context.Context, tenants []uuid.UUID) (map[uuid.UUID]int64, error)
+}
 
 // SweepRequest is one sweep of a Store.
 //
@@ -41,28 +65,8 @@ func (w BlindWindow) Duration() time.Duration { return w.Until.Sub(w.From) }
 
 // SweepResult is what a sweep did.
 type SweepResult struct {
-	Events []Event
+	Events []registry.Event
 	// Opened is the blind window this sweep found and closed, if any: it is
 	// reported once per window.
 	Opened *BlindWindow
 }
-
-// LiveCounter is a store that counts the servers of some tenants that are
-// not deregistered, for the mass-heartbeat-loss check.
-type LiveCounter interface {
-	LiveCounts(ctx context.Context, tenants []uuid.UUID) (map[uuid.UUID]int64, error)
-}
-
-// MassLoss is a tenant of which more than the set share of live servers
-// went unhealthy in one sweep.
-type MassLoss struct {
-	TenantID  uuid.UUID
-	Unhealthy int   // servers that went unhealthy in this sweep
-	Live      int64 // servers of the tenant that are not deregistered
-}
-
-// Defaults of the mass-heartbeat-loss check.
-const (
-	DefaultMassLossShare = 0.5
-	DefaultMassLossMin   = 10
-)

@@ -1,10 +1,12 @@
-package registry
+package store
 
 import (
 	"context"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // Heartbeats held in memory (contract: "Heartbeats are held in memory;
@@ -27,11 +29,12 @@ type HeldOutcome struct {
 	ServerID uuid.UUID
 	// Server is the server after the write, when Err is nil. A write that
 	// found the server healthy returns only ServerID and Status.
-	Server Server
+	Server registry.Server
 	// Event is the recovery the write committed with the heartbeat, when a
 	// sweep had moved the server meanwhile; nil otherwise.
-	Event *Event
-	// Err is ErrNotFound or ErrDeregistered: the heartbeat was not written.
+	Event *registry.Event
+	// Err is registry.ErrNotFound or registry.ErrDeregistered: the
+	// heartbeat was not written.
 	Err error
 }
 

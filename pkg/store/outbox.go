@@ -1,20 +1,17 @@
-package registry
+package store
 
 import (
 	"context"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
-// IsAlertEvent reports whether an audit event of kind, from status from
-// (nil: none), is in the alert outbox, as Kinds says: unhealthy fires an
-// alert; recovered, deregistered and registered again from unhealthy may
-// resolve one.
-func IsAlertEvent(kind EventKind, from *Status) bool { return kind.Spec().InOutbox(from) }
-
-// AlertOutbox is a store whose audit trail is the alert outbox: each
-// destination has a durable cursor, claimed by one replica at a time.
+// AlertOutbox is a store whose audit trail is the alert outbox (the events
+// registry.IsAlertEvent names): each destination has a durable cursor,
+// claimed by one replica at a time.
 type AlertOutbox interface {
 	// ClaimAlerts claims destination's cursor and returns the alert events
 	// after it (at most limit), oldest first. A nil claim and nil error mean
@@ -31,7 +28,7 @@ type AlertOutbox interface {
 // AlertClaim is a claimed batch of alert events for one destination.
 // Exactly one of Ack or Release ends it.
 type AlertClaim interface {
-	Events() []Event
+	Events() []registry.Event
 	// Ack moves the cursor past the first n events (those delivered) and
 	// releases the claim.
 	Ack(ctx context.Context, n int) error
