@@ -12,8 +12,8 @@ import (
 	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/registry"
-	"github.com/cyberos/mcpd/pkg/testing/testwait"
 	"github.com/cyberos/mcpd/pkg/store"
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 func registerMany(t *testing.T, st store.Store, tenant uuid.UUID, prefix string, n int) {

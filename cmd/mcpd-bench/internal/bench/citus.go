@@ -15,8 +15,8 @@ import (
 	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/pgstore"
 	"github.com/cyberos/mcpd/pkg/registry"
-	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/schema"
+	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 )
 
