@@ -51,7 +51,7 @@ func startMcpd(t *testing.T) *mcpd {
 		t.Fatal(err)
 	}
 	tenant := uuid.New()
-	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: store, HeartbeatInterval: interval.Seconds()})
+	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: store, HeartbeatInterval: interval})
 	m := &mcpd{clock: clock, monitor: lifecycle.NewMonitor(lifecycle.MonitorOptions{Store: store, Clock: clock,
 		HeartbeatInterval: interval, Period: interval / 2})}
 	h := api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: verifier, Catalog: store,
@@ -242,7 +242,7 @@ func TestToolHiveWithoutPublicTenant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: store, HeartbeatInterval: interval.Seconds()})
+	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: store, HeartbeatInterval: interval})
 	srv := httptest.NewServer(api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: verifier, Catalog: store}))
 	defer srv.Close()
 	_, err = thv.NewAPIRegistryProvider(srv.URL, true, nil)
