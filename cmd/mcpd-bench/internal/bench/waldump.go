@@ -3,8 +3,10 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,7 +34,10 @@ func lsnString(lsn int64) string {
 func WALRecordStats(ctx context.Context, pg *pgtest.Cluster, from, to int64) ([]WALRecordStat, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	bin := filepath.Join(pg.BinDir(), "pg_waldump")
+	bin, err := findPGProgram(pg, "pg_waldump")
+	if err != nil {
+		return nil, err
+	}
 	cmd := exec.CommandContext(ctx, bin, "--stats=record", "-p", filepath.Join(pg.Dir(), "data", "pg_wal"),
 		"-s", lsnString(from), "-e", lsnString(to))
 	cmd.Env = cleanEnv()
@@ -41,6 +46,43 @@ func WALRecordStats(ctx context.Context, pg *pgtest.Cluster, from, to int64) ([]
 		return nil, fmt.Errorf("pg_waldump: %w: %s", err, firstLine(string(out)))
 	}
 	return parseWALStats(string(out)), nil
+}
+
+// findPGProgram finds one of PostgreSQL's programs for pg: next to its
+// server programs, on PATH, else in /usr/lib/postgresql/<major>/bin of the
+// server's major version (Debian keeps pg_waldump only there).
+func findPGProgram(pg *pgtest.Cluster, name string) (string, error) {
+	if path := filepath.Join(pg.BinDir(), name); isExecutableFile(path) {
+		return path, nil
+	}
+	if path, err := exec.LookPath(name); err == nil {
+		return path, nil
+	}
+	if m := majorRe.FindStringSubmatch(pg.ServerVersion()); m != nil {
+		if path := filepath.Join("/usr/lib/postgresql", m[1], "bin", name); isExecutableFile(path) {
+			return path, nil
+		}
+	}
+	// The newest, as pgtest chooses its server programs.
+	paths, _ := filepath.Glob(filepath.Join("/usr/lib/postgresql", "*", "bin", name))
+	best, bestMajor := "", -1
+	for _, p := range paths {
+		n, err := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(p))))
+		if err == nil && n > bestMajor && isExecutableFile(p) {
+			best, bestMajor = p, n
+		}
+	}
+	if best == "" {
+		return "", fmt.Errorf("%s not found next to pg_ctl, on PATH or in /usr/lib/postgresql/*/bin", name)
+	}
+	return best, nil
+}
+
+var majorRe = regexp.MustCompile(`\b(\d+)\.\d+`)
+
+func isExecutableFile(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
 }
 
 // parseWALStats reads pg_waldump --stats=record's table: each line
