@@ -79,10 +79,11 @@ release-snapshot:
 
 # The benchmark harness of docs/performance.md: starts its own durable
 # PostgreSQL (and etcd when installed), builds and starts mcpd against it,
-# prints the results table and writes it as JSON to BENCH_OUT; a few minutes
-# on 2 cores. Smaller runs: make bench BENCH_FLAGS='-tenants 100 -duration 5s'.
+# prints the results table and writes it as JSON to BENCH_OUT; about 12
+# minutes on 2 cores. Smaller runs: make bench BENCH_FLAGS='-tenants 100 -duration 5s'.
 # The fleet loads (-fleet) run with their anchors, a plain net/http server
-# and pgbench at the fleets' rates, in the same run (-anchors=false skips).
+# and pgbench at the fleets' rates, in the same run (-anchors=false skips);
+# the closed loop with the floor (net/http doing a held heartbeat's work).
 BENCH_OUT      ?= docs/bench-latest.json
 BENCH_PROFILES ?= /tmp/mcpd-bench-profiles
 BENCH_FLAGS    ?=

@@ -67,7 +67,9 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.Int64Var(&cfg.MaxCalls, "max-calls", cfg.MaxCalls, "bound on the calls of any one load")
 	fs.BoolVar(&cfg.Anchors, "anchors", cfg.Anchors, "measure the anchors beside the fleet loads: a plain net/http server and pgbench at the fleets' rates")
 	serveAnchor := fs.Bool(strings.TrimPrefix(bench.AnchorFlag, "-"), false, "serve the plain net/http anchor on --listen instead (the harness starts itself so)")
-	listen := fs.String("listen", "127.0.0.1:0", "with -serve-anchor: the address to serve on")
+	serveFloor := fs.Bool(strings.TrimPrefix(bench.FloorFlag, "-"), false, "serve the floor (net/http with mcpd's per-request work, no store) on --listen instead (the harness starts itself so)")
+	floorSecret := fs.String(strings.TrimPrefix(bench.FloorSecretFlag, "-"), "", "with -serve-floor: the HS256 secret file tokens are verified with")
+	listen := fs.String("listen", "127.0.0.1:0", "with -serve-anchor or -serve-floor: the address to serve on")
 	fs.IntVar(&cfg.CitusServers, "citus-servers", cfg.CitusServers, "servers of the Citus row set: the same store load on plain PostgreSQL and on a 3-node Citus cluster, when Citus is installed (0: skip)")
 	fs.DurationVar(&cfg.CitusDuration, "citus-duration", cfg.CitusDuration, "length of each heartbeat load of the Citus row set")
 	fs.BoolVar(&cfg.CitusOnly, "citus-only", cfg.CitusOnly, "run the Citus row set alone")
@@ -85,6 +87,20 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		if err := bench.ServeAnchor(ctx, *listen); err != nil {
 			fmt.Fprintf(stderr, "mcpd-bench: anchor: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	if *serveFloor {
+		if *floorSecret == "" {
+			fmt.Fprintf(stderr, "mcpd-bench: %s needs %s\n", bench.FloorFlag, bench.FloorSecretFlag)
+			return 2
+		}
+		if os.Getenv("GOGC") == "" {
+			debug.SetGCPercent(100) // plain net/http: Go's default
+		}
+		if err := bench.ServeFloor(ctx, *listen, *floorSecret); err != nil {
+			fmt.Fprintf(stderr, "mcpd-bench: floor: %v\n", err)
 			return 1
 		}
 		return 0

@@ -20,6 +20,7 @@ func TestBadUsageExits2(t *testing.T) {
 		{[]string{"-citus-duration", "2m"}, "-citus-duration must be in (0, 1m]"},
 		{[]string{"-citus-servers", "-1"}, "-citus-servers must be in [0, 100,000]"},
 		{[]string{"-nosuchflag"}, "flag provided but not defined"},
+		{[]string{"-serve-floor"}, "-serve-floor needs -floor-secret-file"},
 		{[]string{"extra"}, "unexpected arguments"},
 	} {
 		var out, errb strings.Builder

@@ -385,7 +385,7 @@ func (r *runner) citusReport(plain, citus CitusEngineResult) {
 			r.rep.fail(id, measure, errors.New("plain PostgreSQL did nothing: "+p.FirstError))
 			return
 		}
-		row := Row{ID: id, Measure: measure, Value: c.Throughput / p.Throughput, Unit: unitRatio,
+		row := Row{ID: id, Measure: measure, Value: c.Throughput / p.Throughput, Unit: unitRatio, Basis: BasisWall,
 			Note: fmt.Sprintf("plain %s/s (p50 %.2f ms, p99 %.2f ms, %d errors, PostgreSQL CPU %.0f µs per call); "+
 				"Citus %s/s (p50 %.2f ms, p99 %.2f ms, %d errors, CPU of the 3 nodes %.0f µs per call)",
 				groupThousands(p.Throughput), millis(p.P50), millis(p.P99), p.Errors, pgP,
@@ -402,7 +402,7 @@ func (r *runner) citusReport(plain, citus CitusEngineResult) {
 		plain.Saturation, citus.Saturation, targetCitusSat, plain.PGMicrosSat, citus.PGMicrosSat)
 	if plain.PGMicrosSat > 0 {
 		r.rep.add(Row{ID: "citus_saturation_cpu", Measure: "i. PostgreSQL CPU per heartbeat at saturation, Citus (3 nodes) ÷ plain",
-			Value: citus.PGMicrosSat / plain.PGMicrosSat, Unit: unitRatio,
+			Value: citus.PGMicrosSat / plain.PGMicrosSat, Unit: unitRatio, Basis: BasisCPU,
 			Note: fmt.Sprintf("%.0f µs ÷ %.0f µs: CPU time, robust to a busy machine", citus.PGMicrosSat, plain.PGMicrosSat)})
 	}
 	false0 := Row{ID: "citus_false_transitions", Measure: "i. false transitions of the sweep during both loads, Citus (plain)",
@@ -415,7 +415,7 @@ func (r *runner) citusReport(plain, citus CitusEngineResult) {
 	r.rep.Rows = append(r.rep.Rows, false0)
 	if plain.SweepMedian > 0 {
 		r.rep.add(Row{ID: "citus_sweep", Measure: "i. sweep during the loads, nothing due (median): Citus ÷ plain",
-			Value: float64(citus.SweepMedian) / float64(plain.SweepMedian), Unit: unitRatio,
+			Value: float64(citus.SweepMedian) / float64(plain.SweepMedian), Unit: unitRatio, Basis: BasisWall,
 			Note: fmt.Sprintf("Citus %.2f ms, plain %.2f ms; one transaction per tenant on Citus", millis(citus.SweepMedian), millis(plain.SweepMedian))})
 	}
 	ratio("citus_register", fmt.Sprintf("i. registrations/s Citus ÷ plain, %s servers, %d callers (within 2x: ≥ 0.5)", n, citusRegClients),

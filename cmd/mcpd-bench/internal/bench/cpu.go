@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -156,4 +157,82 @@ func (u CPUUse) PerCall(calls int64, elapsed time.Duration) (server, postgres fl
 	}
 	perCall := elapsed.Seconds() / float64(calls) * 1e6
 	return u.Server * perCall, u.Postgres * perCall
+}
+
+// PostgresCPUByKind is the CPU seconds so far of each kind of the
+// PostgreSQL processes whose postmaster is postmasterPID: "postmaster"
+// (with the backends it reaped), each background process by its title
+// (walwriter, checkpointer, autovacuum worker, ...), and client backends
+// as "backend <role>".
+func PostgresCPUByKind(postmasterPID int) map[string]float64 {
+	out := map[string]float64{"postmaster": procCPU(postmasterPID)}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == postmasterPID || parentOf(pid) != postmasterPID {
+			continue
+		}
+		b, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		out[postgresKind(string(b))] += procCPU(pid)
+	}
+	return out
+}
+
+// postgresKind names a PostgreSQL process by its title (its cmdline).
+func postgresKind(title string) string {
+	title = strings.TrimSpace(strings.ReplaceAll(title, "\x00", " "))
+	title = strings.TrimPrefix(title, "postgres: ")
+	f := strings.Fields(title)
+	switch {
+	case len(f) == 0:
+		return "unknown"
+	case strings.Contains(title, "(") || strings.Contains(title, "[local]"):
+		return "backend " + f[0]
+	case f[0] == "autovacuum" || f[0] == "logical" || f[0] == "background":
+		if len(f) > 1 {
+			return f[0] + " " + f[1]
+		}
+	}
+	return f[0]
+}
+
+// postgresCPUSince is the cores each kind used from earlier to now over
+// wall seconds, and the processes that exited meanwhile counted by kind
+// "postmaster".
+func postgresCPUSince(now, earlier map[string]float64, wall float64) map[string]float64 {
+	out := map[string]float64{}
+	if wall <= 0 {
+		return out
+	}
+	for k, v := range now {
+		if d := (v - earlier[k]) / wall; d > 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// describePostgresCPU says the largest kinds' CPU per call, of calls made
+// over wall seconds, from cores.
+func describePostgresCPU(cores map[string]float64, calls int64, wall float64) string {
+	if calls <= 0 || len(cores) == 0 {
+		return ""
+	}
+	type kv struct {
+		k string
+		v float64
+	}
+	var kinds []kv
+	for k, v := range cores {
+		kinds = append(kinds, kv{k, v})
+	}
+	sort.Slice(kinds, func(i, j int) bool { return kinds[i].v > kinds[j].v })
+	var parts []string
+	for i, x := range kinds {
+		if i == 5 {
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s %.0f µs", x.k, x.v*wall/float64(calls)*1e6))
+	}
+	return "PostgreSQL CPU per heartbeat by process: " + strings.Join(parts, ", ")
 }

@@ -61,6 +61,14 @@ type FleetConnOptions struct {
 	// ReadWAL, when set, reads the database's WAL at the measured
 	// window's start and end.
 	ReadWAL func(context.Context) (WAL, error)
+	// ReadFlush, when set, reads mcpd's counters of held heartbeats at the
+	// measured window's start and FlushSettle after its end (the last
+	// window's flush committed).
+	ReadFlush   func(context.Context) (FlushMetrics, error)
+	FlushSettle time.Duration
+	// Window, when set, is called at the measured window's start (true)
+	// and end (false): a CPU profile of that window, say.
+	Window func(start bool)
 }
 
 // FleetRound is one interval after the measured window, in which every
@@ -140,6 +148,14 @@ type FleetConnResult struct {
 	Rounds []FleetRoundResult `json:"rounds,omitempty"`
 	// WAL is what the database wrote in the measured window (opts.ReadWAL).
 	WAL WAL `json:"wal"`
+	// WALStart and WALEnd are the WAL insert positions at the window's
+	// start and end (bytes), for pg_waldump.
+	WALStart int64 `json:"wal_start_lsn"`
+	WALEnd   int64 `json:"wal_end_lsn"`
+	// Flush is what mcpd's held heartbeats counted over the measured
+	// window (opts.ReadFlush); FlushErr why it could not be read.
+	Flush    FlushMetrics `json:"flush"`
+	FlushErr string       `json:"flush_error,omitempty"`
 }
 
 // fleetAnswerLimit bounds the answer read of one heartbeat.
@@ -347,18 +363,42 @@ func FleetConns(ctx context.Context, opts FleetConnOptions) (FleetConnResult, er
 	if opts.ReadWAL != nil {
 		wal0, walErr = opts.ReadWAL(ctx)
 	}
+	if opts.Window != nil {
+		opts.Window(true)
+	}
+	var flush0 FlushMetrics
+	flushErr := errors.New("not read")
+	if opts.ReadFlush != nil {
+		flush0, flushErr = opts.ReadFlush(ctx)
+	}
 
 	// CPU over the measured window, not the drain after it.
 	sleepUntil(end)
 	cpu := TakeCPUSnapshot(pid, opts.PostmasterPID).Since(cpu1)
+	if opts.Window != nil {
+		opts.Window(false)
+	}
 	if walErr == nil {
 		if wal1, err := opts.ReadWAL(ctx); err == nil {
 			res.WAL = wal1.Since(wal0)
+			res.WALStart, res.WALEnd = wal0.LSN, wal1.LSN
 		}
 	}
 	window := time.Since(begin)
 	res.MemLoaded, _ = ReadMemory(pid)
 	res.GoLoaded = goMemory(ctx, opts.Client, opts.BaseURL)
+	if opts.ReadFlush != nil {
+		if flushErr == nil {
+			sleepUntil(end.Add(opts.FlushSettle))
+			var f1 FlushMetrics
+			if f1, flushErr = opts.ReadFlush(ctx); flushErr == nil {
+				res.Flush = f1.Since(flush0)
+			}
+		}
+		if flushErr != nil {
+			res.FlushErr = flushErr.Error()
+		}
+	}
 	res.Rounds = make([]FleetRoundResult, rounds)
 	for r, round := range opts.Rounds {
 		rr := &res.Rounds[r]
@@ -599,6 +639,7 @@ func (r *runner) fleet(ctx context.Context) {
 	for _, n := range r.cfg.Fleet {
 		r.fleetLoad(ctx, n, false)
 	}
+	r.profileFleet(ctx)
 	for _, n := range r.cfg.FleetTLS {
 		r.fleetLoad(ctx, n, true)
 	}
@@ -607,6 +648,44 @@ func (r *runner) fleet(ctx context.Context) {
 			r.rep.fail("fleet_reset", "h. reset the fleet after the fleet loads", err)
 		}
 	}
+}
+
+// profileFleet profiles, in process, the largest plain fleet load that
+// ran: where mcpd's CPU per heartbeat goes at the fleet's shape.
+func (r *runner) profileFleet(ctx context.Context) {
+	if r.cfg.ProfileDir == "" || r.mcpdBin == "" {
+		return
+	}
+	n := 0
+	for _, size := range r.cfg.Fleet {
+		if FleetConnFits(size) == "" && size <= r.servers() {
+			n = max(n, size)
+		}
+	}
+	if n == 0 {
+		return
+	}
+	const id = "profile_fleet"
+	name := fmt.Sprintf("profile: in-process mcpd, fleet of %s servers, one connection each, every 10 s (profiler on)", groupThousands(float64(n)))
+	if _, err := ParkFleet(ctx, r.admin, n); err != nil {
+		r.rep.fail(id, name, err)
+		return
+	}
+	if err := FreshenFleet(ctx, r.admin); err != nil {
+		r.rep.fail(id, name, err)
+		return
+	}
+	r.log.Info("profiling the fleet load in process", "servers", n, "dir", r.cfg.ProfileDir)
+	path, res, err := ProfileFleet(ctx, r.appURL, r.secretFile, r.cfg.ProfileDir, FleetConnOptions{
+		PostmasterPID: r.pg.PID(), Secret: r.secret, Conns: n, Modules: r.cfg.Modules, Interval: fleetInterval,
+		Jitter: fleetJitter, Duration: r.cfg.FleetDuration, MaxCalls: r.cfg.MaxCalls})
+	if err != nil {
+		r.rep.fail(id, name, err)
+		return
+	}
+	r.rep.Details[id] = map[string]any{"result": res, "cpu_profile": path}
+	r.rep.add(Row{ID: id, Measure: name + ": heartbeats/s", Value: res.Load.Throughput, Unit: unitPerSecond,
+		Note: fmt.Sprintf("CPU profile of the measured window in %s (mcpd's goroutines: -tagfocus side=server); %d errors", path, res.Load.Errors)})
 }
 
 // targetFleetTLSCPURatio bounds mcpd's CPU per heartbeat of the fleet over
@@ -668,6 +747,23 @@ func (r *runner) fleetLoad(ctx context.Context, n int, withTLS bool) {
 		Conns: n, Modules: r.cfg.Modules, Interval: fleetInterval, Jitter: fleetJitter, Duration: r.cfg.FleetDuration,
 		MaxCalls: r.cfg.MaxCalls, TLS: spec.TLS,
 		ReadWAL: func(ctx context.Context) (WAL, error) { return ReadWAL(ctx, r.admin) }}
+	var (
+		pgKinds0, pgKinds map[string]float64
+		pgAt0             time.Time
+	)
+	opts.Window = func(start bool) {
+		if start {
+			pgKinds0, pgAt0 = PostgresCPUByKind(r.pg.PID()), time.Now()
+			return
+		}
+		pgKinds = postgresCPUSince(PostgresCPUByKind(r.pg.PID()), pgKinds0, time.Since(pgAt0).Seconds())
+	}
+	if !withTLS {
+		// Over TLS the rounds start at the window's end: its flush
+		// counters would count theirs too.
+		opts.ReadFlush = func(ctx context.Context) (FlushMetrics, error) { return ReadFlushMetrics(ctx, m.Client, m.URL) }
+		opts.FlushSettle = 2 * mcpdFlushInterval
+	}
 	if withTLS {
 		opts.Rounds = []FleetRound{
 			{Name: "resume", Reconnect: true},
@@ -688,6 +784,14 @@ func (r *runner) fleetLoad(ctx context.Context, n int, withTLS bool) {
 	}
 	falseTr, ferr := FalseTransitions(ctx, r.admin, mark)
 	r.rep.Details[id] = map[string]any{"result": res, "false_transitions": falseTr, "loadavg_before": load, "loadavg_after": loadavg()}
+	r.rep.Details[id+"_postgres_cores"] = pgKinds
+	if res.WALEnd > res.WALStart {
+		if stats, err := WALRecordStats(ctx, r.pg, res.WALStart, res.WALEnd); err != nil {
+			r.rep.Details[id+"_wal_records_error"] = err.Error()
+		} else {
+			r.rep.Details[id+"_wal_records"] = stats
+		}
+	}
 	r.fleetRows(id, name, res, load)
 	cpuRow := Row{ID: id + "_cpu_mcpd", Measure: name + ": mcpd CPU per heartbeat", Value: res.MCPDMicros, Unit: unitMicros,
 		Note: "CPU time; target: twice the closed loop's (saturation) figure"}
@@ -708,6 +812,11 @@ func (r *runner) fleetLoad(ctx context.Context, n int, withTLS bool) {
 	r.rep.add(Row{ID: id + "_cpu_pg", Measure: name + ": PostgreSQL CPU per heartbeat", Value: res.PostgresMicros, Unit: unitMicros})
 	if !withTLS {
 		r.anchorRows(id, name, n, res)
+		if res.FlushErr != "" {
+			r.rep.fail(id+"_flush", name+": the flush window", errors.New(res.FlushErr))
+		} else {
+			r.flushRows(id, name, res.Flush, res.Load.Calls)
+		}
 	}
 	l := res.Load
 	r.rep.add(Row{ID: id + "_p99", Measure: name + ": p99", Value: millis(l.P99), Unit: unitMillis,

@@ -211,18 +211,20 @@ func TestReportTable(t *testing.T) {
 	rep.add(Row{Measure: "rate", Value: 12345.6, Unit: unitPerSecond, Target: 10000, Direction: AtLeast})
 	rep.add(Row{Measure: "latency", Value: 12.5, Unit: unitMillis, Target: 10, Direction: AtMost})
 	rep.add(Row{Measure: "baseline", Value: 0.25, Unit: unitMillis})
+	rep.add(Row{Measure: "cpu", Value: 80, Unit: unitMicros})
 	rep.skip("x", "etcd", "not installed")
 	rep.fail("y", "broken", errors.New("it broke\nsecond line"))
 	var b strings.Builder
 	if err := rep.WriteTable(&b); err != nil {
 		t.Fatal(err)
 	}
-	want := `MEASURE   VALUE     TARGET       RATIO  VERDICT
-rate      12,346/s  >= 10,000/s  1.23   pass
-latency   12.50 ms  <= 10.00 ms  1.25   FAIL
-baseline  0.250 ms  -            -      info
-etcd      -         -            -      skipped: not installed
-broken    -         -            -      error: it broke
+	want := `MEASURE   VALUE     BASIS     TARGET       RATIO  VERDICT
+rate      12,346/s  wall      >= 10,000/s  1.23   pass
+latency   12.50 ms  wall      <= 10.00 ms  1.25   FAIL
+baseline  0.250 ms  wall      -            -      info
+cpu       80 µs     cpu/call  -            -      info
+etcd      -         -         -            -      skipped: not installed
+broken    -         -         -            -      error: it broke
 `
 	if b.String() != want {
 		t.Fatalf("table:\n%s\nwant:\n%s", b.String(), want)
@@ -231,7 +233,7 @@ broken    -         -            -      error: it broke
 	if err := rep.WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(md.String(), "| rate | 12,346/s | ≥ 10,000/s | 1.23 | pass |\n") {
+	if !strings.Contains(md.String(), "| rate | 12,346/s | wall | ≥ 10,000/s | 1.23 | pass |\n") {
 		t.Fatalf("markdown:\n%s", md.String())
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,10 +110,33 @@ func TestHarnessOnPostgres(t *testing.T) {
 			unhealthyEvents, notHealthy, unavailable)
 	}
 
+	walB, err := ReadWAL(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cpu0 := TakeCPUSnapshot(0, pg.PID())
 	pgb, err := Pgbench(ctx, pg, admin, work, tenants*modules, 2, time.Second)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// pg_waldump reads the WAL of pgbench's updates and commits.
+	walE, err := ReadWAL(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats, err := WALRecordStats(ctx, pg, walB.LSN, walE.LSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]bool{}
+	for _, s := range stats {
+		kinds[strings.SplitN(s.Type, "/", 2)[0]] = s.Records > 0 && s.Bytes > 0
+	}
+	if !kinds["Heap"] || !kinds["Transaction"] {
+		t.Fatalf("pg_waldump's record types of pgbench's WAL: %+v", stats)
+	}
+	if by := PostgresCPUByKind(pg.PID()); by["postmaster"] <= 0 || len(by) < 3 {
+		t.Fatalf("PostgreSQL's CPU by process kind: %v", by)
 	}
 	if cpu := TakeCPUSnapshot(0, pg.PID()).Since(cpu0); cpu.Postgres <= 0 || cpu.Driver <= 0 {
 		t.Fatalf("pgbench's run used no CPU of the cluster or of the driver (pgbench, reaped): %+v", cpu)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -73,7 +74,10 @@ func ProfileHeartbeats(ctx context.Context, databaseURL, secretFile string, secr
 		return res, err
 	}
 	defer fleet.Close()
-	// Warm up the connections and the statement caches outside the profile.
+	// Warm up the connections and the statement caches outside the
+	// profile, and make mcpd know every server (a heartbeat of each through
+	// it), so that the profiled heartbeats are held ones.
+	ClosedLoop(ctx, workers, 2*time.Minute, min(int64(tenants*modules), maxCalls), fleet.Heartbeat)
 	ClosedLoop(ctx, workers, time.Second, maxCalls, fleet.Heartbeat)
 
 	res.AllocsBefore = filepath.Join(dir, "allocs-before.pb.gz")
@@ -103,6 +107,79 @@ func ProfileHeartbeats(ctx context.Context, databaseURL, secretFile string, secr
 		return res, err
 	}
 	return res, nil
+}
+
+// ProfileFleet runs mcpd's daemon in this process, as ProfileHeartbeats,
+// with the fleet's heartbeat interval, drives the fleet load of opts at it
+// (BaseURL, PID and Client are set here) and writes a CPU profile of the
+// measured window only (after the connect round and a round of held
+// heartbeats) into dir as cpu-fleet-<n>.pb.gz: mcpd's goroutines carry
+// the label side=server, the driver's side=client. The seeded servers
+// 1..opts.Conns must be parked (ParkFleet) and fresh.
+func ProfileFleet(ctx context.Context, databaseURL, secretFile, dir string, opts FleetConnOptions) (string, FleetConnResult, error) {
+	var res FleetConnResult
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", res, err
+	}
+	logFile, err := os.Create(filepath.Join(dir, fmt.Sprintf("mcpd-fleet-%d.log", opts.Conns)))
+	if err != nil {
+		return "", res, err
+	}
+	defer func() { _ = logFile.Close() }()
+	port, err := FreePort()
+	if err != nil {
+		return "", res, err
+	}
+	cfg := config.Default()
+	cfg.Listen = fmt.Sprintf("127.0.0.1:%d", port)
+	cfg.DatabaseURL = databaseURL
+	cfg.AuthJWTSecretFile = secretFile
+	cfg.HeartbeatInterval = opts.Interval
+	logger := slog.New(slog.NewJSONHandler(logFile, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
+	dmn, err := daemon.New(cfg, daemon.Options{Logger: logger})
+	if err != nil {
+		return "", res, err
+	}
+	pprof.Do(ctx, pprof.Labels("side", "server"), func(ctx context.Context) {
+		err = dmn.Start(ctx)
+	})
+	if err != nil {
+		return "", res, fmt.Errorf("start in-process mcpd: %w", err)
+	}
+	defer func() { _ = dmn.Stop(context.Background()) }()
+	path := filepath.Join(dir, fmt.Sprintf("cpu-fleet-%d.pb.gz", opts.Conns))
+	f, err := os.Create(path)
+	if err != nil {
+		return "", res, err
+	}
+	var (
+		profErr error
+		running bool
+	)
+	opts.BaseURL, opts.PID, opts.Client = "http://"+dmn.Addr(), os.Getpid(), &http.Client{Timeout: 10 * time.Second}
+	opts.Window = func(start bool) {
+		switch {
+		case start:
+			profErr = pprof.StartCPUProfile(f)
+			running = profErr == nil
+		case running:
+			pprof.StopCPUProfile()
+			running = false
+		}
+	}
+	pprof.Do(ctx, pprof.Labels("side", "client"), func(ctx context.Context) {
+		res, err = FleetConns(ctx, opts)
+	})
+	if running {
+		pprof.StopCPUProfile()
+	}
+	if cerr := f.Close(); profErr == nil {
+		profErr = cerr
+	}
+	if err == nil {
+		err = profErr
+	}
+	return path, res, err
 }
 
 func writeProfile(name, path string) error {

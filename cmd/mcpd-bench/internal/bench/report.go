@@ -37,8 +37,44 @@ type Row struct {
 	Ratio float64 `json:"ratio,omitempty"`
 	// Verdict is pass, FAIL, info, skipped or error.
 	Verdict string `json:"verdict"`
+	// Basis says what kind of figure Value is (Basis*): CPU time per
+	// call, comparable across runs on a busy machine, or wall clock, which
+	// a busy machine makes worse; when empty, add infers it from Unit.
+	Basis string `json:"basis,omitempty"`
 	// Note says where the target comes from, or why the row was skipped.
 	Note string `json:"note,omitempty"`
+}
+
+// Bases of rows.
+const (
+	// BasisCPU: CPU time per call (or a ratio of two), comparable across
+	// runs.
+	BasisCPU = "cpu/call"
+	// BasisWall: wall clock (latency, throughput, or a ratio of two).
+	BasisWall = "wall"
+	// BasisMemory: a process's memory.
+	BasisMemory = "memory"
+	// BasisBytes: bytes written per call (WAL).
+	BasisBytes = "bytes/call"
+	// BasisCount: a count.
+	BasisCount = "count"
+)
+
+// inferBasis is the basis of a row of unit when none was given.
+func inferBasis(unit string) string {
+	switch unit {
+	case unitMicros:
+		return BasisCPU
+	case unitMillis, unitPerSecond, unitSeconds:
+		return BasisWall
+	case unitMiB, "KiB":
+		return BasisMemory
+	case unitBytes:
+		return BasisBytes
+	case unitCount:
+		return BasisCount
+	}
+	return ""
 }
 
 // judge fills Ratio and Verdict.
@@ -88,6 +124,9 @@ type Report struct {
 
 func (rep *Report) add(r Row) {
 	r.judge()
+	if r.Basis == "" {
+		r.Basis = inferBasis(r.Unit)
+	}
 	rep.Rows = append(rep.Rows, r)
 }
 
@@ -109,10 +148,10 @@ func firstLine(s string) string {
 // WriteTable prints the rows as an aligned table.
 func (rep *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "MEASURE\tVALUE\tTARGET\tRATIO\tVERDICT")
+	fmt.Fprintln(tw, "MEASURE\tVALUE\tBASIS\tTARGET\tRATIO\tVERDICT")
 	for _, r := range rep.Rows {
 		value, target, ratio, verdict := r.cells(">=", "<=")
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Measure, value, target, ratio, verdict)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Measure, value, orDash(r.Basis), target, ratio, verdict)
 	}
 	return tw.Flush()
 }
@@ -120,13 +159,20 @@ func (rep *Report) WriteTable(w io.Writer) error {
 // WriteMarkdown prints the rows as a Markdown table (for docs/performance.md).
 func (rep *Report) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
-	b.WriteString("| measure | value | target | ratio | verdict |\n| --- | ---: | ---: | ---: | --- |\n")
+	b.WriteString("| measure | value | basis | target | ratio | verdict |\n| --- | ---: | --- | ---: | ---: | --- |\n")
 	for _, r := range rep.Rows {
 		value, target, ratio, verdict := r.cells("≥", "≤")
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", r.Measure, value, target, ratio, verdict)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", r.Measure, value, orDash(r.Basis), target, ratio, verdict)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // cells formats a row's value, target (with atLeast or atMost before it),

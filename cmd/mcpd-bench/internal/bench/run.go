@@ -163,7 +163,7 @@ const (
 	targetSweepNone  = 5 * time.Millisecond  // 100,000 servers, nothing due
 	targetSweep      = 50 * time.Millisecond // 1 % due; or 1,000,000 servers, nothing due
 	targetListP99    = 5 * time.Millisecond
-	targetVsPgbench  = 2
+	targetVsPgbench  = 3 // issue 31 (issue 24: 2)
 	targetRSSMiB     = 150e6 / (1 << 20)
 	targetDevRSSMiB  = 200e6 / (1 << 20)
 )
@@ -457,7 +457,15 @@ func (r *runner) mcpd(ctx context.Context) {
 	defer fleet.Close()
 	idle, _ := ReadMemory(m.PID())
 
-	// Warm up: connections, statement caches.
+	// Warm up: connections, statement caches, and what mcpd knows. A
+	// server counts as known (healthy) to mcpd only after a heartbeat of it
+	// went to the store through this mcpd, once the change feed followed
+	// its tenant (the first heartbeat of a tenant makes it follow): one
+	// pass over every seeded server, then a second second-long loop, after
+	// which every heartbeat of the measured loop is held in memory.
+	r.log.Info("warm-up: a heartbeat of every seeded server, so that mcpd knows them", "servers", r.servers())
+	warm := ClosedLoop(ctx, r.cfg.Clients, 2*time.Minute, min(int64(r.servers()), r.cfg.MaxCalls), fleet.Heartbeat)
+	r.rep.Details["e2e_warmup"] = warm
 	ClosedLoop(ctx, r.cfg.Clients, time.Second, r.cfg.MaxCalls, fleet.Heartbeat)
 
 	r.log.Info("closed-loop heartbeats through mcpd", "clients", r.cfg.Clients, "duration", r.cfg.Duration)
@@ -465,9 +473,20 @@ func (r *runner) mcpd(ctx context.Context) {
 	sampler := startRSSSampler(m.PID())
 	probe := r.startTailProbe(m)
 	wal0, walErr := ReadWAL(ctx, r.admin)
+	flush0, flushErr := ReadFlushMetrics(ctx, m.Client, m.URL)
 	cpu0 := TakeCPUSnapshot(m.PID(), r.pg.PID())
 	closed := ClosedLoop(ctx, r.cfg.Clients, r.cfg.Duration, r.cfg.MaxCalls, fleet.Heartbeat)
 	cpu := TakeCPUSnapshot(m.PID(), r.pg.PID()).Since(cpu0)
+	var flush FlushMetrics
+	if flushErr == nil {
+		// The flush under way at the loop's end commits within a window.
+		time.Sleep(2 * mcpdFlushInterval)
+		var f1 FlushMetrics
+		if f1, flushErr = ReadFlushMetrics(ctx, m.Client, m.URL); flushErr == nil {
+			flush = f1.Since(flush0)
+			r.rep.Details["e2e_closed_flush"] = flush
+		}
+	}
 	var wal WAL
 	if walErr == nil {
 		var w1 WAL
@@ -509,6 +528,11 @@ func (r *runner) mcpd(ctx context.Context) {
 	r.rep.add(Row{ID: "e2e_p99", Measure: "b. mcpd heartbeat p99, closed loop", Value: millis(closed.P99), Unit: unitMillis})
 	r.rep.add(Row{ID: "e2e_p999", Measure: "b. mcpd heartbeat p99.9, closed loop", Value: millis(closed.P999), Unit: unitMillis,
 		Target: millis(targetClosedP999), Direction: AtMost, Note: fmt.Sprintf("max %.2f ms", millis(closed.Max))})
+	if flushErr != nil {
+		r.rep.fail("e2e_flush", "b. mcpd closed loop: the flush window", flushErr)
+	} else {
+		r.flushRows("e2e", "b. mcpd closed loop", flush, closed.Calls)
+	}
 	if pgb, ok := r.rep.Details["pgbench"].([]PgbenchResult); ok && len(pgb) > 0 {
 		best := pgb[0]
 		for _, p := range pgb {
@@ -517,9 +541,11 @@ func (r *runner) mcpd(ctx context.Context) {
 			}
 		}
 		r.rep.add(Row{ID: "e2e_vs_pgbench", Measure: fmt.Sprintf("b. mcpd ÷ pgbench best (%d clients)", best.Clients),
-			Value: closed.Throughput / best.TPS, Unit: unitRatio, Target: targetVsPgbench, Direction: AtLeast,
-			Note: "group commit must do twice what one commit per heartbeat does"})
+			Value: closed.Throughput / best.TPS, Unit: unitRatio, Target: targetVsPgbench, Direction: AtLeast, Basis: BasisWall,
+			Note: "heartbeats held in memory must do three times what one durable commit per heartbeat does"})
 	}
+
+	r.floor(ctx, closed, cpu)
 
 	// The same load with successive heartbeats on servers of one tenant:
 	// the best case of a batch that sends statements per tenant.
@@ -687,7 +713,7 @@ func (r *runner) etcd(ctx context.Context) {
 	r.rep.add(Row{ID: "etcd_cpu", Measure: "c. etcd CPU per keep-alive (gateway + gRPC + lessor)", Value: etcdUS, Unit: unitMicros})
 	if closed, ok := r.rep.Details["e2e_closed"].(LoadResult); ok && closed.Throughput > 0 {
 		r.rep.add(Row{ID: "e2e_vs_etcd", Measure: "b÷c. mcpd durable heartbeats/s ÷ etcd keep-alives/s", Value: closed.Throughput / res.Throughput,
-			Unit: unitRatio, Target: 1, Direction: AtLeast,
+			Unit: unitRatio, Target: 1, Direction: AtLeast, Basis: BasisWall,
 			Note: "taken a minute apart on a shared machine; etcd keeps leases in memory, no disk write per keep-alive"})
 	}
 	if mcpdCPU, ok := r.rep.Details["e2e_closed_cpu"].(CPUUse); ok {
@@ -695,7 +721,7 @@ func (r *runner) etcd(ctx context.Context) {
 			mcpdUS, pgUS := mcpdCPU.PerCall(closed.Calls, closed.Elapsed)
 			if mcpdUS+pgUS > 0 {
 				r.rep.add(Row{ID: "e2e_vs_etcd_cpu", Measure: "b÷c. CPU per call: etcd keep-alive ÷ (mcpd + PostgreSQL) heartbeat",
-					Value: etcdUS / (mcpdUS + pgUS), Unit: unitRatio, Target: 1, Direction: AtLeast,
+					Value: etcdUS / (mcpdUS + pgUS), Unit: unitRatio, Target: 1, Direction: AtLeast, Basis: BasisCPU,
 					Note: "CPU time per call, robust to the machine's load: at most etcd's cost per durable heartbeat"})
 			}
 		}

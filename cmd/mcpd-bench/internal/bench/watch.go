@@ -340,7 +340,7 @@ func (r *runner) watchers(ctx context.Context) {
 		r.rep.add(Row{ID: fmt.Sprintf("watch_%d_rss", n), Measure: fmt.Sprintf("g. mcpd RSS per idle watcher, %s watchers", groupThousands(float64(n))),
 			Value: res.RSSPerWatcher / 1024, Unit: "KiB", Target: targetWatchRSSKiB, Direction: AtMost})
 		r.rep.add(Row{ID: fmt.Sprintf("watch_%d_cpu", n), Measure: fmt.Sprintf("g. mcpd CPU, %s idle watchers", groupThousands(float64(n))),
-			Value: 100 * res.IdleCPU, Unit: unitPercent, Note: "of one core, CPU time over 5 s"})
+			Value: 100 * res.IdleCPU, Unit: unitPercent, Basis: BasisCPU, Note: "of one core, CPU time over 5 s"})
 		r.rep.add(Row{ID: fmt.Sprintf("watch_%d_xact", n), Measure: fmt.Sprintf("g. database transactions/s, %s idle watchers", groupThousands(float64(n))),
 			Value: res.DBXactPerSec, Unit: unitPerSecond, Target: results[0].DBXactPerSec + watchXactSlack, Direction: AtMost,
 			Note: fmt.Sprintf("feed reads %.1f/s; target: at most the rate with no watcher + %d/s (no growth with watchers)", res.FeedReadsPerSec, watchXactSlack)})
