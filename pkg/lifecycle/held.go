@@ -300,10 +300,10 @@ type tenantBeats struct {
 	beats  map[uuid.UUID]time.Time
 }
 
-// flush writes every heartbeat held: one store call per tenant, a few at
-// a time. A call that fails keeps its tenant's heartbeats for the next
-// flush and turns holding off for its tenant; the first error is returned
-// when no call succeeded.
+// flush writes every heartbeat held, each tenant's share in a statement of
+// its own (writeAll). A share that fails keeps its tenant's heartbeats for
+// the next flush and turns holding off for its tenant; the first error is
+// returned when no share was written.
 func (h *holder) flush(ctx context.Context) error {
 	h.flushMu.Lock()
 	defer h.flushMu.Unlock()
@@ -323,39 +323,29 @@ func (h *holder) flush(ctx context.Context) error {
 	}
 
 	var (
-		mu       sync.Mutex
 		firstErr error
 		stats    FlushStats
-		wg       sync.WaitGroup
-		slots    = make(chan struct{}, flushParallelism)
 	)
-	for _, w := range work {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			err := h.write(ctx, w)
-			mu.Lock()
-			defer mu.Unlock()
-			stats.Calls++
-			if err != nil {
-				stats.Failed++
-				stats.Dropped += h.keep(w)
-				if firstErr == nil {
-					firstErr = err
-				}
-				return
+	for i, err := range h.writeAll(ctx, work) {
+		w := work[i]
+		stats.Calls++
+		if err != nil {
+			stats.Failed++
+			stats.Dropped += h.keep(w)
+			if firstErr == nil {
+				firstErr = err
 			}
-			h.mu.Lock()
-			h.tenant(w.tenant).failing = false
-			h.mu.Unlock()
-			stats.Heartbeats += len(w.beats)
-			now := h.clock.Now()
-			for _, at := range w.beats {
-				stats.Lag = max(stats.Lag, now.Sub(at))
-			}
-		})
+			continue
+		}
+		h.mu.Lock()
+		h.tenant(w.tenant).failing = false
+		h.mu.Unlock()
+		stats.Heartbeats += len(w.beats)
+		now := h.clock.Now()
+		for _, at := range w.beats {
+			stats.Lag = max(stats.Lag, now.Sub(at))
+		}
 	}
-	wg.Wait()
 	h.mu.Lock()
 	for _, w := range work {
 		if t := h.tenants[w.tenant]; t != nil {
@@ -385,32 +375,63 @@ func (h *holder) flush(ctx context.Context) error {
 	return firstErr
 }
 
-// write writes one tenant's heartbeats and acts on what it found.
-func (h *holder) write(ctx context.Context, w tenantBeats) error {
+// writeAll writes every tenant's share of a flush and returns the error of
+// each, in order: in one call when the store writes batches (on plain
+// PostgreSQL one round trip and one commit), else one call per tenant, a
+// few at a time.
+func (h *holder) writeAll(ctx context.Context, work []tenantBeats) []error {
 	now := h.clock.Now()
-	beats := make([]store.HeldHeartbeat, 0, len(w.beats))
-	for id, at := range w.beats {
-		beats = append(beats, store.HeldHeartbeat{ServerID: id, Age: now.Sub(at)})
+	batch := make([]store.TenantHeld, len(work))
+	for i, w := range work {
+		beats := make([]store.HeldHeartbeat, 0, len(w.beats))
+		for id, at := range w.beats {
+			beats = append(beats, store.HeldHeartbeat{ServerID: id, Age: now.Sub(at)})
+		}
+		batch[i] = store.TenantHeld{Tenant: w.tenant, Beats: beats}
 	}
-	outs, err := h.writer.WriteHeldHeartbeats(ctx, w.tenant, beats)
-	if err != nil {
-		return err
+	errs := make([]error, len(work))
+	if bw, ok := h.writer.(store.HeldBatchWriter); ok {
+		for i, res := range bw.WriteHeldBatch(ctx, batch) {
+			if errs[i] = res.Err; res.Err == nil {
+				h.found(ctx, work[i].tenant, res.Outcomes)
+			}
+		}
+		return errs
 	}
+	var (
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, flushParallelism)
+	)
+	for i, share := range batch {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			outs, err := h.writer.WriteHeldHeartbeats(ctx, share.Tenant, share.Beats)
+			if errs[i] = err; err == nil {
+				h.found(ctx, share.Tenant, outs)
+			}
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// found acts on what a write of tenant's heartbeats found.
+func (h *holder) found(ctx context.Context, tenant uuid.UUID, outs []store.HeldOutcome) {
 	for _, o := range outs {
 		switch {
 		case o.Err != nil:
 			// Deregistered or gone since it was learnt: the next heartbeat
 			// goes to the store, which answers it.
-			h.forget(w.tenant, o.ServerID, false)
+			h.forget(tenant, o.ServerID, false)
 		case o.Event != nil:
-			h.logger.InfoContext(ctx, "heartbeat changed status", "tenant_id", w.tenant.String(),
+			h.logger.InfoContext(ctx, "heartbeat changed status", "tenant_id", tenant.String(),
 				"server_id", o.ServerID.String(), "module_name", o.Server.ModuleName,
 				"from_status", fromStatus(o.Event), "status", string(o.Server.Status), "trace_id", o.Server.TraceID,
 				"held", true)
 			h.sink.Transition(ctx, *o.Event)
 		}
 	}
-	return nil
 }
 
 // keep puts back the heartbeats of a failed write, up to max; it returns

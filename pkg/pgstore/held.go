@@ -2,8 +2,10 @@ package pgstore
 
 import (
 	"context"
+	"sync"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/store"
@@ -48,6 +50,14 @@ func (s *Store) writeHeld(ctx context.Context, tenant uuid.UUID, servers [][16]b
 	if err != nil {
 		return nil, err
 	}
+	// Committed once the rows are read without error: the statement ran in
+	// its own implicit transaction.
+	return scanHeld(rows)
+}
+
+// scanHeld reads the rows of heldSQL into the outcomes of the servers that
+// were not simply healthy, and closes rows.
+func scanHeld(rows pgx.Rows) ([]store.HeldOutcome, error) {
 	defer rows.Close()
 	var (
 		t   uuid.UUID
@@ -73,10 +83,92 @@ func (s *Store) writeHeld(ctx context.Context, tenant uuid.UUID, servers [][16]b
 			out = append(out, store.HeldOutcome{ServerID: r.prevID, Server: res.srv, Event: res.ev, Err: res.err})
 		}
 	}
-	// Committed once the rows are read without error: the statement ran in
-	// its own implicit transaction.
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+var _ store.HeldBatchWriter = (*Store)(nil)
+
+// WriteHeldBatch writes a flush of held heartbeats. On plain PostgreSQL
+// each tenant's share is a statement of one pipeline, run as one implicit
+// transaction: one round trip and one commit for the whole flush, and a
+// failure fails every share (a deadlock with a heartbeat batch is tried
+// again once). On Citus each share is a transaction of its own, routed to
+// its tenant's shard, a few at a time, so that a worker that is down fails
+// its own tenants' shares only.
+func (s *Store) WriteHeldBatch(ctx context.Context, batch []store.TenantHeld) []store.TenantHeldResult {
+	out := make([]store.TenantHeldResult, len(batch))
+	fail := func(err error) []store.TenantHeldResult {
+		for i := range out {
+			out[i] = store.TenantHeldResult{Err: err}
+		}
+		return out
+	}
+	citus, err := s.onCitus(ctx)
+	if err != nil {
+		return fail(translate(err))
+	}
+	if citus {
+		var (
+			wg    sync.WaitGroup
+			slots = make(chan struct{}, tenantParallelism)
+		)
+		for i, share := range batch {
+			slots <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-slots }()
+				out[i].Outcomes, out[i].Err = s.WriteHeldHeartbeats(ctx, share.Tenant, share.Beats)
+			})
+		}
+		wg.Wait()
+		return out
+	}
+	var outcomes [][]store.HeldOutcome
+	for range 2 {
+		if outcomes, err = s.writeHeldPipeline(ctx, batch); !isRetryable(err) {
+			break
+		}
+	}
+	if err != nil {
+		return fail(translate(err))
+	}
+	for i := range out {
+		out[i].Outcomes = outcomes[i]
+	}
+	return out
+}
+
+// writeHeldPipeline sends every share of batch as a statement of one
+// pipeline (one implicit transaction) and reads their outcomes.
+func (s *Store) writeHeldPipeline(ctx context.Context, batch []store.TenantHeld) ([][]store.HeldOutcome, error) {
+	var pb pgx.Batch
+	at := s.now()
+	for _, share := range batch {
+		servers := make([][16]byte, len(share.Beats))
+		ages := make([]int64, len(share.Beats))
+		for i, b := range share.Beats {
+			servers[i], ages[i] = b.ServerID, max(b.Age, 0).Microseconds()
+		}
+		pb.Queue(heldSQL, [16]byte(share.Tenant), servers, ages, at)
+	}
+	br := s.pool.SendBatch(ctx, &pb)
+	outcomes := make([][]store.HeldOutcome, len(batch))
+	for i := range batch {
+		rows, err := br.Query()
+		if err != nil {
+			_ = br.Close()
+			return nil, err
+		}
+		if outcomes[i], err = scanHeld(rows); err != nil {
+			_ = br.Close()
+			return nil, err
+		}
+	}
+	// The implicit transaction commits at the batch's end.
+	if err := br.Close(); err != nil {
+		return nil, err
+	}
+	return outcomes, nil
 }

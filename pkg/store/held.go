@@ -48,3 +48,24 @@ type HeldHeartbeatWriter interface {
 	// or an error and nothing written.
 	WriteHeldHeartbeats(ctx context.Context, tenant uuid.UUID, beats []HeldHeartbeat) ([]HeldOutcome, error)
 }
+
+// TenantHeld is one tenant's share of a flush of held heartbeats.
+type TenantHeld struct {
+	Tenant uuid.UUID
+	Beats  []HeldHeartbeat
+}
+
+// TenantHeldResult is what writing one tenant's share found: as
+// WriteHeldHeartbeats answers.
+type TenantHeldResult struct {
+	Outcomes []HeldOutcome
+	Err      error
+}
+
+// HeldBatchWriter is a store that writes the held heartbeats of many
+// tenants at once, in fewer round trips than one call per tenant.
+type HeldBatchWriter interface {
+	// WriteHeldBatch writes each tenant's share as WriteHeldHeartbeats
+	// would and returns a result per share, in the order given.
+	WriteHeldBatch(ctx context.Context, batch []TenantHeld) []TenantHeldResult
+}

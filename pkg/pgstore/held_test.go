@@ -1,0 +1,81 @@
+package pgstore_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/cyberos/mcpd/pkg/pgstore"
+	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
+	"github.com/cyberos/mcpd/pkg/testing/pgtest"
+)
+
+// A flush of many tenants' held heartbeats in one call: on plain
+// PostgreSQL one pipeline and one commit, on Citus a transaction per
+// tenant; either way each share is written at its received times and
+// names its own servers that were not simply healthy.
+func TestHeldBatch(t *testing.T) {
+	t.Run("postgres", func(t *testing.T) { heldBatch(t, pgtest.NewDB(t)) })
+	t.Run("citus", func(t *testing.T) { heldBatch(t, pgtest.SharedCitus(t).NewDB(t)) })
+}
+
+func heldBatch(t *testing.T, db *pgtest.DB) {
+	ctx := t.Context()
+	clock := clockwork.NewFakeClockAt(epoch)
+	st := pgstore.New(db.App, pgstore.Options{Clock: clock})
+	t.Cleanup(st.Close)
+	reg := func(tenant uuid.UUID, module string) registry.Server {
+		t.Helper()
+		srv, _, _, err := st.Register(ctx, tenant, registry.ServerInfo{ModuleName: module, Version: "1.0.0",
+			SupportedProtocols: []string{"2025-06-18"}}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return srv
+	}
+	const tenants = 30
+	var batch []store.TenantHeld
+	var live []registry.Server
+	gone := map[uuid.UUID]bool{}
+	for i := range tenants {
+		tenant := uuid.New()
+		a, b := reg(tenant, "a"), reg(tenant, "b")
+		live = append(live, a)
+		if i%10 == 0 {
+			if _, _, err := st.Deregister(ctx, tenant, b.ServerID); err != nil {
+				t.Fatal(err)
+			}
+			gone[b.ServerID] = true
+		}
+		batch = append(batch, store.TenantHeld{Tenant: tenant, Beats: []store.HeldHeartbeat{
+			{ServerID: a.ServerID, Age: time.Duration(i) * time.Millisecond},
+			{ServerID: b.ServerID},
+		}})
+	}
+	clock.Advance(3 * time.Second)
+	results := st.WriteHeldBatch(ctx, batch)
+	if len(results) != tenants {
+		t.Fatalf("%d results, want %d", len(results), tenants)
+	}
+	for i, res := range results {
+		if res.Err != nil {
+			t.Fatalf("share %d: %v", i, res.Err)
+		}
+		wantGone := gone[batch[i].Beats[1].ServerID]
+		if wantGone != (len(res.Outcomes) == 1) ||
+			wantGone && (res.Outcomes[0].ServerID != batch[i].Beats[1].ServerID || !errors.Is(res.Outcomes[0].Err, registry.ErrDeregistered)) {
+			t.Fatalf("share %d: outcomes %+v (deregistered server: %v)", i, res.Outcomes, wantGone)
+		}
+		srv, err := st.Server(ctx, batch[i].Tenant, live[i].ServerID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := clock.Now().Add(-time.Duration(i) * time.Millisecond); !srv.LastHeartbeatAt.Equal(want) {
+			t.Fatalf("share %d: last heartbeat %s, want %s", i, srv.LastHeartbeatAt, want)
+		}
+	}
+}
