@@ -25,43 +25,62 @@ SET plan_cache_mode = force_custom_plan
 AS $fn$
 #variable_conflict use_column
 DECLARE
-    v_now  timestamptz := COALESCE(p_now, now());
-    v_at   timestamptz[];
-    v_n    bigint;
-    v_rest uuid[];
-    v_gone uuid[];
+    v_now    timestamptz := COALESCE(p_now, now());
+    v_at     timestamptz[];
+    v_locked uuid[];
+    v_rest   uuid[];
+    v_gone   uuid[];
+    v_busy   uuid[];
 BEGIN
     -- The times here: Citus refuses a stable operator (timestamptz minus
     -- interval) on a column in an UPDATE.
     v_at := ARRAY(SELECT v_now - a * interval '1 microsecond' FROM unnest(p_ages) WITH ORDINALITY AS x(a, i) ORDER BY i);
-    UPDATE mcp_servers s
-    SET last_heartbeat_at = GREATEST(s.last_heartbeat_at, h.at)
-    FROM unnest(p_servers, v_at) AS h(id, at)
-    WHERE s.tenant_id = p_tenant AND s.server_id = h.id AND s.status = 'healthy';
-    GET DIAGNOSTICS v_n = ROW_COUNT;
-    IF v_n >= COALESCE(cardinality(p_servers), 0) THEN
-        RETURN; -- the common case: every server was healthy
+    -- Lock the healthy servers' rows, in server_id order, skipping those
+    -- another transaction holds (a registration, a sweep, a heartbeat that
+    -- went to the store, anyone's): their heartbeats are named busy and
+    -- written by the next flush, so that a row held for long never holds
+    -- up the rest of the window, nor another tenant's.
+    SELECT array_agg(l.server_id) INTO v_locked
+    FROM (SELECT s.server_id FROM mcp_servers s
+          WHERE s.tenant_id = p_tenant AND s.server_id = ANY (p_servers) AND s.status = 'healthy'
+          ORDER BY s.server_id
+          FOR UPDATE OF s SKIP LOCKED) l;
+    IF v_locked IS NOT NULL THEN
+        UPDATE mcp_servers s
+        SET last_heartbeat_at = GREATEST(s.last_heartbeat_at, h.at)
+        FROM unnest(p_servers, v_at) AS h(id, at)
+        WHERE s.tenant_id = p_tenant AND s.server_id = h.id AND s.server_id = ANY (v_locked);
     END IF;
-    -- The others (the caller sends each server once): not healthy, or not
-    -- the tenant's.
-    SELECT array_agg(h.id) FILTER (WHERE s.server_id IS NOT NULL),
-           array_agg(h.id) FILTER (WHERE s.server_id IS NULL)
-    INTO v_rest, v_gone
-    FROM unnest(p_servers, p_ages) AS h(id, age)
+    IF COALESCE(cardinality(v_locked), 0) >= COALESCE(cardinality(p_servers), 0) THEN
+        RETURN; -- the common case: every server was healthy (the caller sends each once)
+    END IF;
+    -- The others: not healthy (to recover), not the tenant's, or healthy
+    -- and held by another transaction (busy).
+    SELECT array_agg(h.id) FILTER (WHERE s.server_id IS NOT NULL AND s.status <> 'healthy'),
+           array_agg(h.id) FILTER (WHERE s.server_id IS NULL),
+           array_agg(h.id) FILTER (WHERE s.status = 'healthy')
+    INTO v_rest, v_gone, v_busy
+    FROM unnest(p_servers) AS h(id)
+    LEFT JOIN unnest(v_locked) AS k(id) ON k.id = h.id
     LEFT JOIN mcp_servers s ON s.tenant_id = p_tenant AND s.server_id = h.id
-    WHERE s.server_id IS NULL OR s.status <> 'healthy';
+    WHERE k.id IS NULL;
     IF v_rest IS NOT NULL THEN
+        -- The recovery's time is taken now, after the locks above: a
+        -- sweep that moved the server committed before it.
         RETURN QUERY
-        SELECT * FROM mcp_heartbeat_tenant(p_tenant, v_rest, v_now);
+        SELECT * FROM mcp_heartbeat_tenant(p_tenant, v_rest, COALESCE(p_now, clock_timestamp()));
     END IF;
-    -- A server that is not the tenant's: a row with no previous status.
+    -- A server that is not the tenant's: a row with no previous status; a
+    -- busy one: previous status 'busy'.
     RETURN QUERY
-    SELECT p_tenant, g.id, NULL::text,
+    SELECT p_tenant, g.id, g.st,
            NULL::uuid, NULL::uuid, NULL::text, NULL::text, NULL::text[], NULL::jsonb, NULL::text,
            NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::jsonb, NULL::text,
            NULL::text, NULL::bigint, NULL::uuid, NULL::uuid, NULL::text, NULL::uuid, NULL::text, NULL::text,
            NULL::text, NULL::text, NULL::timestamptz, NULL::jsonb
-    FROM unnest(v_gone) AS g(id);
+    FROM (SELECT x.id, NULL::text AS st FROM unnest(v_gone) AS x(id)
+          UNION ALL
+          SELECT y.id, 'busy'::text FROM unnest(v_busy) AS y(id)) g;
 END
 $fn$;
 REVOKE ALL ON FUNCTION mcp_heartbeat_held(uuid, uuid[], bigint[], timestamptz) FROM PUBLIC;

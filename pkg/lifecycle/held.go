@@ -69,6 +69,10 @@ const (
 	flushParallelism = 4
 	// finalFlushTimeout bounds the flush when the Registrar stops.
 	finalFlushTimeout = 5 * time.Second
+	// flushTimeout bounds any flush: past it its heartbeats are kept for
+	// the next one (a flush held up past a window already sends every
+	// heartbeat to the store: holder.stuck).
+	flushTimeout = 5 * time.Second
 )
 
 // SweepGrace is the allowance the monitor adds to 2I and 3I for heartbeats
@@ -104,8 +108,10 @@ type holder struct {
 	// failing is set by a flush whose every write failed and cleared by
 	// any write that succeeds: while set, nothing is held.
 	failing atomic.Bool
-	// flushMu makes flushes one at a time.
-	flushMu sync.Mutex
+	// flushMu makes flushes one at a time; flushingSince is when the
+	// flush under way began (UnixNano of the clock; 0: none).
+	flushMu       sync.Mutex
+	flushingSince atomic.Int64
 
 	mu sync.Mutex
 	// epoch moves when every tenant is forgotten.
@@ -155,7 +161,7 @@ func (h *holder) tenant(id uuid.UUID) *heldTenant {
 // heartbeat is answered by the store, 409 or a committed recovery, as it
 // would be without holding.
 func (h *holder) hold(ctx context.Context, tenant, serverID uuid.UUID, now time.Time) (registry.Server, bool) {
-	if h.failing.Load() || !h.feed.Keep(tenant) || !h.knows(tenant, serverID) {
+	if h.failing.Load() || h.stuck(now) || !h.feed.Keep(tenant) || !h.knows(tenant, serverID) {
 		return registry.Server{}, false
 	}
 	if current, err := h.feed.Current(ctx, tenant); err != nil || !current {
@@ -183,6 +189,15 @@ func (h *holder) hold(ctx context.Context, tenant, serverID uuid.UUID, now time.
 	t.beats[serverID] = now
 	srv.LastHeartbeatAt = now
 	return srv, true
+}
+
+// stuck reports whether the flush under way has taken longer than a
+// window: a write held up (a database that stalls, a lock) that a
+// heartbeat held now could wait behind past the sweep's grace. Until it
+// ends, every heartbeat goes to the store.
+func (h *holder) stuck(now time.Time) bool {
+	since := h.flushingSince.Load()
+	return since != 0 && now.Sub(time.Unix(0, since)) > h.interval
 }
 
 // knows reports whether tenant's server is known healthy and its
@@ -307,6 +322,10 @@ type tenantBeats struct {
 func (h *holder) flush(ctx context.Context) error {
 	h.flushMu.Lock()
 	defer h.flushMu.Unlock()
+	h.flushingSince.Store(h.clock.Now().UnixNano())
+	defer h.flushingSince.Store(0)
+	ctx, cancel := context.WithTimeout(ctx, flushTimeout)
+	defer cancel()
 	h.mu.Lock()
 	var work []tenantBeats
 	for id, t := range h.tenants {
@@ -393,7 +412,7 @@ func (h *holder) writeAll(ctx context.Context, work []tenantBeats) []error {
 	if bw, ok := h.writer.(store.HeldBatchWriter); ok {
 		for i, res := range bw.WriteHeldBatch(ctx, batch) {
 			if errs[i] = res.Err; res.Err == nil {
-				h.found(ctx, work[i].tenant, res.Outcomes)
+				h.found(ctx, work[i].tenant, work[i].beats, res.Outcomes)
 			}
 		}
 		return errs
@@ -408,7 +427,7 @@ func (h *holder) writeAll(ctx context.Context, work []tenantBeats) []error {
 			defer func() { <-slots }()
 			outs, err := h.writer.WriteHeldHeartbeats(ctx, share.Tenant, share.Beats)
 			if errs[i] = err; err == nil {
-				h.found(ctx, share.Tenant, outs)
+				h.found(ctx, share.Tenant, work[i].beats, outs)
 			}
 		})
 	}
@@ -416,10 +435,14 @@ func (h *holder) writeAll(ctx context.Context, work []tenantBeats) []error {
 	return errs
 }
 
-// found acts on what a write of tenant's heartbeats found.
-func (h *holder) found(ctx context.Context, tenant uuid.UUID, outs []store.HeldOutcome) {
+// found acts on what a write of tenant's heartbeats beats found.
+func (h *holder) found(ctx context.Context, tenant uuid.UUID, beats map[uuid.UUID]time.Time, outs []store.HeldOutcome) {
 	for _, o := range outs {
 		switch {
+		case errors.Is(o.Err, store.ErrBusy):
+			// Its row was held by another transaction: the next flush
+			// writes it.
+			h.requeue(tenantBeats{tenant, map[uuid.UUID]time.Time{o.ServerID: beats[o.ServerID]}})
 		case o.Err != nil:
 			// Deregistered or gone since it was learnt: the next heartbeat
 			// goes to the store, which answers it.
@@ -434,13 +457,26 @@ func (h *holder) found(ctx context.Context, tenant uuid.UUID, outs []store.HeldO
 	}
 }
 
-// keep puts back the heartbeats of a failed write, up to max; it returns
-// how many it dropped. The caller holds no lock.
+// keep puts back the heartbeats of a failed write, up to max, and stops
+// holding the tenant's; it returns how many it dropped. The caller holds
+// no lock.
 func (h *holder) keep(w tenantBeats) (dropped int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.tenant(w.tenant).failing = true
+	return h.requeueLocked(w)
+}
+
+// requeue puts back heartbeats for the next flush, up to max; it returns
+// how many it dropped.
+func (h *holder) requeue(w tenantBeats) (dropped int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.requeueLocked(w)
+}
+
+func (h *holder) requeueLocked(w tenantBeats) (dropped int) {
 	t := h.tenant(w.tenant)
-	t.failing = true
 	if t.beats == nil {
 		t.beats = make(map[uuid.UUID]time.Time, len(w.beats))
 	}

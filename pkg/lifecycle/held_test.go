@@ -14,6 +14,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/store"
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 // followed is a change feed that follows every tenant (or none), and has
@@ -35,6 +36,13 @@ type heldStore struct {
 	// failTenant, when set, is the one tenant whose writes fail (a Citus
 	// worker that is down).
 	failTenant atomic.Pointer[uuid.UUID]
+	// busy, when set, is a server whose row another transaction holds:
+	// its held heartbeat comes back busy.
+	busy atomic.Pointer[uuid.UUID]
+	// block, when set, holds every write until it is closed; writes
+	// counts the writes begun.
+	block  atomic.Pointer[chan struct{}]
+	writes atomic.Int64
 	// onHeartbeat, when set, runs before a heartbeat is answered.
 	onHeartbeat func()
 }
@@ -52,8 +60,25 @@ func (s *heldStore) Heartbeat(ctx context.Context, tenant, id uuid.UUID) (regist
 }
 
 func (s *heldStore) WriteHeldHeartbeats(ctx context.Context, tenant uuid.UUID, beats []store.HeldHeartbeat) ([]store.HeldOutcome, error) {
+	s.writes.Add(1)
+	if b := s.block.Load(); b != nil {
+		<-*b
+	}
 	if f := s.failTenant.Load(); s.failing.Load() || f != nil && *f == tenant {
 		return nil, registry.ErrUnavailable
+	}
+	if b := s.busy.Load(); b != nil {
+		var rest []store.HeldHeartbeat
+		var outs []store.HeldOutcome
+		for _, hb := range beats {
+			if hb.ServerID == *b {
+				outs = append(outs, store.HeldOutcome{ServerID: hb.ServerID, Err: store.ErrBusy})
+			} else {
+				rest = append(rest, hb)
+			}
+		}
+		more, err := s.Store.WriteHeldHeartbeats(ctx, tenant, rest)
+		return append(outs, more...), err
 	}
 	return s.Store.WriteHeldHeartbeats(ctx, tenant, beats)
 }
@@ -328,6 +353,53 @@ func TestHeldWriteFailureOfOneTenant(t *testing.T) {
 	e.tenant = other.TenantID
 	e.heartbeat(other.ServerID) // still held
 	e.wantStoreCalls(3)
+}
+
+// A heartbeat whose row another transaction held comes back busy: kept
+// for the next flush, which writes it; the server stays known.
+func TestHeldBusyRowWrittenByTheNextFlush(t *testing.T) {
+	e := newHeldEnv(t, 0)
+	srv := e.register("calendar")
+	e.heartbeat(srv.ServerID)
+	e.clock.Advance(time.Second)
+	held := e.heartbeat(srv.ServerID)
+	e.store.busy.Store(&srv.ServerID)
+	e.flush()
+	if at := e.stored(srv.ServerID).LastHeartbeatAt; at.Equal(held.LastHeartbeatAt) {
+		t.Fatal("a busy row was written")
+	}
+	e.store.busy.Store(nil)
+	e.flush()
+	if at := e.stored(srv.ServerID).LastHeartbeatAt; !at.Equal(held.LastHeartbeatAt) {
+		t.Fatalf("after the next flush: %s, want %s", at, held.LastHeartbeatAt)
+	}
+	e.heartbeat(srv.ServerID)
+	e.wantStoreCalls(1)
+}
+
+// A flush held up past a window (a lock, a database that stalls) sends
+// every heartbeat to the store until it ends: none waits behind it past
+// the sweep's grace.
+func TestHeldStuckFlushSendsHeartbeatsToTheStore(t *testing.T) {
+	e := newHeldEnv(t, 0)
+	srv := e.register("calendar")
+	e.heartbeat(srv.ServerID)
+	e.heartbeat(srv.ServerID) // held
+	block := make(chan struct{})
+	e.store.block.Store(&block)
+	done := make(chan error, 1)
+	go func() { done <- e.reg.Flush(e.ctx) }()
+	testwait.Eventually(t, "the flush under way", func() bool { return e.store.writes.Load() == 1 })
+	e.clock.Advance(flushWindow + time.Millisecond)
+	e.heartbeat(srv.ServerID)
+	e.wantStoreCalls(2)
+	close(block)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	e.store.block.Store(nil)
+	e.heartbeat(srv.ServerID) // held again
+	e.wantStoreCalls(2)
 }
 
 func TestHeldHeartbeatsBounded(t *testing.T) {

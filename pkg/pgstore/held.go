@@ -75,6 +75,8 @@ func scanHeld(rows pgx.Rows) ([]store.HeldOutcome, error) {
 		switch {
 		case prev == nil:
 			out = append(out, store.HeldOutcome{ServerID: r.prevID, Err: registry.ErrNotFound})
+		case *prev == "busy":
+			out = append(out, store.HeldOutcome{ServerID: r.prevID, Err: store.ErrBusy})
 		case *prev == string(registry.StatusHealthy):
 			// Recovered meanwhile by a heartbeat of its own: written.
 		default:

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/google/uuid"
@@ -34,9 +35,13 @@ type HeldOutcome struct {
 	// sweep had moved the server meanwhile; nil otherwise.
 	Event *registry.Event
 	// Err is registry.ErrNotFound or registry.ErrDeregistered: the
-	// heartbeat was not written.
+	// heartbeat was not written; or ErrBusy: not written yet.
 	Err error
 }
+
+// ErrBusy is a held heartbeat not written because another transaction
+// held its server's row: the next flush writes it.
+var ErrBusy = errors.New("server row held by another transaction; write it again")
 
 // HeldHeartbeatWriter is a store that writes held heartbeats.
 type HeldHeartbeatWriter interface {
