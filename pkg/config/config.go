@@ -341,6 +341,9 @@ func (c Config) Validate() error {
 	case c.HeartbeatFlushInterval < 0:
 		bad(KeyHeartbeatFlushInterval, "must be a positive duration, like 500ms, or 0 to write every heartbeat before it is answered; got %s",
 			c.HeartbeatFlushInterval)
+	case c.HeartbeatFlushInterval > 0 && c.HeartbeatFlushInterval < time.Millisecond:
+		bad(KeyHeartbeatFlushInterval, "%s is shorter than 1ms: a flush that often only spins (0 writes every heartbeat before it is answered)",
+			c.HeartbeatFlushInterval)
 	case c.HeartbeatFlushInterval > MaxHeartbeatFlushInterval:
 		bad(KeyHeartbeatFlushInterval, "%s is longer than %s: a crash may lose at most that window",
 			c.HeartbeatFlushInterval, MaxHeartbeatFlushInterval)

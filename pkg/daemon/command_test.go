@@ -352,6 +352,7 @@ func TestExitCodes(t *testing.T) {
 		{"invalid config", []string{"--dev", "--monitor-period", "20s"}, nil, 2, "--monitor-period: 20s is longer"},
 		{"flush window over 1s", []string{"--dev", "--heartbeat-flush-interval", "2s"}, nil, 2, "--heartbeat-flush-interval: 2s is longer than 1s"},
 		{"negative flush window", []string{"--dev", "--heartbeat-flush-interval", "-1s"}, nil, 2, "--heartbeat-flush-interval: must be a positive duration"},
+		{"flush window under 1ms", []string{"--dev", "--heartbeat-flush-interval", "1ns"}, nil, 2, "--heartbeat-flush-interval: 1ns is shorter than 1ms"},
 		{"period over short interval", []string{"--dev", "--heartbeat-interval", "1s", "--monitor-period", "5s"}, nil, 2, "--monitor-period: 5s is longer"},
 		{"zero interval", []string{"--dev", "--heartbeat-interval", "0s"}, nil, 2, "--heartbeat-interval: must be a positive"},
 		{"no store", nil, nil, 2, "--database-url: required"},
