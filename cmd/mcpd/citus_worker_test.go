@@ -132,7 +132,11 @@ func TestCitusWorkerStoppedAcrossReplicas(t *testing.T) {
 	})
 	time.Sleep(6 * citusInterval) // past 3I of the stopped tenant's servers
 
-	// A replica dies; the watch resumes on the other from its last id.
+	// The heartbeats stop (the stopped tenant's go through a, which dies
+	// next); a replica dies; the watch resumes on the other from its last
+	// id.
+	sb.halt()
+	rb.halt()
 	a.kill(t)
 	// The client would retry the dead replica for ever: the watcher moves.
 	stopWatch()
@@ -148,8 +152,6 @@ func TestCitusWorkerStoppedAcrossReplicas(t *testing.T) {
 	if _, err := rc.Deregister(ctx, rIDs[0]); err != nil {
 		t.Fatal(err)
 	}
-	sb.halt()
-	rb.halt()
 
 	outcomes, bad := sb.report()
 	if len(bad) > 0 {
