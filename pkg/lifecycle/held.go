@@ -57,16 +57,9 @@ type HeldFeed interface {
 
 // Defaults of the held heartbeats.
 const (
-	// DefaultFlushInterval is the flush window of held heartbeats.
-	DefaultFlushInterval = 500 * time.Millisecond
-	// MaxFlushInterval bounds the flush window (contract).
-	MaxFlushInterval = time.Second
 	// DefaultMaxHeld bounds the heartbeats held and not yet written; past
 	// it, heartbeats go to the store one by one.
 	DefaultMaxHeld = 100_000
-	// flushParallelism bounds the tenants whose heartbeats are written at
-	// once (each holds a connection of the pool).
-	flushParallelism = 4
 	// finalFlushTimeout bounds the flush when the Registrar stops.
 	finalFlushTimeout = 5 * time.Second
 	// flushTimeout bounds any flush: past it its heartbeats are kept for
@@ -96,7 +89,7 @@ type FlushStats struct {
 
 // holder holds heartbeats of healthy servers until they are written.
 type holder struct {
-	writer   store.HeldHeartbeatWriter
+	writer   store.HeldBatchWriter
 	feed     HeldFeed
 	clock    clockwork.Clock
 	interval time.Duration
@@ -113,9 +106,7 @@ type holder struct {
 	flushMu       sync.Mutex
 	flushingSince atomic.Int64
 
-	mu sync.Mutex
-	// epoch moves when every tenant is forgotten.
-	epoch   uint64
+	mu      sync.Mutex
 	tenants map[uuid.UUID]*heldTenant
 	// held counts the heartbeats in every tenant's beats.
 	held int
@@ -140,7 +131,6 @@ type heldTenant struct {
 // tenant was read in between.
 type stamp struct {
 	following bool
-	epoch     uint64
 	gen       uint64
 }
 
@@ -219,7 +209,7 @@ func (h *holder) before(tenant uuid.UUID) stamp {
 	following := h.feed.Keep(tenant)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return stamp{following: following, epoch: h.epoch, gen: h.tenant(tenant).gen}
+	return stamp{following: following, gen: h.tenant(tenant).gen}
 }
 
 // learn keeps srv, as the store answered after st, as known when nothing
@@ -230,7 +220,7 @@ func (h *holder) learn(st stamp, srv registry.Server) {
 	defer h.mu.Unlock()
 	t := h.tenant(srv.TenantID)
 	t.failing = false
-	if !st.following || srv.Status != registry.StatusHealthy || h.epoch != st.epoch || t.gen != st.gen {
+	if !st.following || srv.Status != registry.StatusHealthy || t.gen != st.gen {
 		return
 	}
 	if t.known == nil {
@@ -296,7 +286,6 @@ func (h *holder) forgetTenant(tenant uuid.UUID) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if tenant == uuid.Nil {
-		h.epoch++
 		for _, t := range h.tenants {
 			t.gen++
 			t.known = nil
@@ -394,10 +383,9 @@ func (h *holder) flush(ctx context.Context) error {
 	return firstErr
 }
 
-// writeAll writes every tenant's share of a flush and returns the error of
-// each, in order: in one call when the store writes batches (on plain
-// PostgreSQL one round trip and one commit), else one call per tenant, a
-// few at a time.
+// writeAll writes every tenant's share of a flush in one call of the
+// store (on plain PostgreSQL one round trip and one commit) and returns
+// the error of each share, in order.
 func (h *holder) writeAll(ctx context.Context, work []tenantBeats) []error {
 	now := h.clock.Now()
 	batch := make([]store.TenantHeld, len(work))
@@ -409,30 +397,25 @@ func (h *holder) writeAll(ctx context.Context, work []tenantBeats) []error {
 		batch[i] = store.TenantHeld{Tenant: w.tenant, Beats: beats}
 	}
 	errs := make([]error, len(work))
-	if bw, ok := h.writer.(store.HeldBatchWriter); ok {
-		for i, res := range bw.WriteHeldBatch(ctx, batch) {
-			if errs[i] = res.Err; res.Err == nil {
-				h.found(ctx, work[i].tenant, work[i].beats, res.Outcomes)
-			}
+	for i, res := range h.writer.WriteHeldBatch(ctx, batch) {
+		if errs[i] = res.Err; res.Err == nil {
+			h.found(ctx, work[i].tenant, work[i].beats, res.Outcomes)
 		}
-		return errs
 	}
-	var (
-		wg    sync.WaitGroup
-		slots = make(chan struct{}, flushParallelism)
-	)
-	for i, share := range batch {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			outs, err := h.writer.WriteHeldHeartbeats(ctx, share.Tenant, share.Beats)
-			if errs[i] = err; err == nil {
-				h.found(ctx, share.Tenant, work[i].beats, outs)
-			}
-		})
-	}
-	wg.Wait()
 	return errs
+}
+
+// oneByOne writes a batch one tenant at a time: the batch of a store that
+// writes one tenant per call (the memory store, where a call costs no
+// round trip).
+type oneByOne struct{ store.HeldHeartbeatWriter }
+
+func (w oneByOne) WriteHeldBatch(ctx context.Context, batch []store.TenantHeld) []store.TenantHeldResult {
+	out := make([]store.TenantHeldResult, len(batch))
+	for i, share := range batch {
+		out[i].Outcomes, out[i].Err = w.WriteHeldHeartbeats(ctx, share.Tenant, share.Beats)
+	}
+	return out
 }
 
 // found acts on what a write of tenant's heartbeats beats found.

@@ -66,9 +66,9 @@ type RegistrarOptions struct {
 	Clock clockwork.Clock
 	// FlushInterval, when positive and Feed is set and the store is a
 	// store.HeldHeartbeatWriter, holds heartbeats of healthy servers in
-	// memory and writes them every FlushInterval (at most
-	// MaxFlushInterval); Run must then run. Zero: every heartbeat is
-	// written before it is answered.
+	// memory and writes them every FlushInterval (the contract's bounds
+	// are the configuration's: config.Validate); Run must then run. Zero:
+	// every heartbeat is written before it is answered.
 	FlushInterval time.Duration
 	// Feed tells the Registrar which tenants' events reach its Read.
 	Feed HeldFeed
@@ -88,8 +88,12 @@ func NewRegistrar(opts RegistrarOptions) *Registrar {
 		quota:    max(opts.MaxServersPerTenant, 0), unbeaten: make(map[uuid.UUID]struct{}),
 		clock: cmp.Or[clockwork.Clock](opts.Clock, clockwork.NewRealClock())}
 	if w, ok := opts.Store.(store.HeldHeartbeatWriter); ok && opts.FlushInterval > 0 && opts.Feed != nil {
-		r.held = &holder{writer: w, feed: opts.Feed, clock: r.clock,
-			interval: min(opts.FlushInterval, MaxFlushInterval),
+		bw, batches := w.(store.HeldBatchWriter)
+		if !batches {
+			bw = oneByOne{w}
+		}
+		r.held = &holder{writer: bw, feed: opts.Feed, clock: r.clock,
+			interval: opts.FlushInterval,
 			max:      cmp.Or(max(opts.MaxHeld, 0), DefaultMaxHeld), onFlush: opts.OnFlush,
 			logger: logger, sink: r.sink, tenants: make(map[uuid.UUID]*heldTenant)}
 	}
