@@ -39,19 +39,8 @@ func TestCitusWorkerStoppedAcrossReplicas(t *testing.T) {
 	ctx := t.Context()
 
 	// A tenant on each worker.
-	onPort := map[int]uuid.UUID{}
-	for len(onPort) < 2 {
-		tenant := uuid.New()
-		var port int
-		if err := db.Admin.QueryRow(ctx, `SELECT p.nodeport FROM pg_dist_shard_placement p
-			WHERE p.shardid = get_shard_id_for_distribution_column('mcp_servers', $1::uuid)`, tenant).Scan(&port); err != nil {
-			t.Fatal(err)
-		}
-		if _, seen := onPort[port]; !seen {
-			onPort[port] = tenant
-		}
-	}
-	stopped, running := onPort[c.Workers[0].Port()], onPort[c.Workers[1].Port()]
+	tenants := c.TenantOnEachWorker(t, db)
+	stopped, running := tenants[0], tenants[1]
 
 	args := []string{"--heartbeat-interval", citusInterval.String(), "--monitor-period", (citusInterval / 4).String()}
 	a, b := startMcpd(t, db.AppURL, args...), startMcpd(t, db.AppURL, args...)

@@ -391,35 +391,45 @@ func (s *Store) heartbeatPerTenant(ctx context.Context, pairs []batchKey, now *t
 		}
 		byTenant[p.tenant] = append(byTenant[p.tenant], p.serverID)
 	}
-	// The tenants' statements go to their shards side by side, a few at a
-	// time (each holds a connection of the pool).
+	// The tenants' statements go to their shards side by side.
+	dones := make([]map[batchKey]heartbeatResult, len(order))
+	errs := make([]error, len(order))
+	eachTenant(len(order), func(i int) {
+		dones[i] = make(map[batchKey]heartbeatResult, len(byTenant[order[i]]))
+		errs[i] = s.heartbeatTenant(ctx, order[i], byTenant[order[i]], now, dones[i])
+	})
+	for _, done := range dones {
+		maps.Copy(results, done)
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tenantParallelism bounds the tenants served at once on Citus (each call
+// holds a connection of the pool).
+const tenantParallelism = 4
+
+// eachTenant calls do(i) for every i below n, tenantParallelism at a time,
+// and returns when every call has: the shape of every per-tenant fan-out
+// on Citus (heartbeat batches, held heartbeats, feed reads).
+func eachTenant(n int, do func(i int)) {
 	var (
-		mu       sync.Mutex
-		firstErr error
-		wg       sync.WaitGroup
-		slots    = make(chan struct{}, tenantParallelism)
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, tenantParallelism)
 	)
-	for _, tenant := range order {
+	for i := range n {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			done := make(map[batchKey]heartbeatResult, len(byTenant[tenant]))
-			err := s.heartbeatTenant(ctx, tenant, byTenant[tenant], now, done)
-			mu.Lock()
-			defer mu.Unlock()
-			maps.Copy(results, done)
-			if err != nil && firstErr == nil {
-				firstErr = err
-			}
+			do(i)
 		})
 	}
 	wg.Wait()
-	return firstErr
 }
-
-// tenantParallelism bounds the tenants of a batch whose heartbeats are
-// applied at once on Citus.
-const tenantParallelism = 4
 
 // heartbeatHealthyTenantSQL records the heartbeats of tenant $1's servers
 // $2 that are healthy and stay so, at $3 (NULL: now()): one statement

@@ -32,19 +32,8 @@ func TestCitusStoppedWorker(t *testing.T) {
 	t.Cleanup(st.Close)
 
 	// A tenant on each worker.
-	onPort := map[int]uuid.UUID{}
-	for len(onPort) < 2 {
-		tenant := uuid.New()
-		var port int
-		if err := db.Admin.QueryRow(ctx, `SELECT p.nodeport FROM pg_dist_shard_placement p
-			WHERE p.shardid = get_shard_id_for_distribution_column('mcp_servers', $1::uuid)`, tenant).Scan(&port); err != nil {
-			t.Fatal(err)
-		}
-		if _, seen := onPort[port]; !seen {
-			onPort[port] = tenant
-		}
-	}
-	stopped, other := onPort[c.Workers[0].Port()], onPort[c.Workers[1].Port()]
+	tenants := c.TenantOnEachWorker(t, db)
+	stopped, other := tenants[0], tenants[1]
 	reg := func(tenant uuid.UUID, module string) registry.Server {
 		t.Helper()
 		srv, _, _, err := st.Register(ctx, tenant, registry.ServerInfo{ModuleName: module, Version: "1.0.0",

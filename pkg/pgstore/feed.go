@@ -1,10 +1,10 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/google/uuid"
 
@@ -120,39 +120,23 @@ func (s *Store) ReadFeed(ctx context.Context, tenants []uuid.UUID, after []regis
 // readFeedEach reads each tenant's trail in a call of its own, a few at a
 // time, and returns the batches read and the first error.
 func (s *Store) readFeedEach(ctx context.Context, read string, tenants []uuid.UUID, from []int64, limit int) ([]store.FeedBatch, error) {
+	got := make([][]store.FeedBatch, len(tenants))
+	errs := make([]error, len(tenants))
+	eachTenant(len(tenants), func(i int) {
+		got[i], errs[i] = s.readFeed(ctx, read, tenants[i:i+1], from[i:i+1], limit)
+	})
 	var (
-		mu       sync.Mutex
-		wg       sync.WaitGroup
+		out      []store.FeedBatch
 		firstErr error
 		failed   int
-		got      = make(map[uuid.UUID]store.FeedBatch, len(tenants))
-		slots    = make(chan struct{}, tenantParallelism)
 	)
-	for i, tenant := range tenants {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			batches, err := s.readFeed(ctx, read, []uuid.UUID{tenant}, from[i:i+1], limit)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				failed++
-				if firstErr == nil {
-					firstErr = err
-				}
-				return
-			}
-			for _, b := range batches {
-				got[b.Tenant] = b
-			}
-		})
-	}
-	wg.Wait()
-	out := make([]store.FeedBatch, 0, len(got))
-	for _, tenant := range tenants {
-		if b, ok := got[tenant]; ok {
-			out = append(out, b)
+	for i, err := range errs {
+		if err != nil {
+			failed++
+			firstErr = cmp.Or(firstErr, err)
+			continue
 		}
+		out = append(out, got[i]...)
 	}
 	if firstErr != nil {
 		firstErr = fmt.Errorf("read feed: %d of %d tenants: %w", failed, len(tenants), firstErr)

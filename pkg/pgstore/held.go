@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"sync"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -25,11 +24,7 @@ func (s *Store) WriteHeldHeartbeats(ctx context.Context, tenant uuid.UUID, beats
 	if len(beats) == 0 {
 		return nil, nil
 	}
-	servers := make([][16]byte, len(beats))
-	ages := make([]int64, len(beats))
-	for i, b := range beats {
-		servers[i], ages[i] = b.ServerID, max(b.Age, 0).Microseconds()
-	}
+	servers, ages := heldArrays(beats)
 	var (
 		out []store.HeldOutcome
 		err error
@@ -43,6 +38,17 @@ func (s *Store) WriteHeldHeartbeats(ctx context.Context, tenant uuid.UUID, beats
 		return nil, translate(err)
 	}
 	return out, nil
+}
+
+// heldArrays returns beats as the servers and ages (microseconds) of
+// heldSQL.
+func heldArrays(beats []store.HeldHeartbeat) (servers [][16]byte, ages []int64) {
+	servers = make([][16]byte, len(beats))
+	ages = make([]int64, len(beats))
+	for i, b := range beats {
+		servers[i], ages[i] = b.ServerID, max(b.Age, 0).Microseconds()
+	}
+	return servers, ages
 }
 
 func (s *Store) writeHeld(ctx context.Context, tenant uuid.UUID, servers [][16]byte, ages []int64) ([]store.HeldOutcome, error) {
@@ -113,18 +119,9 @@ func (s *Store) WriteHeldBatch(ctx context.Context, batch []store.TenantHeld) []
 		return fail(translate(err))
 	}
 	if citus {
-		var (
-			wg    sync.WaitGroup
-			slots = make(chan struct{}, tenantParallelism)
-		)
-		for i, share := range batch {
-			slots <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-slots }()
-				out[i].Outcomes, out[i].Err = s.WriteHeldHeartbeats(ctx, share.Tenant, share.Beats)
-			})
-		}
-		wg.Wait()
+		eachTenant(len(batch), func(i int) {
+			out[i].Outcomes, out[i].Err = s.WriteHeldHeartbeats(ctx, batch[i].Tenant, batch[i].Beats)
+		})
 		return out
 	}
 	var outcomes [][]store.HeldOutcome
@@ -148,11 +145,7 @@ func (s *Store) writeHeldPipeline(ctx context.Context, batch []store.TenantHeld)
 	var pb pgx.Batch
 	at := s.now()
 	for _, share := range batch {
-		servers := make([][16]byte, len(share.Beats))
-		ages := make([]int64, len(share.Beats))
-		for i, b := range share.Beats {
-			servers[i], ages[i] = b.ServerID, max(b.Age, 0).Microseconds()
-		}
+		servers, ages := heldArrays(share.Beats)
 		pb.Queue(heldSQL, [16]byte(share.Tenant), servers, ages, at)
 	}
 	br := s.pool.SendBatch(ctx, &pb)

@@ -275,47 +275,14 @@ func (s *Store) Heartbeat(ctx context.Context, tenant, serverID uuid.UUID) (regi
 // that order too.
 const lockServersSQL = `SELECT status FROM mcp_servers WHERE tenant_id = $2 AND server_id = ANY($1::uuid[]) ORDER BY server_id FOR UPDATE`
 
-// deregisterSQL marks a live server deregistered, makes its skills
+// deregisterLocked marks a live server deregistered, makes its skills
 // unavailable (all but those unavailable for a reason of their own) and
-// audits it: one statement.
-var deregisterSQL = `
-WITH prev AS (
-    SELECT server_id, status FROM mcp_servers WHERE tenant_id = $3 AND server_id = $1
-), upd AS (
-    UPDATE mcp_servers s
-    SET status = 'deregistered', deregistered_at = mcp_now($2::timestamptz),
-        status_changed_at = mcp_now($2::timestamptz)
-    FROM prev p
-    WHERE s.tenant_id = $3 AND s.server_id = p.server_id AND p.status <> 'deregistered'
-    RETURNING ` + prefixed("s") + `, p.status AS from_status
-), taken AS (
-    UPDATE mcp_skills k
-    SET available = false, unavailable_reason = 'server_deregistered'
-    FROM upd u
-    WHERE k.tenant_id = $3 AND k.server_id = u.server_id AND (k.available OR k.unavailable_reason = 'server_unhealthy')
-    RETURNING k.name
-), ev AS (
-    INSERT INTO mcp_audit_events
-        (event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body,
-         position)
-    SELECT gen_random_uuid(), u.tenant_id, 'mcp.server.deregistered', u.server_id, u.module_name, u.from_status,
-           u.status, u.trace_id, u.deregistered_at,
-           mcp_audit_body(u.server_id, u.module_name, u.status, u.version, u.supported_protocols,
-                          (SELECT jsonb_agg(t.name ORDER BY t.name) FROM taken t)),
-           $4::bigint
-    FROM upd u
-    RETURNING ` + eventColumns + `
-)
-SELECT p.server_id, p.status, ` + prefixed("u") + `, e.seq, e.event_id, e.tenant_id, e.kind, e.server_id,
-       e.module_name, e.from_status, e.to_status, e.trace_id, e.occurred_at, e.body
-FROM prev p LEFT JOIN upd u ON true LEFT JOIN ev e ON true`
-
-// deregisterRouted is deregisterSQL on Citus, in plain statements of the
-// transaction tx, each routed to the tenant's shard: Citus runs the data-
-// modifying CTEs' INSERT ... SELECT through every worker, so that a worker
-// that is down failed every tenant's deregistration. status is the
-// server's, locked; position the event's (nil: already deregistered).
-func (s *Store) deregisterRouted(ctx context.Context, tx pgx.Tx, tenant, serverID uuid.UUID, status string, position *int64) (registry.Server, *registry.Event, error) {
+// audits it, in plain statements of the transaction tx, each naming the
+// tenant (on Citus routed to its shard: data-modifying CTEs with an
+// INSERT ... SELECT went through every worker, and a worker that was down
+// failed every tenant's deregistration). status is the server's, locked;
+// position the event's (nil: already deregistered).
+func (s *Store) deregisterLocked(ctx context.Context, tx pgx.Tx, tenant, serverID uuid.UUID, status string, position *int64) (registry.Server, *registry.Event, error) {
 	if status == string(registry.StatusDeregistered) || position == nil {
 		srv, err := scanServer(tx.QueryRow(ctx, `SELECT `+serverColumns+` FROM mcp_servers WHERE tenant_id = $2 AND server_id = $1`, serverID, tenant))
 		return srv, nil, err
@@ -366,11 +333,7 @@ func (s *Store) Deregister(ctx context.Context, tenant, serverID uuid.UUID) (reg
 		srv registry.Server
 		ev  *registry.Event
 	)
-	citus, err := s.onCitus(ctx)
-	if err != nil {
-		return registry.Server{}, nil, translate(err)
-	}
-	err = s.inTenant(ctx, tenant, func(tx pgx.Tx) error {
+	err := s.inTenant(ctx, tenant, func(tx pgx.Tx) error {
 		// Lock first, so that the next statement's snapshot sees what a
 		// sweep holding the row committed (the skills it took away).
 		var status string
@@ -390,27 +353,8 @@ func (s *Store) Deregister(ctx context.Context, tenant, serverID uuid.UUID) (reg
 				return fmt.Errorf("take the feed position: %w", err)
 			}
 		}
-		if citus {
-			var err error
-			srv, ev, err = s.deregisterRouted(ctx, tx, tenant, serverID, status, position)
-			return err
-		}
-		var r heartbeatRow
-		if err := tx.QueryRow(ctx, deregisterSQL, serverID, s.now(), tenant, position).Scan(r.dest()...); err != nil {
-			return err
-		}
 		var err error
-		if r.prevStatus == string(registry.StatusDeregistered) {
-			srv, err = scanServer(tx.QueryRow(ctx, `SELECT `+serverColumns+` FROM mcp_servers WHERE tenant_id = $2 AND server_id = $1`, serverID, tenant))
-			return err
-		}
-		if srv, err = r.server(); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, addLiveSQL, tenant, -1); err != nil {
-			return fmt.Errorf("count live servers: %w", err)
-		}
-		ev, err = r.event()
+		srv, ev, err = s.deregisterLocked(ctx, tx, tenant, serverID, status, position)
 		return err
 	})
 	if err != nil {
@@ -437,7 +381,7 @@ FROM mcp_sweep($1::timestamptz, $2::bigint * interval '1 microsecond', $3::bigin
 	return events, nil
 }
 
-// heartbeatRow is one row of the answer of heartbeatBatchSQL and deregisterSQL: the previous
+// heartbeatRow is one row of the answer of heartbeatBatchSQL: the previous
 // status, the updated server (all NULL when nothing changed) and the event
 // (all NULL when there was no transition).
 type heartbeatRow struct {

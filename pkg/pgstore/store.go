@@ -310,14 +310,6 @@ const serverColumns = `server_id, tenant_id, module_name, version, supported_pro
 	capability_advertisement, status, last_heartbeat_at, registered_at, deregistered_at, trace_id,
 	remotes, description, title`
 
-func prefixed(prefix string) string {
-	cols := strings.Split(serverColumns, ",")
-	for i, c := range cols {
-		cols[i] = prefix + "." + strings.TrimSpace(c)
-	}
-	return strings.Join(cols, ", ")
-}
-
 type rowScanner interface{ Scan(dest ...any) error }
 
 // scanServer scans a row of serverColumns and then into extra.

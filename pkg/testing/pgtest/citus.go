@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cyberos/mcpd/pkg/schema"
@@ -420,4 +421,28 @@ func (c *Citus) onCoordinatorDB(ctx context.Context, database string, stmts ...s
 		}
 	}
 	return nil
+}
+
+// TenantOnEachWorker returns a tenant id for each of c.Workers, in their
+// order: one whose shard of the distributed tables (migrated into db) that
+// worker holds.
+func (c *Citus) TenantOnEachWorker(t testing.TB, db *DB) []uuid.UUID {
+	t.Helper()
+	onPort := map[int]uuid.UUID{}
+	for len(onPort) < len(c.Workers) {
+		tenant := uuid.New()
+		var port int
+		if err := db.Admin.QueryRow(context.Background(), `SELECT p.nodeport FROM pg_dist_shard_placement p
+			WHERE p.shardid = get_shard_id_for_distribution_column('mcp_servers', $1::uuid)`, tenant).Scan(&port); err != nil {
+			t.Fatalf("pgtest: place a tenant: %v", err)
+		}
+		if _, seen := onPort[port]; !seen {
+			onPort[port] = tenant
+		}
+	}
+	out := make([]uuid.UUID, len(c.Workers))
+	for i, w := range c.Workers {
+		out[i] = onPort[w.Port()]
+	}
+	return out
 }
