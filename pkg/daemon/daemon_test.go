@@ -126,7 +126,7 @@ func TestDevLifecycleWithFakeClock(t *testing.T) {
 		return s.Status
 	}
 	// 2I, plus the grace the sweep allows for heartbeats held for their
-	// flush window (two windows of 500ms).
+	// flush window (three windows of 500ms).
 	grace := lifecycle.SweepGrace(cfg.EffectiveHeartbeatFlushInterval())
 	clock.Advance(20*time.Second + grace)
 	testwait.Eventually(t, "degraded after 2I", func() bool { return status() == registry.StatusDegraded })

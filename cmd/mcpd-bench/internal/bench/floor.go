@@ -333,10 +333,10 @@ func ReadFlushMetrics(ctx context.Context, hc *http.Client, baseURL string) (Flu
 	return m, nil
 }
 
-// The flush window's targets: the lag's p99 at most the sweep's grace for
-// held heartbeats (two windows of mcpd's default 500 ms,
-// lifecycle.SweepGrace), on which "no false transition from the window"
-// rests.
+// The flush window's targets: the lag's p99 at most two windows of mcpd's
+// default 500 ms, a window inside the sweep's grace for held heartbeats
+// (three windows, lifecycle.SweepGrace), on which "no false transition
+// from the window" rests.
 const (
 	mcpdFlushInterval = 500 * time.Millisecond
 	targetFlushLagP99 = 2 * mcpdFlushInterval
@@ -356,6 +356,6 @@ func (r *runner) flushRows(id, name string, m FlushMetrics, calls int64) {
 	p99, bound := m.LagQuantile(0.99)
 	r.rep.add(Row{ID: id + "_flush_lag_p99", Measure: name + ": flush lag p99 (oldest heartbeat's age at its commit)",
 		Value: p99 * 1000, Unit: unitMillis, Target: millis(targetFlushLagP99), Direction: AtMost, Basis: BasisWall,
-		Note: fmt.Sprintf("%.0f flushes; interpolated in the histogram's bucket ≤ %g s; target: the sweep's grace, two windows of %v",
+		Note: fmt.Sprintf("%.0f flushes; interpolated in the histogram's bucket ≤ %g s; target: two windows of %v (the sweep's grace is three)",
 			m.LagCount, bound, mcpdFlushInterval)})
 }
