@@ -1,4 +1,4 @@
--- mcpd's schema after migration 21 (make schema), dumped by pg_dump 15
+-- mcpd's schema after migration 22 (make schema), dumped by pg_dump 15
 --
 -- PostgreSQL database dump
 --
@@ -1091,6 +1091,17 @@ CREATE TABLE public.mcp_monitor_state (
 );
 
 --
+-- Name: mcp_schema_functions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.mcp_schema_functions (
+    singleton boolean DEFAULT true NOT NULL,
+    digest text NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT mcp_schema_functions_singleton_check CHECK (singleton)
+);
+
+--
 -- Name: mcp_servers; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1213,6 +1224,13 @@ ALTER TABLE ONLY public.mcp_cursor_keys
 
 ALTER TABLE ONLY public.mcp_monitor_state
     ADD CONSTRAINT mcp_monitor_state_pkey PRIMARY KEY (id);
+
+--
+-- Name: mcp_schema_functions mcp_schema_functions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.mcp_schema_functions
+    ADD CONSTRAINT mcp_schema_functions_pkey PRIMARY KEY (singleton);
 
 --
 -- Name: mcp_servers mcp_servers_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1585,6 +1603,12 @@ GRANT ALL ON FUNCTION public.mcp_unhealthy_servers() TO cyberos_app;
 --
 
 GRANT SELECT,INSERT ON TABLE public.mcp_audit_events TO cyberos_app;
+
+--
+-- Name: TABLE mcp_schema_functions; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.mcp_schema_functions TO cyberos_app;
 
 --
 -- Name: TABLE mcp_servers; Type: ACL; Schema: public; Owner: -

@@ -25,6 +25,8 @@ func TestCheckSchemaMismatches(t *testing.T) {
 		{"older", fmt.Sprintf(`UPDATE schema_migrations SET version = %d`, migrations.Latest-1)},
 		{"newer", fmt.Sprintf(`UPDATE schema_migrations SET version = %d`, migrations.Latest+1)},
 		{"none", `DELETE FROM schema_migrations`},
+		{"another build's functions", `UPDATE mcp_schema_functions SET digest = 'another'`},
+		{"functions never applied", `DELETE FROM mcp_schema_functions`},
 		// Not DROP TABLE: its lock would wait for every open transaction
 		// on the shared database that has read the table.
 		{"no table", `SET LOCAL search_path = pg_catalog`},

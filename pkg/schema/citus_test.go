@@ -16,7 +16,7 @@ var (
 	citusReferenceTables = []string{"mcp_cursor_keys"}
 	// Written by every sweep and alert claim: plain tables of the
 	// coordinator, which a worker that is down does not stop.
-	citusCoordinatorTables = []string{"mcp_alert_cursors", "mcp_monitor_state"}
+	citusCoordinatorTables = []string{"mcp_alert_cursors", "mcp_monitor_state", "mcp_schema_functions"}
 )
 
 // migrate up on a Citus coordinator distributes the tenant tables by
@@ -95,6 +95,45 @@ func TestUpDistributesOnCitus(t *testing.T) {
 	if err := db.Admin.QueryRow(ctx, `SELECT count(DISTINCT nodename || nodeport) FROM pg_dist_shard_placement p
 		JOIN pg_dist_shard s USING (shardid) WHERE s.logicalrelid = 'mcp_servers'::regclass`).Scan(&workers); err != nil || workers != 2 {
 		t.Fatalf("mcp_servers' shards on %d nodes (%v), want 2", workers, err)
+	}
+
+	// A function that another build left is replaced on every node.
+	workersSay := func(query string) []string {
+		t.Helper()
+		rows, err := db.Admin.Query(ctx, `SELECT success, result FROM run_command_on_workers($1)`, query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var ok bool
+			var result string
+			if err := rows.Scan(&ok, &result); err != nil || !ok {
+				t.Fatalf("on a worker: %s: %s %v", query, result, err)
+			}
+			out = append(out, result)
+		}
+		return out
+	}
+	const year = `SELECT extract(year FROM mcp_now(NULL))::int`
+	if _, err := db.Admin.Exec(ctx, `CREATE OR REPLACE FUNCTION mcp_now(p_now timestamptz) RETURNS timestamptz
+		LANGUAGE plpgsql STABLE AS $$ BEGIN RETURN '2000-01-01T00:00:00Z'; END $$`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Admin.Exec(ctx, `UPDATE mcp_schema_functions SET digest = 'another build'`); err != nil {
+		t.Fatal(err)
+	}
+	if got := workersSay(year); len(got) != 2 || got[0] != "2000" || got[1] != "2000" {
+		t.Fatalf("the other build's mcp_now on the workers: %v, want 2000 on both", got)
+	}
+	if err := schema.Up(ctx, db.AdminURL); err != nil {
+		t.Fatalf("Up over another build's functions: %v", err)
+	}
+	for _, y := range workersSay(year) {
+		if y == "2000" {
+			t.Fatalf("after Up a worker still has the other build's mcp_now")
+		}
 	}
 }
 

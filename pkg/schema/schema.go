@@ -61,14 +61,7 @@ func Up(ctx context.Context, databaseURL string) error {
 				return fmt.Errorf("database is at version %d, newer than this build's %d", st.Version, migrations.Latest)
 			}
 			if st.Applied && st.Version == migrations.Latest {
-				// On Citus, the tables are distributed in the same run,
-				// under the migrator's lock (citus.go).
-				db := sql.OpenDB(r.conn)
-				defer db.Close()
-				if err := distribute(ctx, db); err != nil {
-					return fmt.Errorf("distribute on citus: %w", shortError(err))
-				}
-				return nil
+				return r.finish(ctx)
 			}
 			if err := r.step(ctx, 1); err != nil {
 				return err
@@ -153,6 +146,69 @@ func (r *runner) status() (Status, error) {
 		st.Applied = true
 	}
 	return st, nil
+}
+
+// finish does, under the migrator's lock, what follows the last numbered
+// migration: on Citus it distributes the tables (citus.go), and it applies
+// this build's functions when the database holds another set.
+func (r *runner) finish(ctx context.Context) (err error) {
+	if err := r.drv.Lock(); err != nil {
+		return fmt.Errorf("lock: %w", shortError(err))
+	}
+	defer func() {
+		if uerr := r.drv.Unlock(); uerr != nil && err == nil {
+			err = fmt.Errorf("unlock: %w", shortError(uerr))
+		}
+	}()
+	// Another migrator may have moved the schema before the lock was ours.
+	st, err := r.status()
+	if err != nil {
+		return err
+	}
+	if st.Dirty || !st.Applied || st.Version != migrations.Latest {
+		return fmt.Errorf("database moved to version %d (dirty %t) while this migrate up ran", st.Version, st.Dirty)
+	}
+	db := sql.OpenDB(r.conn)
+	defer db.Close()
+	if err := distribute(ctx, db); err != nil {
+		return fmt.Errorf("distribute on citus: %w", shortError(err))
+	}
+	if err := applyFunctions(ctx, db); err != nil {
+		return fmt.Errorf("functions: %w", shortError(err))
+	}
+	return nil
+}
+
+// applyFunctions creates or replaces every function of migrations.Functions
+// and records their digest, in one transaction, unless the database holds
+// that set already.
+func applyFunctions(ctx context.Context, db *sql.DB) error {
+	digest := migrations.FunctionsDigest()
+	var have string
+	err := db.QueryRowContext(ctx, `SELECT digest FROM mcp_schema_functions`).Scan(&have)
+	switch {
+	case err == nil && have == digest:
+		return nil
+	case err != nil && !errors.Is(err, sql.ErrNoRows):
+		return err
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	for _, f := range migrations.Functions() {
+		// No arguments: the simple protocol, which takes several
+		// statements in one call.
+		if _, err := tx.ExecContext(ctx, f.SQL); err != nil {
+			return fmt.Errorf("%s: %w", f.Name, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO mcp_schema_functions (digest) VALUES ($1)
+ON CONFLICT (singleton) DO UPDATE SET digest = EXCLUDED.digest, applied_at = now()`, digest); err != nil {
+		return fmt.Errorf("record the functions: %w", err)
+	}
+	return tx.Commit()
 }
 
 // step applies one migration up (n = 1) or down (n = -1). Stepping one at a
