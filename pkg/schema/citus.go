@@ -40,6 +40,46 @@ var widenKeys = []struct{ table, constraint, columns string }{
 	{"mcp_audit_events", "mcp_audit_events_pkey", "tenant_id, seq"},
 }
 
+// delegatedFunctions run one tenant's statements, and take the tenant as
+// their argument p_tenant: Citus hands a call of one of them, whole, to the
+// worker that holds the tenant's shard (function call delegation), which
+// runs its statements next to the data, instead of the coordinator planning
+// each statement and sending it over. Only functions called as a
+// statement of their own (not inside BEGIN ... COMMIT) are delegated.
+var delegatedFunctions = []string{
+	"mcp_heartbeat_healthy_tenant(uuid, uuid[], timestamptz)",
+	"mcp_heartbeat_tenant(uuid, uuid[], timestamptz)",
+	"mcp_heartbeat_held(uuid, uuid[], bigint[], timestamptz)",
+	"mcp_sweep_tenant(uuid, timestamptz, interval, interval, integer, interval)",
+}
+
+// delegate marks delegatedFunctions as distributed by their tenant,
+// colocated with the tenant tables, when the database has the citus
+// extension; functions marked already are left alone. It runs after the
+// functions are (re)created, which keeps the mark.
+func delegate(ctx context.Context, db *sql.DB) error {
+	ok, err := isCitus(ctx, db)
+	if err != nil || !ok {
+		return err
+	}
+	for _, fn := range delegatedFunctions {
+		var marked bool
+		if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_dist_object
+			WHERE classid = 'pg_proc'::regclass AND objid = $1::regprocedure AND distribution_argument_index IS NOT NULL)`,
+			fn).Scan(&marked); err != nil {
+			return fmt.Errorf("%s: %w", fn, err)
+		}
+		if marked {
+			continue
+		}
+		if _, err := db.ExecContext(ctx, `SELECT create_distributed_function($1, 'p_tenant', colocate_with => $2)`,
+			fn, tenantTables[0]); err != nil {
+			return fmt.Errorf("delegate %s: %w", fn, err)
+		}
+	}
+	return nil
+}
+
 // isCitus reports whether the database has the citus extension.
 func isCitus(ctx context.Context, q interface {
 	QueryRowContext(context.Context, string, ...any) *sql.Row

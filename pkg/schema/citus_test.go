@@ -2,8 +2,13 @@ package schema_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cyberos/mcpd/migrations"
 	"github.com/cyberos/mcpd/pkg/schema"
@@ -96,6 +101,38 @@ func TestUpDistributesOnCitus(t *testing.T) {
 		JOIN pg_dist_shard s USING (shardid) WHERE s.logicalrelid = 'mcp_servers'::regclass`).Scan(&workers); err != nil || workers != 2 {
 		t.Fatalf("mcp_servers' shards on %d nodes (%v), want 2", workers, err)
 	}
+
+	// One tenant's functions are called on the worker that holds the
+	// tenant's shard: Citus says so at DEBUG1.
+	cfg, err := pgx.ParseConfig(db.AdminURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notices []string
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { notices = append(notices, n.Message) }
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `SET client_min_messages TO debug1`); err != nil {
+		t.Fatal(err)
+	}
+	for _, call := range []string{
+		`SELECT * FROM mcp_heartbeat_healthy_tenant($1, '{}', NULL)`,
+		`SELECT * FROM mcp_heartbeat_tenant($1, '{}', NULL)`,
+		`SELECT * FROM mcp_heartbeat_held($1, '{}', '{}', NULL)`,
+		`SELECT * FROM mcp_sweep_tenant($1, NULL, interval '1 minute', interval '2 minutes', 10, interval '0')`,
+	} {
+		notices = nil
+		if _, err := conn.Exec(ctx, call, uuid.New()); err != nil {
+			t.Fatalf("%s: %v", call, err)
+		}
+		if !slices.Contains(notices, "pushing down the function call") {
+			t.Errorf("%s: not handed to a worker; Citus said %q", call, notices)
+		}
+	}
+	conn.Close(ctx)
 
 	// A function that another build left is replaced on every node.
 	workersSay := func(query string) []string {

@@ -149,8 +149,9 @@ func (r *runner) status() (Status, error) {
 }
 
 // finish does, under the migrator's lock, what follows the last numbered
-// migration: on Citus it distributes the tables (citus.go), and it applies
-// this build's functions when the database holds another set.
+// migration: on Citus it distributes the tables (citus.go), it applies
+// this build's functions when the database holds another set, and on Citus
+// it marks the functions that Citus hands to the workers.
 func (r *runner) finish(ctx context.Context) (err error) {
 	if err := r.drv.Lock(); err != nil {
 		return fmt.Errorf("lock: %w", shortError(err))
@@ -175,6 +176,9 @@ func (r *runner) finish(ctx context.Context) (err error) {
 	}
 	if err := applyFunctions(ctx, db); err != nil {
 		return fmt.Errorf("functions: %w", shortError(err))
+	}
+	if err := delegate(ctx, db); err != nil {
+		return fmt.Errorf("distribute on citus: %w", shortError(err))
 	}
 	return nil
 }
