@@ -1,5 +1,6 @@
 -- From here on the SQL functions live in migrations/functions/, one file
--- each, which migrate up applies after the numbered migrations. This row
+-- each (the first new one: mcp_register), which migrate up applies after
+-- the numbered migrations. This row
 -- says which set a database has: a build whose set differs reports not
 -- ready until its own migrate up has run (pgstore.CheckSchema).
 CREATE TABLE mcp_schema_functions (

@@ -11,9 +11,11 @@
 //     function does edits that function's file alone, and restates no other.
 //
 // Numbered migrations up to 0021 still define the functions as they were at
-// each step; from 0022 on, a function is changed in its file only. A
-// function whose arguments or result change is dropped by the numbered
-// migration that needs it gone, and created again by its file.
+// each step; from 0022 on, a function is changed in its file only. A new
+// function comes with a numbered migration whose down drops it (migrate
+// down to zero leaves nothing: TestMigrationRoundTrip); a function whose
+// arguments or result change is dropped by the numbered migration that
+// needs it gone, and created again by its file.
 //
 // schema.sql beside them is the schema after the last migration and the
 // functions (make schema writes it; the package's tests fail when it is

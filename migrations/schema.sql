@@ -580,6 +580,137 @@ END
 $$;
 
 --
+-- Name: mcp_register(uuid, uuid, text, text, text[], jsonb, text, jsonb, text, text, text[], text[], integer, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_register(p_tenant uuid, p_new_id uuid, p_module text, p_version text, p_protocols text[], p_capabilities jsonb, p_trace text, p_remotes jsonb, p_description text, p_title text, p_skills text[], p_skill_descriptions text[], p_quota integer, p_now timestamp with time zone) RETURNS TABLE(s_server_id uuid, s_tenant_id uuid, s_module_name text, s_version text, s_protocols text[], s_capabilities jsonb, s_status text, s_last_heartbeat timestamp with time zone, s_registered_at timestamp with time zone, s_deregistered_at timestamp with time zone, s_trace_id text, s_remotes jsonb, s_description text, s_title text, e_seq bigint, e_event_id uuid, e_tenant_id uuid, e_kind text, e_server_id uuid, e_module_name text, e_from_status text, e_to_status text, e_trace_id text, e_occurred_at timestamp with time zone, e_body jsonb, r_created boolean)
+    LANGUAGE plpgsql
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_now     timestamptz := COALESCE(p_now, now());
+    v_id      uuid;
+    v_status  text;
+    v_from    text;
+    v_checked boolean := false; -- the quota: counted under the tenant's lock,
+    v_full    boolean := false; -- and at it
+    v_created boolean := false;
+    v_srv     mcp_servers%ROWTYPE;
+    v_ev      mcp_audit_events%ROWTYPE;
+    v_position bigint;
+    v_affected jsonb;
+BEGIN
+    PERFORM mcp_set_tenant(p_tenant);
+    FOR attempt IN 0 .. 4 LOOP
+        SELECT s.server_id, s.status INTO v_id, v_status
+        FROM mcp_servers s
+        WHERE s.tenant_id = p_tenant AND s.module_name = p_module
+        FOR UPDATE;
+        IF FOUND THEN
+            -- A deregistered module registering again is a new server for
+            -- the quota; its row, locked above, cannot change meanwhile.
+            IF v_status = 'deregistered' AND p_quota > 0 THEN
+                IF NOT v_checked THEN -- else counted already, when the row was not there yet
+                    INSERT INTO mcp_tenant_servers AS t (tenant_id, live) VALUES (p_tenant, 0)
+                    ON CONFLICT (tenant_id) DO UPDATE SET live = t.live
+                    RETURNING t.live >= p_quota INTO v_full;
+                END IF;
+                IF v_full THEN
+                    RAISE EXCEPTION 'tenant quota of % servers reached', p_quota USING ERRCODE = 'MCQ01';
+                END IF;
+            END IF;
+            v_from := v_status;
+            UPDATE mcp_servers s
+            SET version = p_version, supported_protocols = p_protocols, capability_advertisement = p_capabilities,
+                status = 'healthy', last_heartbeat_at = v_now, deregistered_at = NULL, remotes = p_remotes,
+                description = p_description, title = p_title, status_changed_at = v_now
+            WHERE s.tenant_id = p_tenant AND s.server_id = v_id
+            RETURNING * INTO v_srv;
+            EXIT;
+        END IF;
+        IF p_quota > 0 AND NOT v_checked THEN
+            v_checked := true;
+            INSERT INTO mcp_tenant_servers AS t (tenant_id, live) VALUES (p_tenant, 0)
+            ON CONFLICT (tenant_id) DO UPDATE SET live = t.live
+            RETURNING t.live >= p_quota INTO v_full;
+            IF v_full THEN
+                -- Look again under the lock: a registration of this module
+                -- that committed meanwhile makes this one a re-registration
+                -- of a live server, always allowed.
+                CONTINUE;
+            END IF;
+        END IF;
+        IF v_full THEN
+            RAISE EXCEPTION 'tenant quota of % servers reached', p_quota USING ERRCODE = 'MCQ01';
+        END IF;
+        INSERT INTO mcp_servers AS s (server_id, tenant_id, module_name, version, supported_protocols,
+                                      capability_advertisement, status, last_heartbeat_at, registered_at,
+                                      trace_id, remotes, description, title, status_changed_at)
+        VALUES (p_new_id, p_tenant, p_module, p_version, p_protocols, p_capabilities, 'healthy', v_now, v_now,
+                p_trace, p_remotes, p_description, p_title, v_now)
+        ON CONFLICT (tenant_id, module_name) DO NOTHING
+        RETURNING * INTO v_srv;
+        IF FOUND THEN
+            v_created := true;
+            EXIT;
+        END IF;
+        -- A concurrent registration inserted it first: update that row.
+        IF attempt >= 3 THEN
+            RAISE EXCEPTION 'module % of tenant %: registered and gone four times over', p_module, p_tenant
+                USING ERRCODE = 'serialization_failure';
+        END IF;
+    END LOOP;
+
+    -- A server that is live again (new, or registered after its
+    -- deregistration) counts for the tenant's quota.
+    IF v_created OR v_from = 'deregistered' THEN
+        INSERT INTO mcp_tenant_servers AS t (tenant_id, live) VALUES (p_tenant, 1)
+        ON CONFLICT (tenant_id) DO UPDATE SET live = t.live + 1;
+    END IF;
+
+    DELETE FROM mcp_skills k
+    WHERE k.tenant_id = p_tenant AND k.server_id = v_srv.server_id AND NOT (k.name = ANY (p_skills));
+    -- A skill the server has already takes the new description, and is
+    -- available again when its server's unhealthy or deregistered state
+    -- took it away.
+    IF cardinality(p_skills) > 0 THEN
+        INSERT INTO mcp_skills AS k (skill_id, tenant_id, server_id, name, description)
+        SELECT gen_random_uuid(), p_tenant, v_srv.server_id, n.name, n.description
+        FROM unnest(p_skills, p_skill_descriptions) AS n(name, description)
+        ON CONFLICT (tenant_id, server_id, name) DO UPDATE
+        SET description = EXCLUDED.description,
+            available = k.available OR k.unavailable_reason IN ('server_unhealthy', 'server_deregistered'),
+            unavailable_reason = CASE WHEN k.unavailable_reason IN ('server_unhealthy', 'server_deregistered')
+                                      THEN NULL ELSE k.unavailable_reason END;
+    END IF;
+
+    -- A statement of its own: Citus runs no function that writes inside
+    -- another statement on a shard.
+    v_position := mcp_feed_next(p_tenant, 'mcp.server.registered', v_from);
+    -- Computed apart: Citus takes no subquery inside an INSERT.
+    v_affected := to_jsonb(ARRAY(SELECT n FROM unnest(p_skills) AS n ORDER BY n COLLATE "C"));
+    INSERT INTO mcp_audit_events
+        (event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at,
+         body, position)
+    VALUES (gen_random_uuid(), p_tenant, 'mcp.server.registered', v_srv.server_id, v_srv.module_name, v_from,
+            v_srv.status, v_srv.trace_id, v_srv.last_heartbeat_at,
+            mcp_audit_body(v_srv.server_id, v_srv.module_name, v_srv.status, v_srv.version,
+                           v_srv.supported_protocols,
+                           v_affected),
+            v_position)
+    RETURNING * INTO v_ev;
+
+    RETURN QUERY SELECT
+        v_srv.server_id, v_srv.tenant_id, v_srv.module_name, v_srv.version, v_srv.supported_protocols,
+        v_srv.capability_advertisement, v_srv.status, v_srv.last_heartbeat_at, v_srv.registered_at,
+        v_srv.deregistered_at, v_srv.trace_id::text, v_srv.remotes, v_srv.description, v_srv.title,
+        v_ev.seq, v_ev.event_id, v_ev.tenant_id, v_ev.kind, v_ev.server_id, v_ev.module_name,
+        v_ev.from_status, v_ev.to_status, v_ev.trace_id::text, v_ev.occurred_at, v_ev.body, v_created;
+END
+$$;
+
+--
 -- Name: mcp_set_tenant(uuid); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1520,6 +1651,13 @@ GRANT ALL ON FUNCTION public.mcp_live_counts(p_tenants uuid[]) TO cyberos_app;
 --
 
 GRANT ALL ON FUNCTION public.mcp_now(p_now timestamp with time zone) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_register(p_tenant uuid, p_new_id uuid, p_module text, p_version text, p_protocols text[], p_capabilities jsonb, p_trace text, p_remotes jsonb, p_description text, p_title text, p_skills text[], p_skill_descriptions text[], p_quota integer, p_now timestamp with time zone); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_register(p_tenant uuid, p_new_id uuid, p_module text, p_version text, p_protocols text[], p_capabilities jsonb, p_trace text, p_remotes jsonb, p_description text, p_title text, p_skills text[], p_skill_descriptions text[], p_quota integer, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_register(p_tenant uuid, p_new_id uuid, p_module text, p_version text, p_protocols text[], p_capabilities jsonb, p_trace text, p_remotes jsonb, p_description text, p_title text, p_skills text[], p_skill_descriptions text[], p_quota integer, p_now timestamp with time zone) TO cyberos_app;
 
 --
 -- Name: FUNCTION mcp_set_tenant(p_tenant uuid); Type: ACL; Schema: public; Owner: -

@@ -1,8 +1,5 @@
 package pgstore
 
-// InsertEventSQL and UpsertSkills are the registration's audit and skills
-// statements, for the test that Citus routes them to the tenant's shard.
-const InsertEventSQL = insertEvent
-
-// UpsertSkills is upsertSkills.
-var UpsertSkills = upsertSkills
+// RegisterSQL is the registration's one statement, for the test that Citus
+// hands it to the worker of the tenant's shard.
+const RegisterSQL = registerSQL

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -37,14 +37,10 @@ RETURNING ` + eventColumns
 
 // Register creates or updates the (tenant, module) server, its skills and
 // the registered event, in one transaction, under the tenant quota quota
-// (0: none).
+// (0: none): one call of mcp_register, which Citus hands whole to the
+// worker of the tenant's shard.
 func (s *Store) Register(ctx context.Context, tenant uuid.UUID, info registry.ServerInfo, quota int) (registry.Server, bool, registry.Event, error) {
-	var (
-		srv     registry.Server
-		created bool
-		ev      registry.Event
-	)
-	caps := []byte(nil)
+	var caps []byte
 	if len(info.CapabilityAdvertisement) > 0 && string(info.CapabilityAdvertisement) != "null" {
 		caps = info.CapabilityAdvertisement
 	}
@@ -55,175 +51,39 @@ func (s *Store) Register(ctx context.Context, tenant uuid.UUID, info registry.Se
 	if protocols == nil {
 		protocols = []string{}
 	}
-	remotes := encodeRemotes(info.Remotes)
-	citus, err := s.onCitus(ctx)
+	names := make([]string, len(info.Skills))
+	descs := make([]string, len(info.Skills))
+	for i, sk := range info.Skills {
+		names[i], descs[i] = sk.Name, sk.Description
+	}
+	var (
+		r       eventRow
+		created bool
+	)
+	srv, err := scanServer(s.pool.QueryRow(ctx, registerSQL, tenant, uuid.New(), info.ModuleName, info.Version,
+		protocols, caps, info.TraceID, encodeRemotes(info.Remotes), nullIfEmpty(info.Description),
+		nullIfEmpty(info.Title), names, descs, quota, s.now()), append(r.appendDest(nil), &created)...)
 	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == quotaExceededCode {
+			return registry.Server{}, false, registry.Event{}, registry.ErrQuotaExceeded
+		}
 		return registry.Server{}, false, registry.Event{}, translate(err)
 	}
-	err = s.inTenant(ctx, tenant, func(tx pgx.Tx) error {
-		var (
-			from          *string
-			checked, full bool // the quota: counted under the tenant's lock, and at it
-		)
-		for attempt := 0; ; attempt++ {
-			var id uuid.UUID
-			var status string
-			err := tx.QueryRow(ctx,
-				`SELECT server_id, status FROM mcp_servers WHERE tenant_id = $1 AND module_name = $2 FOR UPDATE`,
-				tenant, info.ModuleName).Scan(&id, &status)
-			switch {
-			case err == nil:
-				// A deregistered module registering again is a new server for
-				// the quota; its row, locked above, cannot change meanwhile.
-				if status == string(registry.StatusDeregistered) && quota > 0 {
-					if !checked { // else counted already, when the row was not there yet
-						if full, err = quotaFull(ctx, tx, tenant, quota); err != nil {
-							return err
-						}
-					}
-					if full {
-						return registry.ErrQuotaExceeded
-					}
-				}
-				from = &status
-				srv, err = scanServer(tx.QueryRow(ctx, `
-UPDATE mcp_servers
-SET version = $2, supported_protocols = $3, capability_advertisement = $4, status = 'healthy',
-    last_heartbeat_at = mcp_now($5::timestamptz), deregistered_at = NULL,
-    remotes = $6, description = $7, title = $8, status_changed_at = mcp_now($5::timestamptz)
-WHERE tenant_id = $9 AND server_id = $1
-RETURNING `+serverColumns, id, info.Version, protocols, caps, s.now(),
-					remotes, nullIfEmpty(info.Description), nullIfEmpty(info.Title), tenant))
-				if err != nil {
-					return fmt.Errorf("update server: %w", err)
-				}
-			case errors.Is(err, pgx.ErrNoRows):
-				if quota > 0 && !checked {
-					checked = true
-					if full, err = quotaFull(ctx, tx, tenant, quota); err != nil {
-						return err
-					}
-					if full {
-						// Look again under the lock: a registration of this
-						// module that committed meanwhile makes this one a
-						// re-registration of a live server, always allowed.
-						continue
-					}
-				}
-				if full {
-					return registry.ErrQuotaExceeded
-				}
-				srv, err = scanServer(tx.QueryRow(ctx, `
-INSERT INTO mcp_servers (server_id, tenant_id, module_name, version, supported_protocols,
-                         capability_advertisement, status, last_heartbeat_at, registered_at, trace_id,
-                         remotes, description, title, status_changed_at)
-VALUES ($1, $2, $3, $4, $5, $6, 'healthy', mcp_now($7::timestamptz), mcp_now($7::timestamptz), $8,
-        $9, $10, $11, mcp_now($7::timestamptz))
-ON CONFLICT (tenant_id, module_name) DO NOTHING
-RETURNING `+serverColumns, uuid.New(), tenant, info.ModuleName, info.Version, protocols, caps, s.now(), info.TraceID,
-					remotes, nullIfEmpty(info.Description), nullIfEmpty(info.Title)))
-				if errors.Is(err, pgx.ErrNoRows) && attempt < 3 {
-					continue // a concurrent registration inserted it first: update that row
-				}
-				if err != nil {
-					return fmt.Errorf("insert server: %w", err)
-				}
-				created = true
-			default:
-				return fmt.Errorf("find server: %w", err)
-			}
-			break
-		}
-
-		// A server that is live again (new, or registered after its
-		// deregistration) counts for the tenant's quota (0018).
-		if created || (from != nil && *from == string(registry.StatusDeregistered)) {
-			if _, err := tx.Exec(ctx, addLiveSQL, tenant, 1); err != nil {
-				return fmt.Errorf("count live servers: %w", err)
-			}
-		}
-
-		names := make([]string, len(info.Skills))
-		descs := make([]string, len(info.Skills))
-		for i, sk := range info.Skills {
-			names[i], descs[i] = sk.Name, sk.Description
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM mcp_skills WHERE tenant_id = $3 AND server_id = $1 AND NOT (name = ANY($2::text[]))`,
-			srv.ServerID, names, tenant); err != nil {
-			return fmt.Errorf("remove skills: %w", err)
-		}
-		if q, args := upsertSkills(citus, tenant, srv.ServerID, names, descs); q != "" {
-			if _, err := tx.Exec(ctx, q, args...); err != nil {
-				return fmt.Errorf("upsert skills: %w", err)
-			}
-		}
-		affected := sortedCopy(names)
-		var position int64
-		if err := tx.QueryRow(ctx, feedNextSQL, tenant, string(registry.KindRegistered), from).Scan(&position); err != nil {
-			return fmt.Errorf("take the feed position: %w", err)
-		}
-		var err error
-		srvProtocols := srv.SupportedProtocols
-		if srvProtocols == nil {
-			srvProtocols = []string{}
-		}
-		ev, err = scanEvent(tx.QueryRow(ctx, insertEvent, srv.ServerID, string(registry.KindRegistered), from,
-			srv.LastHeartbeatAt, affected, position, tenant, srv.ModuleName, string(srv.Status), nullIfEmpty(srv.TraceID),
-			srv.Version, srvProtocols))
-		if err != nil {
-			return fmt.Errorf("audit registration: %w", err)
-		}
-		return nil
-	})
+	ev, _, err := r.event()
 	if err != nil {
 		return registry.Server{}, false, registry.Event{}, err
 	}
 	return srv, created, ev, nil
 }
 
-// upsertSkillsConflict is what a registration does to a skill the server
-// has already: its description is the new one, and a skill its server's
-// unhealthy or deregistered state took away is available again.
-const upsertSkillsConflict = `
-ON CONFLICT (tenant_id, server_id, name) DO UPDATE
-SET description = EXCLUDED.description,
-    available = mcp_skills.available OR mcp_skills.unavailable_reason IN ('server_unhealthy', 'server_deregistered'),
-    unavailable_reason = CASE WHEN mcp_skills.unavailable_reason IN ('server_unhealthy', 'server_deregistered')
-                              THEN NULL ELSE mcp_skills.unavailable_reason END`
+// registerSQL registers a server: mcp_register (migrations/functions).
+const registerSQL = `SELECT * FROM mcp_register($1::uuid, $2::uuid, $3::text, $4::text, $5::text[], $6::jsonb,
+	$7::text, $8::jsonb, $9::text, $10::text, $11::text[], $12::text[], $13::integer, $14::timestamptz)`
 
-// maxSkillRows bounds the rows of the VALUES form of upsertSkills.
-const maxSkillRows = 1000
-
-// upsertSkills is the statement (and its arguments) that inserts or
-// updates the server's skills names (descriptions descs); "" when there is
-// none to write on Citus. On plain PostgreSQL one statement from arrays;
-// on Citus rows of VALUES, which it routes to the tenant's shard (an
-// INSERT ... SELECT from unnest it pulls through the coordinator:
-// docs/scaling.md).
-func upsertSkills(citus bool, tenant, server uuid.UUID, names, descs []string) (string, []any) {
-	if !citus || len(names) > maxSkillRows {
-		return `
-INSERT INTO mcp_skills (skill_id, tenant_id, server_id, name, description)
-SELECT gen_random_uuid(), $1, $2, n.name, n.description
-FROM unnest($3::text[], $4::text[]) AS n(name, description)` + upsertSkillsConflict, []any{tenant, server, names, descs}
-	}
-	if len(names) == 0 {
-		return "", nil
-	}
-	var b strings.Builder
-	b.WriteString("\nINSERT INTO mcp_skills (skill_id, tenant_id, server_id, name, description) VALUES ")
-	args := make([]any, 0, 2+2*len(names))
-	args = append(args, tenant, server)
-	for i := range names {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "(gen_random_uuid(), $1::uuid, $2::uuid, $%d::text, $%d::text)", 3+2*i, 4+2*i)
-		args = append(args, names[i], descs[i])
-	}
-	b.WriteString(upsertSkillsConflict)
-	return b.String(), args
-}
+// quotaExceededCode is the SQLSTATE of mcp_register's refusal of a new
+// server past the tenant's quota.
+const quotaExceededCode = "MCQ01"
 
 // feedNextSQL takes the tenant's next feed position for an event (0017):
 // a statement of its own, which Citus routes to the tenant's shard (inside
@@ -433,10 +293,4 @@ func (r *heartbeatRow) event() (*registry.Event, error) {
 		return nil, err
 	}
 	return &ev, nil
-}
-
-func sortedCopy(names []string) []string {
-	out := append([]string{}, names...)
-	slices.Sort(out)
-	return out
 }
