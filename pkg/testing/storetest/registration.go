@@ -18,6 +18,7 @@ var registrationCases = []testCase{
 	{"reregister_healthy", reregisterHealthy},
 	{"reregister_after_deregister", reregisterAfterDeregister},
 	{"reregister_removes_skills", reregisterRemovesSkills},
+	{"many_skills", manySkills},
 	{"trace_id_everywhere", traceIDEverywhere},
 	{"trace_id_made_by_store", traceIDMadeByStore},
 	{"capabilities_and_protocols", capabilitiesAndProtocols},
@@ -140,6 +141,34 @@ func reregisterAfterDeregister(e *env) {
 		e.t.Fatalf("heartbeat after re-registration: status %s, event %v", hb.Status, hev)
 	}
 	e.wantKinds(srv.ServerID, registry.KindRegistered, registry.KindDeregistered, registry.KindRegistered)
+}
+
+// A server of many skills (more than a registration writes row by row on
+// PostgreSQL) registers, loses one to maintenance and all to its
+// deregistration, and registers again with half of them: the same rules
+// as for a few.
+func manySkills(e *env) {
+	names := make([]string, 40)
+	for i := range names {
+		names[i] = fmt.Sprintf("skill-%02d", i)
+	}
+	srv := e.registerNew(e.info("calendar", names...))
+	e.wantSkills(srv.ServerID, reasons("", names...))
+	e.disable(srv.ServerID, "skill-07", "maintenance")
+	e.advance(time.Second)
+	e.deregister(srv.ServerID)
+	e.advance(time.Second)
+
+	half := names[:20]
+	got, created, ev := e.register(e.info("calendar", half...))
+	if created || got.ServerID != srv.ServerID {
+		e.t.Fatalf("re-register: created %v, server %s; want false, %s", created, got.ServerID, srv.ServerID)
+	}
+	e.checkEvent(ev, evWant{kind: registry.KindRegistered, srv: got, from: registry.StatusDeregistered,
+		to: registry.StatusHealthy, at: e.now(), affected: half})
+	want := reasons("", half...)
+	want["skill-07"] = "maintenance"
+	e.wantSkills(srv.ServerID, want)
 }
 
 // A re-registration's skills are the complete set: the others go.
