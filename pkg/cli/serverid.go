@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cyberos/mcpd/pkg/client"
+	"github.com/cyberos/mcpd/pkg/output"
 	"github.com/cyberos/mcpd/pkg/registry"
 )
 
@@ -58,6 +59,55 @@ func (r serverRef) resolve(ctx context.Context, c *client.Client) (uuid.UUID, er
 		return uuid.Nil, fmt.Errorf("no server of module %q for the token's tenant", r.Module)
 	}
 	return list.Servers[0].ServerID, nil
+}
+
+// serverIDOptions are the options of a command that acts on one server,
+// named by its one argument SERVER_ID (heartbeat, deregister, servers get,
+// servers skills).
+type serverIDOptions struct {
+	IO      *IOStreams
+	Client  func() (*client.Client, error)
+	Printer *output.Printer
+
+	// ServerID, or Module when SERVER_ID was a module name.
+	ServerID uuid.UUID
+	Module   string
+}
+
+// resolve returns the client and the id of the server that SERVER_ID named.
+func (o *serverIDOptions) resolve(ctx context.Context) (*client.Client, uuid.UUID, error) {
+	c, err := o.Client()
+	if err != nil {
+		return nil, uuid.Nil, err
+	}
+	id, err := serverRef{ID: o.ServerID, Module: o.Module}.resolve(ctx, c)
+	if err != nil {
+		return nil, uuid.Nil, err
+	}
+	return c, id, nil
+}
+
+// newServerIDCmd completes cmd (its Use, help and example set) as a
+// SERVER_ID command: one argument, completed with the tenant's servers and
+// parsed by parseServerRef, then runF (a test's) or run.
+func newServerIDCmd(f *Factory, cmd *cobra.Command, runF func(*serverIDOptions) error,
+	run func(context.Context, *serverIDOptions) error) *cobra.Command {
+	opts := &serverIDOptions{IO: f.IOStreams, Client: f.Client}
+	cmd.Args = exactArgs("SERVER_ID")
+	cmd.ValidArgsFunction = completeServerIDs(f)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ref, err := parseServerRef(args[0])
+		if err != nil {
+			return err
+		}
+		opts.ServerID, opts.Module = ref.ID, ref.Module
+		opts.Printer = f.printer()
+		if runF != nil {
+			return runF(opts)
+		}
+		return failed(run(cmd.Context(), opts))
+	}
+	return cmd
 }
 
 // completionTimeout bounds the API call behind a shell completion.
