@@ -46,7 +46,8 @@ var knownClaims = []string{"tenant_id", "scope", "sub", "exp", "nbf", "iat", "is
 // 8.1) is errNotObject. A name that appears twice, or two names that differ
 // only in case (which encoding/json, and so many a JWT library, would take
 // for one), are returned as dup: one of the two, the one in knownClaims if
-// either is.
+// either is; the empty name twice is dup `""`, quoted, as dup "" says there
+// is none.
 func objectMembers(data []byte) (members map[string]json.RawMessage, dup string, err error) {
 	if !utf8.Valid(data) || !json.Valid(data) {
 		return nil, "", errNotObject
@@ -72,6 +73,9 @@ func objectMembers(data []byte) (members map[string]json.RawMessage, dup string,
 		if prev, seen := foldSeen(&names, &folded, name); seen {
 			if slices.Contains(knownClaims, prev) {
 				return nil, prev, nil
+			}
+			if name == "" {
+				return nil, `""`, nil
 			}
 			return nil, name, nil
 		}
