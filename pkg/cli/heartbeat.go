@@ -4,6 +4,9 @@ import (
 	"context"
 
 	"github.com/spf13/cobra"
+
+	"github.com/cyberos/mcpd/pkg/client"
+	"github.com/cyberos/mcpd/pkg/output"
 )
 
 func newCmdHeartbeat(f *Factory, runF func(*serverIDOptions) error) *cobra.Command {
@@ -22,15 +25,7 @@ that module.`,
 }
 
 func heartbeatRun(ctx context.Context, opts *serverIDOptions) error {
-	c, id, err := opts.resolve(ctx)
-	if err != nil {
-		return err
-	}
-	srv, err := c.Heartbeat(ctx, id)
-	if err != nil {
-		return err
-	}
-	return opts.Printer.Server(srv)
+	return serverIDRun(ctx, opts, (*client.Client).Heartbeat, (*output.Printer).Server)
 }
 
 func newCmdDeregister(f *Factory, runF func(*serverIDOptions) error) *cobra.Command {
@@ -49,13 +44,5 @@ that module.`,
 }
 
 func deregisterRun(ctx context.Context, opts *serverIDOptions) error {
-	c, id, err := opts.resolve(ctx)
-	if err != nil {
-		return err
-	}
-	srv, err := c.Deregister(ctx, id)
-	if err != nil {
-		return err
-	}
-	return opts.Printer.Server(srv)
+	return serverIDRun(ctx, opts, (*client.Client).Deregister, (*output.Printer).Server)
 }

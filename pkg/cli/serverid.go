@@ -74,17 +74,23 @@ type serverIDOptions struct {
 	Module   string
 }
 
-// resolve returns the client and the id of the server that SERVER_ID named.
-func (o *serverIDOptions) resolve(ctx context.Context) (*client.Client, uuid.UUID, error) {
-	c, err := o.Client()
+// serverIDRun is the run of a SERVER_ID command: it resolves SERVER_ID,
+// makes the call for that server and prints its answer.
+func serverIDRun[T any](ctx context.Context, opts *serverIDOptions,
+	call func(*client.Client, context.Context, uuid.UUID) (T, error), show func(*output.Printer, T) error) error {
+	c, err := opts.Client()
 	if err != nil {
-		return nil, uuid.Nil, err
+		return err
 	}
-	id, err := serverRef{ID: o.ServerID, Module: o.Module}.resolve(ctx, c)
+	id, err := serverRef{ID: opts.ServerID, Module: opts.Module}.resolve(ctx, c)
 	if err != nil {
-		return nil, uuid.Nil, err
+		return err
 	}
-	return c, id, nil
+	answer, err := call(c, ctx, id)
+	if err != nil {
+		return err
+	}
+	return show(opts.Printer, answer)
 }
 
 // newServerIDCmd completes cmd (its Use, help and example set) as a

@@ -132,15 +132,7 @@ tenant's server of that module, whatever its status.`,
 }
 
 func getRun(ctx context.Context, opts *serverIDOptions) error {
-	c, id, err := opts.resolve(ctx)
-	if err != nil {
-		return err
-	}
-	srv, err := c.Server(ctx, id)
-	if err != nil {
-		return err
-	}
-	return opts.Printer.Server(srv)
+	return serverIDRun(ctx, opts, (*client.Client).Server, (*output.Printer).Server)
 }
 
 func newCmdServersSkills(f *Factory, runF func(*serverIDOptions) error) *cobra.Command {
@@ -159,13 +151,5 @@ that module.`,
 }
 
 func skillsRun(ctx context.Context, opts *serverIDOptions) error {
-	c, id, err := opts.resolve(ctx)
-	if err != nil {
-		return err
-	}
-	skills, err := c.Skills(ctx, id)
-	if err != nil {
-		return err
-	}
-	return opts.Printer.Skills(skills)
+	return serverIDRun(ctx, opts, (*client.Client).Skills, (*output.Printer).Skills)
 }
