@@ -39,7 +39,7 @@ func (h *handler) instrument(mux *http.ServeMux) http.Handler {
 			r, span = h.startSpan(r)
 		}
 		sw := &statusWriter{ResponseWriter: w, req: r}
-		if span != nil {
+		if span != nil && span.IsRecording() {
 			// Runs after the deferred recovery below: the status is known.
 			defer func() { endSpan(span, r.Method, r.Pattern, sw.status) }()
 		}
@@ -176,25 +176,25 @@ func untraced(path string) bool {
 // request as it came.
 func (h *handler) startSpan(r *http.Request) (*http.Request, trace.Span) {
 	ctx := tracing.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	ctx, span := h.tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(
+	ctx, span := h.tracer.Start(ctx, r.Method, serverSpan...)
+	if span.IsRecording() {
+		span.SetAttributes(
 			attribute.String("http.request.method", r.Method),
 			attribute.String("url.path", r.URL.Path),
-		))
-	if !span.IsRecording() && !span.SpanContext().IsValid() {
+		)
+	} else if !span.SpanContext().IsValid() {
 		return r, span
 	}
 	return r.WithContext(ctx), span
 }
 
+// serverSpan are the options of a request's span, made once.
+var serverSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
+
 // endSpan names the request's span after its method and route ("POST
 // /v1/mcp/servers/register", "POST /mcp" for a pattern without a method),
 // records the answer's status and ends it.
 func endSpan(span trace.Span, method, pattern string, code int) {
-	if !span.IsRecording() {
-		span.End()
-		return
-	}
 	if code == 0 {
 		code = http.StatusOK
 	}
