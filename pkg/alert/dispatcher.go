@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/cyberos/mcpd/pkg/backoff"
 	"github.com/cyberos/mcpd/pkg/lifecycle"
@@ -76,7 +77,8 @@ type DispatcherOptions struct {
 	// Registerer, when set, receives the dispatcher's metrics.
 	Registerer prometheus.Registerer
 	// Tracer gives each delivery attempt a span, whose traceparent the
-	// request to the destination carries; nil: no spans.
+	// request to the destination carries; nil is OpenTelemetry's no-op
+	// provider: spans that record nothing.
 	Tracer trace.TracerProvider
 }
 
@@ -93,7 +95,7 @@ type Dispatcher struct {
 	backoffMin time.Duration
 	backoffMax time.Duration
 	dests      []*destination
-	tracer     trace.Tracer // nil: no spans
+	tracer     trace.Tracer // no-op when tracing is off
 	running    atomic.Bool
 	// waiting, set by tests before Run, gets a destination's name each
 	// time its loop has finished a round and waits on the clock: a test
@@ -143,9 +145,11 @@ func NewDispatcher(opts DispatcherOptions) (*Dispatcher, error) {
 	if d.logger == nil {
 		d.logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.Tracer != nil {
-		d.tracer = opts.Tracer.Tracer(tracerName)
+	tp := opts.Tracer
+	if tp == nil {
+		tp = noop.NewTracerProvider()
 	}
+	d.tracer = tp.Tracer(tracerName)
 	if d.clock == nil {
 		d.clock = clockwork.NewRealClock()
 	}
@@ -595,7 +599,9 @@ func (d *Dispatcher) send(ctx context.Context, ds *destination, alerts []Alert) 
 // attempt is one delivery attempt of alerts to ds, in a span of its own
 // when tracing is on.
 func (d *Dispatcher) attempt(ctx context.Context, ds *destination, alerts []Alert) (int, error) {
-	if d.tracer == nil {
+	ctx, span := d.tracer.Start(ctx, "alert delivery", trace.WithSpanKind(trace.SpanKindClient))
+	defer span.End()
+	if !span.IsRecording() {
 		return ds.Send(ctx, alerts)
 	}
 	firing := 0
@@ -608,13 +614,12 @@ func (d *Dispatcher) attempt(ctx context.Context, ds *destination, alerts []Aler
 			traceIDs = append(traceIDs, al.TraceID)
 		}
 	}
-	ctx, span := d.tracer.Start(ctx, "alert delivery", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+	span.SetAttributes(
 		attribute.String("mcpd.alert.destination", ds.name),
 		attribute.Int("mcpd.alert.count", len(alerts)),
 		attribute.Int("mcpd.alert.firing", firing),
 		attribute.StringSlice("mcpd.alert.trace_ids", traceIDs),
-	))
-	defer span.End()
+	)
 	n, err := ds.Send(ctx, alerts)
 	span.SetAttributes(attribute.Int("mcpd.alert.accepted", n))
 	if err != nil {

@@ -10,14 +10,12 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
-	"unicode/utf16"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
+	"github.com/cyberos/mcpd/pkg/internal/jsonscan"
 	"github.com/cyberos/mcpd/pkg/registry"
 )
 
@@ -183,7 +181,9 @@ func parseServerID(s string) (uuid.UUID, *Problem) {
 // must be valid UTF-8 without lone surrogate escapes ("\ud800"), which
 // encoding/json would silently replace with U+FFFD and PostgreSQL's jsonb
 // refuses. A value of another JSON type than its field's is left to the
-// typed decoding, which names the field.
+// typed decoding, which names the field. The walk over the text is
+// jsonscan's, which the token reader (pkg/auth) shares; its package comment
+// says why no library does it.
 
 // shape is what checkBody expects of a JSON value.
 type shape struct {
@@ -262,80 +262,47 @@ func addFields(s *shape, t reflect.Type, depth int) {
 // checkBody checks the JSON text raw, valid and a single value, against the
 // shape of t (see shape).
 func checkBody(raw []byte, t reflect.Type) *Problem {
-	c := bodyChecker{data: raw}
+	c := bodyChecker{Scanner: jsonscan.Scanner{Data: raw}}
 	return c.value(shapeOf(t), "")
 }
 
 // bodyChecker walks a valid JSON text.
 type bodyChecker struct {
-	data []byte
-	pos  int
+	jsonscan.Scanner
 }
 
-func (c *bodyChecker) skipSpace() {
-	for c.pos < len(c.data) {
-		switch c.data[c.pos] {
-		case ' ', '\t', '\n', '\r':
-			c.pos++
-		default:
-			return
-		}
-	}
-}
-
-// value checks the value at c.pos against s; path names it in a problem
-// ("" for the body itself).
+// value checks the next value against s; path names it in a problem ("" for
+// the body itself).
 func (c *bodyChecker) value(s *shape, path string) *Problem {
-	c.skipSpace()
-	if c.pos >= len(c.data) {
-		return malformedProblem("the body ends in the middle of a JSON value")
-	}
-	switch c.data[c.pos] {
+	switch c.Peek() {
 	case '{':
 		return c.object(s, path)
 	case '[':
 		return c.array(s, path)
 	case '"':
-		_, bad := c.str()
-		if bad != "" {
-			return stringProblem(path, bad)
+		if _, bad := jsonscan.String(c.Value()); bad != nil {
+			return stringProblem(path, unicodeReason(bad))
 		}
 		return nil
 	}
-	// A number, true, false or null.
-	for c.pos < len(c.data) && !strings.ContainsRune(",]} \t\n\r", rune(c.data[c.pos])) {
-		c.pos++
-	}
+	c.Value() // a number, true, false or null
 	return nil
 }
 
 func (c *bodyChecker) object(s *shape, path string) *Problem {
-	c.pos++ // {
+	c.Enter()
 	strict := s.fields != nil
 	var seen []string            // the few members of a request type
 	var seenFree map[string]bool // the keys of a free-form object
 	for {
-		c.skipSpace()
-		if c.pos < len(c.data) && c.data[c.pos] == '}' {
-			c.pos++
+		lit, ok := c.Member()
+		if !ok {
 			return nil
 		}
-		if c.pos < len(c.data) && c.data[c.pos] == ',' {
-			c.pos++
-			c.skipSpace()
-		}
-		if c.pos >= len(c.data) || c.data[c.pos] != '"' {
-			return malformedProblem("the body is not a valid JSON object")
-		}
-		name, bad := c.str()
-		c.skipSpace()
-		if c.pos >= len(c.data) || c.data[c.pos] != ':' {
-			return malformedProblem("the body is not a valid JSON object")
-		}
-		c.pos++
+		name, bad := jsonscan.String(lit)
 		if !strict {
-			if bad != "" {
-				return stringProblem(path, bad)
+			if bad != nil {
+				return stringProblem(path, unicodeReason(bad))
 			}
 			// A key given twice is refused here too, at any depth: the
 			// stores would keep different ones (jsonb the last, --dev
@@ -354,7 +321,7 @@ func (c *bodyChecker) object(s *shape, path string) *Problem {
 			continue
 		}
 		field, ok := s.fields[name]
-		if bad != "" || !ok {
+		if bad != nil || !ok {
 			return validationProblem(fieldName(name), "unknown field")
 		}
 		child := name
@@ -372,20 +339,12 @@ func (c *bodyChecker) object(s *shape, path string) *Problem {
 }
 
 func (c *bodyChecker) array(s *shape, path string) *Problem {
-	c.pos++ // [
+	c.Enter()
 	elem := s
 	if s.elem != nil {
 		elem = s.elem
 	}
-	for i := 0; ; i++ {
-		c.skipSpace()
-		if c.pos < len(c.data) && c.data[c.pos] == ']' {
-			c.pos++
-			return nil
-		}
-		if c.pos < len(c.data) && c.data[c.pos] == ',' {
-			c.pos++
-		}
+	for i := 0; c.Element(); i++ {
 		// Elements that are objects are named by index (skills[2].name),
 		// the others by their array's name (supported_protocols).
 		child := path
@@ -396,63 +355,15 @@ func (c *bodyChecker) array(s *shape, path string) *Problem {
 			return p
 		}
 	}
+	return nil
 }
 
-// str reads the string literal at c.pos and returns its value (as
-// encoding/json decodes it) and, when it is not valid Unicode, why.
-func (c *bodyChecker) str() (value, bad string) {
-	start := c.pos
-	escaped := false
-	c.pos++ // "
-	for c.pos < len(c.data) {
-		b := c.data[c.pos]
-		switch {
-		case b == '"':
-			c.pos++
-			if escaped || bad != "" {
-				_ = json.Unmarshal(c.data[start:c.pos], &value)
-			} else {
-				value = string(c.data[start+1 : c.pos-1])
-			}
-			return value, bad
-		case b == '\\':
-			escaped = true
-			if c.pos+1 < len(c.data) && c.data[c.pos+1] == 'u' {
-				if r, ok := hex4(c.data, c.pos+2); ok && utf16.IsSurrogate(r) {
-					r2, ok2 := rune(0), false
-					if c.pos+7 < len(c.data) && c.data[c.pos+6] == '\\' && c.data[c.pos+7] == 'u' {
-						r2, ok2 = hex4(c.data, c.pos+8)
-					}
-					if r >= 0xDC00 || !ok2 || r2 < 0xDC00 || r2 > 0xDFFF {
-						bad = "must be valid Unicode: it holds a lone surrogate escape (\\ud800-\\udfff without its pair)"
-					} else {
-						c.pos += 6 // the pair's first half
-					}
-				}
-				c.pos += 6
-				continue
-			}
-			c.pos += 2
-		case b < utf8.RuneSelf:
-			c.pos++
-		default:
-			r, size := utf8.DecodeRune(c.data[c.pos:])
-			if r == utf8.RuneError && size == 1 {
-				bad = "must be valid UTF-8"
-			}
-			c.pos += size
-		}
+// unicodeReason is why a string that jsonscan.String refused is refused.
+func unicodeReason(bad error) string {
+	if errors.Is(bad, jsonscan.ErrLoneSurrogate) {
+		return "must be valid Unicode: it holds a lone surrogate escape (\\ud800-\\udfff without its pair)"
 	}
-	return value, "the string is not terminated"
-}
-
-// hex4 reads the four hex digits of a \u escape at data[i:].
-func hex4(data []byte, i int) (rune, bool) {
-	if i+4 > len(data) {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(string(data[i:i+4]), 16, 16)
-	return rune(n), err == nil
+	return "must be valid UTF-8"
 }
 
 // stringProblem is the problem of a string at path that is not valid

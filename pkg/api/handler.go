@@ -93,7 +93,8 @@ type HandlerOptions struct {
 	// verified.
 	Limits *limit.Tenants
 	// Tracer gives every request a server span, the child of its
-	// traceparent; nil: no spans, at no cost.
+	// traceparent; nil is OpenTelemetry's no-op provider: spans that record
+	// nothing, at no measurable cost.
 	Tracer trace.TracerProvider
 	// MCP serves /mcp (mcpd as an MCP server) once the caller's token,
 	// read scope and request rate are checked; nil: no /mcp route.
@@ -138,7 +139,7 @@ type handler struct {
 	namespace string
 	// publicTenant answers /v0.1 reads without a token; uuid.Nil: none.
 	publicTenant uuid.UUID
-	// tracer starts the request spans; nil: tracing is off.
+	// tracer starts the request spans; a no-op one when tracing is off.
 	tracer trace.Tracer
 }
 

@@ -35,11 +35,11 @@ func (h *handler) instrument(mux *http.ServeMux) http.Handler {
 		// No answer is to be read as anything but its Content-Type.
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		var span trace.Span
-		if h.tracer != nil && !untraced(r.URL.Path) {
+		if !untraced(r.URL.Path) {
 			r, span = h.startSpan(r)
 		}
 		sw := &statusWriter{ResponseWriter: w, req: r}
-		if span != nil {
+		if span != nil && span.IsRecording() {
 			// Runs after the deferred recovery below: the status is known.
 			defer func() { endSpan(span, r.Method, r.Pattern, sw.status) }()
 		}
@@ -171,16 +171,25 @@ func untraced(path string) bool {
 }
 
 // startSpan starts the request's server span, the child of the span its
-// traceparent names (or a new trace), and returns the request with it.
+// traceparent names (or a new trace), and returns the request with it. A
+// span with nothing to carry (tracing off and no traceparent) leaves the
+// request as it came.
 func (h *handler) startSpan(r *http.Request) (*http.Request, trace.Span) {
 	ctx := tracing.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	ctx, span := h.tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(
+	ctx, span := h.tracer.Start(ctx, r.Method, serverSpan...)
+	if span.IsRecording() {
+		span.SetAttributes(
 			attribute.String("http.request.method", r.Method),
 			attribute.String("url.path", r.URL.Path),
-		))
+		)
+	} else if !span.SpanContext().IsValid() {
+		return r, span
+	}
 	return r.WithContext(ctx), span
 }
+
+// serverSpan are the options of a request's span, made once.
+var serverSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
 
 // endSpan names the request's span after its method and route ("POST
 // /v1/mcp/servers/register", "POST /mcp" for a pattern without a method),
@@ -205,12 +214,9 @@ func endSpan(span trace.Span, method, pattern string, code int) {
 }
 
 // recording returns the request's span when it is recorded, else nil: the
-// attributes of a span are only made for one that keeps them, and with
-// tracing off the request is not even looked at.
+// attributes of a span are only made for one that keeps them (with tracing
+// off, none is).
 func (h *handler) recording(r *http.Request) trace.Span {
-	if h.tracer == nil {
-		return nil
-	}
 	if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
 		return span
 	}

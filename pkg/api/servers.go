@@ -40,8 +40,11 @@ func serverAttrs(tenant uuid.UUID, srv registry.Server) []attribute.KeyValue {
 }
 
 // requestTraceID is the trace id a registration stores: the trace of the
-// request's span when tracing is on (its traceparent's, or the new trace
-// it started), else the traceparent header's; "" makes a random one.
+// request's span (its traceparent's, or with tracing on the new trace it
+// started), else the traceparent header's as registry reads it (which also
+// takes one the propagator refuses, such as one with spaces around it); ""
+// makes a random one. Every traceparent the propagator takes, registry
+// reads to the same trace id, so tracing off stores what it always did.
 func requestTraceID(r *http.Request) string {
 	if id := tracing.TraceID(r.Context()); id != "" {
 		return id

@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -12,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/cyberos/mcpd/pkg/internal/jsonscan"
 )
 
 // A token is read twice: once here, strictly, and once by the jwt library,
@@ -20,7 +21,9 @@ import (
 // the library alone would take "TENANT_ID" for tenant_id, the second of two
 // tenant_id claims, and a number in a string for exp. Here every header
 // parameter and claim name must be unique, claims are matched by their exact
-// names, and each claim mcpd reads must have its JSON type.
+// names, and each claim mcpd reads must have its JSON type. The walk over
+// the text is jsonscan's, which the API's body reader shares (its package
+// comment says why no library does it).
 
 // formatError is a token whose header or claims break the strict rules; its
 // text is the reason Verify gives.
@@ -43,44 +46,40 @@ var knownClaims = []string{"tenant_id", "scope", "sub", "exp", "nbf", "iat", "is
 // 8.1) is errNotObject. A name that appears twice, or two names that differ
 // only in case (which encoding/json, and so many a JWT library, would take
 // for one), are returned as dup: one of the two, the one in knownClaims if
-// either is.
+// either is; the empty name twice is dup `""`, quoted, as dup "" says there
+// is none.
 func objectMembers(data []byte) (members map[string]json.RawMessage, dup string, err error) {
 	if !utf8.Valid(data) || !json.Valid(data) {
 		return nil, "", errNotObject
 	}
 	// Valid JSON from here on: the walk need not check the syntax.
-	i := skipSpace(data, 0)
-	if data[i] != '{' {
+	sc := jsonscan.Scanner{Data: data}
+	if sc.Peek() != '{' {
 		return nil, "", errNotObject
 	}
+	sc.Enter()
 	members = make(map[string]json.RawMessage, 8)
 	var (
 		names  []string          // in order, while there are few
 		folded map[string]string // foldKey -> name, once there are many
 	)
-	for i++; ; {
-		i = skipSpace(data, i)
-		switch data[i] {
-		case '}':
+	for {
+		lit, ok := sc.Member()
+		if !ok {
 			return members, "", nil
-		case ',':
-			i = skipSpace(data, i+1)
 		}
-		end := valueEnd(data, i)
-		name, err := memberName(data[i:end])
-		if err != nil {
-			return nil, "", errNotObject
-		}
-		i = skipSpace(data, skipSpace(data, end)+1) // past the colon
-		end = valueEnd(data, i)
+		name, _ := jsonscan.String(lit)
+		value := sc.Value()
 		if prev, seen := foldSeen(&names, &folded, name); seen {
 			if slices.Contains(knownClaims, prev) {
 				return nil, prev, nil
 			}
+			if name == "" {
+				return nil, `""`, nil
+			}
 			return nil, name, nil
 		}
-		members[name] = data[i:end]
-		i = end
+		members[name] = value
 	}
 }
 
@@ -112,58 +111,6 @@ func foldSeen(names *[]string, folded *map[string]string, name string) (string, 
 	}
 	(*folded)[key] = name
 	return "", false
-}
-
-// memberName decodes the string literal lit (of valid JSON), without
-// encoding/json when it holds no escape.
-func memberName(lit []byte) (string, error) {
-	if bytes.IndexByte(lit, '\\') < 0 {
-		return string(lit[1 : len(lit)-1]), nil
-	}
-	var name string
-	err := json.Unmarshal(lit, &name)
-	return name, err
-}
-
-func skipSpace(data []byte, i int) int {
-	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// valueEnd returns the index just after the JSON value that starts at
-// data[i], in valid JSON.
-func valueEnd(data []byte, i int) int {
-	depth := 0
-	for ; i < len(data); i++ {
-		switch data[i] {
-		case '"':
-			for i++; data[i] != '"'; i++ {
-				if data[i] == '\\' {
-					i++
-				}
-			}
-			if depth == 0 {
-				return i + 1
-			}
-		case '{', '[':
-			depth++
-		case '}', ']':
-			if depth == 0 {
-				return i // the end of a number or literal
-			}
-			depth--
-			if depth == 0 {
-				return i + 1
-			}
-		case ',', ' ', '\t', '\n', '\r':
-			if depth == 0 {
-				return i // the end of a number or literal
-			}
-		}
-	}
-	return i
 }
 
 // foldKey maps s to a key that is the same for every string equal to s
@@ -278,10 +225,7 @@ func stringClaim(name string, raw json.RawMessage) (*string, error) {
 	if raw[0] != '"' {
 		return nil, formatErrorf("%s is not a string", name)
 	}
-	s, err := memberName(raw)
-	if err != nil {
-		return nil, formatErrorf("%s is not a string", name)
-	}
+	s, _ := jsonscan.String(raw)
 	return &s, nil
 }
 

@@ -171,16 +171,16 @@ func TestServerIDCommandsParse(t *testing.T) {
 	var gotModule string
 	capture := map[string]func() error{
 		"heartbeat": func() error {
-			return execute(t, newCmdHeartbeat(f, func(o *heartbeatOptions) error { got = o.ServerID; return nil }), id.String())
+			return execute(t, newCmdHeartbeat(f, func(o *serverIDOptions) error { got = o.ServerID; return nil }), id.String())
 		},
 		"deregister": func() error {
-			return execute(t, newCmdDeregister(f, func(o *deregisterOptions) error { got = o.ServerID; return nil }), id.String())
+			return execute(t, newCmdDeregister(f, func(o *serverIDOptions) error { got = o.ServerID; return nil }), id.String())
 		},
 		"get": func() error {
-			return execute(t, newCmdServersGet(f, func(o *getOptions) error { got = o.ServerID; return nil }), id.String())
+			return execute(t, newCmdServersGet(f, func(o *serverIDOptions) error { got = o.ServerID; return nil }), id.String())
 		},
 		"skills": func() error {
-			return execute(t, newCmdServersSkills(f, func(o *skillsOptions) error { got = o.ServerID; return nil }), id.String())
+			return execute(t, newCmdServersSkills(f, func(o *serverIDOptions) error { got = o.ServerID; return nil }), id.String())
 		},
 	}
 	for name, run := range capture {
@@ -192,16 +192,16 @@ func TestServerIDCommandsParse(t *testing.T) {
 	// A module name stands for the tenant's server of that module.
 	for name, cmd := range map[string]func(f *Factory) *cobra.Command{
 		"heartbeat": func(f *Factory) *cobra.Command {
-			return newCmdHeartbeat(f, func(o *heartbeatOptions) error { got = o.ServerID; gotModule = o.Module; return nil })
+			return newCmdHeartbeat(f, func(o *serverIDOptions) error { got = o.ServerID; gotModule = o.Module; return nil })
 		},
 		"deregister": func(f *Factory) *cobra.Command {
-			return newCmdDeregister(f, func(o *deregisterOptions) error { got = o.ServerID; gotModule = o.Module; return nil })
+			return newCmdDeregister(f, func(o *serverIDOptions) error { got = o.ServerID; gotModule = o.Module; return nil })
 		},
 		"get": func(f *Factory) *cobra.Command {
-			return newCmdServersGet(f, func(o *getOptions) error { got = o.ServerID; gotModule = o.Module; return nil })
+			return newCmdServersGet(f, func(o *serverIDOptions) error { got = o.ServerID; gotModule = o.Module; return nil })
 		},
 		"skills": func(f *Factory) *cobra.Command {
-			return newCmdServersSkills(f, func(o *skillsOptions) error { got = o.ServerID; gotModule = o.Module; return nil })
+			return newCmdServersSkills(f, func(o *serverIDOptions) error { got = o.ServerID; gotModule = o.Module; return nil })
 		},
 	} {
 		got, gotModule = id, ""
@@ -210,7 +210,7 @@ func TestServerIDCommandsParse(t *testing.T) {
 		}
 	}
 	for _, args := range [][]string{{"Not_A_UUID"}, {"6f1c2a4e8b0d4c3e9f6a1d2e3f4a5b6c"}, {"9calendar"}, {strings.Repeat("a", 64)}, {}, {id.String(), id.String()}} {
-		err := execute(t, newCmdHeartbeat(f, func(*heartbeatOptions) error { t.Fatal("runF reached"); return nil }), args...)
+		err := execute(t, newCmdHeartbeat(f, func(*serverIDOptions) error { t.Fatal("runF reached"); return nil }), args...)
 		if !isUsage(err) {
 			t.Errorf("heartbeat %q: error %v, want a usage error", args, err)
 		}

@@ -157,7 +157,7 @@ func TestServerRuns(t *testing.T) {
 
 	// heartbeat: the object as YAML, with the JSON names.
 	ts := newTestIO()
-	if err := heartbeatRun(ctx, &heartbeatOptions{IO: ts.io, Client: b.clientFunc(), Printer: b.printer(ts, output.YAML), ServerID: srv.ServerID}); err != nil {
+	if err := heartbeatRun(ctx, &serverIDOptions{IO: ts.io, Client: b.clientFunc(), Printer: b.printer(ts, output.YAML), ServerID: srv.ServerID}); err != nil {
 		t.Fatal(err)
 	}
 	want := fmt.Sprintf(`capability_advertisement: null
@@ -181,7 +181,7 @@ version: 1.3.2
 
 	// get, piped table: one field a line.
 	ts = newTestIO()
-	if err := getRun(ctx, &getOptions{IO: ts.io, Client: b.clientFunc(), Printer: b.printer(ts, output.Table), ServerID: srv.ServerID}); err != nil {
+	if err := getRun(ctx, &serverIDOptions{IO: ts.io, Client: b.clientFunc(), Printer: b.printer(ts, output.Table), ServerID: srv.ServerID}); err != nil {
 		t.Fatal(err)
 	}
 	want = "server_id\t" + srv.ServerID.String() + "\n" +
@@ -202,7 +202,7 @@ version: 1.3.2
 
 	// deregister, then skills: every skill unavailable.
 	ts = newTestIO()
-	if err := deregisterRun(ctx, &deregisterOptions{IO: ts.io, Client: b.clientFunc(), Printer: b.printer(ts, output.JSON), ServerID: srv.ServerID}); err != nil {
+	if err := deregisterRun(ctx, &serverIDOptions{IO: ts.io, Client: b.clientFunc(), Printer: b.printer(ts, output.JSON), ServerID: srv.ServerID}); err != nil {
 		t.Fatal(err)
 	}
 	var got registry.Server
@@ -210,7 +210,7 @@ version: 1.3.2
 		t.Fatalf("deregister -o json printed %s (%v)", ts.out, err)
 	}
 	ts = newTestIO()
-	if err := skillsRun(ctx, &skillsOptions{IO: ts.io, Client: b.clientFunc(), Printer: b.printer(ts, output.Table), ServerID: srv.ServerID}); err != nil {
+	if err := skillsRun(ctx, &serverIDOptions{IO: ts.io, Client: b.clientFunc(), Printer: b.printer(ts, output.Table), ServerID: srv.ServerID}); err != nil {
 		t.Fatal(err)
 	}
 	want = "create-event\tno\tserver_deregistered\t\nlist-events\tno\tserver_deregistered\tList events\n"
@@ -220,7 +220,7 @@ version: 1.3.2
 
 	// A heartbeat of a deregistered server is the API's 409 problem.
 	ts = newTestIO()
-	err := heartbeatRun(ctx, &heartbeatOptions{IO: ts.io, Client: b.clientFunc(), Printer: b.printer(ts, output.Table), ServerID: srv.ServerID})
+	err := heartbeatRun(ctx, &serverIDOptions{IO: ts.io, Client: b.clientFunc(), Printer: b.printer(ts, output.Table), ServerID: srv.ServerID})
 	var p *api.Problem
 	if !errors.As(err, &p) || p.Status != http.StatusConflict {
 		t.Fatalf("heartbeat after deregister: %v, want a 409 problem", err)
@@ -301,11 +301,11 @@ func TestServerRunsByModule(t *testing.T) {
 	b.register(t, "mail")
 	ctx := context.Background()
 	ts := newTestIO()
-	if err := deregisterRun(ctx, &deregisterOptions{IO: ts.io, Client: b.clientFunc(), Printer: b.printer(ts, output.JSON), Module: "calendar"}); err != nil {
+	if err := deregisterRun(ctx, &serverIDOptions{IO: ts.io, Client: b.clientFunc(), Printer: b.printer(ts, output.JSON), Module: "calendar"}); err != nil {
 		t.Fatal(err)
 	}
 	ts = newTestIO()
-	if err := getRun(ctx, &getOptions{IO: ts.io, Client: b.clientFunc(), Printer: b.printer(ts, output.JSON), Module: "calendar"}); err != nil {
+	if err := getRun(ctx, &serverIDOptions{IO: ts.io, Client: b.clientFunc(), Printer: b.printer(ts, output.JSON), Module: "calendar"}); err != nil {
 		t.Fatal(err)
 	}
 	var got registry.Server
@@ -313,12 +313,12 @@ func TestServerRunsByModule(t *testing.T) {
 		t.Fatalf("get calendar after its deregistration: %s, %v", ts.out, err)
 	}
 	ts = newTestIO()
-	err := heartbeatRun(ctx, &heartbeatOptions{IO: ts.io, Client: b.clientFunc(), Printer: b.printer(ts, output.JSON), Module: "calendar"})
+	err := heartbeatRun(ctx, &serverIDOptions{IO: ts.io, Client: b.clientFunc(), Printer: b.printer(ts, output.JSON), Module: "calendar"})
 	var prob *api.Problem
 	if !errors.As(err, &prob) || prob.Status != http.StatusConflict {
 		t.Fatalf("heartbeat of a deregistered module: %v, want its 409", err)
 	}
-	err = skillsRun(ctx, &skillsOptions{IO: ts.io, Client: b.clientFunc(), Printer: b.printer(ts, output.JSON), Module: "search"})
+	err = skillsRun(ctx, &serverIDOptions{IO: ts.io, Client: b.clientFunc(), Printer: b.printer(ts, output.JSON), Module: "search"})
 	if err == nil || err.Error() != `no server of module "search" for the token's tenant` {
 		t.Fatalf("skills of a module without a server: %v", err)
 	}

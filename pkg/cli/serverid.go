@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cyberos/mcpd/pkg/client"
+	"github.com/cyberos/mcpd/pkg/output"
 	"github.com/cyberos/mcpd/pkg/registry"
 )
 
@@ -58,6 +59,61 @@ func (r serverRef) resolve(ctx context.Context, c *client.Client) (uuid.UUID, er
 		return uuid.Nil, fmt.Errorf("no server of module %q for the token's tenant", r.Module)
 	}
 	return list.Servers[0].ServerID, nil
+}
+
+// serverIDOptions are the options of a command that acts on one server,
+// named by its one argument SERVER_ID (heartbeat, deregister, servers get,
+// servers skills).
+type serverIDOptions struct {
+	IO      *IOStreams
+	Client  func() (*client.Client, error)
+	Printer *output.Printer
+
+	// ServerID, or Module when SERVER_ID was a module name.
+	ServerID uuid.UUID
+	Module   string
+}
+
+// serverIDRun is the run of a SERVER_ID command: it resolves SERVER_ID,
+// makes the call for that server and prints its answer.
+func serverIDRun[T any](ctx context.Context, opts *serverIDOptions,
+	call func(*client.Client, context.Context, uuid.UUID) (T, error), show func(*output.Printer, T) error) error {
+	c, err := opts.Client()
+	if err != nil {
+		return err
+	}
+	id, err := serverRef{ID: opts.ServerID, Module: opts.Module}.resolve(ctx, c)
+	if err != nil {
+		return err
+	}
+	answer, err := call(c, ctx, id)
+	if err != nil {
+		return err
+	}
+	return show(opts.Printer, answer)
+}
+
+// newServerIDCmd completes cmd (its Use, help and example set) as a
+// SERVER_ID command: one argument, completed with the tenant's servers and
+// parsed by parseServerRef, then runF (a test's) or run.
+func newServerIDCmd(f *Factory, cmd *cobra.Command, runF func(*serverIDOptions) error,
+	run func(context.Context, *serverIDOptions) error) *cobra.Command {
+	opts := &serverIDOptions{IO: f.IOStreams, Client: f.Client}
+	cmd.Args = exactArgs("SERVER_ID")
+	cmd.ValidArgsFunction = completeServerIDs(f)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ref, err := parseServerRef(args[0])
+		if err != nil {
+			return err
+		}
+		opts.ServerID, opts.Module = ref.ID, ref.Module
+		opts.Printer = f.printer()
+		if runF != nil {
+			return runF(opts)
+		}
+		return failed(run(cmd.Context(), opts))
+	}
+	return cmd
 }
 
 // completionTimeout bounds the API call behind a shell completion.

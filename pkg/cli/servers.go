@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
 	"github.com/cyberos/mcpd/pkg/client"
@@ -121,72 +120,23 @@ func listRun(ctx context.Context, opts *listOptions) error {
 	return printServers(ctx, c, opts.Printer, servers)
 }
 
-type getOptions struct {
-	IO      *IOStreams
-	Client  func() (*client.Client, error)
-	Printer *output.Printer
-
-	// ServerID, or Module when SERVER_ID was a module name.
-	ServerID uuid.UUID
-	Module   string
-}
-
-func newCmdServersGet(f *Factory, runF func(*getOptions) error) *cobra.Command {
-	opts := &getOptions{IO: f.IOStreams, Client: f.Client}
-	cmd := &cobra.Command{
+func newCmdServersGet(f *Factory, runF func(*serverIDOptions) error) *cobra.Command {
+	return newServerIDCmd(f, &cobra.Command{
 		Use:   "get SERVER_ID",
 		Short: "Show one server",
 		Long: `Show one server. SERVER_ID is the server's id, or its module name: the
 tenant's server of that module, whatever its status.`,
 		Example: `  mcpctl servers get 6f1c2a4e-8b0d-4c3e-9f6a-1d2e3f4a5b6c -o json
   mcpctl servers get calendar`,
-		Args:              exactArgs("SERVER_ID"),
-		ValidArgsFunction: completeServerIDs(f),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ref, err := parseServerRef(args[0])
-			if err != nil {
-				return err
-			}
-			opts.ServerID, opts.Module = ref.ID, ref.Module
-			opts.Printer = f.printer()
-			if runF != nil {
-				return runF(opts)
-			}
-			return failed(getRun(cmd.Context(), opts))
-		},
-	}
-	return cmd
+	}, runF, getRun)
 }
 
-func getRun(ctx context.Context, opts *getOptions) error {
-	c, err := opts.Client()
-	if err != nil {
-		return err
-	}
-	id, err := serverRef{ID: opts.ServerID, Module: opts.Module}.resolve(ctx, c)
-	if err != nil {
-		return err
-	}
-	srv, err := c.Server(ctx, id)
-	if err != nil {
-		return err
-	}
-	return opts.Printer.Server(srv)
+func getRun(ctx context.Context, opts *serverIDOptions) error {
+	return serverIDRun(ctx, opts, (*client.Client).Server, (*output.Printer).Server)
 }
 
-type skillsOptions struct {
-	IO      *IOStreams
-	Client  func() (*client.Client, error)
-	Printer *output.Printer
-
-	// ServerID, or Module when SERVER_ID was a module name.
-	ServerID uuid.UUID
-	Module   string
-}
-
-func newCmdServersSkills(f *Factory, runF func(*skillsOptions) error) *cobra.Command {
-	opts := &skillsOptions{IO: f.IOStreams, Client: f.Client}
-	cmd := &cobra.Command{
+func newCmdServersSkills(f *Factory, runF func(*serverIDOptions) error) *cobra.Command {
+	return newServerIDCmd(f, &cobra.Command{
 		Use:   "skills SERVER_ID",
 		Short: "List the skills of a server and whether each is available",
 		Long: `List the skills of a server. A skill is unavailable while its server is
@@ -197,36 +147,9 @@ SERVER_ID is the server's id, or its module name: the tenant's server of
 that module.`,
 		Example: `  mcpctl servers skills 6f1c2a4e-8b0d-4c3e-9f6a-1d2e3f4a5b6c
   mcpctl servers skills calendar`,
-		Args:              exactArgs("SERVER_ID"),
-		ValidArgsFunction: completeServerIDs(f),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ref, err := parseServerRef(args[0])
-			if err != nil {
-				return err
-			}
-			opts.ServerID, opts.Module = ref.ID, ref.Module
-			opts.Printer = f.printer()
-			if runF != nil {
-				return runF(opts)
-			}
-			return failed(skillsRun(cmd.Context(), opts))
-		},
-	}
-	return cmd
+	}, runF, skillsRun)
 }
 
-func skillsRun(ctx context.Context, opts *skillsOptions) error {
-	c, err := opts.Client()
-	if err != nil {
-		return err
-	}
-	id, err := serverRef{ID: opts.ServerID, Module: opts.Module}.resolve(ctx, c)
-	if err != nil {
-		return err
-	}
-	skills, err := c.Skills(ctx, id)
-	if err != nil {
-		return err
-	}
-	return opts.Printer.Skills(skills)
+func skillsRun(ctx context.Context, opts *serverIDOptions) error {
+	return serverIDRun(ctx, opts, (*client.Client).Skills, (*output.Printer).Skills)
 }

@@ -17,11 +17,9 @@ const monitorTracerName = "github.com/cyberos/mcpd/pkg/registry"
 // sweepTracer returns the monitor's Trace hook: each sweep that changes
 // something (or fails) is the root span of a trace of its own, "sweep",
 // with the counts of its transitions by status reached; a sweep that
-// changes nothing is no trace (tracing.Idle). nil when tracing is off.
+// changes nothing is no trace (tracing.Idle). With tracing off (tp the
+// no-op provider) the span records nothing and the counts are not made.
 func sweepTracer(tp trace.TracerProvider) func(context.Context) (context.Context, func([]registry.Event, error)) {
-	if tp == nil {
-		return nil
-	}
 	tracer := tp.Tracer(monitorTracerName)
 	return func(ctx context.Context) (context.Context, func([]registry.Event, error)) {
 		// Droppable: a sweep that changes nothing (most of them, every
@@ -29,6 +27,10 @@ func sweepTracer(tp trace.TracerProvider) func(context.Context) (context.Context
 		ctx, span := tracer.Start(ctx, "sweep", trace.WithNewRoot(),
 			trace.WithAttributes(tracing.Droppable.Bool(true)))
 		return ctx, func(transitions []registry.Event, err error) {
+			if !span.IsRecording() {
+				span.End()
+				return
+			}
 			var degraded, unhealthy int
 			for _, ev := range transitions {
 				switch ev.ToStatus {

@@ -12,6 +12,20 @@ import (
 	"unicode"
 )
 
+// This file reads a connection string into libpq's keywords, beside
+// pgconn.ParseConfig, which mcpd's pool uses, because that one does not fit
+// here. This package is mcpctl's (mcpctl migrate), and mcpctl links no pgx
+// (cmd/mcpctl's TestBinaryDependencies): the migrator runs golang-migrate's
+// postgres driver on lib/pq, which takes keywords. The migrator must also
+// drop the keywords only pgx reads (pool_max_conns would reach the server as
+// a setting and be refused) and know which ones the string set (sslmode,
+// connect_timeout); ParseConfig would give none of that back, as it resolves
+// the string with the environment and its defaults into a Config (hosts into
+// Fallbacks, sslmode into TLS settings). lib/pq's own parser takes no URL
+// with a host list ("h1:5432,h2:5433"), which mcpd's --database-url may
+// hold. TestConnStringAgreesWithPgconn keeps this reading of the hosts,
+// ports, user, password and database the same as pgconn's.
+
 // connConfig is a connection string as users write it, read into libpq's
 // keywords.
 type connConfig struct {

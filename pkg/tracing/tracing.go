@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/cyberos/mcpd/pkg/version"
 )
@@ -55,8 +56,9 @@ func Enabled(getenv func(string) string) bool {
 }
 
 // New returns the Provider the environment asks for. Off (Enabled is
-// false), it is a Provider whose TracerProvider is nil and that costs
-// nothing. On, the exporter, the sampler (OTEL_TRACES_SAMPLER,
+// false), it is a Provider whose TracerProvider is OpenTelemetry's no-op
+// one: its spans record nothing, and the callers skip their attribute work
+// for a span that is not recording. On, the exporter, the sampler (OTEL_TRACES_SAMPLER,
 // OTEL_TRACES_SAMPLER_ARG; default parent-based, always on), the batch
 // processor (OTEL_BSP_*) and the resource (OTEL_SERVICE_NAME,
 // OTEL_RESOURCE_ATTRIBUTES) are read by the SDK from the process
@@ -100,11 +102,11 @@ func New(ctx context.Context, getenv func(string) string, logger *slog.Logger) (
 // Enabled reports whether p records and exports spans.
 func (p *Provider) Enabled() bool { return p != nil && p.sdk != nil }
 
-// TracerProvider returns the provider to take tracers from, or nil when
-// tracing is off: callers then skip their spans altogether.
+// TracerProvider returns the provider to take tracers from: the SDK's when
+// tracing is on, OpenTelemetry's no-op one when it is off.
 func (p *Provider) TracerProvider() trace.TracerProvider {
 	if !p.Enabled() {
-		return nil
+		return noop.NewTracerProvider()
 	}
 	return p.sdk
 }
@@ -121,11 +123,11 @@ func (p *Provider) Shutdown(ctx context.Context) error {
 	return nil
 }
 
-// Tracer returns the named tracer of tp, or nil when tp is nil (tracing
-// off).
+// Tracer returns the named tracer of tp; a nil tp (an Options field left
+// unset) is OpenTelemetry's no-op provider.
 func Tracer(tp trace.TracerProvider, name string) trace.Tracer {
 	if tp == nil {
-		return nil
+		tp = noop.NewTracerProvider()
 	}
 	return tp.Tracer(name)
 }

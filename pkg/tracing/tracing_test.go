@@ -37,16 +37,24 @@ func TestEnabled(t *testing.T) {
 	}
 }
 
-// TestOffCostsNothing: off, the provider has no tracer provider, the
-// helpers take nil, and shutting down does nothing.
+// TestOffCostsNothing: off, the provider's tracers (and those of a nil
+// provider) make spans that record nothing and start no trace, and
+// shutting down does nothing.
 func TestOffCostsNothing(t *testing.T) {
 	t.Parallel()
 	p, err := tracing.New(context.Background(), env(nil), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Enabled() || p.TracerProvider() != nil || tracing.Tracer(p.TracerProvider(), "x") != nil {
+	if p.Enabled() {
 		t.Fatal("tracing is on without an endpoint")
+	}
+	for _, tracer := range []trace.Tracer{p.TracerProvider().Tracer("x"), tracing.Tracer(nil, "x")} {
+		ctx, span := tracer.Start(context.Background(), "span")
+		if span.IsRecording() || tracing.TraceID(ctx) != "" {
+			t.Fatalf("an off tracer's span records (%v) or starts trace %q", span.IsRecording(), tracing.TraceID(ctx))
+		}
+		span.End()
 	}
 	if err := p.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
