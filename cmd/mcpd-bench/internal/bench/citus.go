@@ -26,7 +26,9 @@ import (
 // (cyberos_app, its batcher, its sweep). Each engine in turn: register the
 // fleet, heartbeat it at light load and at saturation while a sweep runs
 // every second, and count the sweep's transitions, every one of them false
-// (each server heartbeats far more often than the sweep's threshold).
+// (each server heartbeats far more often than the sweep's threshold). These
+// are the store path's rows; then the same fleet and loads through a real
+// mcpd on the same clusters (citusmcpd.go), heartbeats held in memory.
 const (
 	citusTenants      = 20               // the fleet's tenants: both workers hold some
 	citusRegClients   = 8                // concurrent registrations
@@ -68,6 +70,10 @@ type CitusEngineResult struct {
 	Transitions int             `json:"false_transitions"`
 	SweepErrors int             `json:"sweep_errors"`
 	SweepError  string          `json:"sweep_first_error,omitempty"`
+	// MCPD is the same fleet's load through a real mcpd (citusmcpd.go) on
+	// the same clusters; MCPDError why it could not run.
+	MCPD      *CitusMCPDResult `json:"mcpd,omitempty"`
+	MCPDError string           `json:"mcpd_error,omitempty"`
 }
 
 // citusEngine is one engine of the row set: its clusters and its store.
@@ -152,6 +158,14 @@ func (r *runner) citusRows(ctx context.Context) {
 	}
 	r.rep.Details["citus"] = results
 	r.citusReport(results[0], results[1])
+	var mcpdErr error
+	for _, res := range results {
+		if res.MCPDError != "" {
+			mcpdErr = fmt.Errorf("%s: %s", res.Engine, res.MCPDError)
+			break
+		}
+	}
+	r.citusMCPDReport(results[0].MCPD, results[1].MCPD, mcpdErr)
 }
 
 // citusEngineRun starts the engine's clusters (durable, in the work
@@ -160,8 +174,9 @@ func (r *runner) citusEngineRun(ctx context.Context, engine string) (CitusEngine
 	opts := pgtest.ClusterOptions{Durable: true, BaseDir: r.work}
 	const db = "mcpd_bench_citus"
 	var (
-		e   *citusEngine
-		err error
+		e      *citusEngine
+		mcpdDB citusDatabase
+		err    error
 	)
 	r.log.Info("Citus row set: starting", "engine", engine)
 	setup, cancel := context.WithTimeout(ctx, seedTimeout)
@@ -180,6 +195,11 @@ func (r *runner) citusEngineRun(ctx context.Context, engine string) (CitusEngine
 			return CitusEngineResult{}, err
 		}
 		e, err = openEngine(setup, engine, func() []int { return []int{pg.PID()} }, pg.URL("postgres", db), pg.URL(AppRole, db))
+		mcpdDB = citusDatabase{
+			create: func(ctx context.Context) error {
+				return execOn(ctx, pg.URL("postgres", "postgres"), `CREATE DATABASE `+citusMCPDDatabase)
+			},
+			adminURL: pg.URL("postgres", citusMCPDDatabase), appURL: pg.URL(AppRole, citusMCPDDatabase)}
 	default:
 		c, serr := pgtest.StartCitus(opts)
 		if serr != nil {
@@ -198,6 +218,9 @@ func (r *runner) citusEngineRun(ctx context.Context, engine string) (CitusEngine
 			return ps
 		}
 		e, err = openEngine(setup, engine, pids, co.URL("postgres", db), co.URL(AppRole, db))
+		mcpdDB = citusDatabase{
+			create:   func(ctx context.Context) error { return c.CreateDatabase(ctx, citusMCPDDatabase) },
+			adminURL: co.URL("postgres", citusMCPDDatabase), appURL: co.URL(AppRole, citusMCPDDatabase)}
 		if err == nil {
 			var version string
 			if qerr := e.admin.QueryRow(setup, `SELECT extversion FROM pg_extension WHERE extname = 'citus'`).Scan(&version); qerr == nil {
@@ -211,7 +234,16 @@ func (r *runner) citusEngineRun(ctx context.Context, engine string) (CitusEngine
 	if err != nil {
 		return CitusEngineResult{}, err
 	}
-	return r.citusLoad(ctx, e)
+	res, err := r.citusLoad(ctx, e)
+	if err != nil {
+		return res, err
+	}
+	// The same load through a real mcpd, on the same clusters.
+	if res.MCPD, err = r.citusMCPD(ctx, e, mcpdDB); err != nil {
+		res.MCPD, res.MCPDError = nil, err.Error()
+		r.log.Warn("Citus row set through mcpd", "engine", engine, "err", err)
+	}
+	return res, nil
 }
 
 func execOn(ctx context.Context, url, stmt string) error {
@@ -377,7 +409,8 @@ func (l *sweepLog) fill(res *CitusEngineResult) {
 	}
 }
 
-// citusReport adds the rows: each load's ratio Citus ÷ plain against the
+// citusReport adds the store path's rows (pgstore in this process, each
+// heartbeat a store call): each load's ratio Citus ÷ plain against the
 // issue's targets, with both engines' figures in the note.
 func (r *runner) citusReport(plain, citus CitusEngineResult) {
 	ratio := func(id, measure string, p, c LoadResult, target float64, pgP, pgC float64) {
@@ -396,16 +429,16 @@ func (r *runner) citusReport(plain, citus CitusEngineResult) {
 		r.rep.add(row)
 	}
 	n := groupThousands(float64(r.cfg.CitusServers))
-	ratio("citus_light", fmt.Sprintf("i. heartbeats/s Citus ÷ plain, light load (%d callers, %s servers of %d tenants)",
+	ratio("citus_light", fmt.Sprintf("i. store path: heartbeats/s Citus ÷ plain, light load (%d callers, %s servers of %d tenants)",
 		citusLightClients, n, citusTenants), plain.Light, citus.Light, targetCitusLight, plain.PGMicrosLight, citus.PGMicrosLight)
-	ratio("citus_saturation", fmt.Sprintf("i. heartbeats/s Citus ÷ plain, saturation (%d callers)", citusSatClients),
+	ratio("citus_saturation", fmt.Sprintf("i. store path: heartbeats/s Citus ÷ plain, saturation (%d callers)", citusSatClients),
 		plain.Saturation, citus.Saturation, targetCitusSat, plain.PGMicrosSat, citus.PGMicrosSat)
 	if plain.PGMicrosSat > 0 {
-		r.rep.add(Row{ID: "citus_saturation_cpu", Measure: "i. PostgreSQL CPU per heartbeat at saturation, Citus (3 nodes) ÷ plain",
+		r.rep.add(Row{ID: "citus_saturation_cpu", Measure: "i. store path: PostgreSQL CPU per heartbeat at saturation, Citus (3 nodes) ÷ plain",
 			Value: citus.PGMicrosSat / plain.PGMicrosSat, Unit: unitRatio, Basis: BasisCPU,
 			Note: fmt.Sprintf("%.0f µs ÷ %.0f µs: CPU time, robust to a busy machine", citus.PGMicrosSat, plain.PGMicrosSat)})
 	}
-	false0 := Row{ID: "citus_false_transitions", Measure: "i. false transitions of the sweep during both loads, Citus (plain)",
+	false0 := Row{ID: "citus_false_transitions", Measure: "i. store path: false transitions of the sweep during both loads, Citus (plain)",
 		Value: float64(citus.Transitions), Unit: unitCount, Direction: AtMost, Verdict: "pass",
 		Note: fmt.Sprintf("%d sweeps on Citus (%d failed), %d on plain with %d transitions (%d failed)",
 			citus.Sweeps, citus.SweepErrors, plain.Sweeps, plain.Transitions, plain.SweepErrors)}
@@ -414,14 +447,14 @@ func (r *runner) citusReport(plain, citus CitusEngineResult) {
 	}
 	r.rep.Rows = append(r.rep.Rows, false0)
 	if plain.SweepMedian > 0 {
-		r.rep.add(Row{ID: "citus_sweep", Measure: "i. sweep during the loads, nothing due (median): Citus ÷ plain",
+		r.rep.add(Row{ID: "citus_sweep", Measure: "i. store path: sweep during the loads, nothing due (median): Citus ÷ plain",
 			Value: float64(citus.SweepMedian) / float64(plain.SweepMedian), Unit: unitRatio, Basis: BasisWall,
 			Note: fmt.Sprintf("Citus %.2f ms, plain %.2f ms; one transaction per tenant on Citus", millis(citus.SweepMedian), millis(plain.SweepMedian))})
 	}
-	ratio("citus_register", fmt.Sprintf("i. registrations/s Citus ÷ plain, %s servers, %d callers (within 2x: ≥ 0.5)", n, citusRegClients),
+	ratio("citus_register", fmt.Sprintf("i. store path: registrations/s Citus ÷ plain, %s servers, %d callers (within 2x: ≥ 0.5)", n, citusRegClients),
 		plain.Register, citus.Register, targetCitusRegister, plain.PGMicrosReg, citus.PGMicrosReg)
-	r.rep.add(Row{ID: "citus_register_seconds", Measure: fmt.Sprintf("i. registering %s servers: Citus (plain)", n),
+	r.rep.add(Row{ID: "citus_register_seconds", Measure: fmt.Sprintf("i. store path: registering %s servers: Citus (plain)", n),
 		Value: citus.Register.Elapsed.Seconds(), Unit: unitSeconds, Note: fmt.Sprintf("plain %.2f s", plain.Register.Elapsed.Seconds())})
-	ratio("citus_register_serial", fmt.Sprintf("i. registrations/s Citus ÷ plain, one after another (%d)", citusSerial(r.cfg.CitusServers)),
+	ratio("citus_register_serial", fmt.Sprintf("i. store path: registrations/s Citus ÷ plain, one after another (%d)", citusSerial(r.cfg.CitusServers)),
 		plain.Serial, citus.Serial, 0, 0, 0)
 }

@@ -12,8 +12,8 @@ import (
 )
 
 // TestCitusRowSet runs the Citus row set at a tiny size: both engines
-// start, register, heartbeat and sweep, and the rows give each ratio and
-// no false transition.
+// start, register, heartbeat and sweep, through the store and through a
+// real mcpd, and the rows give each ratio and no false transition.
 func TestCitusRowSet(t *testing.T) {
 	if ok, err := pgtest.CitusInstalled(); err != nil {
 		t.Fatal(err)
@@ -28,7 +28,7 @@ func TestCitusRowSet(t *testing.T) {
 	}
 	cfg := DefaultConfig()
 	cfg.CitusOnly, cfg.CitusServers, cfg.CitusDuration, cfg.WorkDir = true, 40, 1500*time.Millisecond, work
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -38,14 +38,17 @@ func TestCitusRowSet(t *testing.T) {
 	for _, r := range rep.Rows {
 		rows[r.ID] = r
 	}
-	for _, id := range []string{"citus_light", "citus_saturation", "citus_register", "citus_register_serial", "citus_sweep", "citus_saturation_cpu"} {
+	for _, id := range []string{"citus_light", "citus_saturation", "citus_register", "citus_register_serial", "citus_sweep", "citus_saturation_cpu",
+		"citus_mcpd_light", "citus_mcpd_saturation", "citus_mcpd_saturation_cpu", "citus_mcpd_register"} {
 		r, ok := rows[id]
 		if !ok || r.Verdict == "error" || r.Verdict == "skipped" || r.Value <= 0 {
 			t.Errorf("row %s: %+v (present %v)", id, r, ok)
 		}
 	}
-	if r := rows["citus_false_transitions"]; r.Verdict != "pass" || r.Value != 0 {
-		t.Errorf("false transitions: %+v", r)
+	for _, id := range []string{"citus_false_transitions", "citus_mcpd_false_transitions"} {
+		if r := rows[id]; r.Verdict != "pass" || r.Value != 0 {
+			t.Errorf("%s: %+v", id, r)
+		}
 	}
 	res, ok := rep.Details["citus"].([]CitusEngineResult)
 	if !ok || len(res) != 2 {
@@ -55,6 +58,9 @@ func TestCitusRowSet(t *testing.T) {
 		if e.Sweeps == 0 || e.Register.Calls != 40 || e.Serial.Calls != 40 || e.Saturation.Calls == 0 {
 			t.Errorf("%s: %d sweeps, %d registrations, %d serial, %d heartbeats at saturation",
 				e.Engine, e.Sweeps, e.Register.Calls, e.Serial.Calls, e.Saturation.Calls)
+		}
+		if m := e.MCPD; m == nil || m.Registered != 40 || m.Register.Calls != 40 || m.Light.Calls == 0 || m.Sweeps == 0 {
+			t.Errorf("%s through mcpd: %+v (%s)", e.Engine, m, e.MCPDError)
 		}
 	}
 	if rep.Details["citus_version"] == nil {
