@@ -14,6 +14,14 @@ BEGIN
     FOR i IN 1 .. COALESCE(cardinality(p_tenants), 0) LOOP
         SELECT f.position INTO v_horizon FROM mcp_tenant_feed f WHERE f.tenant_id = p_tenants[i];
         v_horizon := COALESCE(v_horizon, 0);
+        IF p_after[i] >= v_horizon THEN
+            -- Nothing new (a read of the horizon alone, or a tenant at
+            -- rest): its row without a statement on the shard.
+            RETURN QUERY SELECT v_epoch, p_tenants[i], v_horizon, NULL::bigint, NULL::bigint, NULL::uuid,
+                NULL::uuid, NULL::text, NULL::uuid, NULL::text, NULL::text, NULL::text, NULL::text,
+                NULL::timestamptz, NULL::jsonb;
+            CONTINUE;
+        END IF;
         -- Every event up to the horizon read above has committed: a later
         -- snapshot sees them all.
         RETURN QUERY
