@@ -116,7 +116,7 @@ RETURNING live >= $2`, tenant, quota).Scan(&full)
 // Heartbeat records a heartbeat now, recovering the server when it was
 // degraded or unhealthy. Concurrent heartbeats share one commit.
 func (s *Store) Heartbeat(ctx context.Context, tenant, serverID uuid.UUID) (registry.Server, *registry.Event, error) {
-	if s.tracer == nil || !trace.SpanFromContext(ctx).IsRecording() {
+	if !trace.SpanFromContext(ctx).IsRecording() {
 		return s.batcher.submit(ctx, tenant, serverID, nil)
 	}
 	ctx, span := s.tracer.Start(ctx, "heartbeat batch", trace.WithSpanKind(trace.SpanKindClient),

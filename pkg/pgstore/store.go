@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jonboulle/clockwork"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/store"
@@ -41,7 +42,8 @@ type Options struct {
 	// BatchTimeout bounds one batch's round trip (default 5 s).
 	BatchTimeout time.Duration
 	// Tracer gives each traced heartbeat a span for its wait on its batch;
-	// nil: none. Statements get theirs from ConnectTraced.
+	// nil: OpenTelemetry's no-op provider. Statements get theirs from
+	// ConnectTraced.
 	Tracer trace.TracerProvider
 }
 
@@ -52,7 +54,7 @@ type Store struct {
 	logger       *slog.Logger
 	batcher      *batcher
 	batchTimeout time.Duration
-	tracer       trace.Tracer // nil: no spans
+	tracer       trace.Tracer
 
 	// engineMu guards engineKnown and citus: whether the database is a
 	// Citus coordinator, asked once (onCitus).
@@ -145,9 +147,11 @@ func New(pool *pgxpool.Pool, opts Options) *Store {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Store{pool: pool, clock: opts.Clock, logger: logger, batchTimeout: opts.BatchTimeout}
-	if opts.Tracer != nil {
-		s.tracer = opts.Tracer.Tracer(tracerName)
+	tp := opts.Tracer
+	if tp == nil {
+		tp = noop.NewTracerProvider()
 	}
+	s.tracer = tp.Tracer(tracerName)
 	if s.batchTimeout <= 0 {
 		s.batchTimeout = 5 * time.Second
 	}
