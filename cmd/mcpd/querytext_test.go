@@ -44,14 +44,18 @@ func TestQueryTextRefusedOnPostgreSQL(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(string(body), `"local.mcpd/calendar"`) {
 		t.Fatalf("search=alen: %d %s", code, truncated(body))
 	}
+	// A sweep that a loaded machine let run out of its time (the 200ms
+	// interval) counts in both mcpd_store_errors_total and
+	// mcpd_sweep_failures_total and logs "sweep failed": that is no
+	// request's doing, and the rest must be nothing.
 	_, _, metrics := h.do(t, http.MethodGet, "/metrics", "-", nil, nil)
-	if n := metricValue(string(metrics), "mcpd_store_errors_total", nil); n != 0 {
-		t.Errorf("mcpd_store_errors_total %v, want 0", n)
-	}
-	if log := p.stderr.String(); strings.Contains(log, `"level":"ERROR"`) {
-		t.Errorf("an ERROR was logged:\n%s", log)
+	storeErrs := metricValue(string(metrics), "mcpd_store_errors_total", nil)
+	sweepFails := metricValue(string(metrics), "mcpd_sweep_failures_total", nil)
+	if n := storeErrs - sweepFails; n != 0 {
+		t.Errorf("mcpd_store_errors_total %v, of which %v not failed sweeps, want 0", storeErrs, n)
 	}
 	if h.statuses[http.StatusInternalServerError] != 0 {
 		t.Errorf("%d answers were 500", h.statuses[http.StatusInternalServerError])
 	}
+	assertNoErrorLogs(t, "mcpd", p.stderr.String())
 }

@@ -363,8 +363,11 @@ func TestStreamsEndAtTokenExpiry(t *testing.T) {
 			tokens := clockwork.NewFakeClockAt(time.Now())
 			e := setup(t, envOptions{tokenClock: tokens, keepAlive: time.Hour})
 			tenant := uuid.New()
-			tok := e.tokenOf(t, tenant, "host", "mcp:read", 10*time.Minute)
-			long := e.tokenOf(t, tenant, "host", "mcp:read", time.Hour)
+			// Issued at the token clock's time, not the wall clock's: on a
+			// loaded machine setup takes seconds, and a token issued that
+			// much later would expire after the 10 minutes advanced.
+			tok := e.tokenAt(t, tenant, "host", "mcp:read", 10*time.Minute, tokens.Now())
+			long := e.tokenAt(t, tenant, "host", "mcp:read", time.Hour, tokens.Now())
 			session := e.initialize(t, long)
 			open := func(tok string) *http.Response {
 				if name == "GET" {

@@ -138,7 +138,13 @@ func (e *env) token(t testing.TB, tenant uuid.UUID, scope string) string {
 // tokenOf issues a token of subject sub (empty: none) that lives for ttl.
 func (e *env) tokenOf(t testing.TB, tenant uuid.UUID, sub, scope string, ttl time.Duration) string {
 	t.Helper()
-	tok, err := auth.Issue(e.secret, tenant, sub, scope, ttl, time.Now())
+	return e.tokenAt(t, tenant, sub, scope, ttl, time.Now())
+}
+
+// tokenAt is tokenOf issued at now.
+func (e *env) tokenAt(t testing.TB, tenant uuid.UUID, sub, scope string, ttl time.Duration, now time.Time) string {
+	t.Helper()
+	tok, err := auth.Issue(e.secret, tenant, sub, scope, ttl, now)
 	if err != nil {
 		t.Fatal(err)
 	}
