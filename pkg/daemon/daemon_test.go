@@ -350,8 +350,13 @@ func TestDaemonSweepIsGuarded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := clock.BlockUntilContext(ctx, 1); err != nil {
-		t.Fatal(err)
+	// Both tickers of the fake clock wait, the monitor's and the held
+	// heartbeats' flush: with one, the jump could come before the
+	// monitor's ticker exists, and no sweep would ever see it.
+	wctx, cancel := context.WithTimeout(ctx, pollCap)
+	defer cancel()
+	if err := clock.BlockUntilContext(wctx, 2); err != nil {
+		t.Fatalf("the monitor's and the flush's tickers: %v", err)
 	}
 	clock.Advance(10 * cfg.HeartbeatInterval) // one jump: a blind registry
 	testwait.Eventually(t, "the blind window counted", func() bool {
