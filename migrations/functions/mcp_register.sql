@@ -108,30 +108,18 @@ BEGIN
     WHERE k.tenant_id = p_tenant AND k.server_id = v_srv.server_id AND NOT (k.name = ANY (p_skills));
     -- A skill the server has already takes the new description, and is
     -- available again when its server's unhealthy or deregistered state
-    -- took it away. A few skills row by row: one INSERT ... VALUES each,
-    -- which Citus runs on the shard, where an INSERT ... SELECT from
-    -- unnest is pulled through an intermediate result; many in one
-    -- statement.
-    IF cardinality(p_skills) <= 16 THEN
-        FOR i IN 1 .. COALESCE(cardinality(p_skills), 0) LOOP
-            INSERT INTO mcp_skills AS k (skill_id, tenant_id, server_id, name, description)
-            VALUES (gen_random_uuid(), p_tenant, v_srv.server_id, p_skills[i], p_skill_descriptions[i])
-            ON CONFLICT (tenant_id, server_id, name) DO UPDATE
-            SET description = EXCLUDED.description,
-                available = k.available OR k.unavailable_reason IN ('server_unhealthy', 'server_deregistered'),
-                unavailable_reason = CASE WHEN k.unavailable_reason IN ('server_unhealthy', 'server_deregistered')
-                                          THEN NULL ELSE k.unavailable_reason END;
-        END LOOP;
-    ELSE
+    -- took it away. One INSERT ... VALUES a skill (at most 256), which
+    -- Citus runs on the shard; an INSERT ... SELECT from unnest it would
+    -- pull through an intermediate result.
+    FOR i IN 1 .. COALESCE(cardinality(p_skills), 0) LOOP
         INSERT INTO mcp_skills AS k (skill_id, tenant_id, server_id, name, description)
-        SELECT gen_random_uuid(), p_tenant, v_srv.server_id, n.name, n.description
-        FROM unnest(p_skills, p_skill_descriptions) AS n(name, description)
+        VALUES (gen_random_uuid(), p_tenant, v_srv.server_id, p_skills[i], p_skill_descriptions[i])
         ON CONFLICT (tenant_id, server_id, name) DO UPDATE
         SET description = EXCLUDED.description,
             available = k.available OR k.unavailable_reason IN ('server_unhealthy', 'server_deregistered'),
             unavailable_reason = CASE WHEN k.unavailable_reason IN ('server_unhealthy', 'server_deregistered')
                                       THEN NULL ELSE k.unavailable_reason END;
-    END IF;
+    END LOOP;
 
     -- A statement of its own: Citus runs no function that writes inside
     -- another statement on a shard.

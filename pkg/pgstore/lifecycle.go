@@ -24,8 +24,9 @@ import (
 // contract's body, at position $6 of tenant $7 (feedNextSQL), and returns
 // it. VALUES, not INSERT ... SELECT from mcp_servers: Citus cannot run an
 // INSERT ... SELECT into a table whose key comes from a sequence (a volatile
-// function) on the shard, and pulls it through the coordinator instead, 3.6
-// ms of a registration's 9 (docs/scaling.md).
+// function) on the shard, and pulls it through the coordinator instead
+// (docs/scaling.md). A deregistration's event; mcp_register writes a
+// registration's the same way.
 const insertEvent = `
 INSERT INTO mcp_audit_events
     (event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body,
@@ -95,22 +96,18 @@ const addLiveSQL = `
 INSERT INTO mcp_tenant_servers AS t (tenant_id, live) VALUES ($1, GREATEST($2::integer, 0))
 ON CONFLICT (tenant_id) DO UPDATE SET live = t.live + $2::integer`
 
-// quotaFull locks the tenant's count of live servers (mcp_tenant_servers,
-// kept by a trigger on mcp_servers) and reports whether it is at quota.
-// The row stays locked until the transaction ends, so that the tenant's
-// registrations of new modules pass here one at a time and each sees the
-// count its predecessors committed; a row lock, so it holds through a
-// pooler in transaction mode. One statement, whatever the tenant's size.
-func quotaFull(ctx context.Context, tx pgx.Tx, tenant uuid.UUID, quota int) (bool, error) {
-	var full bool
-	err := tx.QueryRow(ctx, `
+// lockTenantCount locks the tenant's count of live servers
+// (mcp_tenant_servers), making its row when there is none, until the
+// transaction ends: a deregistration takes it before the tenant's feed
+// counter, in the order mcp_register takes them. A row lock, so it holds
+// through a pooler in transaction mode.
+func lockTenantCount(ctx context.Context, tx pgx.Tx, tenant uuid.UUID) error {
+	if _, err := tx.Exec(ctx, `
 INSERT INTO mcp_tenant_servers AS t (tenant_id, live) VALUES ($1, 0)
-ON CONFLICT (tenant_id) DO UPDATE SET live = t.live
-RETURNING live >= $2`, tenant, quota).Scan(&full)
-	if err != nil {
-		return false, fmt.Errorf("lock tenant quota: %w", err)
+ON CONFLICT (tenant_id) DO UPDATE SET live = t.live`, tenant); err != nil {
+		return fmt.Errorf("lock tenant count: %w", err)
 	}
-	return full, nil
+	return nil
 }
 
 // Heartbeat records a heartbeat now, recovering the server when it was
@@ -203,7 +200,7 @@ func (s *Store) Deregister(ctx context.Context, tenant, serverID uuid.UUID) (reg
 		// Then the tenant's live count, which the deregistration changes:
 		// before the tenant's feed counter, which the statement's event
 		// takes, as a registration takes them (see mcp_feed_next, 0017).
-		if _, err := quotaFull(ctx, tx, tenant, 0); err != nil {
+		if err := lockTenantCount(ctx, tx, tenant); err != nil {
 			return err
 		}
 		// Its event's position, when there is an event.

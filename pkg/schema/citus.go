@@ -54,15 +54,11 @@ var delegatedFunctions = []string{
 	"mcp_register(uuid, uuid, text, text, text[], jsonb, text, jsonb, text, text, text[], text[], integer, timestamptz)",
 }
 
-// delegate marks delegatedFunctions as distributed by their tenant,
-// colocated with the tenant tables, when the database has the citus
-// extension; functions marked already are left alone. It runs after the
+// delegate marks delegatedFunctions, on a Citus coordinator, as
+// distributed by their tenant, colocated with the tenant tables; functions
+// marked already are left alone. It runs after the
 // functions are (re)created, which keeps the mark.
 func delegate(ctx context.Context, db *sql.DB) error {
-	ok, err := isCitus(ctx, db)
-	if err != nil || !ok {
-		return err
-	}
 	for _, fn := range delegatedFunctions {
 		var marked bool
 		if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_dist_object
@@ -90,22 +86,13 @@ func isCitus(ctx context.Context, q interface {
 	return ok, err
 }
 
-// distribute makes the schema Citus's when the database has the extension:
-// it widens the keys that must include tenant_id, distributes the tenant
+// distribute makes the schema Citus's, on a Citus coordinator: it widens the keys that must include tenant_id, distributes the tenant
 // tables by tenant_id (colocated) and makes the cursor key a reference
 // table, in one transaction; tables already distributed are left alone, so that it
 // runs after every migrate up. Column grants do not reach the shards
 // (Citus refuses them), so cyberos_app's UPDATE is granted on the tables;
-// row-level security still confines it to its tenant. On plain PostgreSQL
-// it does nothing.
+// row-level security still confines it to its tenant.
 func distribute(ctx context.Context, db *sql.DB) error {
-	ok, err := isCitus(ctx, db)
-	if err != nil {
-		return fmt.Errorf("detect citus: %w", err)
-	}
-	if !ok {
-		return nil
-	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err

@@ -171,14 +171,22 @@ func (r *runner) finish(ctx context.Context) (err error) {
 	}
 	db := sql.OpenDB(r.conn)
 	defer db.Close()
-	if err := distribute(ctx, db); err != nil {
-		return fmt.Errorf("distribute on citus: %w", shortError(err))
+	citus, err := isCitus(ctx, db)
+	if err != nil {
+		return fmt.Errorf("detect citus: %w", shortError(err))
+	}
+	if citus {
+		if err := distribute(ctx, db); err != nil {
+			return fmt.Errorf("distribute on citus: %w", shortError(err))
+		}
 	}
 	if err := applyFunctions(ctx, db); err != nil {
 		return fmt.Errorf("functions: %w", shortError(err))
 	}
-	if err := delegate(ctx, db); err != nil {
-		return fmt.Errorf("distribute on citus: %w", shortError(err))
+	if citus {
+		if err := delegate(ctx, db); err != nil {
+			return fmt.Errorf("distribute on citus: %w", shortError(err))
+		}
 	}
 	return nil
 }

@@ -143,10 +143,9 @@ func reregisterAfterDeregister(e *env) {
 	e.wantKinds(srv.ServerID, registry.KindRegistered, registry.KindDeregistered, registry.KindRegistered)
 }
 
-// A server of many skills (more than a registration writes row by row on
-// PostgreSQL) registers, loses one to maintenance and all to its
-// deregistration, and registers again with half of them: the same rules
-// as for a few.
+// A server of many skills registers, loses one to maintenance and all to
+// its deregistration, and registers again with half of them: the same
+// rules as for a few.
 func manySkills(e *env) {
 	names := make([]string, 40)
 	for i := range names {
