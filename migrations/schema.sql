@@ -231,17 +231,25 @@ CREATE FUNCTION public.mcp_feed_read_each(p_tenants uuid[], p_after bigint[], p_
 #variable_conflict use_column
 DECLARE
     v_epoch bigint := mcp_feed_epoch();
+    v_horizons jsonb;
     v_horizon bigint;
 BEGIN
+    -- Every tenant's horizon in one statement: on Citus a task on each
+    -- shard that holds one of them, not a statement per tenant.
+    SELECT COALESCE(jsonb_object_agg(f.tenant_id::text, f.position), '{}'::jsonb) INTO v_horizons
+    FROM mcp_tenant_feed f WHERE f.tenant_id = ANY(p_tenants);
     FOR i IN 1 .. COALESCE(cardinality(p_tenants), 0) LOOP
-        SELECT f.position INTO v_horizon FROM mcp_tenant_feed f WHERE f.tenant_id = p_tenants[i];
-        v_horizon := COALESCE(v_horizon, 0);
+        v_horizon := COALESCE((v_horizons ->> p_tenants[i]::text)::bigint, 0);
         IF p_after[i] >= v_horizon THEN
             -- Nothing new (a read of the horizon alone, or a tenant at
-            -- rest): its row without a statement on the shard.
-            RETURN QUERY SELECT v_epoch, p_tenants[i], v_horizon, NULL::bigint, NULL::bigint, NULL::uuid,
-                NULL::uuid, NULL::text, NULL::uuid, NULL::text, NULL::text, NULL::text, NULL::text,
-                NULL::timestamptz, NULL::jsonb;
+            -- rest): its row without a statement.
+            epoch := v_epoch;
+            feed_tenant := p_tenants[i];
+            horizon := v_horizon;
+            event_position := NULL; seq := NULL; event_id := NULL; tenant_id := NULL; kind := NULL;
+            server_id := NULL; module_name := NULL; from_status := NULL; to_status := NULL;
+            trace_id := NULL; occurred_at := NULL; body := NULL;
+            RETURN NEXT;
             CONTINUE;
         END IF;
         -- Every event up to the horizon read above has committed: a later

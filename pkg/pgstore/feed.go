@@ -151,8 +151,15 @@ func (s *Store) readFeed(ctx context.Context, read string, tenants []uuid.UUID, 
 	if err != nil {
 		return nil, translate(err)
 	}
-	out := make([]store.FeedBatch, 0, len(tenants))
+	// The rows come tenant by tenant, in any order of tenants (on Citus,
+	// those with nothing new first).
+	batches := make([]store.FeedBatch, len(tenants))
+	seen := make([]bool, len(tenants))
 	index := make(map[uuid.UUID]int, len(tenants))
+	for i, t := range tenants {
+		batches[i].Tenant = t
+		index[t] = i
+	}
 	defer rows.Close()
 	for rows.Next() {
 		var tenant uuid.UUID
@@ -160,19 +167,24 @@ func (s *Store) readFeed(ctx context.Context, read string, tenants []uuid.UUID, 
 		if err != nil {
 			return nil, translate(err)
 		}
-		i, seen := index[tenant]
-		if !seen {
-			i = len(out)
-			index[tenant] = i
-			out = append(out, store.FeedBatch{Tenant: tenant})
+		i, ok := index[tenant]
+		if !ok {
+			return nil, fmt.Errorf("read feed: a row of tenant %s, which was not asked", tenant)
 		}
-		out[i].Horizon = r.horizon
+		seen[i] = true
+		batches[i].Horizon = r.horizon
 		if r.ok {
-			out[i].Events = append(out[i].Events, r.ev)
+			batches[i].Events = append(batches[i].Events, r.ev)
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, translate(err)
+	}
+	out := batches[:0]
+	for i, b := range batches {
+		if seen[i] {
+			out = append(out, b)
+		}
 	}
 	return out, nil
 }
