@@ -76,7 +76,7 @@ FROM mcp_sweep_guarded($1::timestamptz, $2::bigint * interval '1 microsecond', $
 // sweepPerTenant is Sweep on Citus (migration 0019): the blind-window rule
 // in a transaction of its own (mcp_sweep_guard), then one transaction per
 // tenant that has live servers (mcp_sweep_tenant), each routed to the
-// tenant's shard. A tenant whose sweep fails (its worker is down) keeps
+// tenant's shard, tenantParallelism at a time. A tenant whose sweep fails (its worker is down) keeps
 // its servers as they are, as in a database outage, and the other
 // tenants' sweeps go on; the sweep's error is the first of them, with the
 // events of the tenants swept, as a registry.PartialError when some
@@ -117,34 +117,83 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 	if err != nil {
 		return res, err
 	}
+	sw := tenantSweep{store: s, ctx: ctx, at: at, deg: degLag, unh: unhLag, blindAfter: req.BlindAfter}
 	left := req.Limit
-	var (
-		firstErr      error
-		tried, failed int
-	)
-	for _, tenant := range tenants {
-		if left <= 0 {
-			break
-		}
-		tried++
-		evs, err := s.sweepTenant(ctx, tenant, at, degLag, unhLag, left, req.BlindAfter)
-		if err != nil {
-			if ctx.Err() != nil {
-				return res, translate(err)
+	// The tenants in chunks of at most what is left of the limit: first
+	// every tenant of the chunk at once (tenantParallelism at a time), each
+	// for its share of what is left; then, one after another, those that
+	// used their whole share (they may have more due) for what is left.
+	// The sweep never moves more than the limit, and it comes back short
+	// only when no tenant has more due.
+	tried := 0
+	for rest := tenants; len(rest) > 0 && left > 0 && ctx.Err() == nil; {
+		chunk := rest[:min(len(rest), left)]
+		rest = rest[len(chunk):]
+		tried += len(chunk)
+		share := left / len(chunk)
+		swept := make([]tenantSwept, len(chunk))
+		eachTenant(len(chunk), func(i int) { swept[i] = sw.sweep(chunk[i], share) })
+		var more []uuid.UUID
+		for i, r := range swept {
+			sw.add(&res, r)
+			left -= len(r.events)
+			if r.err == nil && len(r.events) == share {
+				more = append(more, chunk[i])
 			}
-			failed++
-			if firstErr == nil {
-				firstErr = translate(err)
-			}
-			continue
 		}
-		res.Events = append(res.Events, evs...)
-		left -= len(evs)
+		for _, tenant := range more {
+			if left <= 0 || ctx.Err() != nil {
+				break
+			}
+			r := sw.sweep(tenant, left)
+			sw.add(&res, r)
+			left -= len(r.events)
+		}
 	}
-	if firstErr != nil && failed < tried {
-		return res, &registry.PartialError{Failed: failed, Tenants: tried, Err: firstErr}
+	if sw.failed > 0 && ctx.Err() != nil {
+		return res, translate(ctx.Err())
 	}
-	return res, firstErr
+	if sw.firstErr != nil && sw.failed < tried {
+		return res, &registry.PartialError{Failed: sw.failed, Tenants: tried, Err: sw.firstErr}
+	}
+	return res, sw.firstErr
+}
+
+// tenantSweep is one Citus sweep's per-tenant calls and their outcome.
+type tenantSweep struct {
+	store      *Store
+	ctx        context.Context
+	at         *time.Time
+	deg, unh   int64 // microseconds
+	blindAfter time.Duration
+	// Tenants whose call failed, and the first error.
+	failed   int
+	firstErr error
+}
+
+// tenantSwept is one tenant's call: its events, or its error.
+type tenantSwept struct {
+	events []registry.Event
+	err    error
+}
+
+// sweep sweeps tenant's servers, at most limit of them.
+func (sw *tenantSweep) sweep(tenant uuid.UUID, limit int) tenantSwept {
+	evs, err := sw.store.sweepTenant(sw.ctx, tenant, sw.at, sw.deg, sw.unh, limit, sw.blindAfter)
+	return tenantSwept{events: evs, err: err}
+}
+
+// add adds r to res, or counts its error (a tenant fails once at most: one
+// that failed is not called again).
+func (sw *tenantSweep) add(res *store.SweepResult, r tenantSwept) {
+	if r.err == nil {
+		res.Events = append(res.Events, r.events...)
+		return
+	}
+	sw.failed++
+	if sw.firstErr == nil {
+		sw.firstErr = translate(r.err)
+	}
 }
 
 // sweepTenants lists the tenants that have live servers: a read of every

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -27,6 +28,7 @@ var lifecycleCases = []testCase{
 	{"monitor_ignores_deregistered", monitorIgnoresDeregistered},
 	{"sweep_now", sweepNow},
 	{"sweep_limit", sweepLimit},
+	{"sweep_limit_across_tenants", sweepLimitAcrossTenants},
 	{"sweep_every_tenant", sweepEveryTenant},
 	{"one_event_per_transition", oneEventPerTransition},
 	{"count_by_status", countByStatus},
@@ -385,6 +387,39 @@ func sweepLimit(e *env) {
 	page, err := e.store.Servers(e.ctx, e.tenant, registry.ServerFilter{Status: registry.StatusUnhealthy, Limit: 10})
 	if err != nil || len(page.Servers) != 5 {
 		e.t.Fatalf("unhealthy servers: %d, %v; want 5", len(page.Servers), err)
+	}
+}
+
+// A sweep over several tenants moves at most limit servers in all, one
+// tenant's as well as several's, and the next sweeps move the rest, each
+// server once; a tenant whose servers are alive moves none.
+func sweepLimitAcrossTenants(e *env) {
+	busy, few, alive := e.tenant, uuid.New(), uuid.New()
+	due := map[uuid.UUID]bool{}
+	for i := range 5 {
+		srv, _, _ := e.registerFor(busy, e.info(fmt.Sprintf("busy-%d", i)))
+		due[srv.ServerID] = true
+	}
+	for i := range 2 {
+		srv, _, _ := e.registerFor(few, e.info(fmt.Sprintf("few-%d", i)))
+		due[srv.ServerID] = true
+	}
+	kept, _, _ := e.registerFor(alive, e.info("alive"))
+	e.advance(35 * time.Second)
+	if _, _, err := e.store.Heartbeat(e.ctx, alive, kept.ServerID); err != nil {
+		e.t.Fatalf("heartbeat: %v", err)
+	}
+	for _, step := range []struct{ limit, want int }{{4, 4}, {2, 2}, {1000, 1}, {1000, 0}} {
+		evs := e.sweepAt(e.now(), step.limit)
+		if len(evs) != step.want {
+			e.t.Fatalf("sweep limit %d: %d transitions, want %d: %s", step.limit, len(evs), step.want, describe(evs))
+		}
+		for _, ev := range evs {
+			if !due[ev.ServerID] || ev.Kind != registry.KindUnhealthy {
+				e.t.Fatalf("sweep: unexpected or repeated transition %s", describe([]registry.Event{ev}))
+			}
+			delete(due, ev.ServerID)
+		}
 	}
 }
 
