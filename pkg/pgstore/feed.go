@@ -151,8 +151,8 @@ func (s *Store) readFeed(ctx context.Context, read string, tenants []uuid.UUID, 
 	if err != nil {
 		return nil, translate(err)
 	}
-	// The rows come tenant by tenant, in any order of tenants (on Citus,
-	// those with nothing new first).
+	// Each tenant asked has its rows: its events, or one row that carries
+	// its horizon alone.
 	batches := make([]store.FeedBatch, len(tenants))
 	seen := make([]bool, len(tenants))
 	index := make(map[uuid.UUID]int, len(tenants))
@@ -180,13 +180,12 @@ func (s *Store) readFeed(ctx context.Context, read string, tenants []uuid.UUID, 
 	if err := rows.Err(); err != nil {
 		return nil, translate(err)
 	}
-	out := batches[:0]
-	for i, b := range batches {
-		if seen[i] {
-			out = append(out, b)
+	for i, ok := range seen {
+		if !ok {
+			return nil, fmt.Errorf("read feed: no row of tenant %s", tenants[i])
 		}
 	}
-	return out, nil
+	return batches, nil
 }
 
 // CheckPosition returns p when tenant's trail can be resumed after it: a

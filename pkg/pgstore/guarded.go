@@ -125,8 +125,12 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 	// used their whole share (they may have more due) for what is left.
 	// The sweep never moves more than the limit, and it comes back short
 	// only when no tenant has more due.
-	tried := 0
-	for rest := tenants; len(rest) > 0 && left > 0 && ctx.Err() == nil; {
+	tried, cut := 0, false
+	for rest := tenants; len(rest) > 0 && left > 0; {
+		if ctx.Err() != nil {
+			cut = true
+			break
+		}
 		chunk := rest[:min(len(rest), left)]
 		rest = rest[len(chunk):]
 		tried += len(chunk)
@@ -142,7 +146,11 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 			}
 		}
 		for _, tenant := range more {
-			if left <= 0 || ctx.Err() != nil {
+			if left <= 0 {
+				break
+			}
+			if ctx.Err() != nil {
+				cut = true
 				break
 			}
 			r := sw.sweep(tenant, left)
@@ -150,10 +158,14 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 			left -= len(r.events)
 		}
 	}
-	if sw.failed > 0 && ctx.Err() != nil {
+	// Cut short by the context (the sweep's timeout): an error, so that
+	// the monitor does not read the short result as nothing more due.
+	if ctx.Err() != nil && (cut || sw.failed > 0) {
 		return res, translate(ctx.Err())
 	}
-	if sw.firstErr != nil && sw.failed < tried {
+	// Some tenants swept, or some transitions committed, and then a
+	// failure: partial.
+	if sw.firstErr != nil && (sw.failed < tried || len(res.Events) > 0) {
 		return res, &registry.PartialError{Failed: sw.failed, Tenants: tried, Err: sw.firstErr}
 	}
 	return res, sw.firstErr
@@ -183,8 +195,9 @@ func (sw *tenantSweep) sweep(tenant uuid.UUID, limit int) tenantSwept {
 	return tenantSwept{events: evs, err: err}
 }
 
-// add adds r to res, or counts its error (a tenant fails once at most: one
-// that failed is not called again).
+// add adds r to res, or counts its tenant as failed (once at most: a
+// tenant whose call failed is not called again; one whose second call
+// fails has its first call's transitions in res).
 func (sw *tenantSweep) add(res *store.SweepResult, r tenantSwept) {
 	if r.err == nil {
 		res.Events = append(res.Events, r.events...)
