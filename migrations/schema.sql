@@ -606,87 +606,63 @@ CREATE FUNCTION public.mcp_register(p_tenant uuid, p_new_id uuid, p_module text,
 #variable_conflict use_column
 DECLARE
     v_now     timestamptz := COALESCE(p_now, now());
-    v_id      uuid;
-    v_status  text;
     v_from    text;
-    v_checked boolean := false; -- the quota: counted under the tenant's lock,
-    v_full    boolean := false; -- and at it
-    v_created boolean := false;
+    v_created boolean;
+    v_live    bigint;
     v_srv     mcp_servers%ROWTYPE;
     v_ev      mcp_audit_events%ROWTYPE;
     v_position bigint;
     v_affected jsonb;
 BEGIN
     PERFORM mcp_set_tenant(p_tenant);
-    FOR attempt IN 0 .. 4 LOOP
-        SELECT s.server_id, s.status INTO v_id, v_status
+    -- A new module: its row. A registration of the module that commits
+    -- meanwhile makes this one wait, then find its row below.
+    INSERT INTO mcp_servers AS s (server_id, tenant_id, module_name, version, supported_protocols,
+                                  capability_advertisement, status, last_heartbeat_at, registered_at,
+                                  trace_id, remotes, description, title, status_changed_at)
+    VALUES (p_new_id, p_tenant, p_module, p_version, p_protocols, p_capabilities, 'healthy', v_now, v_now,
+            p_trace, p_remotes, p_description, p_title, v_now)
+    ON CONFLICT (tenant_id, module_name) DO NOTHING
+    RETURNING * INTO v_srv;
+    v_created := FOUND;
+    IF NOT v_created THEN
+        -- A module registered before (rows of mcp_servers are never
+        -- deleted): update its row, locked.
+        SELECT s.status INTO v_from
         FROM mcp_servers s
         WHERE s.tenant_id = p_tenant AND s.module_name = p_module
         FOR UPDATE;
-        IF FOUND THEN
-            -- A deregistered module registering again is a new server for
-            -- the quota; its row, locked above, cannot change meanwhile.
-            IF v_status = 'deregistered' AND p_quota > 0 THEN
-                IF NOT v_checked THEN -- else counted already, when the row was not there yet
-                    INSERT INTO mcp_tenant_servers AS t (tenant_id, live) VALUES (p_tenant, 0)
-                    ON CONFLICT (tenant_id) DO UPDATE SET live = t.live
-                    RETURNING t.live >= p_quota INTO v_full;
-                END IF;
-                IF v_full THEN
-                    RAISE EXCEPTION 'tenant quota of % servers reached', p_quota USING ERRCODE = 'MCQ01';
-                END IF;
-            END IF;
-            v_from := v_status;
-            UPDATE mcp_servers s
-            SET version = p_version, supported_protocols = p_protocols, capability_advertisement = p_capabilities,
-                status = 'healthy', last_heartbeat_at = v_now, deregistered_at = NULL, remotes = p_remotes,
-                description = p_description, title = p_title, status_changed_at = v_now
-            WHERE s.tenant_id = p_tenant AND s.server_id = v_id
-            RETURNING * INTO v_srv;
-            EXIT;
-        END IF;
-        IF p_quota > 0 AND NOT v_checked THEN
-            v_checked := true;
-            INSERT INTO mcp_tenant_servers AS t (tenant_id, live) VALUES (p_tenant, 0)
-            ON CONFLICT (tenant_id) DO UPDATE SET live = t.live
-            RETURNING t.live >= p_quota INTO v_full;
-            IF v_full THEN
-                -- Look again under the lock: a registration of this module
-                -- that committed meanwhile makes this one a re-registration
-                -- of a live server, always allowed.
-                CONTINUE;
-            END IF;
-        END IF;
-        IF v_full THEN
-            RAISE EXCEPTION 'tenant quota of % servers reached', p_quota USING ERRCODE = 'MCQ01';
-        END IF;
-        INSERT INTO mcp_servers AS s (server_id, tenant_id, module_name, version, supported_protocols,
-                                      capability_advertisement, status, last_heartbeat_at, registered_at,
-                                      trace_id, remotes, description, title, status_changed_at)
-        VALUES (p_new_id, p_tenant, p_module, p_version, p_protocols, p_capabilities, 'healthy', v_now, v_now,
-                p_trace, p_remotes, p_description, p_title, v_now)
-        ON CONFLICT (tenant_id, module_name) DO NOTHING
-        RETURNING * INTO v_srv;
-        IF FOUND THEN
-            v_created := true;
-            EXIT;
-        END IF;
-        -- A concurrent registration inserted it first: update that row.
-        IF attempt >= 3 THEN
-            RAISE EXCEPTION 'module % of tenant %: registered and gone four times over', p_module, p_tenant
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'module % of tenant %: conflicting row gone', p_module, p_tenant
                 USING ERRCODE = 'serialization_failure';
         END IF;
-    END LOOP;
-
-    -- A server that is live again (new, or registered after its
-    -- deregistration) counts for the tenant's quota.
-    IF v_created OR v_from = 'deregistered' THEN
-        INSERT INTO mcp_tenant_servers AS t (tenant_id, live) VALUES (p_tenant, 1)
-        ON CONFLICT (tenant_id) DO UPDATE SET live = t.live + 1;
+        UPDATE mcp_servers s
+        SET version = p_version, supported_protocols = p_protocols, capability_advertisement = p_capabilities,
+            status = 'healthy', last_heartbeat_at = v_now, deregistered_at = NULL, remotes = p_remotes,
+            description = p_description, title = p_title, status_changed_at = v_now
+        WHERE s.tenant_id = p_tenant AND s.module_name = p_module
+        RETURNING * INTO v_srv;
     END IF;
 
-    DELETE FROM mcp_skills k
-    WHERE k.tenant_id = p_tenant AND k.server_id = v_srv.server_id AND NOT (k.name = ANY (p_skills));
+    -- A server that is live again (new, or registered after its
+    -- deregistration) counts for the tenant's quota, under the lock of the
+    -- tenant's row of mcp_tenant_servers, so that the tenant's
+    -- registrations count one at a time; past the quota the whole call
+    -- rolls back. A re-registration of a live server is always allowed.
+    IF v_created OR v_from = 'deregistered' THEN
+        INSERT INTO mcp_tenant_servers AS t (tenant_id, live) VALUES (p_tenant, 1)
+        ON CONFLICT (tenant_id) DO UPDATE SET live = t.live + 1
+        RETURNING t.live INTO v_live;
+        IF p_quota > 0 AND v_live > p_quota THEN
+            RAISE EXCEPTION 'tenant quota of % servers reached', p_quota USING ERRCODE = 'MCQ01';
+        END IF;
+    END IF;
+
+    -- A new server has no skills to drop.
+    IF NOT v_created THEN
+        DELETE FROM mcp_skills k
+        WHERE k.tenant_id = p_tenant AND k.server_id = v_srv.server_id AND NOT (k.name = ANY (p_skills));
+    END IF;
     -- A skill the server has already takes the new description, and is
     -- available again when its server's unhealthy or deregistered state
     -- took it away. One INSERT ... VALUES a skill (at most 256), which

@@ -31,6 +31,9 @@ func translate(err error) error {
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
+		if pgErr.Code == quotaExceededCode {
+			return registry.ErrQuotaExceeded
+		}
 		if unavailableCode(pgErr.Code) {
 			return fmt.Errorf("%w: %w", registry.ErrUnavailable, err)
 		}

@@ -2,14 +2,12 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -65,10 +63,6 @@ func (s *Store) Register(ctx context.Context, tenant uuid.UUID, info registry.Se
 		protocols, caps, info.TraceID, encodeRemotes(info.Remotes), nullIfEmpty(info.Description),
 		nullIfEmpty(info.Title), names, descs, quota, s.now()), append(r.appendDest(nil), &created)...)
 	if err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == quotaExceededCode {
-			return registry.Server{}, false, registry.Event{}, registry.ErrQuotaExceeded
-		}
 		return registry.Server{}, false, registry.Event{}, translate(err)
 	}
 	ev, _, err := r.event()
@@ -83,7 +77,8 @@ const registerSQL = `SELECT * FROM mcp_register($1::uuid, $2::uuid, $3::text, $4
 	$7::text, $8::jsonb, $9::text, $10::text, $11::text[], $12::text[], $13::integer, $14::timestamptz)`
 
 // quotaExceededCode is the SQLSTATE of mcp_register's refusal of a new
-// server past the tenant's quota.
+// server past the tenant's quota, which translate makes
+// registry.ErrQuotaExceeded.
 const quotaExceededCode = "MCQ01"
 
 // feedNextSQL takes the tenant's next feed position for an event (0017):
