@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -76,11 +77,11 @@ FROM mcp_sweep_guarded($1::timestamptz, $2::bigint * interval '1 microsecond', $
 // sweepPerTenant is Sweep on Citus (migration 0019): the blind-window rule
 // in a transaction of its own (mcp_sweep_guard), then one transaction per
 // tenant that has live servers (mcp_sweep_tenant), each routed to the
-// tenant's shard, tenantParallelism at a time. A tenant whose sweep fails (its worker is down) keeps
-// its servers as they are, as in a database outage, and the other
-// tenants' sweeps go on; the sweep's error is the first of them, with the
-// events of the tenants swept, as a registry.PartialError when some
-// tenants were swept.
+// tenant's shard, tenantParallelism at a time. A tenant whose sweep fails
+// (its worker is down) keeps its servers as they are, as in a database
+// outage, and the other tenants' sweeps go on; the sweep's error is the
+// first of them, with the events of the tenants swept, as a
+// registry.PartialError when some tenants were swept.
 func (s *Store) sweepPerTenant(ctx context.Context, at *time.Time, req store.SweepRequest) (store.SweepResult, error) {
 	var res store.SweepResult
 	deg := degradedLag(req).Microseconds()
@@ -117,30 +118,51 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 	if err != nil {
 		return res, err
 	}
-	sw := tenantSweep{store: s, ctx: ctx, at: at, deg: degLag, unh: unhLag, blindAfter: req.BlindAfter}
-	left := req.Limit
+	type swept struct {
+		events []registry.Event
+		err    error
+	}
+	sweep := func(tenant uuid.UUID, limit int) swept {
+		evs, err := s.sweepTenant(ctx, tenant, at, degLag, unhLag, limit, req.BlindAfter)
+		return swept{evs, err}
+	}
+	var (
+		left          = req.Limit
+		tried, failed int
+		firstErr      error
+		cut           bool
+	)
+	// take adds a call's transitions to res, or counts its tenant as
+	// failed: once at most, as a tenant whose call failed is not called
+	// again (one whose second call fails has its first call's in res).
+	take := func(r swept) {
+		if r.err != nil {
+			failed++
+			firstErr = cmp.Or(firstErr, translate(r.err))
+			return
+		}
+		res.Events = append(res.Events, r.events...)
+		left -= len(r.events)
+	}
 	// The tenants in chunks of at most what is left of the limit: first
 	// every tenant of the chunk at once (tenantParallelism at a time), each
 	// for its share of what is left; then, one after another, those that
 	// used their whole share (they may have more due) for what is left.
 	// The sweep never moves more than the limit, and it comes back short
 	// only when no tenant has more due.
-	tried, cut := 0, false
 	for rest := tenants; len(rest) > 0 && left > 0; {
-		if ctx.Err() != nil {
-			cut = true
+		if cut = ctx.Err() != nil; cut {
 			break
 		}
 		chunk := rest[:min(len(rest), left)]
 		rest = rest[len(chunk):]
 		tried += len(chunk)
 		share := left / len(chunk)
-		swept := make([]tenantSwept, len(chunk))
-		eachTenant(len(chunk), func(i int) { swept[i] = sw.sweep(chunk[i], share) })
+		results := make([]swept, len(chunk))
+		eachTenant(len(chunk), func(i int) { results[i] = sweep(chunk[i], share) })
 		var more []uuid.UUID
-		for i, r := range swept {
-			sw.add(&res, r)
-			left -= len(r.events)
+		for i, r := range results {
+			take(r)
 			if r.err == nil && len(r.events) == share {
 				more = append(more, chunk[i])
 			}
@@ -149,64 +171,23 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 			if left <= 0 {
 				break
 			}
-			if ctx.Err() != nil {
-				cut = true
+			if cut = ctx.Err() != nil; cut {
 				break
 			}
-			r := sw.sweep(tenant, left)
-			sw.add(&res, r)
-			left -= len(r.events)
+			take(sweep(tenant, left))
 		}
 	}
 	// Cut short by the context (the sweep's timeout): an error, so that
 	// the monitor does not read the short result as nothing more due.
-	if ctx.Err() != nil && (cut || sw.failed > 0) {
+	if ctx.Err() != nil && (cut || failed > 0) {
 		return res, translate(ctx.Err())
 	}
 	// Some tenants swept, or some transitions committed, and then a
 	// failure: partial.
-	if sw.firstErr != nil && (sw.failed < tried || len(res.Events) > 0) {
-		return res, &registry.PartialError{Failed: sw.failed, Tenants: tried, Err: sw.firstErr}
+	if firstErr != nil && (failed < tried || len(res.Events) > 0) {
+		return res, &registry.PartialError{Failed: failed, Tenants: tried, Err: firstErr}
 	}
-	return res, sw.firstErr
-}
-
-// tenantSweep is one Citus sweep's per-tenant calls and their outcome.
-type tenantSweep struct {
-	store      *Store
-	ctx        context.Context
-	at         *time.Time
-	deg, unh   int64 // microseconds
-	blindAfter time.Duration
-	// Tenants whose call failed, and the first error.
-	failed   int
-	firstErr error
-}
-
-// tenantSwept is one tenant's call: its events, or its error.
-type tenantSwept struct {
-	events []registry.Event
-	err    error
-}
-
-// sweep sweeps tenant's servers, at most limit of them.
-func (sw *tenantSweep) sweep(tenant uuid.UUID, limit int) tenantSwept {
-	evs, err := sw.store.sweepTenant(sw.ctx, tenant, sw.at, sw.deg, sw.unh, limit, sw.blindAfter)
-	return tenantSwept{events: evs, err: err}
-}
-
-// add adds r to res, or counts its tenant as failed (once at most: a
-// tenant whose call failed is not called again; one whose second call
-// fails has its first call's transitions in res).
-func (sw *tenantSweep) add(res *store.SweepResult, r tenantSwept) {
-	if r.err == nil {
-		res.Events = append(res.Events, r.events...)
-		return
-	}
-	sw.failed++
-	if sw.firstErr == nil {
-		sw.firstErr = translate(r.err)
-	}
+	return res, firstErr
 }
 
 // sweepTenants lists the tenants that have live servers: a read of every
