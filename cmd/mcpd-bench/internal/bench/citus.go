@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -409,24 +408,30 @@ func (l *sweepLog) fill(res *CitusEngineResult) {
 	}
 }
 
+// citusRatio is the row of a load's rate on Citus ÷ plain, against target
+// (0: none), with both engines' figures and PostgreSQL CPU per call (pgP,
+// pgC) in its note; an error row when plain did nothing.
+func citusRatio(id, measure string, p, c LoadResult, target, pgP, pgC float64) Row {
+	if p.Throughput == 0 {
+		return Row{ID: id, Measure: measure, Verdict: "error", Note: firstLine("plain PostgreSQL did nothing: " + p.FirstError)}
+	}
+	row := Row{ID: id, Measure: measure, Value: c.Throughput / p.Throughput, Unit: unitRatio, Basis: BasisWall,
+		Note: fmt.Sprintf("plain %s/s (p50 %.2f ms, p99 %.2f ms, %d errors, PostgreSQL CPU %.0f µs per call); "+
+			"Citus %s/s (p50 %.2f ms, p99 %.2f ms, %d errors, CPU of the 3 nodes %.0f µs per call)",
+			groupThousands(p.Throughput), millis(p.P50), millis(p.P99), p.Errors, pgP,
+			groupThousands(c.Throughput), millis(c.P50), millis(c.P99), c.Errors, pgC)}
+	if target > 0 {
+		row.Target, row.Direction = target, AtLeast
+	}
+	return row
+}
+
 // citusReport adds the store path's rows (pgstore in this process, each
 // heartbeat a store call): each load's ratio Citus ÷ plain against the
 // issue's targets, with both engines' figures in the note.
 func (r *runner) citusReport(plain, citus CitusEngineResult) {
 	ratio := func(id, measure string, p, c LoadResult, target float64, pgP, pgC float64) {
-		if p.Throughput == 0 {
-			r.rep.fail(id, measure, errors.New("plain PostgreSQL did nothing: "+p.FirstError))
-			return
-		}
-		row := Row{ID: id, Measure: measure, Value: c.Throughput / p.Throughput, Unit: unitRatio, Basis: BasisWall,
-			Note: fmt.Sprintf("plain %s/s (p50 %.2f ms, p99 %.2f ms, %d errors, PostgreSQL CPU %.0f µs per call); "+
-				"Citus %s/s (p50 %.2f ms, p99 %.2f ms, %d errors, CPU of the 3 nodes %.0f µs per call)",
-				groupThousands(p.Throughput), millis(p.P50), millis(p.P99), p.Errors, pgP,
-				groupThousands(c.Throughput), millis(c.P50), millis(c.P99), c.Errors, pgC)}
-		if target > 0 {
-			row.Target, row.Direction = target, AtLeast
-		}
-		r.rep.add(row)
+		r.rep.add(citusRatio(id, measure, p, c, target, pgP, pgC))
 	}
 	n := groupThousands(float64(r.cfg.CitusServers))
 	ratio("citus_light", fmt.Sprintf("i. store path: heartbeats/s Citus ÷ plain, light load (%d callers, %s servers of %d tenants)",

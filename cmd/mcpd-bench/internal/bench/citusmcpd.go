@@ -2,10 +2,10 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
@@ -216,23 +216,6 @@ func newTenantFleet(baseURL string, secret []byte, tenants []uuid.UUID) (*Fleet,
 	return f, nil
 }
 
-// readMetrics is the text of the /metrics of the mcpd at baseURL.
-func readMetrics(ctx context.Context, hc *http.Client, baseURL string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
-	}
-	return io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-}
-
 // metricValue is the sum of the samples of metric name (any labels) in the
 // Prometheus text, 0 when there is none.
 func metricValue(text []byte, name string) float64 {
@@ -286,25 +269,12 @@ func (r *runner) citusMCPDReport(plain, citus *CitusMCPDResult, err error) {
 func citusMCPDRows(light, sat, falseName, n string, plain, citus CitusMCPDResult) []Row {
 	var rows []Row
 	ratio := func(id, measure string, p, c LoadResult, target, pgP, pgC float64) {
-		row := Row{ID: id, Measure: measure, Unit: unitRatio, Basis: BasisWall}
-		if p.Throughput == 0 {
-			row.Verdict, row.Note = "error", "plain PostgreSQL did nothing: "+p.FirstError
-			rows = append(rows, row)
-			return
-		}
-		row.Value = c.Throughput / p.Throughput
-		row.Note = fmt.Sprintf("plain %s/s (p50 %.2f ms, p99 %.2f ms, %d errors, PostgreSQL CPU %.0f µs per call); "+
-			"Citus %s/s (p50 %.2f ms, p99 %.2f ms, %d errors, CPU of the 3 nodes %.0f µs per call)",
-			groupThousands(p.Throughput), millis(p.P50), millis(p.P99), p.Errors, pgP,
-			groupThousands(c.Throughput), millis(c.P50), millis(c.P99), c.Errors, pgC)
-		if target > 0 {
-			row.Target, row.Direction = target, AtLeast
-			if p.Errors+c.Errors > 0 {
-				// A load with errors is no measure of the engine.
-				row.Verdict = "FAIL"
-				row.Ratio = row.Value / target
-				row.Note = fmt.Sprintf("%d errors, first: %s; ", p.Errors+c.Errors, firstOf(p.FirstError, c.FirstError)) + row.Note
-			}
+		row := citusRatio(id, measure, p, c, target, pgP, pgC)
+		if target > 0 && row.Verdict == "" && p.Errors+c.Errors > 0 {
+			// A load with errors is no measure of the engine.
+			row.Verdict = "FAIL"
+			row.Ratio = row.Value / target
+			row.Note = fmt.Sprintf("%d errors, first: %s; ", p.Errors+c.Errors, cmp.Or(p.FirstError, c.FirstError)) + row.Note
 		}
 		rows = append(rows, row)
 	}
@@ -335,13 +305,4 @@ func citusMCPDRows(light, sat, falseName, n string, plain, citus CitusMCPDResult
 		rows[i].judge()
 	}
 	return rows
-}
-
-func firstOf(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }

@@ -310,19 +310,7 @@ func ParseFlushMetrics(text []byte) FlushMetrics {
 // ReadFlushMetrics reads the held heartbeats' counters from the /metrics
 // of the mcpd at baseURL.
 func ReadFlushMetrics(ctx context.Context, hc *http.Client, baseURL string) (FlushMetrics, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/metrics", nil)
-	if err != nil {
-		return FlushMetrics{}, err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return FlushMetrics{}, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return FlushMetrics{}, fmt.Errorf("GET /metrics: %s", resp.Status)
-	}
-	text, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	text, err := readMetrics(ctx, hc, baseURL)
 	if err != nil {
 		return FlushMetrics{}, err
 	}
@@ -331,6 +319,23 @@ func ReadFlushMetrics(ctx context.Context, hc *http.Client, baseURL string) (Flu
 		return m, errors.New("mcpd's /metrics has no mcpd_heartbeat_flush_lag_seconds: heartbeats are not held")
 	}
 	return m, nil
+}
+
+// readMetrics is the text of the /metrics of the mcpd at baseURL.
+func readMetrics(ctx context.Context, hc *http.Client, baseURL string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	return io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 }
 
 // The flush window's targets: the lag's p99 at most two windows of mcpd's
