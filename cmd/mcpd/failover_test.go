@@ -281,7 +281,7 @@ func TestFailover(t *testing.T) {
 		}
 	}
 	regMu.Unlock()
-	m := b.marks(st, ids, baseline)
+	m := b.marks(st, ids, baseline, e2eInterval)
 	if st.count(silentBefore, registry.KindUnhealthy) != 1 || st.count(silentAfter, registry.KindUnhealthy) != 1 {
 		t.Fatalf("silent servers' unhealthy events: %d before, %d after; want one each",
 			st.count(silentBefore, registry.KindUnhealthy), st.count(silentAfter, registry.KindUnhealthy))

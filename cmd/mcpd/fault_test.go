@@ -136,14 +136,15 @@ func (b *beater) sentWithin(id uuid.UUID, at time.Time, d time.Duration) bool {
 
 // marks counts the servers of ids moved away from healthy by an event after
 // baseline, in two kinds: false, when the beater had sent the server a
-// heartbeat within the lag that the event's status needs (2I, 3I), and
-// late, when it had not (its heartbeats were late).
+// heartbeat within the lag that the event's status needs (2I, 3I of the
+// heartbeat interval interval), and late, when it had not (its heartbeats
+// were late).
 type marks struct {
 	degraded, unhealthy         int // falsely
 	lateDegraded, lateUnhealthy int
 }
 
-func (b *beater) marks(st dbState, ids []uuid.UUID, baseline int64) marks {
+func (b *beater) marks(st dbState, ids []uuid.UUID, baseline int64, interval time.Duration) marks {
 	var m marks
 	for _, id := range ids {
 		var deg, unh, lateDeg, lateUnh bool
@@ -151,9 +152,9 @@ func (b *beater) marks(st dbState, ids []uuid.UUID, baseline int64) marks {
 			if e.seq <= baseline || e.kind != registry.KindDegraded && e.kind != registry.KindUnhealthy {
 				continue
 			}
-			due := registry.DegradedAfter(e2eInterval)
+			due := registry.DegradedAfter(interval)
 			if e.kind == registry.KindUnhealthy {
-				due = registry.UnhealthyAfter(e2eInterval)
+				due = registry.UnhealthyAfter(interval)
 			}
 			heard := b.sentWithin(id, e.occurred, due)
 			switch {
@@ -354,7 +355,7 @@ func databaseOutage(t *testing.T, protected bool, args ...string) {
 	}
 	st := readState(t, db.Admin)
 	assertConsistent(t, st, nil)
-	m := b.marks(st, ids, baseline)
+	m := b.marks(st, ids, baseline, e2eInterval)
 	metrics := get(t, "http://"+p.addr+"/metrics")
 	mode := "with blind-window protection"
 	if !protected {

@@ -86,10 +86,11 @@ func isCitus(ctx context.Context, q interface {
 	return ok, err
 }
 
-// distribute makes the schema Citus's, on a Citus coordinator: it widens the keys that must include tenant_id, distributes the tenant
-// tables by tenant_id (colocated) and makes the cursor key a reference
-// table, in one transaction; tables already distributed are left alone, so that it
-// runs after every migrate up. Column grants do not reach the shards
+// distribute makes the schema Citus's, on a Citus coordinator: it widens
+// the keys that must include tenant_id, distributes the tenant tables by
+// tenant_id (colocated) and makes the cursor key a reference table, in one
+// transaction; tables already distributed are left alone, so that it runs
+// after every migrate up. Column grants do not reach the shards
 // (Citus refuses them), so cyberos_app's UPDATE is granted on the tables;
 // row-level security still confines it to its tenant.
 func distribute(ctx context.Context, db *sql.DB) error {

@@ -185,7 +185,7 @@ func (r *runner) finish(ctx context.Context) (err error) {
 	}
 	if citus {
 		if err := delegate(ctx, db); err != nil {
-			return fmt.Errorf("distribute on citus: %w", shortError(err))
+			return fmt.Errorf("delegate functions on citus: %w", shortError(err))
 		}
 	}
 	return nil
