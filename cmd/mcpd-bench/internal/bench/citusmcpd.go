@@ -64,16 +64,8 @@ type citusDatabase struct {
 // citusMCPDSetup makes sure the harness has an mcpd binary and a JWT
 // secret for the mcpd rows (a -citus-only run has neither yet).
 func (r *runner) citusMCPDSetup(ctx context.Context) error {
-	if r.mcpdBin == "" {
-		r.mcpdBin = r.cfg.MCPD
-	}
-	if r.mcpdBin == "" {
-		r.log.Info("building mcpd")
-		bin, err := BuildMCPD(ctx, r.cfg.Go, r.work)
-		if err != nil {
-			return err
-		}
-		r.mcpdBin = bin
+	if err := r.ensureMCPD(ctx); err != nil {
+		return err
 	}
 	if r.secretFile == "" {
 		var err error

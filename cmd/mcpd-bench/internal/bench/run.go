@@ -424,19 +424,29 @@ func (r *runner) startTailProbe(m *MCPD) *tailProbe {
 	return startTailProbe(m, filepath.Join(r.pg.Dir(), "postgres.log"), r.pg.Dir(), r.pg.PID(), pgWaits(r.admin))
 }
 
-// b, e, f: the real mcpd binary over PostgreSQL.
-func (r *runner) mcpd(ctx context.Context) {
+// ensureMCPD sets r.mcpdBin: -mcpd's binary, or one built in the work
+// directory.
+func (r *runner) ensureMCPD(ctx context.Context) error {
 	if r.mcpdBin == "" {
 		r.mcpdBin = r.cfg.MCPD
 	}
-	if r.mcpdBin == "" {
-		r.log.Info("building mcpd")
-		bin, err := BuildMCPD(ctx, r.cfg.Go, r.work)
-		if err != nil {
-			r.rep.fail("e2e", "b. mcpd heartbeats", err)
-			return
-		}
-		r.mcpdBin = bin
+	if r.mcpdBin != "" {
+		return nil
+	}
+	r.log.Info("building mcpd")
+	bin, err := BuildMCPD(ctx, r.cfg.Go, r.work)
+	if err != nil {
+		return err
+	}
+	r.mcpdBin = bin
+	return nil
+}
+
+// b, e, f: the real mcpd binary over PostgreSQL.
+func (r *runner) mcpd(ctx context.Context) {
+	if err := r.ensureMCPD(ctx); err != nil {
+		r.rep.fail("e2e", "b. mcpd heartbeats", err)
+		return
 	}
 	m, err := StartMCPD(ctx, r.mcpdBin, r.work, "mcpd", "--database-url", r.appURL,
 		"--auth-jwt-secret-file", r.secretFile, "--heartbeat-interval", mcpdHeartbeatInterval.String())
