@@ -1,4 +1,4 @@
--- mcpd's schema after migration 22 (make schema), dumped by pg_dump 15
+-- mcpd's schema after migration 23 (make schema), dumped by pg_dump 15
 --
 -- PostgreSQL database dump
 --
@@ -384,10 +384,10 @@ END
 $$;
 
 --
--- Name: mcp_heartbeat_healthy_tenant(uuid, uuid[], timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+-- Name: mcp_heartbeat_healthy_group(uuid, uuid[], uuid[], timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.mcp_heartbeat_healthy_tenant(p_tenant uuid, p_servers uuid[], p_now timestamp with time zone) RETURNS TABLE(s_server_id uuid, s_tenant_id uuid, s_module_name text, s_version text, s_protocols text[], s_capabilities jsonb, s_status text, s_last_heartbeat timestamp with time zone, s_registered_at timestamp with time zone, s_deregistered_at timestamp with time zone, s_trace_id text, s_remotes jsonb, s_description text, s_title text)
+CREATE FUNCTION public.mcp_heartbeat_healthy_group(p_tenant uuid, p_tenants uuid[], p_servers uuid[], p_now timestamp with time zone) RETURNS TABLE(s_server_id uuid, s_tenant_id uuid, s_module_name text, s_version text, s_protocols text[], s_capabilities jsonb, s_status text, s_last_heartbeat timestamp with time zone, s_registered_at timestamp with time zone, s_deregistered_at timestamp with time zone, s_trace_id text, s_remotes jsonb, s_description text, s_title text)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     SET plan_cache_mode TO 'force_custom_plan'
@@ -396,10 +396,14 @@ CREATE FUNCTION public.mcp_heartbeat_healthy_tenant(p_tenant uuid, p_servers uui
 DECLARE
     v_now timestamptz := COALESCE(p_now, now());
 BEGIN
+    -- tenant_id = ANY prunes to the tenants' shards; the join matches each
+    -- server with the tenant that sent its heartbeat, and no other.
     RETURN QUERY
     UPDATE mcp_servers s
     SET last_heartbeat_at = v_now
-    WHERE s.tenant_id = p_tenant AND s.server_id = ANY (p_servers) AND s.status = 'healthy'
+    FROM unnest(p_tenants, p_servers) AS b(tenant_id, server_id)
+    WHERE s.tenant_id = ANY (p_tenants) AND s.server_id = ANY (p_servers)
+      AND s.tenant_id = b.tenant_id AND s.server_id = b.server_id AND s.status = 'healthy'
     RETURNING s.server_id, s.tenant_id, s.module_name, s.version, s.supported_protocols,
               s.capability_advertisement, s.status, s.last_heartbeat_at, s.registered_at,
               s.deregistered_at, s.trace_id::text, s.remotes, s.description, s.title;
@@ -1612,11 +1616,11 @@ REVOKE ALL ON FUNCTION public.mcp_heartbeat_healthy(p_tenants uuid[], p_servers 
 GRANT ALL ON FUNCTION public.mcp_heartbeat_healthy(p_tenants uuid[], p_servers uuid[], p_now timestamp with time zone) TO cyberos_app;
 
 --
--- Name: FUNCTION mcp_heartbeat_healthy_tenant(p_tenant uuid, p_servers uuid[], p_now timestamp with time zone); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION mcp_heartbeat_healthy_group(p_tenant uuid, p_tenants uuid[], p_servers uuid[], p_now timestamp with time zone); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.mcp_heartbeat_healthy_tenant(p_tenant uuid, p_servers uuid[], p_now timestamp with time zone) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.mcp_heartbeat_healthy_tenant(p_tenant uuid, p_servers uuid[], p_now timestamp with time zone) TO cyberos_app;
+REVOKE ALL ON FUNCTION public.mcp_heartbeat_healthy_group(p_tenant uuid, p_tenants uuid[], p_servers uuid[], p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_heartbeat_healthy_group(p_tenant uuid, p_tenants uuid[], p_servers uuid[], p_now timestamp with time zone) TO cyberos_app;
 
 --
 -- Name: FUNCTION mcp_heartbeat_held(p_tenant uuid, p_servers uuid[], p_ages bigint[], p_now timestamp with time zone); Type: ACL; Schema: public; Owner: -

@@ -276,7 +276,7 @@ func (s *Store) execBatch(ctx context.Context, pairs []batchKey, results map[bat
 		return err
 	}
 	if citus {
-		return s.heartbeatPerTenant(ctx, todo, now, results)
+		return s.heartbeatPerWorker(ctx, todo, now, results)
 	}
 	if err := s.heartbeatHealthy(ctx, todo, now, results); err != nil {
 		return err
@@ -377,26 +377,33 @@ func (s *Store) heartbeatAny(ctx context.Context, pairs []batchKey, now *time.Ti
 // tenant's shard: as heartbeatBatchSQL otherwise (migration 0019).
 const heartbeatTenantSQL = `SELECT * FROM mcp_heartbeat_tenant($1::uuid, $2::uuid[], $3::timestamptz)`
 
-// heartbeatPerTenant applies the heartbeats of pairs on Citus: one
-// statement and one commit per tenant of the batch, so that no statement
-// spans shards and a worker that is down fails its own tenants' heartbeats
-// only. It adds the results of the tenants it applied and returns the
-// first error.
-func (s *Store) heartbeatPerTenant(ctx context.Context, pairs []batchKey, now *time.Time, results map[batchKey]heartbeatResult) error {
-	byTenant := make(map[uuid.UUID][][16]byte)
-	var order []uuid.UUID
-	for _, p := range pairs {
-		if _, ok := byTenant[p.tenant]; !ok {
-			order = append(order, p.tenant)
-		}
-		byTenant[p.tenant] = append(byTenant[p.tenant], p.serverID)
+// heartbeatHealthyGroupSQL records the heartbeats of the (tenant, server)
+// pairs $2, $3 whose server is healthy, at $4 (NULL: now()), the tenants
+// all on tenant $1's worker: one call that Citus hands to that worker, the
+// common case (mcp_heartbeat_healthy_group).
+const heartbeatHealthyGroupSQL = `SELECT * FROM mcp_heartbeat_healthy_group($1::uuid, $2::uuid[], $3::uuid[], $4::timestamptz)`
+
+// heartbeatPerWorker applies the heartbeats of pairs on Citus: the healthy
+// servers' in one call and one commit per worker that the batch reaches
+// (the tenants of a worker together: a task on each of the worker's shards
+// that they use, run by the worker itself), the rest (recoveries,
+// deregistered and unknown servers) in one call per tenant. No statement
+// or transaction spans workers, and a worker that is down fails the
+// heartbeats of its own tenants only. It adds the results of the groups
+// it applied and returns the first error.
+func (s *Store) heartbeatPerWorker(ctx context.Context, pairs []batchKey, now *time.Time, results map[batchKey]heartbeatResult) error {
+	groups, err := s.workerGroups(ctx, pairs)
+	if err != nil {
+		return err
 	}
-	// The tenants' statements go to their shards side by side.
-	dones := make([]map[batchKey]heartbeatResult, len(order))
-	errs := make([]error, len(order))
-	eachTenant(len(order), func(i int) {
-		dones[i] = make(map[batchKey]heartbeatResult, len(byTenant[order[i]]))
-		errs[i] = s.heartbeatTenant(ctx, order[i], byTenant[order[i]], now, dones[i])
+	// The workers' calls go side by side.
+	dones := make([]map[batchKey]heartbeatResult, len(groups))
+	errs := make([]error, len(groups))
+	eachTenant(len(groups), func(i int) {
+		dones[i] = make(map[batchKey]heartbeatResult, len(groups[i]))
+		if errs[i] = s.heartbeatGroup(ctx, groups[i], now, dones[i]); errs[i] != nil {
+			s.forgetWorkers(groups[i])
+		}
 	})
 	for _, done := range dones {
 		maps.Copy(results, done)
@@ -409,67 +416,47 @@ func (s *Store) heartbeatPerTenant(ctx context.Context, pairs []batchKey, now *t
 	return nil
 }
 
-// tenantParallelism bounds the tenants served at once on Citus (each call
-// holds a connection of the pool).
-const tenantParallelism = 4
-
-// eachTenant calls do(i) for every i below n, tenantParallelism at a time,
-// and returns when every call has: the shape of every per-tenant fan-out
-// on Citus (heartbeat batches, held heartbeats, feed reads).
-func eachTenant(n int, do func(i int)) {
-	var (
-		wg    sync.WaitGroup
-		slots = make(chan struct{}, tenantParallelism)
-	)
-	for i := range n {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			do(i)
-		})
-	}
-	wg.Wait()
-}
-
-// heartbeatHealthyTenantSQL records the heartbeats of tenant $1's servers
-// $2 that are healthy and stay so, at $3 (NULL: now()): one statement
-// routed to the tenant's shard, the common case (migration 0019).
-const heartbeatHealthyTenantSQL = `SELECT * FROM mcp_heartbeat_healthy_tenant($1::uuid, $2::uuid[], $3::timestamptz)`
-
-// heartbeatTenant applies one tenant's heartbeats on Citus: the healthy
-// servers' in one statement, the rest (recoveries, deregistered and
-// unknown servers) through mcp_heartbeat_tenant.
-func (s *Store) heartbeatTenant(ctx context.Context, tenant uuid.UUID, servers [][16]byte, now *time.Time, results map[batchKey]heartbeatResult) error {
-	rows, err := s.pool.Query(ctx, heartbeatHealthyTenantSQL, [16]byte(tenant), servers, now)
+// heartbeatGroup applies the heartbeats of pairs, whose tenants share a
+// worker: the healthy servers' in one call, then the rest tenant by tenant
+// through mcp_heartbeat_tenant.
+func (s *Store) heartbeatGroup(ctx context.Context, pairs []batchKey, now *time.Time, results map[batchKey]heartbeatResult) error {
+	tenants, servers := pairArrays(pairs)
+	rows, err := s.pool.Query(ctx, heartbeatHealthyGroupSQL, tenants[0], tenants, servers, now)
 	if err != nil {
 		return err
 	}
-	healthy := make(map[uuid.UUID]registry.Server, len(servers))
+	healthy := make(map[batchKey]registry.Server, len(pairs))
 	for rows.Next() {
 		srv, err := scanServer(rows)
 		if err != nil {
 			rows.Close()
 			return err
 		}
-		healthy[srv.ServerID] = srv
+		healthy[batchKey{srv.TenantID, srv.ServerID}] = srv
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return err
 	}
 	// Committed: the statement ran in its own implicit transaction.
-	rest := servers[:0:0]
-	for _, id := range servers {
-		if srv, ok := healthy[uuid.UUID(id)]; ok {
-			results[batchKey{tenant, srv.ServerID}] = heartbeatResult{srv: srv}
-		} else {
-			rest = append(rest, id)
+	rest := make(map[uuid.UUID][][16]byte)
+	var order []uuid.UUID
+	for _, p := range pairs {
+		if srv, ok := healthy[p]; ok {
+			results[p] = heartbeatResult{srv: srv}
+			continue
+		}
+		if _, ok := rest[p.tenant]; !ok {
+			order = append(order, p.tenant)
+		}
+		rest[p.tenant] = append(rest[p.tenant], p.serverID)
+	}
+	for _, tenant := range order {
+		if err := s.heartbeatTenantAny(ctx, tenant, rest[tenant], now, results); err != nil {
+			return err
 		}
 	}
-	if len(rest) == 0 {
-		return nil
-	}
-	return s.heartbeatTenantAny(ctx, tenant, rest, now, results)
+	return nil
 }
 
 // heartbeatTenantAny applies one tenant's heartbeats whatever their

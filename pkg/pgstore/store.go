@@ -63,6 +63,10 @@ type Store struct {
 	citus       bool
 	// sweptTenants is the last list of tenants the Citus sweep read.
 	sweptTenants []uuid.UUID
+	// placementMu guards placements: the worker of each tenant on Citus,
+	// by which heartbeat batches are grouped (tenantWorkers).
+	placementMu sync.Mutex
+	placements  map[uuid.UUID]tenantPlacement
 }
 
 // onCitus reports whether the database has the citus extension: there the

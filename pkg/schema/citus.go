@@ -47,7 +47,7 @@ var widenKeys = []struct{ table, constraint, columns string }{
 // each statement and sending it over. Only functions called as a
 // statement of their own (not inside BEGIN ... COMMIT) are delegated.
 var delegatedFunctions = []string{
-	"mcp_heartbeat_healthy_tenant(uuid, uuid[], timestamptz)",
+	"mcp_heartbeat_healthy_group(uuid, uuid[], uuid[], timestamptz)",
 	"mcp_heartbeat_tenant(uuid, uuid[], timestamptz)",
 	"mcp_heartbeat_held(uuid, uuid[], bigint[], timestamptz)",
 	"mcp_sweep_tenant(uuid, timestamptz, interval, interval, integer, interval)",

@@ -119,7 +119,7 @@ func TestUpDistributesOnCitus(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, call := range []string{
-		`SELECT * FROM mcp_heartbeat_healthy_tenant($1, '{}', NULL)`,
+		`SELECT * FROM mcp_heartbeat_healthy_group($1, '{}', '{}', NULL)`,
 		`SELECT * FROM mcp_heartbeat_tenant($1, '{}', NULL)`,
 		`SELECT * FROM mcp_heartbeat_held($1, '{}', '{}', NULL)`,
 		`SELECT * FROM mcp_sweep_tenant($1, NULL, interval '1 minute', interval '2 minutes', 10, interval '0')`,

@@ -1,4 +1,6 @@
--- Applied by migrate up after the numbered migrations: migrations/embed.go.
+DROP FUNCTION IF EXISTS mcp_heartbeat_healthy_group(uuid, uuid[], uuid[], timestamptz);
+
+-- mcp_heartbeat_healthy_tenant as functions/ last defined it (0022).
 CREATE OR REPLACE FUNCTION mcp_heartbeat_healthy_tenant(p_tenant uuid, p_servers uuid[], p_now timestamp with time zone)
  RETURNS TABLE(s_server_id uuid, s_tenant_id uuid, s_module_name text, s_version text, s_protocols text[], s_capabilities jsonb, s_status text, s_last_heartbeat timestamp with time zone, s_registered_at timestamp with time zone, s_deregistered_at timestamp with time zone, s_trace_id text, s_remotes jsonb, s_description text, s_title text)
  LANGUAGE plpgsql

@@ -1,0 +1,153 @@
+package pgstore
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// tenantParallelism bounds the tenants (or workers) served at once on Citus
+// (each call holds a connection of the pool).
+const tenantParallelism = 4
+
+// eachTenant calls do(i) for every i below n, tenantParallelism at a time,
+// and returns when every call has: the shape of every per-tenant or
+// per-worker fan-out on Citus (heartbeat batches, held heartbeats, feed
+// reads, the sweep).
+func eachTenant(n int, do func(i int)) {
+	var (
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, tenantParallelism)
+	)
+	for i := range n {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			do(i)
+		})
+	}
+	wg.Wait()
+}
+
+// placementTTL is how long the worker of a tenant, as read from Citus's
+// metadata, is used to group heartbeats before it is read again. A shard
+// moved meanwhile only makes a group's call reach two workers, which Citus
+// still runs correctly, if slower; a call that fails reads its tenants'
+// workers again.
+const placementTTL = time.Minute
+
+// tenantPlacement is the worker (Citus's node group) that holds a tenant's
+// shards, and when it was read.
+type tenantPlacement struct {
+	group  int64
+	readAt time.Time
+}
+
+// tenantWorkersSQL returns the worker (node group) of each tenant $1: the
+// node of the shard of its mcp_servers rows (the tenant tables are
+// colocated), the lowest when a shard has several, from the coordinator's
+// metadata alone.
+const tenantWorkersSQL = `SELECT t, min(p.groupid)::bigint FROM unnest($1::uuid[]) AS t
+	JOIN pg_dist_placement p ON p.shardid = get_shard_id_for_distribution_column('mcp_servers', t)
+	GROUP BY t`
+
+// workerGroups splits pairs by the worker of their tenant: each group
+// sorted by tenant, then server, the order in which its call locks the
+// rows; groups in the order of their first pair.
+func (s *Store) workerGroups(ctx context.Context, pairs []batchKey) ([][]batchKey, error) {
+	worker, err := s.tenantWorkers(ctx, pairs)
+	if err != nil {
+		return nil, err
+	}
+	index := make(map[int64]int)
+	var groups [][]batchKey
+	for _, p := range pairs {
+		w := worker[p.tenant]
+		i, ok := index[w]
+		if !ok {
+			i = len(groups)
+			index[w] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], p)
+	}
+	for _, g := range groups {
+		slices.SortFunc(g, func(a, b batchKey) int {
+			if c := bytes.Compare(a.tenant[:], b.tenant[:]); c != 0 {
+				return c
+			}
+			return bytes.Compare(a.serverID[:], b.serverID[:])
+		})
+	}
+	return groups, nil
+}
+
+// tenantWorkers returns the worker of every tenant of pairs, reading from
+// Citus those not known or known for longer than placementTTL.
+func (s *Store) tenantWorkers(ctx context.Context, pairs []batchKey) (map[uuid.UUID]int64, error) {
+	now := time.Now()
+	if s.clock != nil {
+		now = s.clock.Now()
+	}
+	out := make(map[uuid.UUID]int64)
+	var ask [][16]byte
+	s.placementMu.Lock()
+	for _, p := range pairs {
+		if _, ok := out[p.tenant]; ok {
+			continue
+		}
+		if pl, ok := s.placements[p.tenant]; ok && now.Sub(pl.readAt) < placementTTL {
+			out[p.tenant] = pl.group
+			continue
+		}
+		out[p.tenant] = -1
+		ask = append(ask, p.tenant)
+	}
+	s.placementMu.Unlock()
+	if len(ask) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, tenantWorkersSQL, ask)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	read := make(map[uuid.UUID]int64, len(ask))
+	for rows.Next() {
+		var (
+			tenant uuid.UUID
+			group  int64
+		)
+		if err := rows.Scan(&tenant, &group); err != nil {
+			return nil, err
+		}
+		read[tenant] = group
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	s.placementMu.Lock()
+	defer s.placementMu.Unlock()
+	if s.placements == nil {
+		s.placements = make(map[uuid.UUID]tenantPlacement)
+	}
+	for tenant, group := range read {
+		s.placements[tenant] = tenantPlacement{group: group, readAt: now}
+		out[tenant] = group
+	}
+	return out, nil
+}
+
+// forgetWorkers drops the workers of the tenants of pairs, whose call
+// failed: a shard that moved is found again by the next batch.
+func (s *Store) forgetWorkers(pairs []batchKey) {
+	s.placementMu.Lock()
+	defer s.placementMu.Unlock()
+	for _, p := range pairs {
+		delete(s.placements, p.tenant)
+	}
+}
