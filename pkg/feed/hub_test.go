@@ -276,8 +276,8 @@ func TestFollowEnds(t *testing.T) {
 	}
 }
 
-// gatedSource is a memstore whose feed reads (the horizon reads) wait for a gate and are
-// counted.
+// gatedSource is a memstore whose horizon reads (Horizon for one tenant,
+// ReadFeed for several) wait for a gate and are counted.
 type gatedSource struct {
 	*memstore.Store
 	gate  chan struct{}
@@ -291,6 +291,14 @@ func (g *gatedSource) ReadFeed(ctx context.Context, tenants []uuid.UUID, after [
 	g.mu.Unlock()
 	<-g.gate
 	return g.Store.ReadFeed(ctx, tenants, after, limit)
+}
+
+func (g *gatedSource) Horizon(ctx context.Context, tenant uuid.UUID) (registry.Position, error) {
+	g.mu.Lock()
+	g.reads++
+	g.mu.Unlock()
+	<-g.gate
+	return g.Store.Horizon(ctx, tenant)
 }
 
 func (g *gatedSource) count() int {
