@@ -1,4 +1,7 @@
 DROP FUNCTION IF EXISTS mcp_heartbeat_healthy_group(uuid, uuid[], uuid[], timestamptz);
+-- The functions are no longer the set that any build applied: the next
+-- migrate up (this build's or the previous one's) applies its own.
+DELETE FROM mcp_schema_functions;
 
 -- mcp_heartbeat_healthy_tenant as functions/ last defined it (0022).
 CREATE OR REPLACE FUNCTION mcp_heartbeat_healthy_tenant(p_tenant uuid, p_servers uuid[], p_now timestamp with time zone)
