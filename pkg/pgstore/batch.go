@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"maps"
@@ -387,10 +388,12 @@ const heartbeatHealthyGroupSQL = `SELECT * FROM mcp_heartbeat_healthy_group($1::
 // servers' in one call and one commit per worker that the batch reaches
 // (the tenants of a worker together: a task on each of the worker's shards
 // that they use, run by the worker itself), the rest (recoveries,
-// deregistered and unknown servers) in one call per tenant. No statement
-// or transaction spans workers, and a worker that is down fails the
-// heartbeats of its own tenants only. It adds the results of the groups
-// it applied and returns the first error.
+// deregistered and unknown servers) in one call per tenant. As long as the
+// workers it read for the tenants hold (placementTTL), no statement or
+// transaction reaches two workers, and a worker that is down fails the
+// heartbeats of its own tenants only. Each group answers its own pairs in
+// results (heartbeatGroup); it returns the error of a call that a retry of
+// the batch may resolve, whose pairs it leaves unanswered.
 func (s *Store) heartbeatPerWorker(ctx context.Context, pairs []batchKey, now *time.Time, results map[batchKey]heartbeatResult) error {
 	groups, err := s.workerGroups(ctx, pairs)
 	if err != nil {
@@ -398,17 +401,15 @@ func (s *Store) heartbeatPerWorker(ctx context.Context, pairs []batchKey, now *t
 	}
 	// The workers' calls go side by side.
 	dones := make([]map[batchKey]heartbeatResult, len(groups))
-	errs := make([]error, len(groups))
+	retry := make([]error, len(groups))
 	eachTenant(len(groups), func(i int) {
 		dones[i] = make(map[batchKey]heartbeatResult, len(groups[i]))
-		if errs[i] = s.heartbeatGroup(ctx, groups[i], now, dones[i]); errs[i] != nil {
-			s.forgetWorkers(groups[i])
-		}
+		retry[i] = s.heartbeatGroup(ctx, groups[i], now, dones[i])
 	})
 	for _, done := range dones {
 		maps.Copy(results, done)
 	}
-	for _, err := range errs {
+	for _, err := range retry {
 		if err != nil {
 			return err
 		}
@@ -418,28 +419,19 @@ func (s *Store) heartbeatPerWorker(ctx context.Context, pairs []batchKey, now *t
 
 // heartbeatGroup applies the heartbeats of pairs, whose tenants share a
 // worker: the healthy servers' in one call, then the rest tenant by tenant
-// through mcp_heartbeat_tenant.
+// through mcp_heartbeat_tenant. It answers each pair in results: its
+// result, ErrNotFound when the server is not its tenant's, or the error of
+// the call that failed it; but it leaves unanswered the pairs of a call
+// that failed with a deadlock or a serialization failure, and returns that
+// error, for the batch's retry.
 func (s *Store) heartbeatGroup(ctx context.Context, pairs []batchKey, now *time.Time, results map[batchKey]heartbeatResult) error {
-	tenants, servers := pairArrays(pairs)
-	rows, err := s.pool.Query(ctx, heartbeatHealthyGroupSQL, tenants[0], tenants, servers, now)
+	healthy, err := s.heartbeatHealthyGroup(ctx, pairs, now)
 	if err != nil {
-		return err
+		// The worker may be down, or the tenants' shards elsewhere now.
+		s.forgetWorkers(pairs)
+		return answerFailed(pairs, err, results)
 	}
-	healthy := make(map[batchKey]registry.Server, len(pairs))
-	for rows.Next() {
-		srv, err := scanServer(rows)
-		if err != nil {
-			rows.Close()
-			return err
-		}
-		healthy[batchKey{srv.TenantID, srv.ServerID}] = srv
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	// Committed: the statement ran in its own implicit transaction.
-	rest := make(map[uuid.UUID][][16]byte)
+	rest := make(map[uuid.UUID][]batchKey)
 	var order []uuid.UUID
 	for _, p := range pairs {
 		if srv, ok := healthy[p]; ok {
@@ -449,12 +441,63 @@ func (s *Store) heartbeatGroup(ctx context.Context, pairs []batchKey, now *time.
 		if _, ok := rest[p.tenant]; !ok {
 			order = append(order, p.tenant)
 		}
-		rest[p.tenant] = append(rest[p.tenant], p.serverID)
+		rest[p.tenant] = append(rest[p.tenant], p)
 	}
+	// Each tenant's call on its own: one that fails fails its tenant only.
+	var retry error
 	for _, tenant := range order {
-		if err := s.heartbeatTenantAny(ctx, tenant, rest[tenant], now, results); err != nil {
-			return err
+		servers := make([][16]byte, len(rest[tenant]))
+		for i, p := range rest[tenant] {
+			servers[i] = p.serverID
 		}
+		done := make(map[batchKey]heartbeatResult, len(servers))
+		if err := s.heartbeatTenantAny(ctx, tenant, servers, now, done); err != nil {
+			retry = cmp.Or(retry, answerFailed(rest[tenant], err, results))
+			continue
+		}
+		for _, p := range rest[tenant] {
+			res, ok := done[p]
+			if !ok {
+				res = heartbeatResult{err: registry.ErrNotFound}
+			}
+			results[p] = res
+		}
+	}
+	return retry
+}
+
+// heartbeatHealthyGroup records the heartbeats of pairs, whose tenants
+// share a worker, for the servers that are healthy, in one call, and
+// returns those servers.
+func (s *Store) heartbeatHealthyGroup(ctx context.Context, pairs []batchKey, now *time.Time) (map[batchKey]registry.Server, error) {
+	tenants, servers := pairArrays(pairs)
+	rows, err := s.pool.Query(ctx, heartbeatHealthyGroupSQL, tenants[0], tenants, servers, now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	healthy := make(map[batchKey]registry.Server, len(pairs))
+	for rows.Next() {
+		srv, err := scanServer(rows)
+		if err != nil {
+			return nil, err
+		}
+		healthy[batchKey{srv.TenantID, srv.ServerID}] = srv
+	}
+	// Committed once its rows are read without error: the statement ran in
+	// its own implicit transaction.
+	return healthy, rows.Err()
+}
+
+// answerFailed answers pairs with err, the error of the call that failed
+// them, unless a retry of the batch may resolve it (isRetryable): then it
+// leaves them unanswered and returns err.
+func answerFailed(pairs []batchKey, err error, results map[batchKey]heartbeatResult) error {
+	if isRetryable(err) {
+		return err
+	}
+	for _, p := range pairs {
+		results[p] = heartbeatResult{err: translate(err)}
 	}
 	return nil
 }

@@ -69,6 +69,16 @@ func TestCitusHeartbeatGroups(t *testing.T) {
 		return at
 	}
 
+	// A batch of the three tenants makes one call for a and b, whose
+	// shards one worker holds, and one for the other.
+	groups, err := st.WorkerGroups(ctx, []uuid.UUID{a, other, b, a}, []uuid.UUID{a1.ServerID, o1.ServerID, b1.ServerID, a2.ServerID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(groups) != 2 || len(groups[0]) != 3 || len(groups[1]) != 1 || groups[1][0] != other {
+		t.Errorf("calls of a batch of tenants a, other, b, a: %v; want a, a and b in one, other in the other", groups)
+	}
+
 	// The function itself, as cyberos_app: tenant a names b's server.
 	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	call := func(tenants, servers []uuid.UUID) map[uuid.UUID]uuid.UUID {

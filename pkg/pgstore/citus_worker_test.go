@@ -2,6 +2,8 @@ package pgstore_test
 
 import (
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -108,6 +110,37 @@ func TestCitusStoppedWorker(t *testing.T) {
 	if len(otherEvents) != 2 || otherEvents[0].ModuleName != "silent" || otherEvents[0].Kind != registry.KindDegraded ||
 		otherEvents[1].Kind != registry.KindUnhealthy {
 		t.Fatalf("the running worker's sweeps: %+v, want silent degraded then unhealthy", otherEvents)
+	}
+
+	// Batches that hold both workers' tenants at once: the stopped
+	// worker's failure answers its own tenant's heartbeats only; the
+	// running worker's answer each as they would alone.
+	type beat struct {
+		tenant, server uuid.UUID
+		want           error
+	}
+	beats := []beat{{stopped, a.ServerID, registry.ErrUnavailable}, {other, b.ServerID, nil},
+		{other, uuid.New(), registry.ErrNotFound}, {other, gone.ServerID, registry.ErrDeregistered}}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []string
+	)
+	for round := range 25 {
+		for _, bt := range beats {
+			wg.Go(func() {
+				_, _, err := st.Heartbeat(ctx, bt.tenant, bt.server)
+				if !errors.Is(err, bt.want) {
+					mu.Lock()
+					errs = append(errs, fmt.Sprintf("round %d, heartbeat of %s: %v, want %v", round, bt.server, err, bt.want))
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for _, e := range errs {
+		t.Error(e)
 	}
 
 	c.Workers[0].Start(t)

@@ -55,9 +55,12 @@ const tenantWorkersSQL = `SELECT t, min(p.groupid)::bigint FROM unnest($1::uuid[
 	JOIN pg_dist_placement p ON p.shardid = get_shard_id_for_distribution_column('mcp_servers', t)
 	GROUP BY t`
 
-// workerGroups splits pairs by the worker of their tenant: each group
-// sorted by tenant, then server, the order in which its call locks the
-// rows; groups in the order of their first pair.
+// workerGroups splits pairs by the worker of their tenant: groups in the
+// order of their first pair, each sorted by tenant, then server. A group's
+// call locks its rows shard by shard, in the order of the shards' tasks,
+// which is the same for every call of a worker; within a shard, in its
+// plan's order. Two calls that lock the same rows in other orders deadlock
+// only within a shard, which a retry of the batch resolves (isRetryable).
 func (s *Store) workerGroups(ctx context.Context, pairs []batchKey) ([][]batchKey, error) {
 	worker, err := s.tenantWorkers(ctx, pairs)
 	if err != nil {
