@@ -309,7 +309,8 @@ func (g *gatedSource) count() int {
 
 // Watches starting together share horizon reads: callers that come while
 // a read runs wait for the next one, which starts after their call and so
-// sees what committed before it.
+// sees what committed before it. A read for one tenant is the store's
+// Horizon; for several, one feed read, each tenant with its own horizon.
 func TestHorizonReadsShared(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		clock := clockwork.NewFakeClock()
@@ -317,57 +318,66 @@ func TestHorizonReadsShared(t *testing.T) {
 		src := &gatedSource{Store: store, gate: make(chan struct{})}
 		hub := feed.NewHub(feed.Options{Source: src, Clock: clock})
 		ctx := t.Context()
-		tenant := uuid.New()
+		tenant, other := uuid.New(), uuid.New()
 
 		type answer struct {
-			pos registry.Position
-			err error
+			tenant uuid.UUID
+			pos    registry.Position
+			err    error
 		}
-		ask := func(n int) <-chan answer {
+		ask := func(n int, tenants ...uuid.UUID) <-chan answer {
 			out := make(chan answer, n)
-			for range n {
+			for i := range n {
 				go func() {
-					p, err := hub.Horizon(ctx, tenant)
-					out <- answer{p, err}
+					t := tenants[i%len(tenants)]
+					p, err := hub.Horizon(ctx, t)
+					out <- answer{t, p, err}
 				}()
 			}
 			return out
 		}
-		first := ask(1)
-		synctest.Wait() // the first read runs, held by the gate
-		srv, _, _, err := store.Register(ctx, tenant, registry.ServerInfo{
-			ModuleName: "m", Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}, 0)
-		if err != nil {
-			t.Fatal(err)
+		register := func(tenant uuid.UUID, module string) {
+			t.Helper()
+			if _, _, _, err := store.Register(ctx, tenant, registry.ServerInfo{
+				ModuleName: module, Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}, 0); err != nil {
+				t.Fatal(err)
+			}
 		}
-		later := ask(100)
+		first := ask(1, tenant)
+		synctest.Wait() // the first read runs, held by the gate
+		register(tenant, "m")
+		register(other, "m1")
+		register(other, "m2")
+		later := ask(100, tenant, other)
 		synctest.Wait() // every later caller waits
 		close(src.gate)
 		if a := <-first; a.err != nil {
 			t.Fatal(a.err)
 		}
-		var want registry.Position
-		for i := range 100 {
+		got := map[uuid.UUID]registry.Position{}
+		for range 100 {
 			b := <-later
 			if b.err != nil {
 				t.Fatal(b.err)
 			}
-			if i == 0 {
-				want = b.pos
+			if p, ok := got[b.tenant]; ok && p != b.pos {
+				t.Fatalf("callers of one read got %v and %v for one tenant", p, b.pos)
 			}
-			if b.pos != want {
-				t.Fatalf("callers of one read got %v and %v", want, b.pos)
+			got[b.tenant] = b.pos
+		}
+		if n := src.count(); n != 2 {
+			t.Fatalf("%d horizon reads for 101 callers, want 2 (one running, one shared by the rest)", n)
+		}
+		// Each tenant's horizon is past its own events, committed before
+		// the call, and no further.
+		for tenant, want := range map[uuid.UUID]int{tenant: 1, other: 2} {
+			evs, err := store.Events(ctx, tenant, registry.EventFilter{Limit: 10})
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		if got := src.count(); got != 2 {
-			t.Fatalf("%d horizon reads for 101 callers, want 2 (one running, one shared by the rest)", got)
-		}
-		evs, err := store.Events(ctx, srv.TenantID, registry.EventFilter{Limit: 10})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(evs.Events) != 1 || want.Compare(evs.Events[0].Position) < 0 {
-			t.Fatalf("the shared read's horizon %v is before the registration's event %v, committed before the call", want, evs.Events)
+			if len(evs.Events) != want || got[tenant] != evs.Events[want-1].Position {
+				t.Fatalf("the shared read's horizon of a tenant %v, want its last event's position (%v)", got[tenant], evs.Events)
+			}
 		}
 	})
 }
