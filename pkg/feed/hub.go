@@ -583,10 +583,12 @@ func (h *Hub) idle(ctx context.Context, advanced, reset <-chan struct{}, timer c
 		case <-ctx.Done():
 			return errStop
 		case <-timer.Chan():
+			// The next interval starts when this one ends, not when the
+			// watcher has taken the bookmark.
+			timer.Reset(h.bookmark)
 			if err := w.Bookmark(pos); err != nil {
 				return err
 			}
-			timer.Reset(h.bookmark)
 		}
 	}
 }
