@@ -76,7 +76,10 @@ func TestWatchEndsAtTokenExpiry(t *testing.T) {
 		Verifier: verifier, Feed: hub, Streams: ctx, TokenClock: tokens}))
 	defer srv.Close()
 	tenant := uuid.New()
-	tok, err := auth.Issue(secret, tenant, "board", "mcp:read", 10*time.Minute, time.Now())
+	// Issued at the token clock's time: issued at the wall clock's, a
+	// second that turned since the fake clock was made put the expiry
+	// past the ten minutes the test advances (exp is whole seconds).
+	tok, err := auth.Issue(secret, tenant, "board", "mcp:read", 10*time.Minute, tokens.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
