@@ -431,31 +431,27 @@ func (s *Store) heartbeatGroup(ctx context.Context, pairs []batchKey, now *time.
 		s.forgetWorkers(pairs)
 		return answerFailed(pairs, err, results)
 	}
-	rest := make(map[uuid.UUID][]batchKey)
-	var order []uuid.UUID
+	var rest []batchKey
 	for _, p := range pairs {
 		if srv, ok := healthy[p]; ok {
 			results[p] = heartbeatResult{srv: srv}
-			continue
+		} else {
+			rest = append(rest, p)
 		}
-		if _, ok := rest[p.tenant]; !ok {
-			order = append(order, p.tenant)
-		}
-		rest[p.tenant] = append(rest[p.tenant], p)
 	}
 	// Each tenant's call on its own: one that fails fails its tenant only.
 	var retry error
-	for _, tenant := range order {
-		servers := make([][16]byte, len(rest[tenant]))
-		for i, p := range rest[tenant] {
+	for _, own := range groupPairs(rest, func(p batchKey) uuid.UUID { return p.tenant }) {
+		tenant, servers := own[0].tenant, make([][16]byte, len(own))
+		for i, p := range own {
 			servers[i] = p.serverID
 		}
 		done := make(map[batchKey]heartbeatResult, len(servers))
 		if err := s.heartbeatTenantAny(ctx, tenant, servers, now, done); err != nil {
-			retry = cmp.Or(retry, answerFailed(rest[tenant], err, results))
+			retry = cmp.Or(retry, answerFailed(own, err, results))
 			continue
 		}
-		for _, p := range rest[tenant] {
+		for _, p := range own {
 			res, ok := done[p]
 			if !ok {
 				res = heartbeatResult{err: registry.ErrNotFound}

@@ -14,25 +14,6 @@ import (
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 )
 
-// tenantsOnWorker returns n tenant ids whose shards the worker listening
-// on port holds.
-func tenantsOnWorker(t *testing.T, db *pgtest.DB, port, n int) []uuid.UUID {
-	t.Helper()
-	var out []uuid.UUID
-	for len(out) < n {
-		tenant := uuid.New()
-		var p int
-		if err := db.Admin.QueryRow(t.Context(), `SELECT p.nodeport FROM pg_dist_shard_placement p
-			WHERE p.shardid = get_shard_id_for_distribution_column('mcp_servers', $1::uuid)`, tenant).Scan(&p); err != nil {
-			t.Fatal(err)
-		}
-		if p == port {
-			out = append(out, tenant)
-		}
-	}
-	return out
-}
-
 // On Citus a heartbeat batch is applied by one call per worker, for every
 // tenant of that worker together (mcp_heartbeat_healthy_group): the call
 // updates each server for the tenant that sent its heartbeat only, never
@@ -46,18 +27,10 @@ func TestCitusHeartbeatGroups(t *testing.T) {
 	t.Cleanup(st.Close)
 
 	// Two tenants on the first worker, one on the second.
-	same := tenantsOnWorker(t, db, c.Workers[0].Port(), 2)
+	same := c.TenantsOnWorker(t, db, 0, 2)
 	a, b := same[0], same[1]
 	other := c.TenantOnEachWorker(t, db)[1]
-	reg := func(tenant uuid.UUID, module string) registry.Server {
-		t.Helper()
-		srv, _, _, err := st.Register(ctx, tenant, registry.ServerInfo{ModuleName: module, Version: "1.0.0",
-			SupportedProtocols: []string{"2025-06-18"}}, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return srv
-	}
+	reg := func(tenant uuid.UUID, module string) registry.Server { return register(t, st, tenant, module) }
 	a1, a2, b1, b2, o1 := reg(a, "a1"), reg(a, "a2"), reg(b, "b1"), reg(b, "b2"), reg(other, "o1")
 	lastBeat := func(tenant, server uuid.UUID) time.Time {
 		t.Helper()

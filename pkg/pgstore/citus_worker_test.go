@@ -36,15 +36,7 @@ func TestCitusStoppedWorker(t *testing.T) {
 	// A tenant on each worker.
 	tenants := c.TenantOnEachWorker(t, db)
 	stopped, other := tenants[0], tenants[1]
-	reg := func(tenant uuid.UUID, module string) registry.Server {
-		t.Helper()
-		srv, _, _, err := st.Register(ctx, tenant, registry.ServerInfo{ModuleName: module, Version: "1.0.0",
-			SupportedProtocols: []string{"2025-06-18"}}, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return srv
-	}
+	reg := func(tenant uuid.UUID, module string) registry.Server { return register(t, st, tenant, module) }
 	a := reg(stopped, "alpha")
 	b := reg(other, "bravo")
 	reg(other, "silent")

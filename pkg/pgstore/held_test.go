@@ -29,15 +29,7 @@ func heldBatch(t *testing.T, db *pgtest.DB) {
 	clock := clockwork.NewFakeClockAt(epoch)
 	st := pgstore.New(db.App, pgstore.Options{Clock: clock})
 	t.Cleanup(st.Close)
-	reg := func(tenant uuid.UUID, module string) registry.Server {
-		t.Helper()
-		srv, _, _, err := st.Register(ctx, tenant, registry.ServerInfo{ModuleName: module, Version: "1.0.0",
-			SupportedProtocols: []string{"2025-06-18"}}, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return srv
-	}
+	reg := func(tenant uuid.UUID, module string) registry.Server { return register(t, st, tenant, module) }
 	const tenants = 30
 	var batch []store.TenantHeld
 	var live []registry.Server

@@ -26,15 +26,7 @@ func TestTenantLiveCountKept(t *testing.T) {
 	st := pgstore.New(db.App, pgstore.Options{Clock: clock})
 	t.Cleanup(st.Close)
 	a, b := uuid.New(), uuid.New()
-	reg := func(tenant uuid.UUID, module string) registry.Server {
-		t.Helper()
-		srv, _, _, err := st.Register(ctx, tenant, registry.ServerInfo{ModuleName: module, Version: "1.0.0",
-			SupportedProtocols: []string{"2025-06-18"}}, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return srv
-	}
+	reg := func(tenant uuid.UUID, module string) registry.Server { return register(t, st, tenant, module) }
 	check := func(what string, tenant uuid.UUID, want int) {
 		t.Helper()
 		var kept, actual int

@@ -66,18 +66,7 @@ func (s *Store) workerGroups(ctx context.Context, pairs []batchKey) ([][]batchKe
 	if err != nil {
 		return nil, err
 	}
-	index := make(map[int64]int)
-	var groups [][]batchKey
-	for _, p := range pairs {
-		w := worker[p.tenant]
-		i, ok := index[w]
-		if !ok {
-			i = len(groups)
-			index[w] = i
-			groups = append(groups, nil)
-		}
-		groups[i] = append(groups[i], p)
-	}
+	groups := groupPairs(pairs, func(p batchKey) int64 { return worker[p.tenant] })
 	for _, g := range groups {
 		slices.SortFunc(g, func(a, b batchKey) int {
 			if c := bytes.Compare(a.tenant[:], b.tenant[:]); c != 0 {
@@ -87,6 +76,24 @@ func (s *Store) workerGroups(ctx context.Context, pairs []batchKey) ([][]batchKe
 		})
 	}
 	return groups, nil
+}
+
+// groupPairs splits pairs by key: groups in the order of their first pair,
+// each in pairs' order.
+func groupPairs[K comparable](pairs []batchKey, key func(batchKey) K) [][]batchKey {
+	index := make(map[K]int)
+	var groups [][]batchKey
+	for _, p := range pairs {
+		k := key(p)
+		i, ok := index[k]
+		if !ok {
+			i = len(groups)
+			index[k] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], p)
+	}
+	return groups
 }
 
 // tenantWorkers returns the worker of every tenant of pairs, reading from

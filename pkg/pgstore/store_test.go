@@ -10,6 +10,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/cyberos/mcpd/pkg/pgstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/testing/storetest"
 )
@@ -50,4 +51,16 @@ func harness(t *testing.T, db *pgtest.DB) storetest.Harness {
 			},
 		}
 	}
+}
+
+// register registers tenant's module (version 1.0.0, one protocol, no
+// skills) and returns the server, failing t on an error.
+func register(t *testing.T, st *pgstore.Store, tenant uuid.UUID, module string) registry.Server {
+	t.Helper()
+	srv, _, _, err := st.Register(t.Context(), tenant, registry.ServerInfo{ModuleName: module, Version: "1.0.0",
+		SupportedProtocols: []string{"2025-06-18"}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
 }

@@ -431,12 +431,7 @@ func (c *Citus) TenantOnEachWorker(t testing.TB, db *DB) []uuid.UUID {
 	onPort := map[int]uuid.UUID{}
 	for len(onPort) < len(c.Workers) {
 		tenant := uuid.New()
-		var port int
-		if err := db.Admin.QueryRow(context.Background(), `SELECT p.nodeport FROM pg_dist_shard_placement p
-			WHERE p.shardid = get_shard_id_for_distribution_column('mcp_servers', $1::uuid)`, tenant).Scan(&port); err != nil {
-			t.Fatalf("pgtest: place a tenant: %v", err)
-		}
-		if _, seen := onPort[port]; !seen {
+		if port := workerPort(t, db, tenant); onPort[port] == uuid.Nil {
 			onPort[port] = tenant
 		}
 	}
@@ -445,4 +440,28 @@ func (c *Citus) TenantOnEachWorker(t testing.TB, db *DB) []uuid.UUID {
 		out[i] = onPort[w.Port()]
 	}
 	return out
+}
+
+// TenantsOnWorker returns n tenant ids whose shards of the distributed
+// tables (migrated into db) c.Workers[worker] holds.
+func (c *Citus) TenantsOnWorker(t testing.TB, db *DB, worker, n int) []uuid.UUID {
+	t.Helper()
+	var out []uuid.UUID
+	for len(out) < n {
+		if tenant := uuid.New(); workerPort(t, db, tenant) == c.Workers[worker].Port() {
+			out = append(out, tenant)
+		}
+	}
+	return out
+}
+
+// workerPort is the port of the node that holds tenant's shard in db.
+func workerPort(t testing.TB, db *DB, tenant uuid.UUID) int {
+	t.Helper()
+	var port int
+	if err := db.Admin.QueryRow(context.Background(), `SELECT p.nodeport FROM pg_dist_shard_placement p
+		WHERE p.shardid = get_shard_id_for_distribution_column('mcp_servers', $1::uuid)`, tenant).Scan(&port); err != nil {
+		t.Fatalf("pgtest: place a tenant: %v", err)
+	}
+	return port
 }
