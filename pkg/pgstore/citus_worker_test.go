@@ -47,8 +47,33 @@ func TestCitusStoppedWorker(t *testing.T) {
 	if _, err := sweep(); err != nil {
 		t.Fatal(err)
 	}
+	// A second replica whose every sweep so far found another sweeping
+	// (the guard's row locked) still learns the tenants, so that it
+	// sweeps the running worker's once the other worker stops.
+	late := pgstore.New(db.App, pgstore.Options{Clock: clock})
+	t.Cleanup(late.Close)
+	lateSweep := func() (store.SweepResult, error) {
+		return late.Sweep(ctx, store.SweepRequest{Now: clock.Now(), Interval: interval, Limit: 100, BlindAfter: 2 * interval})
+	}
+	held, err := db.Admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := held.Exec(ctx, `SELECT 1 FROM mcp_monitor_state FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := lateSweep(); err != nil || len(res.Events) != 0 {
+		t.Fatalf("a sweep while another holds the guard: %+v, %v; want nothing", res.Events, err)
+	}
+	if err := held.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	c.Workers[0].Stop(t)
+	var partial *registry.PartialError
+	if _, err := lateSweep(); !errors.As(err, &partial) || partial.Failed != 1 {
+		t.Fatalf("the second replica's first sweep with a worker down: %v; want the stopped worker's tenant failed alone", err)
+	}
 	// The feed reads the running worker's tenant and names the other.
 	batches, err := st.ReadFeed(ctx, []uuid.UUID{stopped, other}, []registry.Position{{}, {}}, 100)
 	if !errors.Is(err, registry.ErrUnavailable) || len(batches) != 1 || batches[0].Tenant != other ||

@@ -105,7 +105,11 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 			return res, translate(err)
 		}
 		if !proceed {
-			return res, nil // another replica is sweeping now
+			// Another replica is sweeping now. A replica that has never
+			// read the tenants learns them, so that it can sweep the
+			// others' if a worker stops before it wins a sweep.
+			s.learnSweepTenants(ctx)
+			return res, nil
 		}
 		if blindNew && blindFrom != nil && blindUntil != nil {
 			res.Opened = &store.BlindWindow{From: blindFrom.UTC(), Until: blindUntil.UTC()}
@@ -209,6 +213,17 @@ func (s *Store) sweepTenants(ctx context.Context) ([]uuid.UUID, error) {
 	}
 	s.sweptTenants = tenants
 	return tenants, nil
+}
+
+// learnSweepTenants reads the tenants to sweep when no list was read yet;
+// a failure leaves it for the next sweep.
+func (s *Store) learnSweepTenants(ctx context.Context) {
+	s.engineMu.Lock()
+	known := s.sweptTenants != nil
+	s.engineMu.Unlock()
+	if !known {
+		_, _ = s.sweepTenants(ctx)
+	}
 }
 
 // sweepTenant sweeps one tenant's servers in a transaction of its own,
