@@ -71,6 +71,7 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	floorSecret := fs.String(strings.TrimPrefix(bench.FloorSecretFlag, "-"), "", "with -serve-floor: the HS256 secret file tokens are verified with")
 	listen := fs.String("listen", "127.0.0.1:0", "with -serve-anchor or -serve-floor: the address to serve on")
 	fs.IntVar(&cfg.CitusServers, "citus-servers", cfg.CitusServers, "servers of the Citus row set: the same store load on plain PostgreSQL and on a 3-node Citus cluster, when Citus is installed (0: skip)")
+	fs.IntVar(&cfg.CitusTenants, "citus-tenants", cfg.CitusTenants, "tenants of the Citus row set's fleet (both workers hold some)")
 	fs.DurationVar(&cfg.CitusDuration, "citus-duration", cfg.CitusDuration, "length of each heartbeat load of the Citus row set")
 	fs.BoolVar(&cfg.CitusOnly, "citus-only", cfg.CitusOnly, "run the Citus row set alone")
 	out := fs.String("out", "docs/bench-latest.json", "write the report as JSON here (empty: do not)")

@@ -29,7 +29,6 @@ import (
 // are the store path's rows; then the same fleet and loads through a real
 // mcpd on the same clusters (citusmcpd.go), heartbeats held in memory.
 const (
-	citusTenants      = 20               // the fleet's tenants: both workers hold some
 	citusRegClients   = 8                // concurrent registrations
 	citusSerialRegs   = 200              // registrations one after another, after the fleet's
 	citusLightClients = 4                // callers of the light load
@@ -259,6 +258,16 @@ func execOn(ctx context.Context, url, stmt string) error {
 
 type citusTarget struct{ tenant, server uuid.UUID }
 
+// citusFleetTenants are the Citus row set's tenants (-citus-tenants), the
+// same on both engines and in every run.
+func (r *runner) citusFleetTenants() []uuid.UUID {
+	tenants := make([]uuid.UUID, r.cfg.CitusTenants)
+	for i := range tenants {
+		tenants[i] = md5UUID(fmt.Sprintf("citus-tenant%d", i))
+	}
+	return tenants
+}
+
 func citusInfo(i int) registry.ServerInfo {
 	return registry.ServerInfo{ModuleName: fmt.Sprintf("module-%05d", i), Version: "1.0.0",
 		SupportedProtocols: []string{"2025-06-18"},
@@ -270,10 +279,7 @@ func citusInfo(i int) registry.ServerInfo {
 func (r *runner) citusLoad(ctx context.Context, e *citusEngine) (CitusEngineResult, error) {
 	res := CitusEngineResult{Engine: e.name}
 	n := r.cfg.CitusServers
-	tenants := make([]uuid.UUID, citusTenants)
-	for i := range tenants {
-		tenants[i] = md5UUID(fmt.Sprintf("citus-tenant%d", i))
-	}
+	tenants := r.citusFleetTenants()
 	targets := make([]citusTarget, n)
 	var regErr atomic.Pointer[error]
 	register := func(ctx context.Context, i int) error {
@@ -435,7 +441,7 @@ func (r *runner) citusReport(plain, citus CitusEngineResult) {
 	}
 	n := groupThousands(float64(r.cfg.CitusServers))
 	ratio("citus_light", fmt.Sprintf("i. store path: heartbeats/s Citus ÷ plain, light load (%d callers, %s servers of %d tenants)",
-		citusLightClients, n, citusTenants), plain.Light, citus.Light, targetCitusLight, plain.PGMicrosLight, citus.PGMicrosLight)
+		citusLightClients, n, r.cfg.CitusTenants), plain.Light, citus.Light, targetCitusLight, plain.PGMicrosLight, citus.PGMicrosLight)
 	ratio("citus_saturation", fmt.Sprintf("i. store path: heartbeats/s Citus ÷ plain, saturation (%d callers)", citusSatClients),
 		plain.Saturation, citus.Saturation, targetCitusSat, plain.PGMicrosSat, citus.PGMicrosSat)
 	if plain.PGMicrosSat > 0 {
@@ -452,7 +458,7 @@ func (r *runner) citusReport(plain, citus CitusEngineResult) {
 	}
 	r.rep.Rows = append(r.rep.Rows, false0)
 	if plain.SweepMedian > 0 {
-		r.rep.add(Row{ID: "citus_sweep", Measure: "i. store path: sweep during the loads, nothing due (median): Citus ÷ plain",
+		r.rep.add(Row{ID: "citus_sweep", Measure: fmt.Sprintf("i. store path: sweep during the loads, nothing due, %d tenants (median): Citus ÷ plain", r.cfg.CitusTenants),
 			Value: float64(citus.SweepMedian) / float64(plain.SweepMedian), Unit: unitRatio, Basis: BasisWall,
 			Note: fmt.Sprintf("Citus %.2f ms, plain %.2f ms; one transaction per tenant on Citus", millis(citus.SweepMedian), millis(plain.SweepMedian))})
 	}

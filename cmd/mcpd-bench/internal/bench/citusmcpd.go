@@ -105,11 +105,7 @@ func (r *runner) citusMCPD(ctx context.Context, e *citusEngine, db citusDatabase
 			_ = m.Stop(mcpdShutdown)
 		}
 	}()
-	tenants := make([]uuid.UUID, citusTenants)
-	for i := range tenants {
-		tenants[i] = md5UUID(fmt.Sprintf("citus-tenant%d", i))
-	}
-	f, err := newTenantFleet(m.URL, r.secret, tenants)
+	f, err := newTenantFleet(m.URL, r.secret, r.citusFleetTenants())
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +121,7 @@ func (r *runner) citusMCPD(ctx context.Context, e *citusEngine, db citusDatabase
 	cpu0 := e.pgCPU()
 	res.Register = ClosedLoop(ctx, citusRegClients, 5*time.Minute, int64(n), func(ctx context.Context, seq int64) error {
 		i := int(seq)
-		t := i%len(tenants) + 1
+		t := i%r.cfg.CitusTenants + 1
 		info := citusInfo(i)
 		srv, _, err := f.Client(t).Register(ctx, apiwire.RegisterRequest{ModuleName: info.ModuleName, Version: info.Version,
 			SupportedProtocols: info.SupportedProtocols, Skills: info.Skills}, "")
@@ -239,7 +235,7 @@ func metricValue(text []byte, name string) float64 {
 func (r *runner) citusMCPDReport(plain, citus *CitusMCPDResult, err error) {
 	n := groupThousands(float64(r.cfg.CitusServers))
 	light := fmt.Sprintf("i. heartbeats/s through mcpd (held), Citus ÷ plain, light load (%d callers, %s servers of %d tenants)",
-		citusLightClients, n, citusTenants)
+		citusLightClients, n, r.cfg.CitusTenants)
 	sat := fmt.Sprintf("i. heartbeats/s through mcpd (held), Citus ÷ plain, saturation (%d callers)", citusSatClients)
 	falseName := "i. false transitions through mcpd, Citus (plain)"
 	if err == nil && (plain == nil || citus == nil) {

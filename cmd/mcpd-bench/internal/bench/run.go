@@ -85,8 +85,10 @@ type Config struct {
 	// CitusServers is the fleet of the Citus row set (citus.go): the same
 	// store load on plain PostgreSQL and on a 3-node Citus cluster when
 	// Citus is installed; 0 skips it. CitusDuration bounds each of its
-	// heartbeat loads; CitusOnly runs that row set alone.
+	// heartbeat loads; CitusOnly runs that row set alone. CitusTenants
+	// share the fleet, round robin.
 	CitusServers  int           `json:"citus_servers"`
+	CitusTenants  int           `json:"citus_tenants"`
 	CitusDuration time.Duration `json:"citus_duration_ns"`
 	CitusOnly     bool          `json:"citus_only"`
 }
@@ -104,7 +106,7 @@ func DefaultConfig() Config {
 		FleetTLS:     []int{10000},
 		Tracing:      true,
 		Anchors:      true,
-		CitusServers: 2000, CitusDuration: 15 * time.Second,
+		CitusServers: 2000, CitusTenants: 20, CitusDuration: 15 * time.Second,
 	}
 }
 
@@ -139,6 +141,9 @@ func (c Config) Validate() error {
 	}
 	if c.CitusServers < 0 || c.CitusServers > 100000 {
 		errs = append(errs, errors.New("-citus-servers must be in [0, 100,000]"))
+	}
+	if c.CitusServers > 0 && (c.CitusTenants < 1 || c.CitusTenants > c.CitusServers) {
+		errs = append(errs, fmt.Errorf("-citus-tenants must be in [1, -citus-servers]: %d", c.CitusTenants))
 	}
 	if c.CitusServers > 0 && (c.CitusDuration <= 0 || c.CitusDuration > time.Minute) {
 		// A server heartbeats at least once a load: none may fall due
