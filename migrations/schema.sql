@@ -1,4 +1,4 @@
--- mcpd's schema after migration 23 (make schema), dumped by pg_dump 15
+-- mcpd's schema after migration 24 (make schema), dumped by pg_dump 15
 --
 -- PostgreSQL database dump
 --
@@ -477,6 +477,36 @@ BEGIN
     FROM (SELECT x.id, NULL::text AS st FROM unnest(v_gone) AS x(id)
           UNION ALL
           SELECT y.id, 'busy'::text FROM unnest(v_busy) AS y(id)) g;
+END
+$$;
+
+--
+-- Name: mcp_heartbeat_held_group(uuid, uuid[], uuid[], bigint[], timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_heartbeat_held_group(p_tenant uuid, p_tenants uuid[], p_servers uuid[], p_ages bigint[], p_now timestamp with time zone) RETURNS TABLE(o_tenant_id uuid, o_server_id uuid)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    SET lock_timeout TO '50ms'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_now timestamptz := COALESCE(p_now, now());
+    v_at  timestamptz[];
+BEGIN
+    -- The times here: Citus refuses a stable operator (timestamptz minus
+    -- interval) on a column in an UPDATE.
+    v_at := ARRAY(SELECT v_now - a * interval '1 microsecond' FROM unnest(p_ages) WITH ORDINALITY AS x(a, i) ORDER BY i);
+    -- tenant_id = ANY prunes to the tenants' shards; the join matches each
+    -- server with the tenant that sent its heartbeat, and no other.
+    RETURN QUERY
+    UPDATE mcp_servers s
+    SET last_heartbeat_at = GREATEST(s.last_heartbeat_at, b.at)
+    FROM unnest(p_tenants, p_servers, v_at) AS b(tenant_id, server_id, at)
+    WHERE s.tenant_id = ANY (p_tenants) AND s.server_id = ANY (p_servers)
+      AND s.tenant_id = b.tenant_id AND s.server_id = b.server_id AND s.status = 'healthy'
+    RETURNING s.tenant_id, s.server_id;
 END
 $$;
 
@@ -1628,6 +1658,13 @@ GRANT ALL ON FUNCTION public.mcp_heartbeat_healthy_group(p_tenant uuid, p_tenant
 
 REVOKE ALL ON FUNCTION public.mcp_heartbeat_held(p_tenant uuid, p_servers uuid[], p_ages bigint[], p_now timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.mcp_heartbeat_held(p_tenant uuid, p_servers uuid[], p_ages bigint[], p_now timestamp with time zone) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_heartbeat_held_group(p_tenant uuid, p_tenants uuid[], p_servers uuid[], p_ages bigint[], p_now timestamp with time zone); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_heartbeat_held_group(p_tenant uuid, p_tenants uuid[], p_servers uuid[], p_ages bigint[], p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_heartbeat_held_group(p_tenant uuid, p_tenants uuid[], p_servers uuid[], p_ages bigint[], p_now timestamp with time zone) TO cyberos_app;
 
 --
 -- Name: FUNCTION mcp_heartbeat_tenant(p_tenant uuid, p_servers uuid[], p_now timestamp with time zone); Type: ACL; Schema: public; Owner: -

@@ -103,9 +103,9 @@ var _ store.HeldBatchWriter = (*Store)(nil)
 // each tenant's share is a statement of one pipeline, run as one implicit
 // transaction: one round trip and one commit for the whole flush, and a
 // failure fails every share (a deadlock with a heartbeat batch is tried
-// again once). On Citus each share is a transaction of its own, routed to
-// its tenant's shard, a few at a time, so that a worker that is down fails
-// its own tenants' shares only.
+// again once). On Citus the shares go in one call per worker
+// (writeHeldPerWorker), so that a worker that is down fails its own
+// tenants' shares only.
 func (s *Store) WriteHeldBatch(ctx context.Context, batch []store.TenantHeld) []store.TenantHeldResult {
 	out := make([]store.TenantHeldResult, len(batch))
 	fail := func(err error) []store.TenantHeldResult {
@@ -119,9 +119,7 @@ func (s *Store) WriteHeldBatch(ctx context.Context, batch []store.TenantHeld) []
 		return fail(translate(err))
 	}
 	if citus {
-		eachTenant(len(batch), func(i int) {
-			out[i].Outcomes, out[i].Err = s.WriteHeldHeartbeats(ctx, batch[i].Tenant, batch[i].Beats)
-		})
+		s.writeHeldPerWorker(ctx, batch, out)
 		return out
 	}
 	var outcomes [][]store.HeldOutcome
@@ -166,4 +164,102 @@ func (s *Store) writeHeldPipeline(ctx context.Context, batch []store.TenantHeld)
 		return nil, err
 	}
 	return outcomes, nil
+}
+
+// heldGroupSQL writes the held heartbeats of the (tenant, server) pairs $2,
+// $3, received $4 microseconds before $5 (NULL: now()), whose server is
+// healthy, the tenants all on tenant $1's worker: one call that Citus hands
+// to that worker (mcp_heartbeat_held_group). It returns the pairs written.
+const heldGroupSQL = `SELECT o_tenant_id, o_server_id FROM mcp_heartbeat_held_group($1::uuid, $2::uuid[], $3::uuid[], $4::bigint[], $5::timestamptz)`
+
+// writeHeldPerWorker writes a flush on Citus into out: the healthy
+// servers' heartbeats in one call and one commit per worker that the flush
+// reaches (the tenants of a worker together, as heartbeatPerWorker does),
+// then, tenant by tenant (mcp_heartbeat_held), the heartbeats that call did
+// not write: servers not healthy (to recover), not the tenant's, or held
+// by another transaction. A worker's call that fails (the worker down, a
+// row held too long, the tenants' shards moved) sends its tenants' shares
+// whole the tenant-by-tenant way, so that each share gets its own answer.
+func (s *Store) writeHeldPerWorker(ctx context.Context, batch []store.TenantHeld, out []store.TenantHeldResult) {
+	share := make(map[uuid.UUID]int, len(batch))
+	var pairs []batchKey
+	ages := make(map[batchKey]int64)
+	for i, sh := range batch {
+		if _, twice := share[sh.Tenant]; twice {
+			// Not a flush's shape (one share per tenant): each on its own.
+			s.writeHeldEach(ctx, batch, out)
+			return
+		}
+		share[sh.Tenant] = i
+		for _, b := range sh.Beats {
+			k := batchKey{sh.Tenant, b.ServerID}
+			pairs = append(pairs, k)
+			ages[k] = max(b.Age, 0).Microseconds()
+		}
+	}
+	groups, err := s.workerGroups(ctx, pairs)
+	if err != nil {
+		s.writeHeldEach(ctx, batch, out)
+		return
+	}
+	// The workers' calls go side by side; each group's tenants are its own.
+	eachTenant(len(groups), func(g int) {
+		pairs := groups[g]
+		written, err := s.writeHeldGroup(ctx, pairs, ages)
+		if err != nil {
+			s.forgetWorkers(pairs)
+		}
+		for _, own := range groupPairs(pairs, func(p batchKey) uuid.UUID { return p.tenant }) {
+			i := share[own[0].tenant]
+			if err != nil {
+				out[i].Outcomes, out[i].Err = s.WriteHeldHeartbeats(ctx, batch[i].Tenant, batch[i].Beats)
+				continue
+			}
+			var rest []store.HeldHeartbeat
+			for _, b := range batch[i].Beats {
+				if !written[batchKey{batch[i].Tenant, b.ServerID}] {
+					rest = append(rest, b)
+				}
+			}
+			out[i].Outcomes, out[i].Err = s.WriteHeldHeartbeats(ctx, batch[i].Tenant, rest)
+		}
+	})
+}
+
+// writeHeldEach writes each share of batch in a call of its own, routed to
+// its tenant's shard, a few at a time.
+func (s *Store) writeHeldEach(ctx context.Context, batch []store.TenantHeld, out []store.TenantHeldResult) {
+	eachTenant(len(batch), func(i int) {
+		out[i].Outcomes, out[i].Err = s.WriteHeldHeartbeats(ctx, batch[i].Tenant, batch[i].Beats)
+	})
+}
+
+// writeHeldGroup writes the held heartbeats of pairs, whose tenants share a
+// worker, for the servers that are healthy, in one call, and returns the
+// pairs written.
+func (s *Store) writeHeldGroup(ctx context.Context, pairs []batchKey, ages map[batchKey]int64) (map[batchKey]bool, error) {
+	tenants, servers := pairArrays(pairs)
+	pairAges := make([]int64, len(pairs))
+	for i, p := range pairs {
+		pairAges[i] = ages[p]
+	}
+	rows, err := s.pool.Query(ctx, heldGroupSQL, tenants[0], tenants, servers, pairAges, s.now())
+	if err != nil {
+		return nil, err
+	}
+	written, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (batchKey, error) {
+		var k batchKey
+		err := row.Scan(&k.tenant, &k.serverID)
+		return k, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Committed once its rows are read without error: the statement ran in
+	// its own implicit transaction.
+	out := make(map[batchKey]bool, len(written))
+	for _, k := range written {
+		out[k] = true
+	}
+	return out, nil
 }
