@@ -202,7 +202,9 @@ func (s *Store) writeHeldPerWorker(ctx context.Context, batch []store.TenantHeld
 		s.writeHeldEach(ctx, batch, out)
 		return
 	}
-	// The workers' calls go side by side; each group's tenants are its own.
+	// The workers' calls go side by side; then what each left, tenant by
+	// tenant, a few at a time.
+	rest := make([][]store.HeldHeartbeat, len(batch))
 	eachTenant(len(groups), func(g int) {
 		pairs := groups[g]
 		written, err := s.writeHeldGroup(ctx, pairs, ages)
@@ -211,18 +213,22 @@ func (s *Store) writeHeldPerWorker(ctx context.Context, batch []store.TenantHeld
 		}
 		for _, own := range groupPairs(pairs, func(p batchKey) uuid.UUID { return p.tenant }) {
 			i := share[own[0].tenant]
-			if err != nil {
-				out[i].Outcomes, out[i].Err = s.WriteHeldHeartbeats(ctx, batch[i].Tenant, batch[i].Beats)
-				continue
-			}
-			var rest []store.HeldHeartbeat
 			for _, b := range batch[i].Beats {
-				if !written[batchKey{batch[i].Tenant, b.ServerID}] {
-					rest = append(rest, b)
+				if err != nil || !written[batchKey{batch[i].Tenant, b.ServerID}] {
+					rest[i] = append(rest[i], b)
 				}
 			}
-			out[i].Outcomes, out[i].Err = s.WriteHeldHeartbeats(ctx, batch[i].Tenant, rest)
 		}
+	})
+	var left []int
+	for i := range batch {
+		if len(rest[i]) > 0 {
+			left = append(left, i)
+		}
+	}
+	eachTenant(len(left), func(j int) {
+		i := left[j]
+		out[i].Outcomes, out[i].Err = s.WriteHeldHeartbeats(ctx, batch[i].Tenant, rest[i])
 	})
 }
 
