@@ -5,10 +5,14 @@
 -- is handed whole; the worker updates each of its shards that the tenants
 -- use, locally, in one transaction. A pair updates only its own tenant's
 -- server, and only a healthy one; the pairs written are returned, and the
--- others (not healthy, not the tenant's) go to mcp_heartbeat_held. A row
--- that another transaction holds is waited for at most lock_timeout: then
--- the call fails whole, and its tenants go to mcp_heartbeat_held, which
--- skips such rows, so that a row held for long never holds up the window.
+-- others (not healthy, not the tenant's) go to mcp_heartbeat_held. Citus
+-- runs no SELECT ... FOR UPDATE SKIP LOCKED across shards, so unlike
+-- mcp_heartbeat_held, which never waits, this call waits for a row that
+-- another transaction holds, at most lock_timeout (50 ms, on this worker;
+-- a task that a moved shard sends elsewhere waits up to the caller's
+-- timeout): then it fails whole, and its tenants go to mcp_heartbeat_held,
+-- which skips such rows. A row held for long delays its worker's other
+-- tenants by that much a flush, and never holds up the window.
 CREATE OR REPLACE FUNCTION mcp_heartbeat_held_group(p_tenant uuid, p_tenants uuid[], p_servers uuid[], p_ages bigint[], p_now timestamp with time zone)
  RETURNS TABLE(o_tenant_id uuid, o_server_id uuid)
  LANGUAGE plpgsql

@@ -1,11 +1,17 @@
 package pgstore_test
 
 import (
+	"context"
 	"errors"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cyberos/mcpd/pkg/pgstore"
 	"github.com/cyberos/mcpd/pkg/registry"
@@ -53,6 +59,7 @@ func TestCitusHeldGroups(t *testing.T) {
 	// than its registration: a write never moves a heartbeat back).
 	at := time.Now().UTC().Add(time.Minute).Truncate(time.Microsecond)
 	b1Beat := lastBeat(b, b1.ServerID)
+	var b2Beat time.Time
 	rows, err := db.App.Query(ctx, `SELECT o_tenant_id, o_server_id FROM mcp_heartbeat_held_group($1, $2, $3, $4, $5)`,
 		a, []uuid.UUID{a, b}, []uuid.UUID{b1.ServerID, b2.ServerID}, []int64{0, time.Second.Microseconds()}, at)
 	if err != nil {
@@ -77,6 +84,56 @@ func TestCitusHeldGroups(t *testing.T) {
 	}
 	if got, want := lastBeat(b, b2.ServerID), at.Add(-time.Second); !got.Equal(want) {
 		t.Errorf("b2's last heartbeat %v, want %v (its age before the call's time)", got, want)
+	}
+	// A heartbeat received before the one written never moves it back.
+	if _, err := db.App.Exec(ctx, `SELECT * FROM mcp_heartbeat_held_group($1, $2, $3, $4, $5)`,
+		b, []uuid.UUID{b}, []uuid.UUID{b2.ServerID}, []int64{time.Minute.Microseconds()}, at); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := lastBeat(b, b2.ServerID), at.Add(-time.Second); !got.Equal(want) {
+		t.Errorf("an older held heartbeat moved b2's last heartbeat from %v to %v", want, got)
+	}
+
+	// Through a store whose connections record their calls: a flush of
+	// the three tenants, no row held, makes one call per worker, then one
+	// of its own for each tenant that has a heartbeat left: a (b1 is not
+	// its server) and other (o1 is degraded), not b (b2 is healthy).
+	calls := &heldCalls{}
+	cfg, err := pgxpool.ParseConfig(db.AppURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Tracer = calls
+	traced, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(traced.Close)
+	counted := pgstore.New(traced, pgstore.Options{})
+	t.Cleanup(counted.Close)
+	if _, err := db.Admin.Exec(ctx, `UPDATE mcp_servers SET status = 'degraded' WHERE tenant_id = $1 AND server_id = $2`,
+		other, o1.ServerID); err != nil {
+		t.Fatal(err)
+	}
+	agoHour(b, b2.ServerID)
+	b2Beat = lastBeat(b, b2.ServerID)
+	res := counted.WriteHeldBatch(ctx, []store.TenantHeld{
+		{Tenant: a, Beats: []store.HeldHeartbeat{{ServerID: b1.ServerID}}},
+		{Tenant: other, Beats: []store.HeldHeartbeat{{ServerID: o1.ServerID}}},
+		{Tenant: b, Beats: []store.HeldHeartbeat{{ServerID: b2.ServerID}}},
+	})
+	for i, r := range res {
+		if r.Err != nil {
+			t.Fatalf("share %d: %v", i, r.Err)
+		}
+	}
+	if len(res[2].Outcomes) != 0 || !lastBeat(b, b2.ServerID).After(b2Beat) {
+		t.Errorf("b2, healthy: outcomes %+v, or its heartbeat not written", res[2].Outcomes)
+	}
+	if groups, own := calls.count("mcp_heartbeat_held_group("), calls.tenants("mcp_heartbeat_held("); groups != 2 ||
+		len(own) != 2 || !slices.Contains(own, a) || !slices.Contains(own, other) {
+		t.Errorf("a flush of tenants on two workers: %d calls of mcp_heartbeat_held_group, mcp_heartbeat_held for %v; "+
+			"want 2, and one each for a %v and other %v", groups, own, a, other)
 	}
 
 	// Through the store: a flush of the three tenants. a's heartbeat of
@@ -104,7 +161,7 @@ func TestCitusHeldGroups(t *testing.T) {
 		{Tenant: other, Beats: []store.HeldHeartbeat{{ServerID: o1.ServerID}}},
 		{Tenant: b, Beats: []store.HeldHeartbeat{{ServerID: b2.ServerID}}},
 	}
-	res := st.WriteHeldBatch(ctx, flush)
+	res = st.WriteHeldBatch(ctx, flush)
 	if len(res) != 3 {
 		t.Fatalf("results of a flush of 3 tenants: %d", len(res))
 	}
@@ -145,7 +202,7 @@ func TestCitusHeldGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	agoHour(b, b2.ServerID)
-	b2Beat := lastBeat(b, b2.ServerID)
+	b2Beat = lastBeat(b, b2.ServerID)
 	res = st.WriteHeldBatch(ctx, flush[2:])
 	if len(res) != 1 || res[0].Err != nil || len(res[0].Outcomes) != 0 {
 		t.Fatalf("b2's flush after the row was freed: %+v, want written", res)
@@ -153,4 +210,45 @@ func TestCitusHeldGroups(t *testing.T) {
 	if !lastBeat(b, b2.ServerID).After(b2Beat) {
 		t.Error("b2's held heartbeat was not written once its row was free")
 	}
+}
+
+// heldCalls records the held-heartbeat calls of a pool's connections.
+type heldCalls struct {
+	mu    sync.Mutex
+	calls []pgx.TraceQueryStartData
+}
+
+func (c *heldCalls) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls = append(c.calls, data)
+	return ctx
+}
+
+func (c *heldCalls) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// count returns how many calls named fn.
+func (c *heldCalls) count(fn string) int {
+	return len(c.tenants(fn))
+}
+
+// tenants returns the first argument of each call that named fn.
+func (c *heldCalls) tenants(fn string) []uuid.UUID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []uuid.UUID
+	for _, d := range c.calls {
+		if !strings.Contains(d.SQL, fn) || len(d.Args) == 0 {
+			continue
+		}
+		switch v := d.Args[0].(type) {
+		case [16]byte:
+			out = append(out, v)
+		case uuid.UUID:
+			out = append(out, v)
+		default:
+			out = append(out, uuid.Nil)
+		}
+	}
+	return out
 }

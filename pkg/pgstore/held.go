@@ -2,9 +2,12 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/store"
@@ -208,7 +211,8 @@ func (s *Store) writeHeldPerWorker(ctx context.Context, batch []store.TenantHeld
 	eachTenant(len(groups), func(g int) {
 		pairs := groups[g]
 		written, err := s.writeHeldGroup(ctx, pairs, ages)
-		if err != nil {
+		if err != nil && !lockWaitError(err) && ctx.Err() == nil {
+			// The worker may be down, or the tenants' shards elsewhere now.
 			s.forgetWorkers(pairs)
 		}
 		for _, own := range groupPairs(pairs, func(p batchKey) uuid.UUID { return p.tenant }) {
@@ -268,4 +272,12 @@ func (s *Store) writeHeldGroup(ctx context.Context, pairs []batchKey, ages map[b
 		out[k] = true
 	}
 	return out, nil
+}
+
+// lockWaitError reports an error of waiting for a row lock (a lock timeout,
+// a deadlock, a serialization failure): nothing about where the tenants'
+// shards are.
+func lockWaitError(err error) bool {
+	var pgErr *pgconn.PgError
+	return isRetryable(err) || (errors.As(err, &pgErr) && pgErr.Code == pgerrcode.LockNotAvailable)
 }
