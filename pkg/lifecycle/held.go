@@ -18,8 +18,8 @@ import (
 // Heartbeats held in memory (contract: "Heartbeats are held in memory;
 // transitions are durable"). A heartbeat of a server that this replica
 // knows to be healthy is answered once it is held; the held heartbeats
-// are written every flush interval, each window's latest per server, one
-// store call per tenant (store.HeldHeartbeatWriter). Every other
+// are written every flush interval, each window's latest per server, in
+// one store call per flush (store.HeldBatchWriter). Every other
 // heartbeat (a server not known here, a recovery) goes to the store and is
 // answered after it commits, as is every transition.
 //

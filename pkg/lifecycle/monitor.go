@@ -49,7 +49,14 @@ type Monitor struct {
 	done     chan struct{} // closed when the loop has returned
 	cancel   context.CancelFunc
 	sweepErr error // the last sweep's error, for Healthy
+	failed   int   // sweeps failed in a row, for Healthy
 }
+
+// unhealthyAfter is how many sweeps in a row must fail for Healthy to
+// report it: one sweep that runs out of its time on a loaded machine is
+// not a monitor that fails, and a replica is not taken out of service for
+// it.
+const unhealthyAfter = 2
 
 // MonitorOptions configures a Monitor.
 type MonitorOptions struct {
@@ -132,9 +139,9 @@ var errMonitorStarted = errors.New("monitor: already started")
 
 // Start runs the monitor's loop in the background: a sweep at once and then
 // every period, each bounded by the sweep timeout, until Stop. A failed
-// sweep is logged, Healthy reports it until a sweep succeeds, and the loop
-// goes on. Sweeps use the store's own clock and ctx's values; only Stop
-// ends the loop, not ctx. A monitor starts once.
+// sweep is logged, Healthy reports failures (two in a row) until a sweep
+// succeeds, and the loop goes on. Sweeps use the store's own clock and
+// ctx's values; only Stop ends the loop, not ctx. A monitor starts once.
 func (m *Monitor) Start(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -178,6 +185,11 @@ func (m *Monitor) sweepOnce(ctx context.Context) {
 	}
 	m.mu.Lock()
 	m.sweepErr = err
+	if err != nil {
+		m.failed++
+	} else {
+		m.failed = 0
+	}
 	m.mu.Unlock()
 	if err != nil {
 		m.logger.ErrorContext(ctx, "sweep failed", "err", err)
@@ -212,13 +224,14 @@ func (m *Monitor) Stop(ctx context.Context) error {
 	}
 }
 
-// Healthy is nil while the loop's last sweep succeeded (or none has ended
-// yet, or it failed for some tenants only: registry.PartialError), and
-// that sweep's error otherwise.
+// Healthy is the loop's last sweep's error once that sweep and the one
+// before it failed (unhealthyAfter), and nil otherwise: while sweeps
+// succeed, before any has ended, after a single failure, and for a sweep
+// that failed for some tenants only (registry.PartialError).
 func (m *Monitor) Healthy() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.sweepErr != nil {
+	if m.failed >= unhealthyAfter {
 		return fmt.Errorf("monitor: last sweep failed: %w", m.sweepErr)
 	}
 	return nil

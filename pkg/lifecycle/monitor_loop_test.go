@@ -3,6 +3,8 @@ package lifecycle_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -110,12 +112,13 @@ func TestMonitorStopBounded(t *testing.T) {
 	}
 }
 
-// Healthy reports a failing sweep until one succeeds.
+// Healthy reports failing sweeps, two in a row, until one succeeds; a
+// single failed sweep (a timeout on a loaded machine) it does not report.
 func TestMonitorHealthy(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	boom := errors.New("connection refused")
 	b, m := setupMonitor(t, func(call int) error {
-		if call == 1 {
+		if call == 1 || call == 3 || call == 4 {
 			return boom
 		}
 		return nil
@@ -127,12 +130,37 @@ func TestMonitorHealthy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = m.Stop(context.Background()) }()
-	b.next(t)
-	testwait.Eventually(t, "the failed sweep reported", func() bool { return errors.Is(m.Healthy(), boom) })
-	if err := b.clock.BlockUntilContext(t.Context(), 1); err != nil {
-		t.Fatal(err)
+	// sweep lets the next sweep run; failed sweeps are logged once their
+	// failure is recorded, and the sweeps run one after another.
+	sweep := func(first bool) {
+		t.Helper()
+		if !first {
+			b.clock.Advance(5 * time.Second)
+		}
+		b.next(t)
 	}
-	b.clock.Advance(5 * time.Second)
-	b.next(t)
+	recorded := func(failures int) {
+		t.Helper()
+		testwait.Eventually(t, fmt.Sprintf("%d failed sweeps logged", failures), func() bool {
+			return strings.Count(b.logs.String(), `msg="sweep failed"`) == failures
+		})
+	}
+	sweep(true) // fails
+	recorded(1)
+	if err := m.Healthy(); err != nil {
+		t.Fatalf("Healthy after one failed sweep: %v, want nil", err)
+	}
+	sweep(false) // succeeds
+	sweep(false) // fails
+	recorded(2)
+	if err := m.Healthy(); err != nil {
+		t.Fatalf("Healthy after a failed sweep that followed a good one: %v, want nil", err)
+	}
+	sweep(false) // fails
+	recorded(3)
+	if err := m.Healthy(); !errors.Is(err, boom) {
+		t.Fatalf("Healthy after two failed sweeps in a row: %v, want the last one's error", err)
+	}
+	sweep(false) // succeeds
 	testwait.Eventually(t, "healthy again", func() bool { return m.Healthy() == nil })
 }

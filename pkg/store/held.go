@@ -71,6 +71,8 @@ type TenantHeldResult struct {
 // tenants at once, in fewer round trips than one call per tenant.
 type HeldBatchWriter interface {
 	// WriteHeldBatch writes each tenant's share as WriteHeldHeartbeats
-	// would and returns a result per share, in the order given.
+	// would and returns a result per share, in the order given; except
+	// that a share whose result is an error may have been written in part
+	// (writing it again is harmless: a heartbeat never moves back).
 	WriteHeldBatch(ctx context.Context, batch []TenantHeld) []TenantHeldResult
 }
