@@ -1,4 +1,4 @@
--- mcpd's schema after migration 24 (make schema), dumped by pg_dump 15
+-- mcpd's schema after migration 25 (make schema), dumped by pg_dump 15
 --
 -- PostgreSQL database dump
 --
@@ -914,6 +914,29 @@ END
 $$;
 
 --
+-- Name: mcp_sweep_due(timestamp with time zone, interval, interval); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_sweep_due(p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval) RETURNS TABLE(tenant_id uuid)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_now              timestamptz := COALESCE(p_now, now());
+    v_degraded_before  timestamptz := v_now - p_degraded_after;
+    v_unhealthy_before timestamptz := v_now - p_unhealthy_after;
+BEGIN
+    RETURN QUERY
+    SELECT DISTINCT s.tenant_id
+    FROM mcp_servers s
+    WHERE s.status IN ('healthy', 'degraded')
+      AND ((s.status = 'healthy' AND s.last_heartbeat_at <= v_degraded_before)
+           OR (s.status = 'degraded' AND s.last_heartbeat_at <= v_unhealthy_before));
+END
+$$;
+
+--
 -- Name: mcp_sweep_guard(timestamp with time zone, interval, interval, interval); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1011,6 +1034,30 @@ BEGIN
         RETURN QUERY SELECT NULL::uuid, NULL::uuid, NULL::text, NULL::uuid, NULL::text, NULL::text, NULL::text,
             NULL::text, NULL::timestamptz, NULL::jsonb, v_from, v_until, v_new;
     END IF;
+END
+$$;
+
+--
+-- Name: mcp_sweep_mark_group(uuid, uuid[], timestamp with time zone, interval); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_sweep_mark_group(p_tenant uuid, p_tenants uuid[], p_now timestamp with time zone, p_blind_after interval) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_now   timestamptz := COALESCE(p_now, now());
+    -- Computed here: Citus refuses a stable operator (timestamptz minus
+    -- interval) on a column in an UPDATE.
+    v_stale timestamptz := v_now - p_blind_after;
+BEGIN
+    UPDATE mcp_tenant_servers t
+    SET blind_until = CASE WHEN t.last_sweep_at IS NOT NULL AND t.last_sweep_at < v_stale
+                           THEN v_now ELSE t.blind_until END,
+        last_sweep_at = GREATEST(v_now, COALESCE(t.last_sweep_at, v_now))
+    WHERE t.tenant_id = ANY (p_tenants);
 END
 $$;
 
@@ -1736,6 +1783,13 @@ REVOKE ALL ON FUNCTION public.mcp_sweep(p_now timestamp with time zone, p_degrad
 GRANT ALL ON FUNCTION public.mcp_sweep(p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval, p_limit integer) TO cyberos_app;
 
 --
+-- Name: FUNCTION mcp_sweep_due(p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_sweep_due(p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_sweep_due(p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval) TO cyberos_app;
+
+--
 -- Name: FUNCTION mcp_sweep_guard(p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval, p_blind_after interval); Type: ACL; Schema: public; Owner: -
 --
 
@@ -1748,6 +1802,13 @@ GRANT ALL ON FUNCTION public.mcp_sweep_guard(p_now timestamp with time zone, p_d
 
 REVOKE ALL ON FUNCTION public.mcp_sweep_guarded(p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval, p_limit integer, p_blind_after interval) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.mcp_sweep_guarded(p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval, p_limit integer, p_blind_after interval) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_sweep_mark_group(p_tenant uuid, p_tenants uuid[], p_now timestamp with time zone, p_blind_after interval); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_sweep_mark_group(p_tenant uuid, p_tenants uuid[], p_now timestamp with time zone, p_blind_after interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_sweep_mark_group(p_tenant uuid, p_tenants uuid[], p_now timestamp with time zone, p_blind_after interval) TO cyberos_app;
 
 --
 -- Name: FUNCTION mcp_sweep_tenant(p_tenant uuid, p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval, p_limit integer, p_blind_after interval); Type: ACL; Schema: public; Owner: -

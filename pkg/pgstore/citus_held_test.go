@@ -98,7 +98,7 @@ func TestCitusHeldGroups(t *testing.T) {
 	// the three tenants, no row held, makes one call per worker, then one
 	// of its own for each tenant that has a heartbeat left: a (b1 is not
 	// its server) and other (o1 is degraded), not b (b2 is healthy).
-	calls := &heldCalls{}
+	calls := &queryLog{}
 	cfg, err := pgxpool.ParseConfig(db.AppURL)
 	if err != nil {
 		t.Fatal(err)
@@ -212,28 +212,35 @@ func TestCitusHeldGroups(t *testing.T) {
 	}
 }
 
-// heldCalls records the held-heartbeat calls of a pool's connections.
-type heldCalls struct {
+// queryLog records the statements of a pool's connections.
+type queryLog struct {
 	mu    sync.Mutex
 	calls []pgx.TraceQueryStartData
 }
 
-func (c *heldCalls) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+func (c *queryLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls = append(c.calls, data)
 	return ctx
 }
 
-func (c *heldCalls) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c *queryLog) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// reset forgets the statements recorded so far.
+func (c *queryLog) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls = nil
+}
 
 // count returns how many calls named fn.
-func (c *heldCalls) count(fn string) int {
+func (c *queryLog) count(fn string) int {
 	return len(c.tenants(fn))
 }
 
 // tenants returns the first argument of each call that named fn.
-func (c *heldCalls) tenants(fn string) []uuid.UUID {
+func (c *queryLog) tenants(fn string) []uuid.UUID {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []uuid.UUID

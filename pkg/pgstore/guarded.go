@@ -122,6 +122,7 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 	if err != nil {
 		return res, err
 	}
+	tenants = s.sweepDue(ctx, tenants, at, degLag, unhLag, req.BlindAfter)
 	type swept struct {
 		events []registry.Event
 		err    error
@@ -213,6 +214,67 @@ func (s *Store) sweepTenants(ctx context.Context) ([]uuid.UUID, error) {
 	}
 	s.sweptTenants = tenants
 	return tenants, nil
+}
+
+// sweepDue returns the tenants of tenants to sweep one by one: those with a
+// server due (mcp_sweep_due, one read of every shard), and those of a
+// worker whose others it could not mark swept (mcp_sweep_mark_group, one
+// call per worker, when blindAfter is set: their blind windows are kept as
+// a sweep of each would). When the read fails (a worker down), every
+// tenant: each is swept or fails on its own. deg and unh are the lags in
+// microseconds.
+func (s *Store) sweepDue(ctx context.Context, tenants []uuid.UUID, at *time.Time, deg, unh int64, blindAfter time.Duration) []uuid.UUID {
+	if len(tenants) == 0 {
+		return tenants
+	}
+	rows, err := s.pool.Query(ctx, `
+SELECT tenant_id FROM mcp_sweep_due($1::timestamptz, $2::bigint * interval '1 microsecond',
+                                    $3::bigint * interval '1 microsecond')`, at, deg, unh)
+	if err != nil {
+		return tenants
+	}
+	read, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return tenants
+	}
+	isDue := make(map[uuid.UUID]bool, len(read))
+	for _, t := range read {
+		isDue[t] = true
+	}
+	var due []uuid.UUID
+	var rest []batchKey
+	for _, t := range tenants {
+		if isDue[t] {
+			due = append(due, t)
+		} else {
+			rest = append(rest, batchKey{tenant: t})
+		}
+	}
+	if blindAfter <= 0 || len(rest) == 0 {
+		return due
+	}
+	groups, err := s.workerGroups(ctx, rest)
+	if err != nil {
+		return tenants
+	}
+	unmarked := make([][]uuid.UUID, len(groups))
+	eachTenant(len(groups), func(g int) {
+		group := make([]uuid.UUID, len(groups[g]))
+		for i, p := range groups[g] {
+			group[i] = p.tenant
+		}
+		if _, err := s.pool.Exec(ctx, `SELECT mcp_sweep_mark_group($1::uuid, $2::uuid[], $3::timestamptz,
+			$4::bigint * interval '1 microsecond')`, group[0], group, at, blindAfter.Microseconds()); err != nil {
+			if !lockWaitError(err) && ctx.Err() == nil {
+				s.forgetWorkers(groups[g])
+			}
+			unmarked[g] = group
+		}
+	})
+	for _, group := range unmarked {
+		due = append(due, group...)
+	}
+	return due
 }
 
 // learnSweepTenants reads the tenants to sweep when no list was read yet;

@@ -124,6 +124,7 @@ func TestUpDistributesOnCitus(t *testing.T) {
 		`SELECT * FROM mcp_heartbeat_held($1, '{}', '{}', NULL)`,
 		`SELECT * FROM mcp_heartbeat_held_group($1, '{}', '{}', '{}', NULL)`,
 		`SELECT * FROM mcp_sweep_tenant($1, NULL, interval '1 minute', interval '2 minutes', 10, interval '0')`,
+		`SELECT mcp_sweep_mark_group($1, '{}', NULL, interval '1 minute')`,
 		`SELECT * FROM mcp_register($1, '00000000-0000-4000-8000-000000000001', 'module', '1.0.0', '{}', NULL, NULL, '[]', NULL, NULL,
 			'{}', '{}', 0, NULL)`,
 	} {

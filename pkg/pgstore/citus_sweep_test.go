@@ -1,0 +1,120 @@
+package pgstore_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/cyberos/mcpd/pkg/pgstore"
+	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
+	"github.com/cyberos/mcpd/pkg/testing/pgtest"
+)
+
+// On Citus a sweep reads which tenants have a server due, in one read of
+// every shard, and sweeps those alone (a transaction each); the others are
+// marked swept in one call per worker, which opens the blind window of a
+// tenant not swept for longer than BlindAfter, as its own sweep would.
+func TestCitusSweepReadsDueTenants(t *testing.T) {
+	c := pgtest.SharedCitus(t)
+	db := c.NewDB(t)
+	ctx := t.Context()
+	clock := clockwork.NewFakeClockAt(epoch)
+	calls := &queryLog{}
+	cfg, err := pgxpool.ParseConfig(db.AppURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Tracer = calls
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	st := pgstore.New(pool, pgstore.Options{Clock: clock})
+	t.Cleanup(st.Close)
+
+	tenants := c.TenantOnEachWorker(t, db)
+	due, quiet := tenants[0], tenants[1]
+	silent := register(t, st, due, "silent")
+	register(t, st, due, "busy")
+	register(t, st, quiet, "alive")
+	const interval = 10 * time.Second
+	sweep := func() store.SweepResult {
+		t.Helper()
+		res, err := st.Sweep(ctx, store.SweepRequest{Now: clock.Now(), Interval: interval, Limit: 100, BlindAfter: 2 * interval})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	sweptAt := func(tenant uuid.UUID) (last, blind *time.Time) {
+		t.Helper()
+		if err := db.Admin.QueryRow(ctx, `SELECT last_sweep_at, blind_until FROM mcp_tenant_servers WHERE tenant_id = $1`,
+			tenant).Scan(&last, &blind); err != nil {
+			t.Fatal(err)
+		}
+		return last, blind
+	}
+
+	// Nothing due: no tenant's own sweep; both marked swept.
+	clock.Advance(time.Second)
+	if res := sweep(); len(res.Events) != 0 {
+		t.Fatalf("a sweep with nothing due: %+v", res.Events)
+	}
+	if n := calls.count("mcp_sweep_tenant("); n != 0 {
+		t.Errorf("a sweep with nothing due made %d calls of mcp_sweep_tenant, want none", n)
+	}
+	for _, tenant := range tenants {
+		if last, _ := sweptAt(tenant); last == nil || !last.Equal(clock.Now()) {
+			t.Errorf("tenant %v's last sweep %v, want %v", tenant, last, clock.Now())
+		}
+	}
+
+	// Sweeps every 5 s while the other servers heartbeat: nothing due
+	// until silent's 2I. Then its tenant alone is swept, and the quiet
+	// tenant, whose last sweep is set back past BlindAfter (as when its
+	// worker was down), opens its blind window.
+	heartbeat := func(tenant uuid.UUID, module string) {
+		t.Helper()
+		srvs, err := st.Servers(ctx, tenant, registry.ServerFilter{ModuleName: module, Limit: 1})
+		if err != nil || len(srvs.Servers) != 1 {
+			t.Fatalf("find %s: %v", module, err)
+		}
+		if _, _, err := st.Heartbeat(ctx, tenant, srvs.Servers[0].ServerID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 { // to 16 s after the registrations
+		clock.Advance(5 * time.Second)
+		heartbeat(due, "busy")
+		heartbeat(quiet, "alive")
+		if res := sweep(); len(res.Events) != 0 {
+			t.Fatalf("a sweep with nothing due: %+v", res.Events)
+		}
+	}
+	if n := calls.count("mcp_sweep_tenant("); n != 0 {
+		t.Errorf("sweeps with nothing due made %d calls of mcp_sweep_tenant, want none", n)
+	}
+	clock.Advance(5 * time.Second) // 21 s: silent is past 2I
+	heartbeat(due, "busy")
+	heartbeat(quiet, "alive")
+	if _, err := db.Admin.Exec(ctx, `UPDATE mcp_tenant_servers SET last_sweep_at = $2 WHERE tenant_id = $1`,
+		quiet, clock.Now().Add(-30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	calls.reset()
+	res := sweep()
+	if len(res.Events) != 1 || res.Events[0].ServerID != silent.ServerID || res.Events[0].Kind != registry.KindDegraded {
+		t.Fatalf("sweep with one server due: %+v, want silent degraded", res.Events)
+	}
+	if own := calls.tenants("mcp_sweep_tenant("); len(own) != 1 || own[0] != due {
+		t.Errorf("tenants swept one by one: %v, want %v alone", own, due)
+	}
+	if last, blind := sweptAt(quiet); last == nil || !last.Equal(clock.Now()) || blind == nil || !blind.Equal(clock.Now()) {
+		t.Errorf("quiet tenant after a gap of 25 s: last sweep %v, blind until %v; want both %v", last, blind, clock.Now())
+	}
+}
