@@ -460,7 +460,7 @@ func (r *runner) citusReport(plain, citus CitusEngineResult) {
 	if plain.SweepMedian > 0 {
 		r.rep.add(Row{ID: "citus_sweep", Measure: fmt.Sprintf("i. store path: sweep during the loads, nothing due, %d tenants (median): Citus ÷ plain", r.cfg.CitusTenants),
 			Value: float64(citus.SweepMedian) / float64(plain.SweepMedian), Unit: unitRatio, Basis: BasisWall,
-			Note: fmt.Sprintf("Citus %.2f ms, plain %.2f ms; one transaction per tenant on Citus", millis(citus.SweepMedian), millis(plain.SweepMedian))})
+			Note: fmt.Sprintf("Citus %.2f ms, plain %.2f ms; on Citus one read of every shard, then a transaction per tenant with a server due", millis(citus.SweepMedian), millis(plain.SweepMedian))})
 	}
 	ratio("citus_register", fmt.Sprintf("i. store path: registrations/s Citus ÷ plain, %s servers, %d callers (within 2x: ≥ 0.5)", n, citusRegClients),
 		plain.Register, citus.Register, targetCitusRegister, plain.PGMicrosReg, citus.PGMicrosReg)
