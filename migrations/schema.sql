@@ -1045,6 +1045,7 @@ CREATE FUNCTION public.mcp_sweep_mark_group(p_tenant uuid, p_tenants uuid[], p_n
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     SET plan_cache_mode TO 'force_custom_plan'
+    SET lock_timeout TO '50ms'
     AS $$
 #variable_conflict use_column
 DECLARE

@@ -5,13 +5,17 @@
 -- p_blind_after (its worker was down) opens its own blind window now. The
 -- tenants' shards are on p_tenant's worker, to which the call is handed
 -- whole; the worker updates each tenant's row of mcp_tenant_servers on its
--- own shard, locally, in one transaction.
+-- own shard, locally, in one transaction. A row that another transaction
+-- holds (a registration counting its tenant's servers) is waited for at
+-- most lock_timeout: then the call fails, and its tenants are swept one by
+-- one, so that one held row never keeps a worker's tenants unmarked.
 CREATE OR REPLACE FUNCTION mcp_sweep_mark_group(p_tenant uuid, p_tenants uuid[], p_now timestamp with time zone, p_blind_after interval)
  RETURNS void
  LANGUAGE plpgsql
  SECURITY DEFINER
  SET search_path TO 'public', 'pg_temp'
  SET plan_cache_mode TO 'force_custom_plan'
+ SET lock_timeout TO '50ms'
 AS $function$
 #variable_conflict use_column
 DECLARE

@@ -68,6 +68,9 @@ func TestCitusSweepReadsDueTenants(t *testing.T) {
 	if n := calls.count("mcp_sweep_tenant("); n != 0 {
 		t.Errorf("a sweep with nothing due made %d calls of mcp_sweep_tenant, want none", n)
 	}
+	if n := calls.count("mcp_sweep_mark_group("); n != 2 {
+		t.Errorf("a sweep with nothing due of two tenants on two workers made %d calls of mcp_sweep_mark_group, want 2", n)
+	}
 	for _, tenant := range tenants {
 		if last, _ := sweptAt(tenant); last == nil || !last.Equal(clock.Now()) {
 			t.Errorf("tenant %v's last sweep %v, want %v", tenant, last, clock.Now())
@@ -116,5 +119,15 @@ func TestCitusSweepReadsDueTenants(t *testing.T) {
 	}
 	if last, blind := sweptAt(quiet); last == nil || !last.Equal(clock.Now()) || blind == nil || !blind.Equal(clock.Now()) {
 		t.Errorf("quiet tenant after a gap of 25 s: last sweep %v, blind until %v; want both %v", last, blind, clock.Now())
+	}
+
+	// The next sweep keeps the window it opened, and moves the last sweep.
+	opened := clock.Now()
+	clock.Advance(5 * time.Second)
+	heartbeat(due, "busy")
+	heartbeat(quiet, "alive")
+	sweep()
+	if last, blind := sweptAt(quiet); last == nil || !last.Equal(clock.Now()) || blind == nil || !blind.Equal(opened) {
+		t.Errorf("quiet tenant a sweep later: last sweep %v, blind until %v; want %v and %v", last, blind, clock.Now(), opened)
 	}
 }

@@ -118,11 +118,14 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 			degLag, unhLag = *degGot, *unhGot
 		}
 	}
-	tenants, err := s.sweepTenants(ctx)
+	tenants, fresh, err := s.sweepTenants(ctx)
 	if err != nil {
 		return res, err
 	}
-	tenants = s.sweepDue(ctx, tenants, at, degLag, unhLag, req.BlindAfter)
+	if fresh && req.Limit > 0 {
+		// A list read now: every shard answers, so the due read can too.
+		tenants = s.sweepDue(ctx, tenants, at, degLag, unhLag, req.BlindAfter)
+	}
 	type swept struct {
 		events []registry.Event
 		err    error
@@ -197,10 +200,10 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 
 // sweepTenants lists the tenants that have live servers: a read of every
 // shard, which fails while a worker is down; then the last list read is
-// swept (the tenants registered since wait for the worker).
-func (s *Store) sweepTenants(ctx context.Context) ([]uuid.UUID, error) {
+// swept (the tenants registered since wait for the worker), and fresh is
+// false.
+func (s *Store) sweepTenants(ctx context.Context) (tenants []uuid.UUID, fresh bool, err error) {
 	rows, err := s.pool.Query(ctx, `SELECT tenant_id FROM mcp_sweep_tenants()`)
-	var tenants []uuid.UUID
 	if err == nil {
 		tenants, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
 	}
@@ -208,13 +211,20 @@ func (s *Store) sweepTenants(ctx context.Context) ([]uuid.UUID, error) {
 	defer s.engineMu.Unlock()
 	if err != nil {
 		if s.sweptTenants == nil || ctx.Err() != nil {
-			return nil, translate(err)
+			return nil, false, translate(err)
 		}
-		return s.sweptTenants, nil
+		return s.sweptTenants, false, nil
 	}
 	s.sweptTenants = tenants
-	return tenants, nil
+	return tenants, true, nil
 }
+
+// dueMargin is how much earlier than its lag sweepDue reads a server as
+// due: more than the clocks of a Citus cluster's nodes differ by, so that
+// a worker whose clock is ahead of the coordinator's has its tenants'
+// servers moved on time; a tenant read as due too early is swept and
+// nothing moves.
+const dueMargin = time.Second
 
 // sweepDue returns the tenants of tenants to sweep one by one: those with a
 // server due (mcp_sweep_due, one read of every shard), and those of a
@@ -227,9 +237,12 @@ func (s *Store) sweepDue(ctx context.Context, tenants []uuid.UUID, at *time.Time
 	if len(tenants) == 0 {
 		return tenants
 	}
+	// A second early: the read is on the coordinator's clock, and each
+	// tenant's own sweep decides on its worker's.
+	margin := dueMargin.Microseconds()
 	rows, err := s.pool.Query(ctx, `
 SELECT tenant_id FROM mcp_sweep_due($1::timestamptz, $2::bigint * interval '1 microsecond',
-                                    $3::bigint * interval '1 microsecond')`, at, deg, unh)
+                                    $3::bigint * interval '1 microsecond')`, at, max(deg-margin, 0), max(unh-margin, 0))
 	if err != nil {
 		return tenants
 	}
@@ -284,7 +297,7 @@ func (s *Store) learnSweepTenants(ctx context.Context) {
 	known := s.sweptTenants != nil
 	s.engineMu.Unlock()
 	if !known {
-		_, _ = s.sweepTenants(ctx)
+		_, _, _ = s.sweepTenants(ctx)
 	}
 }
 
