@@ -20,27 +20,12 @@ import (
 // for another tenant of the same call, and the servers that are not
 // healthy go on to their tenant's own call (recovery, deregistered).
 func TestCitusHeartbeatGroups(t *testing.T) {
-	c := pgtest.SharedCitus(t)
-	db := c.NewDB(t)
+	f := newWorkerTenants(t)
+	db, st, a, b, other := f.db, f.st, f.a, f.b, f.other
 	ctx := t.Context()
-	st := pgstore.New(db.App, pgstore.Options{})
-	t.Cleanup(st.Close)
-
-	// Two tenants on the first worker, one on the second.
-	same := c.TenantsOnWorker(t, db, 0, 2)
-	a, b := same[0], same[1]
-	other := c.TenantOnEachWorker(t, db)[1]
 	reg := func(tenant uuid.UUID, module string) registry.Server { return register(t, st, tenant, module) }
 	a1, a2, b1, b2, o1 := reg(a, "a1"), reg(a, "a2"), reg(b, "b1"), reg(b, "b2"), reg(other, "o1")
-	lastBeat := func(tenant, server uuid.UUID) time.Time {
-		t.Helper()
-		var at time.Time
-		if err := db.Admin.QueryRow(ctx, `SELECT last_heartbeat_at FROM mcp_servers WHERE tenant_id = $1 AND server_id = $2`,
-			tenant, server).Scan(&at); err != nil {
-			t.Fatal(err)
-		}
-		return at
-	}
+	lastBeat := f.lastBeat
 
 	// A batch of the three tenants makes one call for a and b, whose
 	// shards one worker holds, and one for the other.
@@ -151,4 +136,35 @@ func TestCitusHeartbeatGroups(t *testing.T) {
 	if len(events.Events) != 1 {
 		t.Errorf("o1's recovered events: %d, want 1", len(events.Events))
 	}
+}
+
+// workerTenants is a database of the shared Citus cluster with two tenants
+// whose shards are on the first worker (a, b) and one on the second
+// (other), and a store on it as cyberos_app.
+type workerTenants struct {
+	t           *testing.T
+	db          *pgtest.DB
+	st          *pgstore.Store
+	a, b, other uuid.UUID
+}
+
+func newWorkerTenants(t *testing.T) *workerTenants {
+	t.Helper()
+	c := pgtest.SharedCitus(t)
+	db := c.NewDB(t)
+	st := pgstore.New(db.App, pgstore.Options{})
+	t.Cleanup(st.Close)
+	same := c.TenantsOnWorker(t, db, 0, 2)
+	return &workerTenants{t: t, db: db, st: st, a: same[0], b: same[1], other: c.TenantOnEachWorker(t, db)[1]}
+}
+
+// lastBeat reads a server's last heartbeat.
+func (f *workerTenants) lastBeat(tenant, server uuid.UUID) time.Time {
+	f.t.Helper()
+	var at time.Time
+	if err := f.db.Admin.QueryRow(f.t.Context(), `SELECT last_heartbeat_at FROM mcp_servers WHERE tenant_id = $1 AND server_id = $2`,
+		tenant, server).Scan(&at); err != nil {
+		f.t.Fatal(err)
+	}
+	return at
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/cyberos/mcpd/pkg/pgstore"
 	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/store"
-	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 )
 
 // On Citus a flush of held heartbeats is written by one call per worker,
@@ -25,16 +24,9 @@ import (
 // the rest goes on to each tenant's own call (a recovery, a server not the
 // tenant's, a row another transaction holds).
 func TestCitusHeldGroups(t *testing.T) {
-	c := pgtest.SharedCitus(t)
-	db := c.NewDB(t)
+	f := newWorkerTenants(t)
+	db, st, a, b, other := f.db, f.st, f.a, f.b, f.other
 	ctx := t.Context()
-	st := pgstore.New(db.App, pgstore.Options{})
-	t.Cleanup(st.Close)
-
-	// Two tenants on the first worker, one on the second.
-	same := c.TenantsOnWorker(t, db, 0, 2)
-	a, b := same[0], same[1]
-	other := c.TenantOnEachWorker(t, db)[1]
 	reg := func(tenant uuid.UUID, module string) registry.Server { return register(t, st, tenant, module) }
 	a1, b1, b2, o1 := reg(a, "a1"), reg(b, "b1"), reg(b, "b2"), reg(other, "o1")
 	agoHour := func(tenant, server uuid.UUID) {
@@ -44,15 +36,7 @@ func TestCitusHeldGroups(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	lastBeat := func(tenant, server uuid.UUID) time.Time {
-		t.Helper()
-		var at time.Time
-		if err := db.Admin.QueryRow(ctx, `SELECT last_heartbeat_at FROM mcp_servers WHERE tenant_id = $1 AND server_id = $2`,
-			tenant, server).Scan(&at); err != nil {
-			t.Fatal(err)
-		}
-		return at
-	}
+	lastBeat := f.lastBeat
 
 	// The function itself, as cyberos_app: tenant a names b's server b1,
 	// b names its own b2, received a second before the call's time (later
@@ -98,17 +82,7 @@ func TestCitusHeldGroups(t *testing.T) {
 	// the three tenants, no row held, makes one call per worker, then one
 	// of its own for each tenant that has a heartbeat left: a (b1 is not
 	// its server) and other (o1 is degraded), not b (b2 is healthy).
-	calls := &queryLog{}
-	cfg, err := pgxpool.ParseConfig(db.AppURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.Tracer = calls
-	traced, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(traced.Close)
+	traced, calls := tracedPool(t, db.AppURL)
 	counted := pgstore.New(traced, pgstore.Options{})
 	t.Cleanup(counted.Close)
 	if _, err := db.Admin.Exec(ctx, `UPDATE mcp_servers SET status = 'degraded' WHERE tenant_id = $1 AND server_id = $2`,
@@ -210,6 +184,24 @@ func TestCitusHeldGroups(t *testing.T) {
 	if !lastBeat(b, b2.ServerID).After(b2Beat) {
 		t.Error("b2's held heartbeat was not written once its row was free")
 	}
+}
+
+// tracedPool returns a pool of url whose connections record their
+// statements in the queryLog returned.
+func tracedPool(t *testing.T, url string) (*pgxpool.Pool, *queryLog) {
+	t.Helper()
+	calls := &queryLog{}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Tracer = calls
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, calls
 }
 
 // queryLog records the statements of a pool's connections.

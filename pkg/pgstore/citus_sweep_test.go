@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jonboulle/clockwork"
 
 	"github.com/cyberos/mcpd/pkg/pgstore"
@@ -23,17 +22,7 @@ func TestCitusSweepReadsDueTenants(t *testing.T) {
 	db := c.NewDB(t)
 	ctx := t.Context()
 	clock := clockwork.NewFakeClockAt(epoch)
-	calls := &queryLog{}
-	cfg, err := pgxpool.ParseConfig(db.AppURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.Tracer = calls
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool, calls := tracedPool(t, db.AppURL)
 	st := pgstore.New(pool, pgstore.Options{Clock: clock})
 	t.Cleanup(st.Close)
 
