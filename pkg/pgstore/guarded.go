@@ -76,8 +76,9 @@ FROM mcp_sweep_guarded($1::timestamptz, $2::bigint * interval '1 microsecond', $
 
 // sweepPerTenant is Sweep on Citus (migration 0019): the blind-window rule
 // in a transaction of its own (mcp_sweep_guard), then one transaction per
-// tenant that has live servers (mcp_sweep_tenant), each routed to the
-// tenant's shard, tenantParallelism at a time. A tenant whose sweep fails
+// tenant that has live servers and a server due (mcp_sweep_tenant; the
+// others marked swept, sweepDue), each routed to the tenant's shard,
+// tenantParallelism at a time. A tenant whose sweep fails
 // (its worker is down) keeps its servers as they are, as in a database
 // outage, and the other tenants' sweeps go on; the sweep's error is the
 // first of them, with the events of the tenants swept, as a
