@@ -392,19 +392,24 @@ const heartbeatHealthyGroupSQL = `SELECT * FROM mcp_heartbeat_healthy_group($1::
 // workers it read for the tenants hold (placementTTL), no statement or
 // transaction reaches two workers, and a worker that is down fails the
 // heartbeats of its own tenants only. Each group answers its own pairs in
-// results (heartbeatGroup); it returns the error of a call that a retry of
+// results (heartbeatRest); it returns the error of a call that a retry of
 // the batch may resolve, whose pairs it leaves unanswered.
 func (s *Store) heartbeatPerWorker(ctx context.Context, pairs []batchKey, now *time.Time, results map[batchKey]heartbeatResult) error {
 	groups, err := s.workerGroups(ctx, pairs)
 	if err != nil {
 		return err
 	}
-	// The workers' calls go side by side.
 	dones := make([]map[batchKey]heartbeatResult, len(groups))
 	retry := make([]error, len(groups))
-	eachTenant(len(groups), func(i int) {
+	s.callWorkers(ctx, groups, func(i int) error {
 		dones[i] = make(map[batchKey]heartbeatResult, len(groups[i]))
-		retry[i] = s.heartbeatGroup(ctx, groups[i], now, dones[i])
+		healthy, err := s.heartbeatHealthyGroup(ctx, groups[i], now)
+		if err != nil {
+			retry[i] = answerFailed(groups[i], err, dones[i])
+			return err
+		}
+		retry[i] = s.heartbeatRest(ctx, groups[i], healthy, now, dones[i])
+		return nil
 	})
 	for _, done := range dones {
 		maps.Copy(results, done)
@@ -417,20 +422,14 @@ func (s *Store) heartbeatPerWorker(ctx context.Context, pairs []batchKey, now *t
 	return nil
 }
 
-// heartbeatGroup applies the heartbeats of pairs, whose tenants share a
-// worker: the healthy servers' in one call, then the rest tenant by tenant
-// through mcp_heartbeat_tenant. It answers each pair in results: its
-// result, ErrNotFound when the server is not its tenant's, or the error of
-// the call that failed it; but it leaves unanswered the pairs of a call
-// that failed with a deadlock or a serialization failure, and returns that
-// error, for the batch's retry.
-func (s *Store) heartbeatGroup(ctx context.Context, pairs []batchKey, now *time.Time, results map[batchKey]heartbeatResult) error {
-	healthy, err := s.heartbeatHealthyGroup(ctx, pairs, now)
-	if err != nil {
-		// The worker may be down, or the tenants' shards elsewhere now.
-		s.forgetWorkers(pairs)
-		return answerFailed(pairs, err, results)
-	}
+// heartbeatRest answers the heartbeats of pairs, whose tenants share a
+// worker, after that worker's call wrote the healthy servers': those in
+// results, and the rest tenant by tenant through mcp_heartbeat_tenant. It
+// answers each pair in results: its result, ErrNotFound when the server
+// is not its tenant's, or the error of the call that failed it; but it
+// leaves unanswered the pairs of a call that failed with a deadlock or a
+// serialization failure, and returns that error, for the batch's retry.
+func (s *Store) heartbeatRest(ctx context.Context, pairs []batchKey, healthy map[batchKey]registry.Server, now *time.Time, results map[batchKey]heartbeatResult) error {
 	var rest []batchKey
 	for _, p := range pairs {
 		if srv, ok := healthy[p]; ok {

@@ -271,22 +271,22 @@ SELECT tenant_id FROM mcp_sweep_due($1::timestamptz, $2::bigint * interval '1 mi
 	if err != nil {
 		return tenants
 	}
-	unmarked := make([][]uuid.UUID, len(groups))
-	eachTenant(len(groups), func(g int) {
+	errs := s.callWorkers(ctx, groups, func(g int) error {
 		group := make([]uuid.UUID, len(groups[g]))
 		for i, p := range groups[g] {
 			group[i] = p.tenant
 		}
-		if _, err := s.pool.Exec(ctx, `SELECT mcp_sweep_mark_group($1::uuid, $2::uuid[], $3::timestamptz,
-			$4::bigint * interval '1 microsecond')`, group[0], group, at, blindAfter.Microseconds()); err != nil {
-			if !lockWaitError(err) && ctx.Err() == nil {
-				s.forgetWorkers(groups[g])
-			}
-			unmarked[g] = group
-		}
+		_, err := s.pool.Exec(ctx, `SELECT mcp_sweep_mark_group($1::uuid, $2::uuid[], $3::timestamptz,
+			$4::bigint * interval '1 microsecond')`, group[0], group, at, blindAfter.Microseconds())
+		return err
 	})
-	for _, group := range unmarked {
-		due = append(due, group...)
+	for g, err := range errs {
+		if err != nil {
+			// Unmarked: swept one by one.
+			for _, p := range groups[g] {
+				due = append(due, p.tenant)
+			}
+		}
 	}
 	return due
 }

@@ -2,12 +2,9 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/store"
@@ -205,17 +202,12 @@ func (s *Store) writeHeldPerWorker(ctx context.Context, batch []store.TenantHeld
 		s.writeHeldEach(ctx, batch, out)
 		return
 	}
-	// The workers' calls go side by side; then what each left, tenant by
-	// tenant, a few at a time.
+	// The workers' calls, then what each left, tenant by tenant, a few at
+	// a time.
 	rest := make([][]store.HeldHeartbeat, len(batch))
-	eachTenant(len(groups), func(g int) {
-		pairs := groups[g]
-		written, err := s.writeHeldGroup(ctx, pairs, ages)
-		if err != nil && !lockWaitError(err) && ctx.Err() == nil {
-			// The worker may be down, or the tenants' shards elsewhere now.
-			s.forgetWorkers(pairs)
-		}
-		for _, own := range groupPairs(pairs, func(p batchKey) uuid.UUID { return p.tenant }) {
+	s.callWorkers(ctx, groups, func(g int) error {
+		written, err := s.writeHeldGroup(ctx, groups[g], ages)
+		for _, own := range groupPairs(groups[g], func(p batchKey) uuid.UUID { return p.tenant }) {
 			i := share[own[0].tenant]
 			for _, b := range batch[i].Beats {
 				if err != nil || !written[batchKey{batch[i].Tenant, b.ServerID}] {
@@ -223,6 +215,7 @@ func (s *Store) writeHeldPerWorker(ctx context.Context, batch []store.TenantHeld
 				}
 			}
 		}
+		return err
 	})
 	var left []int
 	for i := range batch {
@@ -272,12 +265,4 @@ func (s *Store) writeHeldGroup(ctx context.Context, pairs []batchKey, ages map[b
 		out[k] = true
 	}
 	return out, nil
-}
-
-// lockWaitError reports an error of waiting for a row lock (a lock timeout,
-// a deadlock, a serialization failure): nothing about where the tenants'
-// shards are.
-func lockWaitError(err error) bool {
-	var pgErr *pgconn.PgError
-	return isRetryable(err) || (errors.As(err, &pgErr) && pgErr.Code == pgerrcode.LockNotAvailable)
 }

@@ -3,11 +3,14 @@ package pgstore
 import (
 	"bytes"
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // tenantParallelism bounds the tenants (or workers) served at once on Citus
@@ -76,6 +79,31 @@ func (s *Store) workerGroups(ctx context.Context, pairs []batchKey) ([][]batchKe
 		})
 	}
 	return groups, nil
+}
+
+// callWorkers calls call(g) for each group of workerGroups, the workers'
+// calls side by side (tenantParallelism at a time): the shape of every
+// per-worker call on Citus (heartbeat batches, held heartbeats, the
+// sweep's marks). It returns each call's error. A call that failed for
+// anything but a lock wait or the end of ctx makes the group's tenants'
+// workers be read again: the worker may be down, or the shards elsewhere.
+func (s *Store) callWorkers(ctx context.Context, groups [][]batchKey, call func(g int) error) []error {
+	errs := make([]error, len(groups))
+	eachTenant(len(groups), func(g int) {
+		errs[g] = call(g)
+		if errs[g] != nil && !lockWaitError(errs[g]) && ctx.Err() == nil {
+			s.forgetWorkers(groups[g])
+		}
+	})
+	return errs
+}
+
+// lockWaitError reports an error of waiting for a row lock (a lock timeout,
+// a deadlock, a serialization failure): nothing about where the tenants'
+// shards are.
+func lockWaitError(err error) bool {
+	var pgErr *pgconn.PgError
+	return isRetryable(err) || (errors.As(err, &pgErr) && pgErr.Code == pgerrcode.LockNotAvailable)
 }
 
 // groupPairs splits pairs by key: groups in the order of their first pair,
