@@ -183,7 +183,7 @@ func TestFailover(t *testing.T) {
 	}()
 
 	var baseline int64
-	if err := admin.QueryRow(ctx, `SELECT COALESCE(max(seq), 0) FROM mcp_audit_events`).Scan(&baseline); err != nil {
+	if err := admin.QueryRow(ctx, `SELECT COALESCE(max(position), 0) FROM mcp_audit_events`).Scan(&baseline); err != nil {
 		t.Fatal(err)
 	}
 	admin.Close()

@@ -149,7 +149,7 @@ func (b *beater) marks(st dbState, ids []uuid.UUID, baseline int64, interval tim
 	for _, id := range ids {
 		var deg, unh, lateDeg, lateUnh bool
 		for _, e := range st.events[id] {
-			if e.seq <= baseline || e.kind != registry.KindDegraded && e.kind != registry.KindUnhealthy {
+			if e.pos <= baseline || e.kind != registry.KindDegraded && e.kind != registry.KindUnhealthy {
 				continue
 			}
 			due := registry.DegradedAfter(interval)
@@ -299,7 +299,7 @@ func databaseOutage(t *testing.T, protected bool, args ...string) {
 
 	// What the outage does is what comes after this.
 	var baseline int64
-	if err := db.Admin.QueryRow(ctx, `SELECT COALESCE(max(seq), 0) FROM mcp_audit_events`).Scan(&baseline); err != nil {
+	if err := db.Admin.QueryRow(ctx, `SELECT COALESCE(max(position), 0) FROM mcp_audit_events`).Scan(&baseline); err != nil {
 		t.Fatal(err)
 	}
 	b.phase.Store(1)
@@ -580,7 +580,7 @@ func TestReplicaKilledMidSweep(t *testing.T) {
 		}
 		silent = time.Now()
 		if err := db.Admin.QueryRow(ctx, `SELECT (SELECT count(*) FROM mcp_servers WHERE status <> 'healthy'),
-       (SELECT COALESCE(max(seq), 0) FROM mcp_audit_events)`).Scan(&notHealthy, &baseline); err != nil {
+       (SELECT COALESCE(max(position), 0) FROM mcp_audit_events)`).Scan(&notHealthy, &baseline); err != nil {
 			t.Fatal(err)
 		}
 		if notHealthy == 0 {
@@ -593,7 +593,7 @@ func TestReplicaKilledMidSweep(t *testing.T) {
 	}
 	var transitions int
 	testwait.Until(t, "the first transition of the silence", pollCap, func() bool {
-		err := db.Admin.QueryRow(ctx, `SELECT count(*) FROM mcp_audit_events WHERE seq > $1`, baseline).Scan(&transitions)
+		err := db.Admin.QueryRow(ctx, `SELECT count(*) FROM mcp_audit_events WHERE position > $1`, baseline).Scan(&transitions)
 		return err == nil && transitions > 0
 	})
 	reps[1].kill(t)
@@ -610,7 +610,7 @@ func TestReplicaKilledMidSweep(t *testing.T) {
 	for i, id := range ids {
 		var after []auditEvent
 		for _, e := range st.events[id] {
-			if e.seq > baseline {
+			if e.pos > baseline {
 				after = append(after, e)
 				counts[e.kind]++
 			}
@@ -659,7 +659,8 @@ func TestSlowDatabaseBoundedByDeadline(t *testing.T) {
 	const slack = 1500 * time.Millisecond
 	db := pgtest.NewDB(t)
 	p := startMcpd(t, db.AppURL, "--request-timeout", timeout.String())
-	c := p.client(t, uuid.New())
+	tenant := uuid.New()
+	c := p.client(t, tenant)
 	ctx := context.Background()
 	ids := registerN(t, []*client.Client{c}, "slow", 4, 1)
 
@@ -707,6 +708,7 @@ func TestSlowDatabaseBoundedByDeadline(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, err := tx.Exec(ctx, sql, args...); err != nil {
+			_ = tx.Rollback(ctx)
 			t.Fatal(err)
 		}
 		return tx
@@ -735,7 +737,8 @@ func TestSlowDatabaseBoundedByDeadline(t *testing.T) {
 	}
 
 	// Row lock on one server: its heartbeats wait, the others'...
-	rowTx := lock(`SELECT 1 FROM mcp_servers WHERE server_id = $1 FOR UPDATE`, ids[3])
+	// With its tenant: Citus locks rows of one shard only.
+	rowTx := lock(`SELECT 1 FROM mcp_servers WHERE tenant_id = $1 AND server_id = $2 FOR UPDATE`, tenant, ids[3])
 	var mu sync.Mutex
 	var lockedRes, otherRes []timedCall
 	var wg sync.WaitGroup

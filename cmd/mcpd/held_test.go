@@ -239,7 +239,7 @@ func (l lostBeats) of(id uuid.UUID, b heldBeat) bool {
 func (f *fleet) falseMarks(st dbState, ids []uuid.UUID, baseline int64, okOnly bool, lost lostBeats) (falseN, late int, first string) {
 	for _, id := range ids {
 		for _, e := range st.events[id] {
-			if e.seq <= baseline || e.kind != registry.KindDegraded && e.kind != registry.KindUnhealthy {
+			if e.pos <= baseline || e.kind != registry.KindDegraded && e.kind != registry.KindUnhealthy {
 				continue
 			}
 			due := registry.DegradedAfter(heldInterval)
@@ -340,7 +340,7 @@ func heartbeatTimes(t *testing.T, db *pgtest.DB, ids []uuid.UUID) map[uuid.UUID]
 }
 
 // healthyBaseline waits until every server of ids is healthy in the
-// database and returns the last audit event's seq at that moment: what
+// database and returns the last audit event's position at that moment: what
 // comes after it is what the test does.
 func healthyBaseline(t *testing.T, db *pgtest.DB, ids []uuid.UUID) int64 {
 	t.Helper()
@@ -349,7 +349,7 @@ func healthyBaseline(t *testing.T, db *pgtest.DB, ids []uuid.UUID) int64 {
 		var notHealthy int
 		err := db.Admin.QueryRow(context.Background(), `SELECT
        (SELECT count(*) FROM mcp_servers WHERE server_id = ANY($1) AND status <> 'healthy'),
-       (SELECT COALESCE(max(seq), 0) FROM mcp_audit_events)`, ids).Scan(&notHealthy, &baseline)
+       (SELECT COALESCE(max(position), 0) FROM mcp_audit_events)`, ids).Scan(&notHealthy, &baseline)
 		return err == nil && notHealthy == 0
 	})
 	return baseline
@@ -575,7 +575,7 @@ func TestHeldReplicaKilledMidWindow(t *testing.T) {
 	for id, at := range recovered {
 		ok := false
 		for _, e := range st.events[id] {
-			ok = ok || e.seq > baseline && e.kind == registry.KindRecovered && !e.occurred.After(at)
+			ok = ok || e.pos > baseline && e.kind == registry.KindRecovered && !e.occurred.After(at)
 		}
 		if !ok {
 			t.Errorf("recovery of %s answered 200 by A before the kill is not in the audit trail: %s",

@@ -26,8 +26,11 @@ func TestReadyzFollowsTheMonitor(t *testing.T) {
 	c := p.client(t, uuid.New())
 	ctx := context.Background()
 	testwait.Eventually(t, "ready", func() bool { return c.Readyz(ctx) == nil })
+	// mcp_sweep_guarded is the sweep on PostgreSQL; mcp_sweep_guard is
+	// the first call of the sweep on Citus (the sweep per tenant).
 	const sweeps = `FUNCTION mcp_sweep(timestamptz, interval, interval, integer),
-		mcp_sweep_guarded(timestamptz, interval, interval, integer, interval)`
+		mcp_sweep_guarded(timestamptz, interval, interval, integer, interval),
+		mcp_sweep_guard(timestamptz, interval, interval, interval)`
 	if _, err := db.Admin.Exec(ctx, `REVOKE EXECUTE ON `+sweeps+` FROM cyberos_app`); err != nil {
 		t.Fatal(err)
 	}

@@ -75,8 +75,12 @@ func statusOf(err error) string {
 
 // auditEvent is one row of mcp_audit_events, as the admin reads it.
 type auditEvent struct {
-	id       uuid.UUID
-	seq      int64
+	id uuid.UUID
+	// pos is the event's position in its tenant's trail: commit order, on
+	// PostgreSQL and on Citus (where seq comes from the sequence range of
+	// the node that inserted the event). The tests that compare positions
+	// with a baseline write one tenant.
+	pos      int64
 	server   uuid.UUID
 	kind     registry.EventKind
 	from     *string
@@ -97,7 +101,7 @@ type dbServer struct {
 // superuser (no row-level security).
 type dbState struct {
 	servers map[uuid.UUID]dbServer
-	events  map[uuid.UUID][]auditEvent // by server, in seq order
+	events  map[uuid.UUID][]auditEvent // by server, in commit order (pos)
 	orphans []auditEvent               // events of no server row
 }
 
@@ -129,14 +133,15 @@ GROUP BY s.tenant_id, s.server_id`)
 	if err := rows.Err(); err != nil {
 		t.Fatalf("read servers: %v", err)
 	}
-	rows, err = tx.Query(ctx, `SELECT event_id, seq, server_id, kind, from_status, to_status, occurred_at FROM mcp_audit_events ORDER BY seq`)
+	rows, err = tx.Query(ctx, `SELECT event_id, position, server_id, kind, from_status, to_status, occurred_at FROM mcp_audit_events
+		ORDER BY tenant_id, position`)
 	if err != nil {
 		t.Fatalf("read events: %v", err)
 	}
 	for rows.Next() {
 		var e auditEvent
 		var kind string
-		if err := rows.Scan(&e.id, &e.seq, &e.server, &kind, &e.from, &e.to, &e.occurred); err != nil {
+		if err := rows.Scan(&e.id, &e.pos, &e.server, &kind, &e.from, &e.to, &e.occurred); err != nil {
 			t.Fatalf("scan event: %v", err)
 		}
 		e.kind = registry.EventKind(kind)
