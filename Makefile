@@ -3,7 +3,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/cyberos/mcpd/pkg/version.Version=$(VERSION)
 
-.PHONY: all build test unit consumers vet fmt-check lint tidy-check darwin completions docs schema bench fuzz clean
+.PHONY: all build test unit citus-e2e consumers vet fmt-check lint tidy-check darwin completions docs schema bench fuzz clean
 
 # golangci-lint, pinned; installed on first use into bin/tools (the Go build
 # cache makes a reinstall after make clean quick). Settings: .golangci.yml.
@@ -39,10 +39,18 @@ darwin:
 	GOOS=darwin GOARCH=arm64 $(GO) build ./...
 
 # The gates first (cheap, and they fail fast), then every test.
-test: fmt-check tidy-check vet lint darwin unit consumers
+test: fmt-check tidy-check vet lint darwin unit citus-e2e consumers
 
 unit:
 	$(GO) test -race -count=1 -timeout 15m ./...
+
+# The packages whose tests run mcpd against databases of pgtest.NewDB, once
+# more with those databases on a Citus coordinator and two workers
+# (MCPD_TEST_ENGINE=citus): mcpd on Citus passes what it passes on
+# PostgreSQL. pkg/pgstore runs its conformance suite on Citus in unit.
+CITUS_E2E := ./cmd/mcpd ./pkg/alert ./pkg/board ./pkg/daemon ./pkg/mcpserve
+citus-e2e:
+	MCPD_TEST_ENGINE=citus $(GO) test -race -count=1 -timeout 15m $(CITUS_E2E)
 
 # ToolHive's own registry client reads mcpd (docs/consumers.md): a module of
 # its own, so that ToolHive's dependencies stay out of mcpd's go.mod and

@@ -6,7 +6,8 @@
 // migrated once, on a PostgreSQL cluster that the binary starts on first use
 // (initdb into a temporary directory, a random loopback port) and stops when
 // the tests end. With MCPD_TEST_DATABASE_URL set to a superuser URL, the
-// databases are made on that server instead.
+// databases are made on that server instead; with MCPD_TEST_ENGINE=citus,
+// on the shared Citus cluster (a coordinator and two workers).
 //
 // Each database comes with two pools: Admin, the superuser that owns it, and
 // App, a login role that holds only cyberos_app, as mcpd's own role does in

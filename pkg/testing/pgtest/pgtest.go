@@ -25,6 +25,13 @@ import (
 // PostgreSQL server for Shared to use instead of starting one.
 const EnvDatabaseURL = "MCPD_TEST_DATABASE_URL"
 
+// EnvEngine names the environment variable that chooses where NewDB makes
+// databases: postgres (or unset), the shared cluster; citus, the shared
+// Citus cluster (SharedCitus), so that a package's tests run against a
+// Citus coordinator. Tests that ask for a cluster themselves (Shared,
+// StartCluster, NewCitus) are not moved.
+const EnvEngine = "MCPD_TEST_ENGINE"
+
 var (
 	running atomic.Bool // inside Run
 
@@ -124,11 +131,20 @@ type DB struct {
 	App *pgxpool.Pool
 }
 
-// NewDB returns a fresh database of the shared cluster, at the latest schema
-// version: see (*Cluster).NewDB.
+// NewDB returns a fresh database of the shared cluster (of the shared Citus
+// cluster with MCPD_TEST_ENGINE=citus), at the latest schema version: see
+// (*Cluster).NewDB.
 func NewDB(t testing.TB) *DB {
 	t.Helper()
-	return Shared(t).NewDB(t)
+	switch engine := os.Getenv(EnvEngine); engine {
+	case "", "postgres":
+		return Shared(t).NewDB(t)
+	case "citus":
+		return SharedCitus(t).NewDB(t)
+	default:
+		t.Fatalf("pgtest: %s=%q: want postgres or citus", EnvEngine, engine)
+		return nil
+	}
 }
 
 // NewDB returns a fresh database, cloned from the cluster's template that
