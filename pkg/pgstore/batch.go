@@ -466,7 +466,7 @@ func (s *Store) heartbeatRest(ctx context.Context, pairs []batchKey, healthy map
 // returns those servers.
 func (s *Store) heartbeatHealthyGroup(ctx context.Context, pairs []batchKey, now *time.Time) (map[batchKey]registry.Server, error) {
 	tenants, servers := pairArrays(pairs)
-	rows, err := s.pool.Query(ctx, heartbeatHealthyGroupSQL, tenants[0], tenants, servers, now)
+	rows, err := s.writeQuery(ctx, heartbeatHealthyGroupSQL, tenants[0], tenants, servers, now)
 	if err != nil {
 		return nil, err
 	}
@@ -500,7 +500,7 @@ func answerFailed(pairs []batchKey, err error, results map[batchKey]heartbeatRes
 // heartbeatTenantAny applies one tenant's heartbeats whatever their
 // servers' status, through mcp_heartbeat_tenant.
 func (s *Store) heartbeatTenantAny(ctx context.Context, tenant uuid.UUID, servers [][16]byte, now *time.Time, results map[batchKey]heartbeatResult) error {
-	rows, err := s.pool.Query(ctx, heartbeatTenantSQL, [16]byte(tenant), servers, now)
+	rows, err := s.writeQuery(ctx, heartbeatTenantSQL, [16]byte(tenant), servers, now)
 	if err != nil {
 		return err
 	}

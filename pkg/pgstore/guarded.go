@@ -276,7 +276,7 @@ SELECT tenant_id FROM mcp_sweep_due($1::timestamptz, $2::bigint * interval '1 mi
 		for i, p := range groups[g] {
 			group[i] = p.tenant
 		}
-		_, err := s.pool.Exec(ctx, `SELECT mcp_sweep_mark_group($1::uuid, $2::uuid[], $3::timestamptz,
+		_, err := s.writeExec(ctx, `SELECT mcp_sweep_mark_group($1::uuid, $2::uuid[], $3::timestamptz,
 			$4::bigint * interval '1 microsecond')`, group[0], group, at, blindAfter.Microseconds())
 		return err
 	})
@@ -306,7 +306,7 @@ func (s *Store) learnSweepTenants(ctx context.Context) {
 // behind the tenant's own blind window with blindAfter (0019). deg and unh
 // are the lags in microseconds.
 func (s *Store) sweepTenant(ctx context.Context, tenant uuid.UUID, at *time.Time, deg, unh int64, limit int, blindAfter time.Duration) ([]registry.Event, error) {
-	rows, err := s.pool.Query(ctx, `
+	rows, err := s.writeQuery(ctx, `
 SELECT 0::bigint, event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body
 FROM mcp_sweep_tenant($1::uuid, $2::timestamptz, $3::bigint * interval '1 microsecond',
                       $4::bigint * interval '1 microsecond', $5, $6::bigint * interval '1 microsecond')`,

@@ -52,7 +52,7 @@ func heldArrays(beats []store.HeldHeartbeat) (servers [][16]byte, ages []int64) 
 }
 
 func (s *Store) writeHeld(ctx context.Context, tenant uuid.UUID, servers [][16]byte, ages []int64) ([]store.HeldOutcome, error) {
-	rows, err := s.pool.Query(ctx, heldSQL, [16]byte(tenant), servers, ages, s.now())
+	rows, err := s.writeQuery(ctx, heldSQL, [16]byte(tenant), servers, ages, s.now())
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +246,7 @@ func (s *Store) writeHeldGroup(ctx context.Context, pairs []batchKey, ages map[b
 	for i, p := range pairs {
 		pairAges[i] = ages[p]
 	}
-	rows, err := s.pool.Query(ctx, heldGroupSQL, tenants[0], tenants, servers, pairAges, s.now())
+	rows, err := s.writeQuery(ctx, heldGroupSQL, tenants[0], tenants, servers, pairAges, s.now())
 	if err != nil {
 		return nil, err
 	}

@@ -59,7 +59,7 @@ func (s *Store) Register(ctx context.Context, tenant uuid.UUID, info registry.Se
 		r       eventRow
 		created bool
 	)
-	srv, err := scanServer(s.pool.QueryRow(ctx, registerSQL, tenant, uuid.New(), info.ModuleName, info.Version,
+	srv, err := scanServer(s.writeQueryRow(ctx, registerSQL, tenant, uuid.New(), info.ModuleName, info.Version,
 		protocols, caps, info.TraceID, encodeRemotes(info.Remotes), nullIfEmpty(info.Description),
 		nullIfEmpty(info.Title), names, descs, quota, s.now()), append(r.appendDest(nil), &created)...)
 	if err != nil {

@@ -23,7 +23,18 @@ import (
 // answer.
 func TestReadOnlyDatabase(t *testing.T) {
 	t.Parallel()
-	db := pgtest.NewDB(t)
+	readOnlyDatabase(t, pgtest.NewDB(t))
+}
+
+// The same on a Citus coordinator made read-only, whose workers are not:
+// Citus hands registration, heartbeats and a tenant's sweep whole to a
+// worker, which would write; the store refuses them itself.
+func TestCitusReadOnlyDatabase(t *testing.T) {
+	t.Parallel()
+	readOnlyDatabase(t, pgtest.SharedCitus(t).NewDB(t))
+}
+
+func readOnlyDatabase(t *testing.T, db *pgtest.DB) {
 	ctx := t.Context()
 	clock := clockwork.NewFakeClockAt(epoch)
 	writable := pgstore.New(db.App, pgstore.Options{Clock: clock})
@@ -61,6 +72,11 @@ func TestReadOnlyDatabase(t *testing.T) {
 	unavailable("Register", err)
 	_, _, err = st.Heartbeat(ctx, tenant, srv.ServerID)
 	unavailable("Heartbeat", err)
+	_, err = st.WriteHeldHeartbeats(ctx, tenant, []store.HeldHeartbeat{{ServerID: srv.ServerID}})
+	unavailable("WriteHeldHeartbeats", err)
+	for _, r := range st.WriteHeldBatch(ctx, []store.TenantHeld{{Tenant: tenant, Beats: []store.HeldHeartbeat{{ServerID: srv.ServerID}}}}) {
+		unavailable("WriteHeldBatch", r.Err)
+	}
 	_, _, err = st.Deregister(ctx, tenant, srv.ServerID)
 	unavailable("Deregister", err)
 	_, err = st.Sweep(ctx, store.SweepRequest{Now: epoch.Add(time.Hour), Interval: 10 * time.Second, Limit: 100})

@@ -1,0 +1,157 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cyberos/mcpd/pkg/registry"
+)
+
+// Writes that a read-only database must refuse. PostgreSQL refuses a write
+// in a read-only transaction itself, but a Citus coordinator hands a call
+// of a delegated function (pkg/schema's delegatedFunctions: registration,
+// the heartbeat and held-heartbeat calls, the sweep of a tenant) whole to
+// a worker, in a transaction of the worker's own that does not follow the
+// coordinator's default_transaction_read_only (Citus's
+// BeginTransactionCommand says so): on a coordinator made read-only, such
+// a call would write. PostgreSQL 14 and later report to the client both
+// settings that make a session's transactions read-only
+// (default_transaction_read_only, and in_hot_standby on a standby): on
+// Citus, the store asks the server again when its session reports either
+// (a pooler may repeat what an earlier server session reported) and
+// refuses the call when the server confirms, with the error a refused
+// write has, registry.ErrUnavailable. A session that reports neither
+// costs no round trip. As on PostgreSQL, a session takes a setting
+// reloaded on the server from its next statement on.
+
+// errReadOnlySession is the error of a write refused on a read-only
+// session.
+var errReadOnlySession = fmt.Errorf("%w: %w", registry.ErrUnavailable, ErrReadOnly)
+
+// sessionReadOnly reports whether the server said that c's transactions
+// are read-only.
+func sessionReadOnly(c *pgconn.PgConn) bool {
+	return c.ParameterStatus("default_transaction_read_only") == "on" || c.ParameterStatus("in_hot_standby") == "on"
+}
+
+// readOnlySQL asks the server whether the session's transactions are
+// read-only.
+const readOnlySQL = `SELECT current_setting('transaction_read_only')::boolean OR pg_is_in_recovery()`
+
+// acquireWritable acquires a connection of the pool whose session may
+// write.
+func (s *Store) acquireWritable(ctx context.Context) (*pgxpool.Conn, error) {
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !sessionReadOnly(c.Conn().PgConn()) {
+		return c, nil
+	}
+	var readOnly bool
+	if err := c.QueryRow(ctx, readOnlySQL).Scan(&readOnly); err != nil {
+		c.Release()
+		return nil, err
+	}
+	if readOnly {
+		c.Release()
+		return nil, errReadOnlySession
+	}
+	return c, nil
+}
+
+// delegates reports whether the database hands delegated functions to
+// workers (Citus), where writeQuery and the others check the session;
+// elsewhere (or when that cannot be read) they are the pool's own.
+func (s *Store) delegates(ctx context.Context) bool {
+	citus, err := s.onCitus(ctx)
+	return err == nil && citus
+}
+
+// writeQuery is the pool's Query for a statement that calls a delegated
+// function: on Citus, on a session that may write. The rows release their
+// connection when closed or read to the end.
+func (s *Store) writeQuery(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if !s.delegates(ctx) {
+		return s.pool.Query(ctx, sql, args...)
+	}
+	c, err := s.acquireWritable(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := c.Query(ctx, sql, args...)
+	if err != nil {
+		c.Release()
+		return nil, err
+	}
+	return &releasingRows{Rows: rows, conn: c}, nil
+}
+
+// writeQueryRow is the pool's QueryRow for a statement that calls a
+// delegated function: on Citus, on a session that may write.
+func (s *Store) writeQueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if !s.delegates(ctx) {
+		return s.pool.QueryRow(ctx, sql, args...)
+	}
+	c, err := s.acquireWritable(ctx)
+	if err != nil {
+		return errRow{err}
+	}
+	return releasingRow{row: c.QueryRow(ctx, sql, args...), conn: c}
+}
+
+// writeExec is the pool's Exec for a statement that calls a delegated
+// function: on Citus, on a session that may write.
+func (s *Store) writeExec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if !s.delegates(ctx) {
+		return s.pool.Exec(ctx, sql, args...)
+	}
+	c, err := s.acquireWritable(ctx)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	defer c.Release()
+	return c.Exec(ctx, sql, args...)
+}
+
+// releasingRows are rows that release their connection once closed or
+// read to the end, as the pool's own do.
+type releasingRows struct {
+	pgx.Rows
+	conn *pgxpool.Conn
+	once sync.Once
+}
+
+func (r *releasingRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.Close()
+	return false
+}
+
+func (r *releasingRows) Close() {
+	r.Rows.Close()
+	r.once.Do(r.conn.Release)
+}
+
+// releasingRow is a row that releases its connection once scanned.
+type releasingRow struct {
+	row  pgx.Row
+	conn *pgxpool.Conn
+}
+
+func (r releasingRow) Scan(dest ...any) error {
+	defer r.conn.Release()
+	return r.row.Scan(dest...)
+}
+
+// errRow is a row whose Scan returns err.
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
