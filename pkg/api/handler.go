@@ -311,11 +311,16 @@ func (h *handler) authorized(scope string, next authedFunc) http.Handler {
 // calls next, with no bound on its time (streams bound their own).
 func (h *handler) authenticated(scope string, next authedFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, ok := auth.BearerToken(r.Header.Get("Authorization"))
+		// Two Authorization headers name two identities: a proxy in front
+		// may have checked the other one. Neither is taken.
+		token, ok := "", len(r.Header.Values("Authorization")) == 1
+		if ok {
+			token, ok = auth.BearerToken(r.Header.Get("Authorization"))
+		}
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mcpd"`)
 			writeProblem(w, r, newProblem(http.StatusUnauthorized, ProblemUnauthorized, "Unauthorized",
-				"an Authorization: Bearer <token> header is required"))
+				"one Authorization: Bearer <token> header is required"))
 			return
 		}
 		claims, err := h.verify.Verify(token)

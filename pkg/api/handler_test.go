@@ -263,15 +263,18 @@ func TestAuth(t *testing.T) {
 	unauthorized := []struct {
 		name   string
 		header string
+		also   string // a second Authorization header
 	}{
-		{"no header", ""},
-		{"basic", "Basic dXNlcjpwYXNz"},
-		{"bearer empty", "Bearer "},
-		{"garbage", "Bearer not.a.jwt"},
-		{"expired", "Bearer " + expired},
-		{"alg none", "Bearer " + noneToken(b.tenant)},
-		{"wrong secret", "Bearer " + otherSecret},
-		{"tampered", "Bearer " + b.token[:len(b.token)-2] + "xx"},
+		{name: "two headers, the first valid", header: "Bearer " + b.token, also: "Bearer " + otherSecret},
+		{name: "two headers, both valid", header: "Bearer " + b.token, also: "Bearer " + b.token},
+		{name: "no header"},
+		{name: "basic", header: "Basic dXNlcjpwYXNz"},
+		{name: "bearer empty", header: "Bearer "},
+		{name: "garbage", header: "Bearer not.a.jwt"},
+		{name: "expired", header: "Bearer " + expired},
+		{name: "alg none", header: "Bearer " + noneToken(b.tenant)},
+		{name: "wrong secret", header: "Bearer " + otherSecret},
+		{name: "tampered", header: "Bearer " + b.token[:len(b.token)-2] + "xx"},
 	}
 	for _, c := range unauthorized {
 		t.Run(c.name, func(t *testing.T) {
@@ -284,6 +287,9 @@ func TestAuth(t *testing.T) {
 				r.token = "-"
 				if c.header != "" {
 					r.header = map[string]string{"Authorization": c.header}
+				}
+				if c.also != "" {
+					r.also = map[string]string{"Authorization": c.also}
 				}
 				resp := b.do(t, r)
 				wantProblem(t, resp, http.StatusUnauthorized, "")

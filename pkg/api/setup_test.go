@@ -154,6 +154,8 @@ type req struct {
 	token  string // "-": no Authorization header
 	ctype  string // "-": no Content-Type
 	header map[string]string
+	// also are headers added after the others (a second value).
+	also map[string]string
 }
 
 func (b *bundle) do(t *testing.T, r req) response {
@@ -187,6 +189,9 @@ func (b *bundle) do(t *testing.T, r req) response {
 	}
 	for k, v := range r.header {
 		hr.Header.Set(k, v)
+	}
+	for k, v := range r.also {
+		hr.Header.Add(k, v)
 	}
 	rec := httptest.NewRecorder()
 	b.handler.ServeHTTP(rec, hr)
