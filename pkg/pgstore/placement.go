@@ -85,13 +85,14 @@ func (s *Store) workerGroups(ctx context.Context, pairs []batchKey) ([][]batchKe
 // calls side by side (tenantParallelism at a time): the shape of every
 // per-worker call on Citus (heartbeat batches, held heartbeats, the
 // sweep's marks). It returns each call's error. A call that failed for
-// anything but a lock wait or the end of ctx makes the group's tenants'
-// workers be read again: the worker may be down, or the shards elsewhere.
+// anything but a lock wait, a read-only coordinator or the end of ctx
+// makes the group's tenants' workers be read again: the worker may be
+// down, or the shards elsewhere.
 func (s *Store) callWorkers(ctx context.Context, groups [][]batchKey, call func(g int) error) []error {
 	errs := make([]error, len(groups))
 	eachTenant(len(groups), func(g int) {
 		errs[g] = call(g)
-		if errs[g] != nil && !lockWaitError(errs[g]) && ctx.Err() == nil {
+		if errs[g] != nil && !lockWaitError(errs[g]) && !errors.Is(errs[g], ErrReadOnly) && ctx.Err() == nil {
 			s.forgetWorkers(groups[g])
 		}
 	})

@@ -3,10 +3,12 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jonboulle/clockwork"
 
@@ -143,4 +145,65 @@ func TestPingWhenCommitsWait(t *testing.T) {
 	testwait.Poll(t, "Ping after the standby requirement was lifted", 10*time.Second, func() error {
 		return waiting.Ping(ctx)
 	})
+}
+
+// A coordinator made read-only by a reload (ALTER SYSTEM, pg_reload_conf)
+// refuses the very next delegated call of a session that was open before:
+// the backend takes the setting when it reads that statement, and
+// reports it only after, so the store asks first. Not one registration
+// is written after the reload.
+func TestCitusReadOnlyAfterReload(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewCitus(t).NewDB(t)
+	ctx := t.Context()
+	st := pgstore.New(db.App, pgstore.Options{Clock: clockwork.NewFakeClockAt(epoch)})
+	t.Cleanup(st.Close)
+	tenant := uuid.New()
+	register := func(module string) error {
+		_, _, _, err := st.Register(ctx, tenant, registry.ServerInfo{ModuleName: module, Version: "1.0.0",
+			SupportedProtocols: []string{"2025-06-18"}}, 0)
+		return err
+	}
+	// Sessions of the app pool, open and idle before the reload.
+	for i := range 4 {
+		if err := register(fmt.Sprintf("before-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, q := range []string{`ALTER SYSTEM SET default_transaction_read_only = on`, `SELECT pg_reload_conf()`} {
+		if _, err := db.Admin.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), db.AdminURL+"&options=-c%20default_transaction_read_only%3Doff")
+		if err != nil {
+			t.Errorf("reset: %v", err)
+			return
+		}
+		defer conn.Close(context.Background())
+		for _, q := range []string{`ALTER SYSTEM RESET default_transaction_read_only`, `SELECT pg_reload_conf()`} {
+			if _, err := conn.Exec(context.Background(), q); err != nil {
+				t.Errorf("reset: %v", err)
+			}
+		}
+	})
+	// The postmaster has signalled every backend once one reads the
+	// setting.
+	testwait.Until(t, "the reload reached the backends", 10*time.Second, func() bool {
+		var on string
+		return db.Admin.QueryRow(ctx, `SHOW default_transaction_read_only`).Scan(&on) == nil && on == "on"
+	})
+	for i := range 8 {
+		if err := register(fmt.Sprintf("after-%d", i)); !errors.Is(err, registry.ErrUnavailable) {
+			t.Fatalf("registration %d after the reload: %v; want registry.ErrUnavailable", i, err)
+		}
+	}
+	var n int
+	if err := db.Admin.QueryRow(ctx, `SELECT count(*) FROM mcp_servers WHERE tenant_id = $1`, tenant).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 4 {
+		t.Fatalf("%d servers of the tenant after the reload, want the 4 registered before", n)
+	}
 }

@@ -15,29 +15,23 @@ import (
 // Writes that a read-only database must refuse. PostgreSQL refuses a write
 // in a read-only transaction itself, but a Citus coordinator hands a call
 // of a delegated function (pkg/schema's delegatedFunctions: registration,
-// the heartbeat and held-heartbeat calls, the sweep of a tenant) whole to
-// a worker, in a transaction of the worker's own that does not follow the
-// coordinator's default_transaction_read_only (Citus's
+// the heartbeat and held-heartbeat calls, the sweep of a tenant and its
+// marks) whole to a worker, in a transaction of the worker's own that does
+// not follow the coordinator's default_transaction_read_only (Citus's
 // BeginTransactionCommand says so): on a coordinator made read-only, such
-// a call would write. PostgreSQL 14 and later report to the client both
-// settings that make a session's transactions read-only
-// (default_transaction_read_only, and in_hot_standby on a standby): on
-// Citus, the store asks the server again when its session reports either
-// (a pooler may repeat what an earlier server session reported) and
-// refuses the call when the server confirms, with the error a refused
-// write has, registry.ErrUnavailable. A session that reports neither
-// costs no round trip. As on PostgreSQL, a session takes a setting
-// reloaded on the server from its next statement on.
+// a call would write. So on Citus the store asks the coordinator, on the
+// connection that will make the call and just before it, whether its
+// transactions are read-only (or it is a standby), and refuses the call
+// when they are, with the error a refused write has:
+// registry.ErrUnavailable. One more round trip per call (a batch, a flush
+// group, a registration, a tenant's sweep); what the session reports to
+// the client cannot stand in for it, as a backend takes a reloaded
+// setting when it reads its next statement and reports it only after
+// running that statement.
 
 // errReadOnlySession is the error of a write refused on a read-only
 // session.
 var errReadOnlySession = fmt.Errorf("%w: %w", registry.ErrUnavailable, ErrReadOnly)
-
-// sessionReadOnly reports whether the server said that c's transactions
-// are read-only.
-func sessionReadOnly(c *pgconn.PgConn) bool {
-	return c.ParameterStatus("default_transaction_read_only") == "on" || c.ParameterStatus("in_hot_standby") == "on"
-}
 
 // readOnlySQL asks the server whether the session's transactions are
 // read-only.
@@ -49,9 +43,6 @@ func (s *Store) acquireWritable(ctx context.Context) (*pgxpool.Conn, error) {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
-	}
-	if !sessionReadOnly(c.Conn().PgConn()) {
-		return c, nil
 	}
 	var readOnly bool
 	if err := c.QueryRow(ctx, readOnlySQL).Scan(&readOnly); err != nil {
@@ -65,12 +56,12 @@ func (s *Store) acquireWritable(ctx context.Context) (*pgxpool.Conn, error) {
 	return c, nil
 }
 
-// delegates reports whether the database hands delegated functions to
-// workers (Citus), where writeQuery and the others check the session;
-// elsewhere (or when that cannot be read) they are the pool's own.
+// delegates reports whether the database may hand delegated functions to
+// workers (Citus, or not known yet), where writeQuery and the others check
+// the session first; on plain PostgreSQL they are the pool's own.
 func (s *Store) delegates(ctx context.Context) bool {
 	citus, err := s.onCitus(ctx)
-	return err == nil && citus
+	return err != nil || citus
 }
 
 // writeQuery is the pool's Query for a statement that calls a delegated

@@ -140,6 +140,11 @@ func NewDB(t testing.TB) *DB {
 	case "", "postgres":
 		return Shared(t).NewDB(t)
 	case "citus":
+		// Asked for by name: never a skip, which would pass having run
+		// nothing on Citus.
+		if ok, err := citusInstalled(); err != nil || !ok {
+			t.Fatalf("pgtest: %s=citus, but Citus is not installed (%v): %s", EnvEngine, err, InstallCitus)
+		}
 		return SharedCitus(t).NewDB(t)
 	default:
 		t.Fatalf("pgtest: %s=%q: want postgres or citus", EnvEngine, engine)
