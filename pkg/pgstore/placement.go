@@ -84,27 +84,29 @@ func (s *Store) workerGroups(ctx context.Context, pairs []batchKey) ([][]batchKe
 // callWorkers calls call(g) for each group of workerGroups, the workers'
 // calls side by side (tenantParallelism at a time): the shape of every
 // per-worker call on Citus (heartbeat batches, held heartbeats, the
-// sweep's marks). It returns each call's error. A call that failed for
-// anything but a lock wait, a read-only coordinator or the end of ctx
-// makes the group's tenants' workers be read again: the worker may be
-// down, or the shards elsewhere.
+// sweep's marks). It returns each call's error. A call that failed for a
+// workerFault, while ctx lasts, makes the group's tenants' workers be read
+// again.
 func (s *Store) callWorkers(ctx context.Context, groups [][]batchKey, call func(g int) error) []error {
 	errs := make([]error, len(groups))
 	eachTenant(len(groups), func(g int) {
 		errs[g] = call(g)
-		if errs[g] != nil && !lockWaitError(errs[g]) && !errors.Is(errs[g], ErrReadOnly) && ctx.Err() == nil {
+		if errs[g] != nil && workerFault(errs[g]) && ctx.Err() == nil {
 			s.forgetWorkers(groups[g])
 		}
 	})
 	return errs
 }
 
-// lockWaitError reports an error of waiting for a row lock (a lock timeout,
-// a deadlock, a serialization failure): nothing about where the tenants'
-// shards are.
-func lockWaitError(err error) bool {
+// workerFault reports whether a per-worker call's error may mean that the
+// worker is down or the tenants' shards are elsewhere now: anything but a
+// wait for a row lock (a lock timeout, a deadlock, a serialization
+// failure) and a read-only coordinator's refusal, which say nothing about
+// where the shards are.
+func workerFault(err error) bool {
 	var pgErr *pgconn.PgError
-	return isRetryable(err) || (errors.As(err, &pgErr) && pgErr.Code == pgerrcode.LockNotAvailable)
+	lockWait := isRetryable(err) || (errors.As(err, &pgErr) && pgErr.Code == pgerrcode.LockNotAvailable)
+	return !lockWait && !errors.Is(err, ErrReadOnly)
 }
 
 // groupPairs splits pairs by key: groups in the order of their first pair,
