@@ -25,7 +25,7 @@ import (
 // (42P05), every sweep failed and /readyz said 200.
 func TestThroughPgBouncer(t *testing.T) {
 	t.Parallel()
-	c := pgtest.Shared(t)
+	c := pgtest.SharedEngine(t)
 	bouncer := c.StartPgBouncer(t, pgtest.PgBouncerOptions{PoolSize: 4})
 	db := c.NewDB(t)
 	hook := newEventReceiver(t)

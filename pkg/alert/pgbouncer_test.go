@@ -15,7 +15,7 @@ import (
 // transaction mode deliver each event once per destination: the claim of
 // a destination holds nothing across transactions.
 func TestTwoReplicasThroughPgBouncer(t *testing.T) {
-	c := pgtest.Shared(t)
+	c := pgtest.SharedEngine(t)
 	bouncer := c.StartPgBouncer(t, pgtest.PgBouncerOptions{PoolSize: 2})
 	f := &pgFixture{ctx: t.Context(), db: c.NewDB(t), clock: clockwork.NewFakeClockAt(epoch)}
 	through := func() *pgstore.Store {

@@ -1,7 +1,6 @@
 package pgstore_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -37,37 +36,24 @@ func connectThrough(t *testing.T, bouncer *pgtest.PgBouncer, db *pgtest.DB) *pgs
 // where no session state (prepared statements, SET, advisory locks)
 // outlives a transaction.
 func TestConformanceThroughPgBouncer(t *testing.T) {
-	c := pgtest.Shared(t)
-	bouncer := c.StartPgBouncer(t, pgtest.PgBouncerOptions{})
+	conformanceThroughPgBouncer(t, pgtest.Shared(t))
+}
+
+// The same on Citus, pgbouncer in front of the coordinator.
+func TestCitusConformanceThroughPgBouncer(t *testing.T) {
+	conformanceThroughPgBouncer(t, pgtest.SharedCitus(t))
+}
+
+func conformanceThroughPgBouncer(t *testing.T, engine pgtest.Engine) {
+	bouncer := engine.StartPgBouncer(t, pgtest.PgBouncerOptions{})
 	storetest.Run(t, func(t *testing.T) storetest.Harness {
-		db := c.NewDB(t)
+		db := engine.NewDB(t)
 		pool, err := pgstore.Connect(t.Context(), bouncer.URL(db.AppURL))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(pool.Close)
-		clock := clockwork.NewFakeClockAt(epoch)
-		st := pgstore.New(pool, pgstore.Options{Clock: clock})
-		t.Cleanup(st.Close)
-		return storetest.Harness{
-			Store: st,
-			Clock: clock,
-			DisableSkill: func(ctx context.Context, tenant, serverID uuid.UUID, name, reason string) error {
-				tx, err := db.App.Begin(ctx)
-				if err != nil {
-					return err
-				}
-				defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-				if _, err := tx.Exec(ctx, `SELECT set_config('auth.tenant_id', $1, true)`, tenant.String()); err != nil {
-					return err
-				}
-				if _, err := tx.Exec(ctx, `UPDATE mcp_skills SET available = false, unavailable_reason = $3
-					WHERE server_id = $1 AND name = $2`, serverID, name, reason); err != nil {
-					return err
-				}
-				return tx.Commit(ctx)
-			},
-		}
+		return harnessOn(t, db, pool)
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jonboulle/clockwork"
 
 	"github.com/cyberos/mcpd/pkg/pgstore"
@@ -26,9 +27,16 @@ func TestConformance(t *testing.T) {
 // harness is the conformance suite's store on db, through the app role.
 func harness(t *testing.T, db *pgtest.DB) storetest.Harness {
 	t.Helper()
+	return harnessOn(t, db, db.App)
+}
+
+// harnessOn is harness with the store on pool, a pool of db's app role
+// (through a pooler, say).
+func harnessOn(t *testing.T, db *pgtest.DB, pool *pgxpool.Pool) storetest.Harness {
+	t.Helper()
 	{
 		clock := clockwork.NewFakeClockAt(epoch)
-		st := pgstore.New(db.App, pgstore.Options{Clock: clock})
+		st := pgstore.New(pool, pgstore.Options{Clock: clock})
 		t.Cleanup(st.Close)
 		return storetest.Harness{
 			Store: st,

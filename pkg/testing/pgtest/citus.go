@@ -288,9 +288,8 @@ func (c *Citus) NewEmptyDB(t testing.TB) *DB {
 // coordinator as the superuser and as the app role.
 func (c *Citus) NewDB(t testing.TB) *DB {
 	t.Helper()
-	c.tmplOnce.Do(func() { c.tmplErr = c.makeTemplate() })
-	if c.tmplErr != nil {
-		t.Fatalf("pgtest: %v", c.tmplErr)
+	if err := c.ensureTemplate(); err != nil {
+		t.Fatalf("pgtest: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -306,6 +305,12 @@ func (c *Citus) NewDB(t testing.TB) *DB {
 		t.Fatalf("pgtest: %v", err)
 	}
 	return db
+}
+
+// ensureTemplate makes the template databases once.
+func (c *Citus) ensureTemplate() error {
+	c.tmplOnce.Do(func() { c.tmplErr = c.makeTemplate() })
+	return c.tmplErr
 }
 
 func (c *Citus) cleanup(t testing.TB, db *DB, name string) {

@@ -58,11 +58,25 @@ type PgBouncerOptions struct {
 // otherwise, saying how to install it.
 func (c *Cluster) StartPgBouncer(t testing.TB, opts PgBouncerOptions) *PgBouncer {
 	t.Helper()
+	return c.startPgBouncerAfter(t, opts, c.ensureTemplate)
+}
+
+// StartPgBouncer starts pgbouncer in front of c's coordinator, as
+// Cluster.StartPgBouncer does in front of a cluster.
+func (c *Citus) StartPgBouncer(t testing.TB, opts PgBouncerOptions) *PgBouncer {
+	t.Helper()
+	return c.Coordinator.startPgBouncerAfter(t, opts, c.ensureTemplate)
+}
+
+// startPgBouncerAfter starts pgbouncer in front of c once ensureTemplate,
+// which makes the app role, has run.
+func (c *Cluster) startPgBouncerAfter(t testing.TB, opts PgBouncerOptions, ensureTemplate func() error) *PgBouncer {
+	t.Helper()
 	bin := findPgBouncer()
 	if bin == "" {
 		Missing(t, "pgbouncer not found (on PATH or /usr/sbin/pgbouncer): install it with `"+InstallPgBouncer+"` to run this test")
 	}
-	if err := c.ensureTemplate(); err != nil { // makes the app role
+	if err := ensureTemplate(); err != nil { // makes the app role
 		t.Fatalf("pgtest: %v", err)
 	}
 	if opts.PoolSize <= 0 {

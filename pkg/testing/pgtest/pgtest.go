@@ -131,25 +131,40 @@ type DB struct {
 	App *pgxpool.Pool
 }
 
-// NewDB returns a fresh database of the shared cluster (of the shared Citus
-// cluster with MCPD_TEST_ENGINE=citus), at the latest schema version: see
-// (*Cluster).NewDB.
-func NewDB(t testing.TB) *DB {
+// Engine is a cluster that makes databases for mcpd and can put pgbouncer
+// in front of itself: a PostgreSQL cluster, or a Citus cluster (its
+// coordinator).
+type Engine interface {
+	NewDB(t testing.TB) *DB
+	StartPgBouncer(t testing.TB, opts PgBouncerOptions) *PgBouncer
+}
+
+// SharedEngine is the engine of NewDB: the shared cluster, or the shared
+// Citus cluster with MCPD_TEST_ENGINE=citus.
+func SharedEngine(t testing.TB) Engine {
 	t.Helper()
 	switch engine := os.Getenv(EnvEngine); engine {
 	case "", "postgres":
-		return Shared(t).NewDB(t)
+		return Shared(t)
 	case "citus":
 		// Asked for by name: never a skip, which would pass having run
 		// nothing on Citus.
 		if ok, err := citusInstalled(); err != nil || !ok {
 			t.Fatalf("pgtest: %s=citus, but Citus is not installed (%v): %s", EnvEngine, err, InstallCitus)
 		}
-		return SharedCitus(t).NewDB(t)
+		return SharedCitus(t)
 	default:
 		t.Fatalf("pgtest: %s=%q: want postgres or citus", EnvEngine, engine)
 		return nil
 	}
+}
+
+// NewDB returns a fresh database of the shared cluster (of the shared Citus
+// cluster with MCPD_TEST_ENGINE=citus), at the latest schema version: see
+// (*Cluster).NewDB.
+func NewDB(t testing.TB) *DB {
+	t.Helper()
+	return SharedEngine(t).NewDB(t)
 }
 
 // NewDB returns a fresh database, cloned from the cluster's template that
