@@ -1,4 +1,4 @@
--- mcpd's schema after migration 25 (make schema), dumped by pg_dump 15
+-- mcpd's schema after migration 26 (make schema), dumped by pg_dump 15
 --
 -- PostgreSQL database dump
 --
@@ -734,6 +734,33 @@ BEGIN
         v_srv.deregistered_at, v_srv.trace_id::text, v_srv.remotes, v_srv.description, v_srv.title,
         v_ev.seq, v_ev.event_id, v_ev.tenant_id, v_ev.kind, v_ev.server_id, v_ev.module_name,
         v_ev.from_status, v_ev.to_status, v_ev.trace_id::text, v_ev.occurred_at, v_ev.body, v_created;
+END
+$$;
+
+--
+-- Name: mcp_register_group(uuid, uuid[], uuid[], jsonb, integer[], timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_register_group(p_tenant uuid, p_tenants uuid[], p_new_ids uuid[], p_registrations jsonb, p_quotas integer[], p_now timestamp with time zone) RETURNS TABLE(s_server_id uuid, s_tenant_id uuid, s_module_name text, s_version text, s_protocols text[], s_capabilities jsonb, s_status text, s_last_heartbeat timestamp with time zone, s_registered_at timestamp with time zone, s_deregistered_at timestamp with time zone, s_trace_id text, s_remotes jsonb, s_description text, s_title text, e_seq bigint, e_event_id uuid, e_tenant_id uuid, e_kind text, e_server_id uuid, e_module_name text, e_from_status text, e_to_status text, e_trace_id text, e_occurred_at timestamp with time zone, e_body jsonb, r_created boolean, r_index integer)
+    LANGUAGE plpgsql
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_reg jsonb;
+BEGIN
+    FOR i IN 1 .. COALESCE(cardinality(p_tenants), 0) LOOP
+        v_reg := p_registrations -> (i - 1);
+        RETURN QUERY
+        SELECT r.*, i
+        FROM mcp_register(p_tenants[i], p_new_ids[i], v_reg->>'module_name', v_reg->>'version',
+                          ARRAY(SELECT jsonb_array_elements_text(v_reg->'protocols')),
+                          v_reg->'capabilities', v_reg->>'trace_id', v_reg->'remotes',
+                          v_reg->>'description', v_reg->>'title',
+                          ARRAY(SELECT jsonb_array_elements_text(v_reg->'skills')),
+                          ARRAY(SELECT jsonb_array_elements_text(v_reg->'skill_descriptions')),
+                          p_quotas[i], p_now) AS r;
+    END LOOP;
 END
 $$;
 
@@ -1740,6 +1767,13 @@ GRANT ALL ON FUNCTION public.mcp_now(p_now timestamp with time zone) TO cyberos_
 
 REVOKE ALL ON FUNCTION public.mcp_register(p_tenant uuid, p_new_id uuid, p_module text, p_version text, p_protocols text[], p_capabilities jsonb, p_trace text, p_remotes jsonb, p_description text, p_title text, p_skills text[], p_skill_descriptions text[], p_quota integer, p_now timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.mcp_register(p_tenant uuid, p_new_id uuid, p_module text, p_version text, p_protocols text[], p_capabilities jsonb, p_trace text, p_remotes jsonb, p_description text, p_title text, p_skills text[], p_skill_descriptions text[], p_quota integer, p_now timestamp with time zone) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_register_group(p_tenant uuid, p_tenants uuid[], p_new_ids uuid[], p_registrations jsonb, p_quotas integer[], p_now timestamp with time zone); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_register_group(p_tenant uuid, p_tenants uuid[], p_new_ids uuid[], p_registrations jsonb, p_quotas integer[], p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_register_group(p_tenant uuid, p_tenants uuid[], p_new_ids uuid[], p_registrations jsonb, p_quotas integer[], p_now timestamp with time zone) TO cyberos_app;
 
 --
 -- Name: FUNCTION mcp_set_tenant(p_tenant uuid); Type: ACL; Schema: public; Owner: -

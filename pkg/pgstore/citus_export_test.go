@@ -2,8 +2,11 @@ package pgstore
 
 import (
 	"context"
+	"slices"
 
 	"github.com/google/uuid"
+
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // RegisterSQL is the registration's one statement, for the test that Citus
@@ -29,4 +32,32 @@ func (s *Store) WorkerGroups(ctx context.Context, tenants, servers []uuid.UUID) 
 		}
 	}
 	return out, nil
+}
+
+// RegisterResult is what Register returns, for RegisterGroup.
+type RegisterResult struct {
+	Server  registry.Server
+	Created bool
+	Event   registry.Event
+	Err     error
+}
+
+// RegisterGroup makes the registrations of infos[i] for tenants[i] (of one
+// worker, each tenant once) under quotas[i] as one group of registrations
+// that queued together: in one call of mcp_register_group, or, when one
+// of them fails it, each alone. It returns each one's result.
+func (s *Store) RegisterGroup(tenants []uuid.UUID, infos []registry.ServerInfo, quotas []int) []RegisterResult {
+	reqs := make([]*registerRequest, len(tenants))
+	for i := range tenants {
+		reqs[i] = &registerRequest{reg: newRegistration(tenants[i], infos[i], quotas[i]), done: make(chan registerResult, 1)}
+	}
+	group := slices.Clone(reqs)
+	sortByTenant(group)
+	s.registerGroup(group)
+	out := make([]RegisterResult, len(reqs))
+	for i, r := range reqs {
+		res := <-r.done
+		out[i] = RegisterResult{Server: res.srv, Created: res.created, Event: res.ev, Err: res.err}
+	}
+	return out
 }

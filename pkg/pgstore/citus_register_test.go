@@ -2,13 +2,19 @@ package pgstore_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/cyberos/mcpd/pkg/pgstore"
+	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 )
 
@@ -43,4 +49,177 @@ func TestCitusRegistrationWritesOnShard(t *testing.T) {
 		t.Errorf("registration: not one task on the tenant's worker:\n%s", text)
 	}
 	t.Logf("plan:\n%s", text)
+}
+
+// groupInfos are registrations that use every field a registration
+// writes.
+func groupInfos(version string) []registry.ServerInfo {
+	return []registry.ServerInfo{
+		{ModuleName: "alpha", Version: version, SupportedProtocols: []string{"2025-06-18", "2025-03-26"},
+			CapabilityAdvertisement: json.RawMessage(`{"tools": {"listChanged": true}}`),
+			Skills:                  []registry.SkillInfo{{Name: "search", Description: "finds"}, {Name: "summarize"}},
+			Remotes:                 []registry.Remote{{Type: registry.RemoteStreamableHTTP, URL: "https://alpha.example/mcp"}},
+			Description:             "Alpha's server", Title: "Alpha", TraceID: "0af7651916cd43dd8448eb211c80319c"},
+		{ModuleName: "beta", Version: version, SupportedProtocols: []string{}, TraceID: "1bf7651916cd43dd8448eb211c80319c"},
+		{ModuleName: "gamma", Version: version, SupportedProtocols: []string{"2025-06-18"},
+			Skills:  []registry.SkillInfo{{Name: "ünïcode", Description: "\"quoted\" \\ and\nnewline"}},
+			TraceID: "2cf7651916cd43dd8448eb211c80319c"},
+	}
+}
+
+// withoutIdentity strips what differs between two registrations of the same
+// info by two tenants: ids, times, the event's number.
+func withoutIdentity(t *testing.T, st *pgstore.Store, res pgstore.RegisterResult) string {
+	t.Helper()
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	skills, err := st.Skills(t.Context(), res.Server.TenantID, res.Server.ServerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range skills {
+		skills[i].SkillID, skills[i].ServerID = uuid.Nil, uuid.Nil
+	}
+	srv, ev := res.Server, res.Event
+	if ev.ServerID != srv.ServerID || ev.TenantID != srv.TenantID || ev.Body.ServerID != srv.ServerID {
+		t.Errorf("event %+v of another server than %+v", ev, srv)
+	}
+	srv.ServerID, srv.TenantID, srv.LastHeartbeatAt, srv.RegisteredAt = uuid.Nil, uuid.Nil, time.Time{}, time.Time{}
+	ev.Seq, ev.EventID, ev.TenantID, ev.ServerID, ev.Body.ServerID, ev.OccurredAt = 0, uuid.Nil, uuid.Nil, uuid.Nil, uuid.Nil, time.Time{}
+	return fmt.Sprintf("created %v\nserver %+v\nevent %+v\nskills %+v", res.Created, srv, ev, skills)
+}
+
+// TestCitusRegistrationGroup: registrations of tenants of one worker that
+// queued together are one call of mcp_register_group, and each is what
+// it would be alone: the server, its skills, the event, created or not.
+func TestCitusRegistrationGroup(t *testing.T) {
+	c := pgtest.SharedCitus(t)
+	db := c.NewDB(t)
+	traced, calls := tracedPool(t, db.AppURL)
+	st := pgstore.New(traced, pgstore.Options{})
+	t.Cleanup(st.Close)
+	tenants := c.TenantsOnWorker(t, db, 0, 6)
+	grouped, alone := tenants[:3], tenants[3:]
+
+	for round, version := range []string{"1.0.0", "1.1.0"} { // created, then registered again
+		infos := groupInfos(version)
+		calls.reset()
+		got := st.RegisterGroup(grouped, infos, []int{0, 0, 0})
+		if n, m := calls.count("mcp_register_group("), calls.count("mcp_register("); n != 1 || m != 0 {
+			t.Fatalf("round %d: %d calls of mcp_register_group and %d of mcp_register, want one group call", round, n, m)
+		}
+		for i, info := range infos {
+			srv, _, ev, err := st.Register(t.Context(), alone[i], info, 0)
+			want := withoutIdentity(t, st, pgstore.RegisterResult{Server: srv, Created: round == 0, Event: ev, Err: err})
+			if g := withoutIdentity(t, st, got[i]); g != want {
+				t.Errorf("round %d, %s: in a group\n%s\nalone\n%s", round, info.ModuleName, g, want)
+			}
+			if got[i].Server.TenantID != grouped[i] {
+				t.Errorf("round %d, %s: registered for tenant %s, want %s", round, info.ModuleName, got[i].Server.TenantID, grouped[i])
+			}
+		}
+	}
+}
+
+// TestCitusRegistrationGroupFailsOne: when one registration of a group
+// fails the call (its tenant's quota reached), each is registered again
+// alone: that one is refused, the others are registered, and nothing of
+// the refused one is written.
+func TestCitusRegistrationGroupFailsOne(t *testing.T) {
+	c := pgtest.SharedCitus(t)
+	db := c.NewDB(t)
+	traced, calls := tracedPool(t, db.AppURL)
+	st := pgstore.New(traced, pgstore.Options{})
+	t.Cleanup(st.Close)
+	tenants := c.TenantsOnWorker(t, db, 1, 3)
+	full := tenants[1]
+	if _, _, _, err := st.Register(t.Context(), full, registry.ServerInfo{ModuleName: "first", Version: "1.0.0"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	calls.reset()
+	got := st.RegisterGroup(tenants, []registry.ServerInfo{
+		{ModuleName: "a", Version: "1.0.0"}, {ModuleName: "second", Version: "1.0.0"}, {ModuleName: "c", Version: "1.0.0"},
+	}, []int{1, 1, 1})
+	if n, m := calls.count("mcp_register_group("), calls.count("mcp_register("); n != 1 || m != 3 {
+		t.Errorf("%d calls of mcp_register_group and %d of mcp_register, want one group call, then three alone", n, m)
+	}
+	for i, res := range got {
+		switch {
+		case i == 1 && !errors.Is(res.Err, registry.ErrQuotaExceeded):
+			t.Errorf("past the quota: %v, want ErrQuotaExceeded", res.Err)
+		case i != 1 && (res.Err != nil || !res.Created):
+			t.Errorf("registration %d beside it: created %v, %v", i, res.Created, res.Err)
+		}
+	}
+	page, err := st.Servers(t.Context(), full, registry.ServerFilter{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := st.Events(t.Context(), full, registry.EventFilter{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Servers) != 1 || len(events.Events) != 1 {
+		t.Errorf("the tenant at its quota: %d servers, %d events, want the first alone", len(page.Servers), len(events.Events))
+	}
+}
+
+// TestCitusConcurrentRegistrations: many registrations at once, of
+// tenants of both workers, new and again, go through the groups without
+// a deadlock or an error, and each tenant's trail has each registration
+// once, its positions without a gap.
+func TestCitusConcurrentRegistrations(t *testing.T) {
+	c := pgtest.SharedCitus(t)
+	db := c.NewDB(t)
+	traced, calls := tracedPool(t, db.AppURL)
+	st := pgstore.New(traced, pgstore.Options{})
+	t.Cleanup(st.Close)
+	tenants := append(c.TenantsOnWorker(t, db, 0, 4), c.TenantsOnWorker(t, db, 1, 4)...)
+	const callers, each, modules = 16, 12, 6
+	var wg sync.WaitGroup
+	errs := make(chan error, callers*each)
+	for g := range callers {
+		wg.Go(func() {
+			for i := range each {
+				n := g*each + i
+				tenant := tenants[n%len(tenants)]
+				info := registry.ServerInfo{ModuleName: fmt.Sprintf("m%d", n%modules), Version: fmt.Sprintf("1.0.%d", n),
+					Skills: []registry.SkillInfo{{Name: "search"}}}
+				if _, _, _, err := st.Register(t.Context(), tenant, info, 0); err != nil {
+					errs <- fmt.Errorf("registration %d: %w", n, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	total := 0
+	for _, tenant := range tenants {
+		var positions []int64
+		if err := pgx.BeginFunc(t.Context(), db.Admin, func(tx pgx.Tx) error {
+			rows, err := tx.Query(t.Context(), `SELECT position FROM mcp_audit_events WHERE tenant_id = $1 ORDER BY position`, tenant)
+			if err != nil {
+				return err
+			}
+			positions, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for i, p := range positions {
+			if p != int64(i+1) {
+				t.Fatalf("tenant %s: positions %v, want 1 to %d", tenant, positions, len(positions))
+			}
+		}
+		total += len(positions)
+	}
+	if total != callers*each {
+		t.Errorf("%d registered events, want %d", total, callers*each)
+	}
+	t.Logf("%d registrations: %d calls of mcp_register_group, %d of mcp_register",
+		callers*each, calls.count("mcp_register_group("), calls.count("mcp_register("))
 }

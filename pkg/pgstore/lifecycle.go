@@ -37,39 +37,78 @@ RETURNING ` + eventColumns
 // Register creates or updates the (tenant, module) server, its skills and
 // the registered event, in one transaction, under the tenant quota quota
 // (0: none): one call of mcp_register, which Citus hands whole to the
-// worker of the tenant's shard.
+// worker of the tenant's shard; on Citus, registrations that arrive
+// together share a call of their worker (registergroup.go).
 func (s *Store) Register(ctx context.Context, tenant uuid.UUID, info registry.ServerInfo, quota int) (registry.Server, bool, registry.Event, error) {
-	var caps []byte
+	reg := newRegistration(tenant, info, quota)
+	var res registerResult
+	if citus, err := s.onCitus(ctx); err == nil && citus {
+		res = s.registerGrouped(ctx, reg)
+	} else {
+		res = s.registerOne(ctx, reg)
+	}
+	return res.srv, res.created, res.ev, res.err
+}
+
+// registration is what a registration writes: Register's arguments as its
+// statement takes them.
+type registration struct {
+	tenant, newID        uuid.UUID
+	module, version      string
+	protocols            []string
+	capabilities         []byte
+	traceID              string
+	remotes              []byte
+	description, title   *string
+	skills, descriptions []string
+	quota                int
+}
+
+func newRegistration(tenant uuid.UUID, info registry.ServerInfo, quota int) registration {
+	reg := registration{tenant: tenant, newID: uuid.New(), module: info.ModuleName, version: info.Version,
+		protocols: info.SupportedProtocols, traceID: info.TraceID, remotes: encodeRemotes(info.Remotes),
+		description: nullIfEmpty(info.Description), title: nullIfEmpty(info.Title), quota: quota,
+		skills: make([]string, len(info.Skills)), descriptions: make([]string, len(info.Skills))}
 	if len(info.CapabilityAdvertisement) > 0 && string(info.CapabilityAdvertisement) != "null" {
-		caps = info.CapabilityAdvertisement
+		reg.capabilities = info.CapabilityAdvertisement
 	}
-	if info.TraceID == "" {
-		info.TraceID = registry.NewTraceID()
+	if reg.traceID == "" {
+		reg.traceID = registry.NewTraceID()
 	}
-	protocols := info.SupportedProtocols
-	if protocols == nil {
-		protocols = []string{}
+	if reg.protocols == nil {
+		reg.protocols = []string{}
 	}
-	names := make([]string, len(info.Skills))
-	descs := make([]string, len(info.Skills))
 	for i, sk := range info.Skills {
-		names[i], descs[i] = sk.Name, sk.Description
+		reg.skills[i], reg.descriptions[i] = sk.Name, sk.Description
 	}
+	return reg
+}
+
+// registerResult is what Register returns.
+type registerResult struct {
+	srv     registry.Server
+	created bool
+	ev      registry.Event
+	err     error
+}
+
+// registerOne makes reg in a call of its own.
+func (s *Store) registerOne(ctx context.Context, reg registration) registerResult {
 	var (
 		r       eventRow
 		created bool
 	)
-	srv, err := scanServer(s.writeQueryRow(ctx, registerSQL, tenant, uuid.New(), info.ModuleName, info.Version,
-		protocols, caps, info.TraceID, encodeRemotes(info.Remotes), nullIfEmpty(info.Description),
-		nullIfEmpty(info.Title), names, descs, quota, s.now()), append(r.appendDest(nil), &created)...)
+	srv, err := scanServer(s.writeQueryRow(ctx, registerSQL, reg.tenant, reg.newID, reg.module, reg.version,
+		reg.protocols, reg.capabilities, reg.traceID, reg.remotes, reg.description, reg.title,
+		reg.skills, reg.descriptions, reg.quota, s.now()), append(r.appendDest(nil), &created)...)
 	if err != nil {
-		return registry.Server{}, false, registry.Event{}, translate(err)
+		return registerResult{err: translate(err)}
 	}
 	ev, _, err := r.event()
 	if err != nil {
-		return registry.Server{}, false, registry.Event{}, err
+		return registerResult{err: err}
 	}
-	return srv, created, ev, nil
+	return registerResult{srv: srv, created: created, ev: ev}
 }
 
 // registerSQL registers a server: mcp_register (migrations/functions).

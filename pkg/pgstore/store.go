@@ -67,6 +67,9 @@ type Store struct {
 	// by which heartbeat batches are grouped (tenantWorkers).
 	placementMu sync.Mutex
 	placements  map[uuid.UUID]tenantPlacement
+	// registerGroups queues registrations by worker on Citus
+	// (registergroup.go).
+	registerGroups registerGroups
 }
 
 // onCitus reports whether the database has the citus extension: there the
@@ -165,8 +168,12 @@ func New(pool *pgxpool.Pool, opts Options) *Store {
 }
 
 // Close stops the heartbeat batcher; heartbeats still queued fail with
-// registry.ErrUnavailable. It does not close the pool.
-func (s *Store) Close() { s.batcher.close() }
+// registry.ErrUnavailable. It waits for the registration calls in flight.
+// It does not close the pool.
+func (s *Store) Close() {
+	s.batcher.close()
+	s.registerGroups.calls.Wait()
+}
 
 // now is the timestamp parameter of a statement: nil lets the database use
 // now().
