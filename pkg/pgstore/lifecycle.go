@@ -38,11 +38,14 @@ RETURNING ` + eventColumns
 // the registered event, in one transaction, under the tenant quota quota
 // (0: none): one call of mcp_register, which Citus hands whole to the
 // worker of the tenant's shard; on Citus, registrations that arrive
-// together share a call of their worker (registergroup.go).
+// together share a call of their worker (registergroup.go), but for one
+// whose trace is recorded.
 func (s *Store) Register(ctx context.Context, tenant uuid.UUID, info registry.ServerInfo, quota int) (registry.Server, bool, registry.Event, error) {
 	reg := newRegistration(tenant, info, quota)
 	var res registerResult
-	if citus, err := s.onCitus(ctx); err == nil && citus {
+	// A registration whose trace is recorded goes alone, on its caller's
+	// context, so that its statement is a span of that trace.
+	if citus, err := s.onCitus(ctx); err == nil && citus && !trace.SpanFromContext(ctx).IsRecording() {
 		res = s.registerGrouped(ctx, reg)
 	} else {
 		res = s.registerOne(ctx, reg)

@@ -21,7 +21,8 @@ import (
 // at most one of each tenant, in one call of mcp_register_group, which
 // Citus hands whole to that worker: one delegation and one commit for all.
 // A registration that finds its worker with a call to spare goes at once,
-// alone: under light load nothing waits. When one registration of a group
+// alone: under light load nothing waits. A registration whose trace is
+// recorded always goes alone (Register). When one registration of a group
 // fails the call (a quota reached), each of the group is registered again
 // alone, so that it gets its own answer; when the worker cannot serve
 // (down, read-only, out of time) each gets that error.
