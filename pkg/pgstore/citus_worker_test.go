@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -187,5 +188,80 @@ func TestCitusStoppedWorker(t *testing.T) {
 				t.Fatalf("trail of %s: event %d at %+v", tenant, i, ev.Position)
 			}
 		}
+	}
+}
+
+// A worker that hangs (its processes stopped with SIGSTOP: connections
+// accepted and never answered) instead of refusing connections, for 8 s
+// of the store's clock (I = 4 s): each sweep, given 6 s, still sweeps the
+// other worker's tenant (its silent server degraded, then unhealthy, on
+// time) and answers a partial failure before its deadline, instead of
+// running out of time on the hung worker's first call, which made every
+// sweep fail and /readyz say not ready on every replica. After the thaw
+// the hung worker's tenant gets its full intervals again: nothing moves.
+func TestCitusHungWorker(t *testing.T) {
+	c := pgtest.NewCitus(t)
+	db := c.NewDB(t)
+	ctx := t.Context()
+	clock := clockwork.NewFakeClockAt(epoch)
+	st := pgstore.New(db.App, pgstore.Options{Clock: clock})
+	t.Cleanup(st.Close)
+	tenants := c.TenantOnEachWorker(t, db)
+	running, frozen := tenants[0], tenants[1]
+	alive := register(t, st, running, "alive")
+	register(t, st, running, "silent")
+	still := register(t, st, frozen, "still")
+	const interval = 4 * time.Second
+	// A sweep's time as mcpd gives it at an interval of 6 s.
+	sweep := func() (store.SweepResult, error) {
+		sctx, cancel := context.WithTimeout(ctx, 6*time.Second)
+		defer cancel()
+		return st.Sweep(sctx, store.SweepRequest{Now: clock.Now(), Interval: interval, Limit: 100, BlindAfter: 2 * interval})
+	}
+	beat := func(tenant, server uuid.UUID) {
+		t.Helper()
+		if _, _, err := st.Heartbeat(ctx, tenant, server); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step := func() {
+		t.Helper()
+		clock.Advance(interval / 2)
+		beat(running, alive.ServerID)
+	}
+	if _, err := sweep(); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 { // 6 s
+		step()
+		beat(frozen, still.ServerID)
+		if res, err := sweep(); err != nil || len(res.Events) != 0 {
+			t.Fatalf("sweep: %+v, %v; want nothing moved yet", res.Events, err)
+		}
+	}
+
+	c.Workers[1].Freeze(t)
+	var moved []registry.Event
+	for range 4 { // 8 s: degraded at 2I, unhealthy at 3I
+		step()
+		res, err := sweep()
+		var partial *registry.PartialError
+		if !errors.As(err, &partial) || partial.Failed != 1 {
+			t.Fatalf("a sweep with a worker hung: %v; want the hung worker's tenant failed alone", err)
+		}
+		moved = append(moved, res.Events...)
+	}
+	if len(moved) != 2 || moved[0].ModuleName != "silent" || moved[0].Kind != registry.KindDegraded ||
+		moved[1].Kind != registry.KindUnhealthy {
+		t.Fatalf("the running worker's sweeps: %+v, want silent degraded then unhealthy", moved)
+	}
+	c.Workers[1].Thaw(t)
+
+	step() // the hung tenant not swept for 10 s, past the blind window's 8 s
+	if res, err := sweep(); err != nil || len(res.Events) != 0 {
+		t.Fatalf("the sweep after the thaw: %+v, %v; want nothing moved", res.Events, err)
+	}
+	if srv, err := st.Server(ctx, frozen, still.ServerID); err != nil || srv.Status != registry.StatusHealthy {
+		t.Fatalf("the hung worker's server after the thaw: %+v, %v; want healthy", srv, err)
 	}
 }

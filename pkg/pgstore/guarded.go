@@ -82,7 +82,11 @@ FROM mcp_sweep_guarded($1::timestamptz, $2::bigint * interval '1 microsecond', $
 // (its worker is down) keeps its servers as they are, as in a database
 // outage, and the other tenants' sweeps go on; the sweep's error is the
 // first of them, with the events of the tenants swept, as a
-// registry.PartialError when some tenants were swept.
+// registry.PartialError when some tenants were swept. Each read of every
+// shard and each worker's or tenant's call has at most its workerShare of
+// the time left: a worker that hangs fails its first call, its other
+// tenants are not called again in this sweep, and the rest of the time
+// goes to the other workers' tenants.
 func (s *Store) sweepPerTenant(ctx context.Context, at *time.Time, req store.SweepRequest) (store.SweepResult, error) {
 	var res store.SweepResult
 	deg := degradedLag(req).Microseconds()
@@ -123,16 +127,33 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 	if err != nil {
 		return res, err
 	}
+	// The tenants' workers, from the coordinator's metadata: a worker that
+	// hangs is called once a sweep. Unknown (the read failed): each tenant
+	// is called.
+	workerOf, _ := s.tenantWorkers(ctx, tenantKeys(tenants))
+	var hung failedWorkers
+	s.probeWorkers(ctx, tenants, workerOf, &hung)
 	if fresh && req.Limit > 0 {
 		// A list read now: every shard answers, so the due read can too.
-		tenants = s.sweepDue(ctx, tenants, at, degLag, unhLag, req.BlindAfter)
+		tenants = s.sweepDue(ctx, tenants, at, degLag, unhLag, req.BlindAfter, workerOf, &hung)
 	}
 	type swept struct {
 		events []registry.Event
 		err    error
 	}
 	sweep := func(tenant uuid.UUID, limit int) swept {
-		evs, err := s.sweepTenant(ctx, tenant, at, degLag, unhLag, limit, req.BlindAfter)
+		worker, known := workerOf[tenant]
+		if known {
+			if err := hung.of(worker); err != nil {
+				return swept{err: err}
+			}
+		}
+		tctx, cancel := workerShare(ctx)
+		defer cancel()
+		evs, err := s.sweepTenant(tctx, tenant, at, degLag, unhLag, limit, req.BlindAfter)
+		if known && hungWorker(tctx, ctx, err) {
+			hung.add(worker, err)
+		}
 		return swept{evs, err}
 	}
 	var (
@@ -204,7 +225,9 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 // swept (the tenants registered since wait for the worker), and fresh is
 // false.
 func (s *Store) sweepTenants(ctx context.Context) (tenants []uuid.UUID, fresh bool, err error) {
-	rows, err := s.pool.Query(ctx, `SELECT tenant_id FROM mcp_sweep_tenants()`)
+	rctx, cancel := workerShare(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(rctx, `SELECT tenant_id FROM mcp_sweep_tenants()`)
 	if err == nil {
 		tenants, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
 	}
@@ -233,15 +256,19 @@ const dueMargin = time.Second
 // call per worker, when blindAfter is set: their blind windows are kept as
 // a sweep of each would). When the read fails (a worker down), every
 // tenant: each is swept or fails on its own. deg and unh are the lags in
-// microseconds.
-func (s *Store) sweepDue(ctx context.Context, tenants []uuid.UUID, at *time.Time, deg, unh int64, blindAfter time.Duration) []uuid.UUID {
+// microseconds. A worker whose mark ran out of its share goes into hung,
+// its tenants among those returned (workerOf names their worker).
+func (s *Store) sweepDue(ctx context.Context, tenants []uuid.UUID, at *time.Time, deg, unh int64, blindAfter time.Duration,
+	workerOf map[uuid.UUID]int64, hung *failedWorkers) []uuid.UUID {
 	if len(tenants) == 0 {
 		return tenants
 	}
 	// A second early: the read is on the coordinator's clock, and each
 	// tenant's own sweep decides on its worker's.
 	margin := dueMargin.Microseconds()
-	rows, err := s.pool.Query(ctx, `
+	rctx, cancel := workerShare(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(rctx, `
 SELECT tenant_id FROM mcp_sweep_due($1::timestamptz, $2::bigint * interval '1 microsecond',
                                     $3::bigint * interval '1 microsecond')`, at, max(deg-margin, 0), max(unh-margin, 0))
 	if err != nil {
@@ -271,13 +298,31 @@ SELECT tenant_id FROM mcp_sweep_due($1::timestamptz, $2::bigint * interval '1 mi
 	if err != nil {
 		return tenants
 	}
+	// A worker that did not answer its probe gets no mark: its tenants go
+	// with those due, each to fail with it.
+	live := groups[:0]
+	for _, g := range groups {
+		if worker, known := workerOf[g[0].tenant]; known && hung.of(worker) != nil {
+			for _, p := range g {
+				due = append(due, p.tenant)
+			}
+			continue
+		}
+		live = append(live, g)
+	}
+	groups = live
 	errs := s.callWorkers(ctx, groups, func(g int) error {
+		wctx, cancel := workerShare(ctx)
+		defer cancel()
 		group := make([]uuid.UUID, len(groups[g]))
 		for i, p := range groups[g] {
 			group[i] = p.tenant
 		}
-		_, err := s.writeExec(ctx, `SELECT mcp_sweep_mark_group($1::uuid, $2::uuid[], $3::timestamptz,
+		_, err := s.writeExec(wctx, `SELECT mcp_sweep_mark_group($1::uuid, $2::uuid[], $3::timestamptz,
 			$4::bigint * interval '1 microsecond')`, group[0], group, at, blindAfter.Microseconds())
+		if worker, known := workerOf[group[0]]; known && hungWorker(wctx, ctx, err) {
+			hung.add(worker, err)
+		}
 		return err
 	})
 	for g, err := range errs {
@@ -289,6 +334,41 @@ SELECT tenant_id FROM mcp_sweep_due($1::timestamptz, $2::bigint * interval '1 mi
 		}
 	}
 	return due
+}
+
+// probeWorkers reads a tenant's position on each worker of tenants, side by
+// side, each read within its workerShare of ctx, and adds to failed each
+// worker that does not answer. The sweep sends no write to such a worker:
+// a statement sent to a worker that hangs runs when the worker thaws, long
+// after the sweep gave up on it, and its mark (the tenant's last sweep)
+// would close the blind window that the outage opened for the worker's
+// tenants. A read that runs late harms nothing.
+func (s *Store) probeWorkers(ctx context.Context, tenants []uuid.UUID, workerOf map[uuid.UUID]int64, failed *failedWorkers) {
+	first := make(map[int64]uuid.UUID)
+	var workers []int64
+	for _, t := range tenants {
+		w, known := workerOf[t]
+		if _, seen := first[w]; known && !seen {
+			first[w] = t
+			workers = append(workers, w)
+		}
+	}
+	eachTenant(len(workers), func(i int) {
+		pctx, cancel := workerShare(ctx)
+		defer cancel()
+		if _, err := s.Horizon(pctx, first[workers[i]]); err != nil && ctx.Err() == nil {
+			failed.add(workers[i], err)
+		}
+	})
+}
+
+// tenantKeys are tenants as the keys of tenantWorkers.
+func tenantKeys(tenants []uuid.UUID) []batchKey {
+	keys := make([]batchKey, len(tenants))
+	for i, t := range tenants {
+		keys[i] = batchKey{tenant: t}
+	}
+	return keys
 }
 
 // learnSweepTenants reads the tenants to sweep when no list was read yet;

@@ -98,6 +98,65 @@ func (s *Store) callWorkers(ctx context.Context, groups [][]batchKey, call func(
 	return errs
 }
 
+// Sweep calls that may wait for one Citus worker (a tenant's sweep, a
+// worker's marks, a read of every shard) get at most a quarter of the
+// sweep's time left, when that is minWorkerShare or more (a shorter sweep
+// leaves its calls its whole time): a worker that hangs (a frozen host, a
+// partition that drops packets) instead of refusing connections then
+// fails its own tenants' calls, and the rest of the time goes to the other
+// workers' tenants. A call cut so also costs the driver's wait for the
+// cancelled statement (a second): the hung worker never answers the
+// coordinator's cancel. Only the sweep, where a call cut short means a
+// tenant not swept (as in an outage), never a transition: a held flush cut
+// short would leave heartbeats unwritten that the sweep then misses.
+const (
+	workerShareOf  = 4
+	minWorkerShare = 500 * time.Millisecond
+)
+
+// workerShare bounds ctx for one sweep call that may wait for one worker.
+func workerShare(ctx context.Context) (context.Context, context.CancelFunc) {
+	if deadline, ok := ctx.Deadline(); ok {
+		if share := time.Until(deadline) / workerShareOf; share >= minWorkerShare {
+			return context.WithTimeout(ctx, share)
+		}
+	}
+	return context.WithCancel(ctx)
+}
+
+// hungWorker reports whether a call on wctx (of workerShare of ctx) failed
+// with err because its share ran out while ctx lasts: its worker hangs,
+// and another call of that worker would wait as long.
+func hungWorker(wctx, ctx context.Context, err error) bool {
+	return err != nil && wctx.Err() != nil && ctx.Err() == nil
+}
+
+// failedWorkers are the workers that did not answer during one sweep (a
+// probe or a call that failed or ran out of its share), with the error:
+// their tenants are not called (again) in that sweep.
+type failedWorkers struct {
+	mu      sync.Mutex
+	workers map[int64]error
+}
+
+func (h *failedWorkers) add(worker int64, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.workers == nil {
+		h.workers = make(map[int64]error)
+	}
+	if _, ok := h.workers[worker]; !ok {
+		h.workers[worker] = err
+	}
+}
+
+// of returns the error of worker's failure, or nil.
+func (h *failedWorkers) of(worker int64) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.workers[worker]
+}
+
 // workerFault reports whether a per-worker call's error may mean that the
 // worker is down or the tenants' shards are elsewhere now: anything but a
 // wait for a row lock (a lock timeout, a deadlock, a serialization
