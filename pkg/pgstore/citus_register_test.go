@@ -230,4 +230,24 @@ func TestCitusConcurrentRegistrations(t *testing.T) {
 	if groups == 0 {
 		t.Errorf("%d callers on two workers: no registrations shared a call", callers)
 	}
+
+	// Registrations of many skills go alone, however many at once.
+	calls.reset()
+	many := make([]registry.SkillInfo, 17)
+	for i := range many {
+		many[i] = registry.SkillInfo{Name: fmt.Sprintf("skill-%d", i)}
+	}
+	var big sync.WaitGroup
+	for g := range callers {
+		big.Go(func() {
+			info := registry.ServerInfo{ModuleName: fmt.Sprintf("big-%d", g), Version: "1.0.0", Skills: many}
+			if _, _, _, err := st.Register(t.Context(), tenants[g%len(tenants)], info, 0); err != nil {
+				t.Errorf("registration of %d skills: %v", len(many), err)
+			}
+		})
+	}
+	big.Wait()
+	if n, m := calls.count("mcp_register_group("), calls.count("mcp_register("); n != 0 || m != callers {
+		t.Errorf("%d registrations of %d skills at once: %d group calls, %d alone; want all alone", callers, len(many), n, m)
+	}
 }

@@ -43,6 +43,12 @@ const (
 	registerCallsPerWorker = 2
 	// maxRegisterGroup bounds the registrations of one call.
 	maxRegisterGroup = 16
+	// maxGroupedSkills is the most skills of a registration that shares a
+	// call: a registration's statements grow with its skills, and one
+	// with many would hold up the others of its call (a registration of
+	// 256 skills took 170 ms alone on the bench's cluster), while what it
+	// saves by sharing is the same small part.
+	maxGroupedSkills = 16
 )
 
 // registerGroupSQL registers a group of tenants of one worker:
@@ -87,7 +93,7 @@ func (s *Store) registerGrouped(ctx context.Context, reg registration) registerR
 		return registerResult{err: translate(err)}
 	}
 	worker, ok := workers[reg.tenant]
-	if !ok || worker < 0 || !reg.validUTF8() {
+	if !ok || worker < 0 || len(reg.skills) > maxGroupedSkills || !reg.validUTF8() {
 		return s.registerOne(ctx, reg)
 	}
 	req := &registerRequest{reg: reg, done: make(chan registerResult, 1)}
