@@ -188,11 +188,18 @@ func TestCitusReadOnlyAfterReload(t *testing.T) {
 			}
 		}
 	})
-	// The postmaster has signalled every backend once one reads the
-	// setting.
+	// The postmaster has signalled every backend once a backend it starts
+	// has the setting: it starts none while it reloads. (One of the admin
+	// pool's open sessions could have its signal before an app session
+	// has its own.)
 	testwait.Until(t, "the reload reached the backends", 10*time.Second, func() bool {
+		conn, err := pgx.Connect(ctx, db.AdminURL)
+		if err != nil {
+			return false
+		}
+		defer conn.Close(ctx)
 		var on string
-		return db.Admin.QueryRow(ctx, `SHOW default_transaction_read_only`).Scan(&on) == nil && on == "on"
+		return conn.QueryRow(ctx, `SHOW default_transaction_read_only`).Scan(&on) == nil && on == "on"
 	})
 	for i := range 8 {
 		if err := register(fmt.Sprintf("after-%d", i)); !errors.Is(err, registry.ErrUnavailable) {
