@@ -251,3 +251,60 @@ func TestCitusConcurrentRegistrations(t *testing.T) {
 		t.Errorf("%d registrations of %d skills at once: %d group calls, %d alone; want all alone", callers, len(many), n, m)
 	}
 }
+
+// A registration's skills are written in one statement; a name given
+// twice (which the API refuses) still registers, its last description
+// kept, on both engines.
+func TestRegisterSkills(t *testing.T) {
+	for _, e := range []struct {
+		name string
+		db   func(t *testing.T) *pgtest.DB
+	}{
+		{"postgres", func(t *testing.T) *pgtest.DB { return pgtest.Shared(t).NewDB(t) }},
+		{"citus", func(t *testing.T) *pgtest.DB { return pgtest.SharedCitus(t).NewDB(t) }},
+	} {
+		t.Run(e.name, func(t *testing.T) {
+			st := pgstore.New(e.db(t).App, pgstore.Options{})
+			t.Cleanup(st.Close)
+			tenant := uuid.New()
+			many := make([]registry.SkillInfo, 256)
+			for i := range many {
+				many[i] = registry.SkillInfo{Name: fmt.Sprintf("skill-%03d", i), Description: fmt.Sprintf("does %d", i)}
+			}
+			for _, c := range []struct {
+				skills []registry.SkillInfo
+				want   map[string]string
+			}{
+				{many, nil},
+				{[]registry.SkillInfo{{Name: "a", Description: "first"}, {Name: "b"}, {Name: "a", Description: "second"}},
+					map[string]string{"a": "second", "b": ""}},
+				{many[:3], map[string]string{"skill-000": "does 0", "skill-001": "does 1", "skill-002": "does 2"}},
+			} {
+				srv, _, _, err := st.Register(t.Context(), tenant, registry.ServerInfo{ModuleName: "m", Version: "1.0.0",
+					Skills: c.skills}, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := st.Skills(t.Context(), tenant, srv.ServerID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := c.want
+				if want == nil {
+					want = make(map[string]string)
+					for _, s := range c.skills {
+						want[s.Name] = s.Description
+					}
+				}
+				if len(got) != len(want) {
+					t.Fatalf("%d skills registered, want %d", len(got), len(want))
+				}
+				for _, s := range got {
+					if d, ok := want[s.Name]; !ok || d != s.Description || !s.Available {
+						t.Errorf("skill %+v, want description %q, available", s, d)
+					}
+				}
+			}
+		})
+	}
+}
