@@ -292,14 +292,17 @@ func (t *tenant) changed(uris ...string) {
 		delete(t.pending, u)
 		send = append(send, u)
 	}
-	t.armLocked(now)
+	t.armLocked()
 	t.mu.Unlock()
 	t.notify(send)
 }
 
 // armLocked starts the timer for the earliest pending resource; t.mu is
-// held.
-func (t *tenant) armLocked(now time.Time) {
+// held. Its delay is from the clock's time now, not from the time its
+// caller read: a timer starts from the time it is made at, and a clock
+// that moved in between (a test's fake clock advanced by another
+// goroutine) would have it fire that much later.
+func (t *tenant) armLocked() {
 	if t.timer != nil || len(t.pending) == 0 {
 		return
 	}
@@ -309,7 +312,7 @@ func (t *tenant) armLocked(now time.Time) {
 			due = d
 		}
 	}
-	t.timer = t.clock.AfterFunc(max(due.Sub(now), 0), t.flush)
+	t.timer = t.clock.AfterFunc(max(due.Sub(t.clock.Now()), 0), t.flush)
 }
 
 // flush sends the pending notifications whose second has passed.
@@ -331,7 +334,7 @@ func (t *tenant) flush() {
 			delete(t.last, u)
 		}
 	}
-	t.armLocked(now)
+	t.armLocked()
 	t.mu.Unlock()
 	t.notify(send)
 }
