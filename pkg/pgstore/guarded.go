@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/store"
@@ -143,15 +144,14 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 	}
 	sweep := func(tenant uuid.UUID, limit int) swept {
 		worker, known := workerOf[tenant]
+		known = known && worker >= 0
 		if known {
 			if err := hung.of(worker); err != nil {
 				return swept{err: err}
 			}
 		}
-		tctx, cancel := workerShare(ctx)
-		defer cancel()
-		evs, err := s.sweepTenant(tctx, tenant, at, degLag, unhLag, limit, req.BlindAfter)
-		if known && hungWorker(tctx, ctx, err) {
+		evs, stuck, err := s.sweepTenant(ctx, tenant, at, degLag, unhLag, limit, req.BlindAfter)
+		if known && stuck {
 			hung.add(worker, err)
 		}
 		return swept{evs, err}
@@ -225,12 +225,13 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 // swept (the tenants registered since wait for the worker), and fresh is
 // false.
 func (s *Store) sweepTenants(ctx context.Context) (tenants []uuid.UUID, fresh bool, err error) {
-	rctx, cancel := workerShare(ctx)
-	defer cancel()
-	rows, err := s.pool.Query(rctx, `SELECT tenant_id FROM mcp_sweep_tenants()`)
-	if err == nil {
-		tenants, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-	}
+	_, err = s.onWorkerConn(ctx, false, func(sctx context.Context, c *pgxpool.Conn) error {
+		rows, err := c.Query(sctx, `SELECT tenant_id FROM mcp_sweep_tenants()`)
+		if err == nil {
+			tenants, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+		}
+		return err
+	})
 	s.engineMu.Lock()
 	defer s.engineMu.Unlock()
 	if err != nil {
@@ -266,16 +267,16 @@ func (s *Store) sweepDue(ctx context.Context, tenants []uuid.UUID, at *time.Time
 	// A second early: the read is on the coordinator's clock, and each
 	// tenant's own sweep decides on its worker's.
 	margin := dueMargin.Microseconds()
-	rctx, cancel := workerShare(ctx)
-	defer cancel()
-	rows, err := s.pool.Query(rctx, `
+	var read []uuid.UUID
+	if _, err := s.onWorkerConn(ctx, false, func(sctx context.Context, c *pgxpool.Conn) error {
+		rows, err := c.Query(sctx, `
 SELECT tenant_id FROM mcp_sweep_due($1::timestamptz, $2::bigint * interval '1 microsecond',
                                     $3::bigint * interval '1 microsecond')`, at, max(deg-margin, 0), max(unh-margin, 0))
-	if err != nil {
-		return tenants
-	}
-	read, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-	if err != nil {
+		if err == nil {
+			read, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+		}
+		return err
+	}); err != nil {
 		return tenants
 	}
 	isDue := make(map[uuid.UUID]bool, len(read))
@@ -302,7 +303,7 @@ SELECT tenant_id FROM mcp_sweep_due($1::timestamptz, $2::bigint * interval '1 mi
 	// with those due, each to fail with it.
 	live := groups[:0]
 	for _, g := range groups {
-		if worker, known := workerOf[g[0].tenant]; known && hung.of(worker) != nil {
+		if worker, known := workerOf[g[0].tenant]; workerOf == nil || (known && worker >= 0 && hung.of(worker) != nil) {
 			for _, p := range g {
 				due = append(due, p.tenant)
 			}
@@ -312,15 +313,16 @@ SELECT tenant_id FROM mcp_sweep_due($1::timestamptz, $2::bigint * interval '1 mi
 	}
 	groups = live
 	errs := s.callWorkers(ctx, groups, func(g int) error {
-		wctx, cancel := workerShare(ctx)
-		defer cancel()
 		group := make([]uuid.UUID, len(groups[g]))
 		for i, p := range groups[g] {
 			group[i] = p.tenant
 		}
-		_, err := s.writeExec(wctx, `SELECT mcp_sweep_mark_group($1::uuid, $2::uuid[], $3::timestamptz,
-			$4::bigint * interval '1 microsecond')`, group[0], group, at, blindAfter.Microseconds())
-		if worker, known := workerOf[group[0]]; known && hungWorker(wctx, ctx, err) {
+		stuck, err := s.onWorkerConn(ctx, true, func(sctx context.Context, c *pgxpool.Conn) error {
+			_, err := c.Exec(sctx, `SELECT mcp_sweep_mark_group($1::uuid, $2::uuid[], $3::timestamptz,
+				$4::bigint * interval '1 microsecond')`, group[0], group, at, blindAfter.Microseconds())
+			return err
+		})
+		if worker, known := workerOf[group[0]]; known && worker >= 0 && stuck {
 			hung.add(worker, err)
 		}
 		return err
@@ -348,16 +350,17 @@ func (s *Store) probeWorkers(ctx context.Context, tenants []uuid.UUID, workerOf 
 	var workers []int64
 	for _, t := range tenants {
 		w, known := workerOf[t]
-		if _, seen := first[w]; known && !seen {
+		if _, seen := first[w]; known && w >= 0 && !seen {
 			first[w] = t
 			workers = append(workers, w)
 		}
 	}
 	eachTenant(len(workers), func(i int) {
-		pctx, cancel := workerShare(ctx)
-		defer cancel()
-		if _, err := s.Horizon(pctx, first[workers[i]]); err != nil && ctx.Err() == nil {
-			failed.add(workers[i], err)
+		if _, err := s.onWorkerConn(ctx, false, func(sctx context.Context, c *pgxpool.Conn) error {
+			var epoch, pos int64
+			return c.QueryRow(sctx, horizonSQL, first[workers[i]]).Scan(&epoch, &pos)
+		}); err != nil && ctx.Err() == nil {
+			failed.add(workers[i], translate(err))
 		}
 	})
 }
@@ -383,18 +386,22 @@ func (s *Store) learnSweepTenants(ctx context.Context) {
 }
 
 // sweepTenant sweeps one tenant's servers in a transaction of its own,
-// behind the tenant's own blind window with blindAfter (0019). deg and unh
-// are the lags in microseconds.
-func (s *Store) sweepTenant(ctx context.Context, tenant uuid.UUID, at *time.Time, deg, unh int64, limit int, blindAfter time.Duration) ([]registry.Event, error) {
-	rows, err := s.writeQuery(ctx, `
+// behind the tenant's own blind window with blindAfter (0019), within its
+// workerShare of ctx; hung reports that its worker hangs (hungWorker). deg
+// and unh are the lags in microseconds.
+func (s *Store) sweepTenant(ctx context.Context, tenant uuid.UUID, at *time.Time, deg, unh int64, limit int, blindAfter time.Duration) (evs []registry.Event, hung bool, err error) {
+	hung, err = s.onWorkerConn(ctx, true, func(sctx context.Context, c *pgxpool.Conn) error {
+		rows, err := c.Query(sctx, `
 SELECT 0::bigint, event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body
 FROM mcp_sweep_tenant($1::uuid, $2::timestamptz, $3::bigint * interval '1 microsecond',
                       $4::bigint * interval '1 microsecond', $5, $6::bigint * interval '1 microsecond')`,
-		tenant, at, deg, unh, limit, blindAfter.Microseconds())
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (registry.Event, error) { return scanEvent(row) })
+			tenant, at, deg, unh, limit, blindAfter.Microseconds())
+		if err == nil {
+			evs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (registry.Event, error) { return scanEvent(row) })
+		}
+		return err
+	})
+	return evs, hung, err
 }
 
 // LiveCounts counts the given tenants' servers that are not deregistered.

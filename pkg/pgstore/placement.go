@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // tenantParallelism bounds the tenants (or workers) served at once on Citus
@@ -124,11 +125,38 @@ func workerShare(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithCancel(ctx)
 }
 
-// hungWorker reports whether a call on wctx (of workerShare of ctx) failed
-// with err because its share ran out while ctx lasts: its worker hangs,
-// and another call of that worker would wait as long.
+// hungWorker reports whether a statement on wctx (of workerShare of ctx)
+// failed with err because its share ran out while ctx lasts and the
+// coordinator did not answer its cancel (no server error came back, the
+// driver gave up on the connection): the coordinator waits for a worker
+// that hangs, and another call of that worker would wait as long. A
+// statement that was merely slow, or waited for a lock, is cancelled and
+// says so (57014).
 func hungWorker(wctx, ctx context.Context, err error) bool {
-	return err != nil && wctx.Err() != nil && ctx.Err() == nil
+	var pgErr *pgconn.PgError
+	return err != nil && wctx.Err() != nil && ctx.Err() == nil && !errors.As(err, &pgErr)
+}
+
+// onWorkerConn runs fn on a connection of the pool acquired on ctx (when
+// write, on Citus, a session that may write: acquireWritable), giving fn
+// its workerShare of ctx for its statements: the share bounds what the
+// worker is asked, not the wait for a connection, which the calls of
+// another worker that hangs may hold up. hung reports a hungWorker.
+func (s *Store) onWorkerConn(ctx context.Context, write bool, fn func(sctx context.Context, c *pgxpool.Conn) error) (hung bool, err error) {
+	var c *pgxpool.Conn
+	if write && s.delegates(ctx) {
+		c, err = s.acquireWritable(ctx)
+	} else {
+		c, err = s.pool.Acquire(ctx)
+	}
+	if err != nil {
+		return false, err
+	}
+	defer c.Release()
+	sctx, cancel := workerShare(ctx)
+	defer cancel()
+	err = fn(sctx, c)
+	return hungWorker(sctx, ctx, err), err
 }
 
 // failedWorkers are the workers that did not answer during one sweep (a

@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cyberos/mcpd/pkg/registry"
@@ -94,20 +93,6 @@ func (s *Store) writeQueryRow(ctx context.Context, sql string, args ...any) pgx.
 		return errRow{err}
 	}
 	return releasingRow{row: c.QueryRow(ctx, sql, args...), conn: c}
-}
-
-// writeExec is the pool's Exec for a statement that calls a delegated
-// function: on Citus, on a session that may write.
-func (s *Store) writeExec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if !s.delegates(ctx) {
-		return s.pool.Exec(ctx, sql, args...)
-	}
-	c, err := s.acquireWritable(ctx)
-	if err != nil {
-		return pgconn.CommandTag{}, err
-	}
-	defer c.Release()
-	return c.Exec(ctx, sql, args...)
 }
 
 // releasingRows are rows that release their connection once closed or

@@ -404,12 +404,19 @@ func (c *Cluster) startWatchdog() error {
 	if err != nil {
 		return fmt.Errorf("watchdog: %w", err)
 	}
-	const script = `root=$1; shift
+	// A server a test froze (Freeze) and never thawed is resumed first,
+	// so that it can stop.
+	const script = `root=$1; data=$2; shift 2
 read -r line
 [ "$line" = done ] && exit 0
+pid=$(head -n 1 "$data/postmaster.pid" 2>/dev/null)
+if [ -n "$pid" ]; then
+	kill -CONT "$pid" 2>/dev/null
+	pkill -CONT -P "$pid" 2>/dev/null
+fi
 "$@" >/dev/null 2>&1
 rm -rf -- "$root"`
-	args := append([]string{"-c", script, "pgtest-watchdog", c.root}, c.stopArgs()...)
+	args := append([]string{"-c", script, "pgtest-watchdog", c.root, c.dataDir}, c.stopArgs()...)
 	cmd := exec.Command("/bin/sh", args...)
 	cmd.Stdin = r
 	cmd.Dir = "/"
