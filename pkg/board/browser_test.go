@@ -141,8 +141,9 @@ func TestBrowserBoard(t *testing.T) {
 	b.until("signed out", `!document.getElementById('signin-view').hidden && sessionStorage.length === 0`)
 
 	// A token that expires while the board is open: back to the sign-in,
-	// saying why.
-	short, err := auth.Issue(ten.secret, ten.id, "board-test", auth.ScopeRead, 2*time.Second, time.Now())
+	// saying why. It lives long enough for a loaded machine to sign in
+	// and draw the board first (2 s did not, beside two busy loops).
+	short, err := auth.Issue(ten.secret, ten.id, "board-test", auth.ScopeRead, 6*time.Second, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
