@@ -88,12 +88,11 @@ func (g *registerGroups) close() {
 // registerGrouped makes reg in a call of its tenant's worker, alone or
 // with the registrations that queued for that worker meanwhile.
 func (s *Store) registerGrouped(ctx context.Context, reg registration) registerResult {
+	// Where its worker is not known (the read of Citus's metadata
+	// failed), a registration goes alone.
 	workers, err := s.tenantWorkers(ctx, []batchKey{{tenant: reg.tenant}})
-	if err != nil {
-		return registerResult{err: translate(err)}
-	}
 	worker, ok := workers[reg.tenant]
-	if !ok || worker < 0 || len(reg.skills) > maxGroupedSkills || !reg.validUTF8() {
+	if err != nil || !ok || worker < 0 || len(reg.skills) > maxGroupedSkills || !reg.validUTF8() {
 		return s.registerOne(ctx, reg)
 	}
 	req := &registerRequest{reg: reg, done: make(chan registerResult, 1)}
