@@ -16,6 +16,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/pgstore"
 	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/store"
+	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 )
 
 // On Citus a flush of held heartbeats is written by one call per worker,
@@ -82,9 +83,7 @@ func TestCitusHeldGroups(t *testing.T) {
 	// the three tenants, no row held, makes one call per worker, then one
 	// of its own for each tenant that has a heartbeat left: a (b1 is not
 	// its server) and other (o1 is degraded), not b (b2 is healthy).
-	traced, calls := tracedPool(t, db.AppURL)
-	counted := pgstore.New(traced, pgstore.Options{})
-	t.Cleanup(counted.Close)
+	counted, calls := tracedStore(t, db, pgstore.Options{})
 	if _, err := db.Admin.Exec(ctx, `UPDATE mcp_servers SET status = 'degraded' WHERE tenant_id = $1 AND server_id = $2`,
 		other, o1.ServerID); err != nil {
 		t.Fatal(err)
@@ -184,6 +183,16 @@ func TestCitusHeldGroups(t *testing.T) {
 	if !lastBeat(b, b2.ServerID).After(b2Beat) {
 		t.Error("b2's held heartbeat was not written once its row was free")
 	}
+}
+
+// tracedStore returns a store on db's app role, with opts, whose
+// connections record their statements in the queryLog returned.
+func tracedStore(t *testing.T, db *pgtest.DB, opts pgstore.Options) (*pgstore.Store, *queryLog) {
+	t.Helper()
+	pool, calls := tracedPool(t, db.AppURL)
+	st := pgstore.New(pool, opts)
+	t.Cleanup(st.Close)
+	return st, calls
 }
 
 // tracedPool returns a pool of url whose connections record their

@@ -98,9 +98,7 @@ func withoutIdentity(t *testing.T, st *pgstore.Store, res pgstore.RegisterResult
 func TestCitusRegistrationGroup(t *testing.T) {
 	c := pgtest.SharedCitus(t)
 	db := c.NewDB(t)
-	traced, calls := tracedPool(t, db.AppURL)
-	st := pgstore.New(traced, pgstore.Options{})
-	t.Cleanup(st.Close)
+	st, calls := tracedStore(t, db, pgstore.Options{})
 	tenants := c.TenantsOnWorker(t, db, 0, 6)
 	grouped, alone := tenants[:3], tenants[3:]
 	// Given against the order the call takes them in.
@@ -133,9 +131,7 @@ func TestCitusRegistrationGroup(t *testing.T) {
 func TestCitusRegistrationGroupFailsOne(t *testing.T) {
 	c := pgtest.SharedCitus(t)
 	db := c.NewDB(t)
-	traced, calls := tracedPool(t, db.AppURL)
-	st := pgstore.New(traced, pgstore.Options{})
-	t.Cleanup(st.Close)
+	st, calls := tracedStore(t, db, pgstore.Options{})
 	tenants := c.TenantsOnWorker(t, db, 1, 3)
 	full := tenants[1]
 	if _, _, _, err := st.Register(t.Context(), full, registry.ServerInfo{ModuleName: "first", Version: "1.0.0"}, 1); err != nil {
@@ -176,9 +172,7 @@ func TestCitusRegistrationGroupFailsOne(t *testing.T) {
 func TestCitusConcurrentRegistrations(t *testing.T) {
 	c := pgtest.SharedCitus(t)
 	db := c.NewDB(t)
-	traced, calls := tracedPool(t, db.AppURL)
-	st := pgstore.New(traced, pgstore.Options{})
-	t.Cleanup(st.Close)
+	st, calls := tracedStore(t, db, pgstore.Options{})
 	tenants := append(c.TenantsOnWorker(t, db, 0, 4), c.TenantsOnWorker(t, db, 1, 4)...)
 	const callers, each, modules = 16, 12, 6
 	var wg sync.WaitGroup

@@ -22,9 +22,7 @@ func TestCitusSweepReadsDueTenants(t *testing.T) {
 	db := c.NewDB(t)
 	ctx := t.Context()
 	clock := clockwork.NewFakeClockAt(epoch)
-	pool, calls := tracedPool(t, db.AppURL)
-	st := pgstore.New(pool, pgstore.Options{Clock: clock})
-	t.Cleanup(st.Close)
+	st, calls := tracedStore(t, db, pgstore.Options{Clock: clock})
 
 	tenants := c.TenantOnEachWorker(t, db)
 	due, quiet := tenants[0], tenants[1]

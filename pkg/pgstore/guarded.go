@@ -131,28 +131,24 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 	// The tenants' workers, from the coordinator's metadata: a worker that
 	// hangs is called once a sweep. Unknown (the read failed): each tenant
 	// is called.
-	workerOf, _ := s.tenantWorkers(ctx, tenantKeys(tenants))
-	var hung failedWorkers
-	s.probeWorkers(ctx, tenants, workerOf, &hung)
+	workers := &sweepWorkers{}
+	workers.of, _ = s.tenantWorkers(ctx, tenantKeys(tenants))
+	s.probeWorkers(ctx, tenants, workers)
 	if fresh && req.Limit > 0 {
 		// A list read now: every shard answers, so the due read can too.
-		tenants = s.sweepDue(ctx, tenants, at, degLag, unhLag, req.BlindAfter, workerOf, &hung)
+		tenants = s.sweepDue(ctx, tenants, at, degLag, unhLag, req.BlindAfter, workers)
 	}
 	type swept struct {
 		events []registry.Event
 		err    error
 	}
 	sweep := func(tenant uuid.UUID, limit int) swept {
-		worker, known := workerOf[tenant]
-		known = known && worker >= 0
-		if known {
-			if err := hung.of(worker); err != nil {
-				return swept{err: err}
-			}
+		if err := workers.failure(tenant); err != nil {
+			return swept{err: err}
 		}
-		evs, stuck, err := s.sweepTenant(ctx, tenant, at, degLag, unhLag, limit, req.BlindAfter)
-		if known && stuck {
-			hung.add(worker, err)
+		evs, hung, err := s.sweepTenant(ctx, tenant, at, degLag, unhLag, limit, req.BlindAfter)
+		if hung {
+			workers.fail(tenant, err)
 		}
 		return swept{evs, err}
 	}
@@ -257,10 +253,11 @@ const dueMargin = time.Second
 // call per worker, when blindAfter is set: their blind windows are kept as
 // a sweep of each would). When the read fails (a worker down), every
 // tenant: each is swept or fails on its own. deg and unh are the lags in
-// microseconds. A worker whose mark ran out of its share goes into hung,
-// its tenants among those returned (workerOf names their worker).
+// microseconds. A worker that did not answer (workers) gets no mark, and
+// one whose mark hangs is recorded there; their tenants are among those
+// returned.
 func (s *Store) sweepDue(ctx context.Context, tenants []uuid.UUID, at *time.Time, deg, unh int64, blindAfter time.Duration,
-	workerOf map[uuid.UUID]int64, hung *failedWorkers) []uuid.UUID {
+	workers *sweepWorkers) []uuid.UUID {
 	if len(tenants) == 0 {
 		return tenants
 	}
@@ -299,11 +296,11 @@ SELECT tenant_id FROM mcp_sweep_due($1::timestamptz, $2::bigint * interval '1 mi
 	if err != nil {
 		return tenants
 	}
-	// A worker that did not answer its probe gets no mark: its tenants go
-	// with those due, each to fail with it.
+	// A worker that did not answer its probe (or was not probed) gets no
+	// mark: its tenants go with those due, each to fail with it.
 	live := groups[:0]
 	for _, g := range groups {
-		if worker, known := workerOf[g[0].tenant]; workerOf == nil || (known && worker >= 0 && hung.of(worker) != nil) {
+		if workers.of == nil || workers.failure(g[0].tenant) != nil {
 			for _, p := range g {
 				due = append(due, p.tenant)
 			}
@@ -317,13 +314,13 @@ SELECT tenant_id FROM mcp_sweep_due($1::timestamptz, $2::bigint * interval '1 mi
 		for i, p := range groups[g] {
 			group[i] = p.tenant
 		}
-		stuck, err := s.onWorkerConn(ctx, true, func(sctx context.Context, c *pgxpool.Conn) error {
+		hung, err := s.onWorkerConn(ctx, true, func(sctx context.Context, c *pgxpool.Conn) error {
 			_, err := c.Exec(sctx, `SELECT mcp_sweep_mark_group($1::uuid, $2::uuid[], $3::timestamptz,
 				$4::bigint * interval '1 microsecond')`, group[0], group, at, blindAfter.Microseconds())
 			return err
 		})
-		if worker, known := workerOf[group[0]]; known && worker >= 0 && stuck {
-			hung.add(worker, err)
+		if hung {
+			workers.fail(group[0], err)
 		}
 		return err
 	})
@@ -338,29 +335,28 @@ SELECT tenant_id FROM mcp_sweep_due($1::timestamptz, $2::bigint * interval '1 mi
 	return due
 }
 
-// probeWorkers reads a tenant's position on each worker of tenants, side by
-// side, each read within its workerShare of ctx, and adds to failed each
-// worker that does not answer. The sweep sends no write to such a worker:
+// probeWorkers reads a tenant's position on each known worker of tenants,
+// side by side, each read within its workerShare of ctx, and records in
+// workers each worker that does not answer. The sweep sends no write to such a worker:
 // a statement sent to a worker that hangs runs when the worker thaws, long
 // after the sweep gave up on it, and its mark (the tenant's last sweep)
 // would close the blind window that the outage opened for the worker's
 // tenants. A read that runs late harms nothing.
-func (s *Store) probeWorkers(ctx context.Context, tenants []uuid.UUID, workerOf map[uuid.UUID]int64, failed *failedWorkers) {
-	first := make(map[int64]uuid.UUID)
-	var workers []int64
+func (s *Store) probeWorkers(ctx context.Context, tenants []uuid.UUID, workers *sweepWorkers) {
+	seen := make(map[int64]bool)
+	var probe []uuid.UUID // a tenant of each worker
 	for _, t := range tenants {
-		w, known := workerOf[t]
-		if _, seen := first[w]; known && w >= 0 && !seen {
-			first[w] = t
-			workers = append(workers, w)
+		if w, known := workers.worker(t); known && !seen[w] {
+			seen[w] = true
+			probe = append(probe, t)
 		}
 	}
-	eachTenant(len(workers), func(i int) {
+	eachTenant(len(probe), func(i int) {
 		if _, err := s.onWorkerConn(ctx, false, func(sctx context.Context, c *pgxpool.Conn) error {
 			var epoch, pos int64
-			return c.QueryRow(sctx, horizonSQL, first[workers[i]]).Scan(&epoch, &pos)
+			return c.QueryRow(sctx, horizonSQL, probe[i]).Scan(&epoch, &pos)
 		}); err != nil && ctx.Err() == nil {
-			failed.add(workers[i], translate(err))
+			workers.fail(probe[i], translate(err))
 		}
 	})
 }

@@ -138,17 +138,16 @@ func hungWorker(wctx, ctx context.Context, err error) bool {
 }
 
 // onWorkerConn runs fn on a connection of the pool acquired on ctx (when
-// write, on Citus, a session that may write: acquireWritable), giving fn
-// its workerShare of ctx for its statements: the share bounds what the
-// worker is asked, not the wait for a connection, which the calls of
-// another worker that hangs may hold up. hung reports a hungWorker.
+// write, acquireForCall's), giving fn its workerShare of ctx for its
+// statements: the share bounds what the worker is asked, not the wait for
+// a connection, which the calls of another worker that hangs may hold up.
+// hung reports a hungWorker.
 func (s *Store) onWorkerConn(ctx context.Context, write bool, fn func(sctx context.Context, c *pgxpool.Conn) error) (hung bool, err error) {
-	var c *pgxpool.Conn
-	if write && s.delegates(ctx) {
-		c, err = s.acquireWritable(ctx)
-	} else {
-		c, err = s.pool.Acquire(ctx)
+	acquire := s.pool.Acquire
+	if write {
+		acquire = s.acquireForCall
 	}
+	c, err := acquire(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -159,30 +158,48 @@ func (s *Store) onWorkerConn(ctx context.Context, write bool, fn func(sctx conte
 	return hungWorker(sctx, ctx, err), err
 }
 
-// failedWorkers are the workers that did not answer during one sweep (a
-// probe or a call that failed or ran out of its share), with the error:
-// their tenants are not called (again) in that sweep.
-type failedWorkers struct {
-	mu      sync.Mutex
-	workers map[int64]error
+// sweepWorkers are the workers of one sweep's tenants, as the
+// coordinator's metadata names them (of: nil when it could not be read),
+// and those that did not answer during the sweep (its probe, or a call
+// whose share ran out), with the error: their tenants are not called
+// (again) in that sweep. A tenant whose worker is not known is called.
+type sweepWorkers struct {
+	of     map[uuid.UUID]int64
+	mu     sync.Mutex
+	failed map[int64]error
 }
 
-func (h *failedWorkers) add(worker int64, err error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.workers == nil {
-		h.workers = make(map[int64]error)
+// worker returns tenant's worker, and whether it is known.
+func (w *sweepWorkers) worker(tenant uuid.UUID) (int64, bool) {
+	g, ok := w.of[tenant]
+	return g, ok && g >= 0
+}
+
+// fail records that tenant's worker did not answer, with err.
+func (w *sweepWorkers) fail(tenant uuid.UUID, err error) {
+	g, ok := w.worker(tenant)
+	if !ok {
+		return
 	}
-	if _, ok := h.workers[worker]; !ok {
-		h.workers[worker] = err
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.failed == nil {
+		w.failed = make(map[int64]error)
+	}
+	if _, seen := w.failed[g]; !seen {
+		w.failed[g] = err
 	}
 }
 
-// of returns the error of worker's failure, or nil.
-func (h *failedWorkers) of(worker int64) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.workers[worker]
+// failure returns the error of tenant's worker that did not answer, or nil.
+func (w *sweepWorkers) failure(tenant uuid.UUID) error {
+	g, ok := w.worker(tenant)
+	if !ok {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failed[g]
 }
 
 // workerFault reports whether a per-worker call's error may mean that the

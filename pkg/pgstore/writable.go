@@ -55,6 +55,15 @@ func (s *Store) acquireWritable(ctx context.Context) (*pgxpool.Conn, error) {
 	return c, nil
 }
 
+// acquireForCall acquires a connection for a statement that calls a
+// delegated function: on Citus (delegates), one whose session may write.
+func (s *Store) acquireForCall(ctx context.Context) (*pgxpool.Conn, error) {
+	if s.delegates(ctx) {
+		return s.acquireWritable(ctx)
+	}
+	return s.pool.Acquire(ctx)
+}
+
 // delegates reports whether the database may hand delegated functions to
 // workers (Citus, or not known yet), where writeQuery and the others check
 // the session first; on plain PostgreSQL they are the pool's own.
