@@ -37,6 +37,9 @@ import (
 // waited the overlap (DefaultBatchOverlap) applies its batch beside the
 // slow one, so that a batch held up by a locked row or a slow disk holds up
 // the heartbeats of at most one batch, as before, up to the flushers' count.
+// On Citus a batch is a call per worker, each answering its own
+// heartbeats, and a worker that stalls holds up only its own tenants'
+// (stall.go).
 
 // heartbeatHealthySQL records the heartbeats of the (tenant, server) pairs
 // $1, $2 at $3 (NULL: now()) whose server is healthy under that tenant, and
@@ -216,7 +219,6 @@ func (b *batcher) drain() {
 // statement that failed it.
 func (s *Store) applyBatch(reqs []*heartbeatRequest) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.batchTimeout)
-	defer cancel()
 	pairs := make([]batchKey, len(reqs))
 	for i, r := range reqs {
 		pairs[i] = batchKey{r.tenant, r.serverID}
@@ -230,13 +232,72 @@ func (s *Store) applyBatch(reqs []*heartbeatRequest) {
 		return bytes.Compare(a.tenant[:], b.tenant[:])
 	})
 	pairs = slices.Compact(pairs)
+	defer cancel()
+	citus, err := s.onCitus(ctx)
+	if err != nil {
+		answerBatch(reqs, len(pairs), nil, err)
+		return
+	}
+	if citus {
+		s.applyPerWorker(ctx, reqs, pairs)
+		return
+	}
 	results := make(map[batchKey]heartbeatResult, len(pairs))
-	var err error
 	for attempt := 0; attempt < 2; attempt++ {
 		if err = s.execBatch(ctx, pairs, results); !isRetryable(err) {
 			break
 		}
 	}
+	answerBatch(reqs, len(pairs), results, err)
+}
+
+// applyPerWorker applies a batch on Citus: the pairs of each worker
+// (workerGroups) as a call to that worker (workerCalls), the workers'
+// calls side by side, each answering its own requests when it returns (a
+// deadlock or serialization failure is tried again once). It returns when
+// every call has, or after the stall time (awaitWorkers): a worker that
+// hangs then holds up only its own tenants' heartbeats, and the flusher
+// goes on to the next batch.
+func (s *Store) applyPerWorker(ctx context.Context, reqs []*heartbeatRequest, pairs []batchKey) {
+	groups, workers, err := s.workerGroupsOf(ctx, pairs)
+	if err != nil {
+		answerBatch(reqs, len(pairs), nil, err)
+		return
+	}
+	own := make(map[batchKey][]*heartbeatRequest, len(reqs))
+	for _, r := range reqs {
+		k := batchKey{r.tenant, r.serverID}
+		own[k] = append(own[k], r)
+	}
+	now := s.now()
+	awaitWorkers(ctx, s.workerCalls.stall, len(groups), func(wctx context.Context, g int) struct{} {
+		group := groups[g]
+		var greqs []*heartbeatRequest
+		for _, p := range group {
+			greqs = append(greqs, own[p]...)
+		}
+		results := make(map[batchKey]heartbeatResult, len(group))
+		err := s.workerCalls.onWorker(wctx, workers[g], func() error {
+			var err error
+			for attempt := 0; attempt < 2; attempt++ {
+				if err = s.heartbeatOnWorker(wctx, pending(group, results), now, results); !isRetryable(err) {
+					break
+				}
+			}
+			return err
+		})
+		if err != nil && !errors.Is(err, ErrWorkerStalled) && workerFault(err) && wctx.Err() == nil {
+			s.forgetWorkers(group)
+		}
+		answerBatch(greqs, len(pairs), results, err)
+		return struct{}{}
+	})
+}
+
+// answerBatch answers each of reqs, of a batch of size pairs: with its
+// result in results, or err, or ErrNotFound (its server is not its
+// tenant's).
+func answerBatch(reqs []*heartbeatRequest, size int, results map[batchKey]heartbeatResult, err error) {
 	for _, req := range reqs {
 		key := batchKey{req.tenant, req.serverID}
 		res, ok := results[key]
@@ -248,7 +309,7 @@ func (s *Store) applyBatch(reqs []*heartbeatRequest) {
 			res = heartbeatResult{err: registry.ErrNotFound}
 		}
 		if req.span != nil {
-			req.span.SetAttributes(attribute.Int("db.operation.batch.size", len(pairs)))
+			req.span.SetAttributes(attribute.Int("db.operation.batch.size", size))
 		}
 		req.done <- res
 		if res.ev != nil {
@@ -265,20 +326,14 @@ func (s *Store) applyBatch(reqs []*heartbeatRequest) {
 type batchKey struct{ tenant, serverID uuid.UUID }
 
 // execBatch applies the heartbeats of the pairs that results does not hold
-// yet and adds the results of each statement that committed.
+// yet on plain PostgreSQL and adds the results of each statement that
+// committed (on Citus: applyPerWorker).
 func (s *Store) execBatch(ctx context.Context, pairs []batchKey, results map[batchKey]heartbeatResult) error {
 	todo := pending(pairs, results)
 	if len(todo) == 0 {
 		return nil
 	}
 	now := s.now()
-	citus, err := s.onCitus(ctx)
-	if err != nil {
-		return err
-	}
-	if citus {
-		return s.heartbeatPerWorker(ctx, todo, now, results)
-	}
 	if err := s.heartbeatHealthy(ctx, todo, now, results); err != nil {
 		return err
 	}
@@ -384,42 +439,26 @@ const heartbeatTenantSQL = `SELECT * FROM mcp_heartbeat_tenant($1::uuid, $2::uui
 // common case (mcp_heartbeat_healthy_group).
 const heartbeatHealthyGroupSQL = `SELECT * FROM mcp_heartbeat_healthy_group($1::uuid, $2::uuid[], $3::uuid[], $4::timestamptz)`
 
-// heartbeatPerWorker applies the heartbeats of pairs on Citus: the healthy
-// servers' in one call and one commit per worker that the batch reaches
-// (the tenants of a worker together: a task on each of the worker's shards
-// that they use, run by the worker itself), the rest (recoveries,
-// deregistered and unknown servers) in one call per tenant. As long as the
-// workers it read for the tenants hold (placementTTL), no statement or
-// transaction reaches two workers, and a worker that is down fails the
-// heartbeats of its own tenants only. Each group answers its own pairs in
-// results (heartbeatRest); it returns the error of a call that a retry of
-// the batch may resolve, whose pairs it leaves unanswered.
-func (s *Store) heartbeatPerWorker(ctx context.Context, pairs []batchKey, now *time.Time, results map[batchKey]heartbeatResult) error {
-	groups, err := s.workerGroups(ctx, pairs)
+// heartbeatOnWorker applies the heartbeats of pairs on Citus, whose
+// tenants share a worker: the healthy servers' in one call and one commit
+// (mcp_heartbeat_healthy_group, which Citus hands to that worker), the
+// rest (recoveries, deregistered and unknown servers) tenant by tenant
+// (heartbeatRest). As long as the worker read for the tenants holds
+// (placementTTL), no statement or transaction reaches two workers. It
+// answers each pair in results, but leaves unanswered the pairs of a call
+// that failed with a deadlock or a serialization failure, which a retry
+// may resolve; it returns the error of the first call when it failed, else
+// that of a call to retry.
+func (s *Store) heartbeatOnWorker(ctx context.Context, pairs []batchKey, now *time.Time, results map[batchKey]heartbeatResult) error {
+	if len(pairs) == 0 {
+		return nil
+	}
+	healthy, err := s.heartbeatHealthyGroup(ctx, pairs, now)
 	if err != nil {
+		_ = answerFailed(pairs, err, results)
 		return err
 	}
-	dones := make([]map[batchKey]heartbeatResult, len(groups))
-	retry := make([]error, len(groups))
-	s.callWorkers(ctx, groups, func(i int) error {
-		dones[i] = make(map[batchKey]heartbeatResult, len(groups[i]))
-		healthy, err := s.heartbeatHealthyGroup(ctx, groups[i], now)
-		if err != nil {
-			retry[i] = answerFailed(groups[i], err, dones[i])
-			return err
-		}
-		retry[i] = s.heartbeatRest(ctx, groups[i], healthy, now, dones[i])
-		return nil
-	})
-	for _, done := range dones {
-		maps.Copy(results, done)
-	}
-	for _, err := range retry {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return s.heartbeatRest(ctx, pairs, healthy, now, results)
 }
 
 // heartbeatRest answers the heartbeats of pairs, whose tenants share a

@@ -265,3 +265,131 @@ func TestCitusHungWorker(t *testing.T) {
 		t.Fatalf("the hung worker's server after the thaw: %+v, %v; want healthy", srv, err)
 	}
 }
+
+// A worker of the Citus cluster hangs (SIGSTOP: connections accepted,
+// nothing answered) while the tenants of both workers heartbeat side by
+// side, so that batches mix them: the running worker's tenant has every
+// heartbeat answered well within the batch's time, its position and feed
+// read, and its held heartbeats written, while the hung worker's tenant's
+// calls fail as unavailable, at once once a call of its got no answer.
+// After the thaw the hung tenant's heartbeats are answered again.
+func TestCitusHungWorkerHeartbeats(t *testing.T) {
+	c := pgtest.NewCitus(t)
+	db := c.NewDB(t)
+	ctx := t.Context()
+	const (
+		stall        = time.Second
+		batchTimeout = 4 * time.Second
+		// Less than the batch's time: an answer that waited for the hung
+		// worker's call does not come within it.
+		patience = batchTimeout / 2
+	)
+	st := pgstore.New(db.App, pgstore.Options{WorkerStall: stall, BatchTimeout: batchTimeout})
+	t.Cleanup(st.Close)
+	tenants := c.TenantOnEachWorker(t, db)
+	running, frozen := tenants[0], tenants[1]
+	var runs, hangs []registry.Server
+	for i := range 4 {
+		runs = append(runs, register(t, st, running, fmt.Sprintf("run-%d", i)))
+		hangs = append(hangs, register(t, st, frozen, fmt.Sprintf("hang-%d", i)))
+	}
+	beat := func(tenant uuid.UUID, srv registry.Server, wait time.Duration) (time.Duration, error) {
+		bctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		start := time.Now()
+		_, _, err := st.Heartbeat(bctx, tenant, srv.ServerID)
+		return time.Since(start), err
+	}
+
+	c.Workers[1].Freeze(t)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		runErrs  []error
+		runOK    int
+		hangErrs = map[string]int{}
+		stalled  int
+	)
+	// Each server's heartbeats one after another (a bounded count each),
+	// past the batch's time and the driver's second of waiting for the
+	// cancel of a hung call: the worker is silent by then.
+	until := time.Now().Add(batchTimeout + 3*stall)
+	for i := range runs {
+		wg.Go(func() {
+			for n := 0; n < 200 && time.Now().Before(until); n++ {
+				_, err := beat(running, runs[i], patience)
+				mu.Lock()
+				if err != nil {
+					runErrs = append(runErrs, err)
+				} else {
+					runOK++
+				}
+				mu.Unlock()
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+		// The hung worker's servers heartbeat without waiting for the
+		// answers (many clients): batches keep mixing both workers.
+		wg.Go(func() {
+			for n := 0; n < 200 && time.Now().Before(until); n++ {
+				wg.Go(func() {
+					took, err := beat(frozen, hangs[i], batchTimeout+2*time.Second)
+					mu.Lock()
+					switch {
+					case err == nil:
+						hangErrs["answered"]++
+					case !errors.Is(err, registry.ErrUnavailable):
+						hangErrs[err.Error()]++
+					case took < stall:
+						stalled++
+					}
+					mu.Unlock()
+				})
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
+	}
+	// The feed: the running tenant's position and trail, alone and beside
+	// the hung tenant's.
+	rctx, cancel := context.WithTimeout(ctx, patience)
+	if _, err := st.Horizon(rctx, running); err != nil {
+		t.Errorf("the running tenant's position with the other worker hung: %v", err)
+	}
+	read, err := st.ReadFeed(rctx, []uuid.UUID{running, frozen}, make([]registry.Position, 2), 10)
+	if !errors.Is(err, registry.ErrUnavailable) || len(read) != 1 || read[0].Tenant != running || len(read[0].Events) == 0 {
+		t.Errorf("a feed read of both tenants with one worker hung: %d batches, %v; want the running tenant's events and unavailable",
+			len(read), err)
+	}
+	cancel()
+	wg.Wait()
+	if len(runErrs) > 0 || runOK == 0 {
+		t.Fatalf("the running worker's heartbeats with the other worker hung: %d ok, errors %v", runOK, runErrs)
+	}
+	if len(hangErrs) > 0 || stalled == 0 {
+		t.Fatalf("the hung worker's heartbeats: %v other answers, %d failed at once; want unavailable only, some at once",
+			hangErrs, stalled)
+	}
+
+	// A flush of held heartbeats of both tenants: the running tenant's
+	// share is written, the hung one's fails.
+	hctx, cancel := context.WithTimeout(ctx, batchTimeout)
+	res := st.WriteHeldBatch(hctx, []store.TenantHeld{
+		{Tenant: running, Beats: []store.HeldHeartbeat{{ServerID: runs[0].ServerID}}},
+		{Tenant: frozen, Beats: []store.HeldHeartbeat{{ServerID: hangs[0].ServerID}}},
+	})
+	cancel()
+	written := res[0].Err == nil
+	for _, o := range res[0].Outcomes {
+		written = written && o.Err == nil
+	}
+	if !written || !errors.Is(res[1].Err, registry.ErrUnavailable) {
+		t.Fatalf("a held flush with one worker hung: %+v; want the running tenant's written, the hung one's unavailable", res)
+	}
+
+	c.Workers[1].Thaw(t)
+	testwait.Until(t, "the hung worker's tenant answered after the thaw", 2*batchTimeout, func() bool {
+		_, err := beat(frozen, hangs[0], patience)
+		return err == nil
+	})
+	t.Logf("running tenant: %d heartbeats ok; hung tenant: %d failed at once", runOK, stalled)
+}

@@ -24,13 +24,35 @@ func tenantPosition(epoch, position int64) registry.Position {
 // horizonSQL reads a tenant's present position ($1).
 const horizonSQL = `SELECT epoch, pos FROM mcp_feed_horizon($1)`
 
-// Horizon returns tenant's present position.
+// Horizon returns tenant's present position. On Citus it is a call to the
+// tenant's worker (workerCalls), awaited for the stall time at most: it
+// fails with ErrWorkerStalled at once while the worker is silent, and
+// after the stall time when the call has not returned by then (the call
+// goes on in the background, within ctx's deadline).
 func (s *Store) Horizon(ctx context.Context, tenant uuid.UUID) (registry.Position, error) {
 	var epoch, pos int64
-	if err := s.pool.QueryRow(ctx, horizonSQL, tenant).Scan(&epoch, &pos); err != nil {
-		return registry.Position{}, translate(err)
+	if citus, err := s.onCitus(ctx); err != nil || !citus {
+		if err := s.pool.QueryRow(ctx, horizonSQL, tenant).Scan(&epoch, &pos); err != nil {
+			return registry.Position{}, translate(err)
+		}
+		return tenantPosition(epoch, pos), nil
 	}
-	return tenantPosition(epoch, pos), nil
+	worker := s.tenantWorker(ctx, tenant)
+	type read struct {
+		at  registry.Position
+		err error
+	}
+	reads, done := awaitWorkers(ctx, s.workerCalls.stall, 1, func(wctx context.Context, _ int) read {
+		var epoch, pos int64
+		err := s.workerCalls.onWorker(wctx, worker, func() error {
+			return s.pool.QueryRow(wctx, horizonSQL, tenant).Scan(&epoch, &pos)
+		})
+		return read{tenantPosition(epoch, pos), translate(err)}
+	})
+	if !done[0] {
+		return registry.Position{}, cmp.Or(translate(ctx.Err()), ErrWorkerStalled)
+	}
+	return reads[0].at, reads[0].err
 }
 
 // feedColumns are the columns of a read of a tenant's trail: the epoch, the
@@ -108,13 +130,95 @@ func (s *Store) ReadFeed(ctx context.Context, tenants []uuid.UUID, after []regis
 	if !citus {
 		return s.readFeed(ctx, `SELECT feed_tenant, `+feedColumns+` FROM mcp_feed_read($1, $2, $3)`, tenants, from, limit)
 	}
-	// A statement per tenant, each routed to its shard (0019).
-	const each = `SELECT feed_tenant, ` + feedColumns + ` FROM mcp_feed_read_each($1, $2, $3)`
-	out, err := s.readFeed(ctx, each, tenants, from, limit)
-	if err == nil || len(tenants) == 1 || !errors.Is(err, registry.ErrUnavailable) {
+	return s.readFeedPerWorker(ctx, tenants, from, limit)
+}
+
+// feedReadEachSQL reads the trails of tenants $1 after $2, at most $3
+// events each, a statement per tenant, each routed to its shard (0019).
+const feedReadEachSQL = `SELECT feed_tenant, ` + feedColumns + ` FROM mcp_feed_read_each($1, $2, $3)`
+
+// readFeedPerWorker reads the trails of tenants after from on Citus: the
+// tenants of each worker in a call of their own (readFeedOnWorker), the
+// workers' calls side by side. It waits for a worker's call until every
+// call has returned or the stall time has passed: a worker still not
+// answering then fails its own tenants (ErrWorkerStalled), and its call
+// ends in the background (within ctx's deadline). It returns the batches
+// read, in the order of tenants, and the first error.
+func (s *Store) readFeedPerWorker(ctx context.Context, tenants []uuid.UUID, from []int64, limit int) ([]store.FeedBatch, error) {
+	workers, err := s.tenantWorkers(ctx, tenantKeys(tenants))
+	if err != nil {
+		workers = nil // each tenant's worker not known: one call
+	}
+	var (
+		order []int64
+		index = make(map[int64][]int)
+	)
+	for i, t := range tenants {
+		w, ok := workers[t]
+		if !ok {
+			w = -1
+		}
+		if _, seen := index[w]; !seen {
+			order = append(order, w)
+		}
+		index[w] = append(index[w], i)
+	}
+	type read struct {
+		batches []store.FeedBatch
+		err     error
+	}
+	reads, done := awaitWorkers(ctx, s.workerCalls.stall, len(order), func(wctx context.Context, g int) read {
+		w := order[g]
+		ts, fs := make([]uuid.UUID, len(index[w])), make([]int64, len(index[w]))
+		for j, i := range index[w] {
+			ts[j], fs[j] = tenants[i], from[i]
+		}
+		b, err := s.readFeedOnWorker(wctx, w, ts, fs, limit)
+		return read{b, err}
+	})
+	byTenant := make(map[uuid.UUID]store.FeedBatch, len(tenants))
+	var (
+		firstErr error
+		failed   int
+	)
+	for g, r := range reads {
+		if !done[g] {
+			r.err = cmp.Or(translate(ctx.Err()), ErrWorkerStalled)
+		}
+		for _, b := range r.batches {
+			byTenant[b.Tenant] = b
+		}
+		if r.err != nil {
+			failed += len(index[order[g]]) - len(r.batches)
+			firstErr = cmp.Or(firstErr, r.err)
+		}
+	}
+	out := make([]store.FeedBatch, 0, len(byTenant))
+	for _, t := range tenants {
+		if b, ok := byTenant[t]; ok {
+			out = append(out, b)
+		}
+	}
+	if firstErr != nil {
+		firstErr = fmt.Errorf("read feed: %d of %d tenants: %w", failed, len(tenants), firstErr)
+	}
+	return out, firstErr
+}
+
+// readFeedOnWorker reads the trails of tenants, all on worker, as a call
+// to that worker (workerCalls): in one call, then, when that call finds
+// the database unavailable, in a call per tenant, so that a tenant whose
+// shard is elsewhere (a stale placement) is still read.
+func (s *Store) readFeedOnWorker(ctx context.Context, worker int64, tenants []uuid.UUID, from []int64, limit int) ([]store.FeedBatch, error) {
+	var out []store.FeedBatch
+	err := s.workerCalls.onWorker(ctx, worker, func() (err error) {
+		out, err = s.readFeed(ctx, feedReadEachSQL, tenants, from, limit)
+		return err
+	})
+	if err == nil || len(tenants) == 1 || !errors.Is(err, registry.ErrUnavailable) || errors.Is(err, ErrWorkerStalled) {
 		return out, err
 	}
-	return s.readFeedEach(ctx, each, tenants, from, limit)
+	return s.readFeedEach(ctx, feedReadEachSQL, tenants, from, limit)
 }
 
 // readFeedEach reads each tenant's trail in a call of its own, a few at a

@@ -1,7 +1,9 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
+	"errors"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -174,7 +176,7 @@ const heldGroupSQL = `SELECT o_tenant_id, o_server_id FROM mcp_heartbeat_held_gr
 
 // writeHeldPerWorker writes a flush on Citus into out: the healthy
 // servers' heartbeats in one call and one commit per worker that the flush
-// reaches (the tenants of a worker together, as heartbeatPerWorker does),
+// reaches (the tenants of a worker together, as applyPerWorker does),
 // then, tenant by tenant (mcp_heartbeat_held), the heartbeats that call did
 // not write: servers not healthy (to recover), not the tenant's, or held
 // by another transaction. A worker's call that fails (the worker down, a
@@ -197,26 +199,48 @@ func (s *Store) writeHeldPerWorker(ctx context.Context, batch []store.TenantHeld
 			ages[k] = max(b.Age, 0).Microseconds()
 		}
 	}
-	groups, err := s.workerGroups(ctx, pairs)
+	groups, workers, err := s.workerGroupsOf(ctx, pairs)
 	if err != nil {
 		s.writeHeldEach(ctx, batch, out)
 		return
 	}
 	// The workers' calls, then what each left, tenant by tenant, a few at
-	// a time.
+	// a time. The tenants of a worker that stalls fail, for the next flush
+	// (a call that commits late only writes heartbeats again: a server's
+	// last_heartbeat_at never moves back).
+	type groupWrite struct {
+		written map[batchKey]bool
+		err     error
+	}
+	writes, done := awaitWorkers(ctx, s.workerCalls.stall, len(groups), func(wctx context.Context, g int) groupWrite {
+		var w groupWrite
+		w.err = s.workerCalls.onWorker(wctx, workers[g], func() (err error) {
+			w.written, err = s.writeHeldGroup(wctx, groups[g], ages)
+			return err
+		})
+		if w.err != nil && !errors.Is(w.err, ErrWorkerStalled) && workerFault(w.err) && wctx.Err() == nil {
+			s.forgetWorkers(groups[g])
+		}
+		return w
+	})
 	rest := make([][]store.HeldHeartbeat, len(batch))
-	s.callWorkers(ctx, groups, func(g int) error {
-		written, err := s.writeHeldGroup(ctx, groups[g], ages)
+	for g, w := range writes {
+		if !done[g] {
+			w.err = cmp.Or(translate(ctx.Err()), ErrWorkerStalled)
+		}
 		for _, own := range groupPairs(groups[g], func(p batchKey) uuid.UUID { return p.tenant }) {
 			i := share[own[0].tenant]
+			if !done[g] || errors.Is(w.err, ErrWorkerStalled) {
+				out[i].Err = w.err
+				continue
+			}
 			for _, b := range batch[i].Beats {
-				if err != nil || !written[batchKey{batch[i].Tenant, b.ServerID}] {
+				if w.err != nil || !w.written[batchKey{batch[i].Tenant, b.ServerID}] {
 					rest[i] = append(rest[i], b)
 				}
 			}
 		}
-		return err
-	})
+	}
 	var left []int
 	for i := range batch {
 		if len(rest[i]) > 0 {

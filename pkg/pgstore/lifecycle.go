@@ -46,7 +46,13 @@ func (s *Store) Register(ctx context.Context, tenant uuid.UUID, info registry.Se
 	var res registerResult
 	// A registration whose trace is recorded goes alone, on its caller's
 	// context, so that its statement is a span of that trace.
-	if citus, err := s.onCitus(ctx); err == nil && citus && !trace.SpanFromContext(ctx).IsRecording() {
+	citus, err := s.onCitus(ctx)
+	if err == nil && citus {
+		if err := s.tenantStalled(ctx, tenant); err != nil {
+			return registry.Server{}, false, registry.Event{}, err
+		}
+	}
+	if err == nil && citus && !trace.SpanFromContext(ctx).IsRecording() {
 		res = s.registerGrouped(ctx, reg)
 	} else {
 		res = s.registerOne(ctx, reg)

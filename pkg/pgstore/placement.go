@@ -66,11 +66,22 @@ const tenantWorkersSQL = `SELECT t, min(p.groupid)::bigint FROM unnest($1::uuid[
 // plan's order. Two calls that lock the same rows in other orders deadlock
 // only within a shard, which a retry of the batch resolves (isRetryable).
 func (s *Store) workerGroups(ctx context.Context, pairs []batchKey) ([][]batchKey, error) {
+	groups, _, err := s.workerGroupsOf(ctx, pairs)
+	return groups, err
+}
+
+// workerGroupsOf is workerGroups with the worker of each group (-1: not
+// known).
+func (s *Store) workerGroupsOf(ctx context.Context, pairs []batchKey) ([][]batchKey, []int64, error) {
 	worker, err := s.tenantWorkers(ctx, pairs)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	groups := groupPairs(pairs, func(p batchKey) int64 { return worker[p.tenant] })
+	workers := make([]int64, len(groups))
+	for i, g := range groups {
+		workers[i] = worker[g[0].tenant]
+	}
 	for _, g := range groups {
 		slices.SortFunc(g, func(a, b batchKey) int {
 			if c := bytes.Compare(a.tenant[:], b.tenant[:]); c != 0 {
@@ -79,7 +90,7 @@ func (s *Store) workerGroups(ctx context.Context, pairs []batchKey) ([][]batchKe
 			return bytes.Compare(a.serverID[:], b.serverID[:])
 		})
 	}
-	return groups, nil
+	return groups, workers, nil
 }
 
 // callWorkers calls call(g) for each group of workerGroups, the workers'

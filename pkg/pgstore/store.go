@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -41,6 +42,10 @@ type Options struct {
 	BatchOverlap time.Duration
 	// BatchTimeout bounds one batch's round trip (default 5 s).
 	BatchTimeout time.Duration
+	// WorkerStall is how long a call that serves several Citus workers
+	// waits for one of them, and how long a call must run unanswered to
+	// make its worker silent (default DefaultWorkerStall; stall.go).
+	WorkerStall time.Duration
 	// Tracer gives each traced heartbeat a span for its wait on its batch;
 	// nil: OpenTelemetry's no-op provider. Statements get theirs from
 	// ConnectTraced.
@@ -70,6 +75,9 @@ type Store struct {
 	// registerGroups queues registrations by worker on Citus
 	// (registergroup.go).
 	registerGroups registerGroups
+	// workerCalls counts the calls in flight to each Citus worker
+	// (stall.go).
+	workerCalls workerCalls
 }
 
 // onCitus reports whether the database has the citus extension: there the
@@ -162,6 +170,7 @@ func New(pool *pgxpool.Pool, opts Options) *Store {
 	if s.batchTimeout <= 0 {
 		s.batchTimeout = 5 * time.Second
 	}
+	s.workerCalls.stall = cmp.Or(max(opts.WorkerStall, 0), DefaultWorkerStall)
 
 	s.batcher = newBatcher(s, opts.Flushers, opts.MaxBatch, opts.BatchWait, opts.BatchOverlap)
 	return s
@@ -240,6 +249,11 @@ func queryInTenantAfter[T any](ctx context.Context, s *Store, first string, firs
 	if err != nil {
 		return nil, translate(err)
 	}
+	if citus {
+		if err := s.tenantStalled(ctx, tenant); err != nil {
+			return nil, err
+		}
+	}
 	var pb pgx.Batch
 	set := setTenantForRead
 	if citus {
@@ -301,6 +315,11 @@ func (s *Store) inTenant(ctx context.Context, tenant uuid.UUID, fn func(tx pgx.T
 	citus, err := s.onCitus(ctx)
 	if err != nil {
 		return translate(err)
+	}
+	if citus {
+		if err := s.tenantStalled(ctx, tenant); err != nil {
+			return err
+		}
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {

@@ -1,0 +1,230 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/cyberos/mcpd/pkg/registry"
+)
+
+// A Citus worker that hangs (a frozen host, a partition that drops
+// packets) answers no statement and no cancel: every call routed to it
+// waits for its caller's deadline. The heartbeat path keeps the other
+// workers' tenants apart from it (docs/scaling.md, "A worker that hangs"):
+//
+//   - Callers that serve several workers at once (a heartbeat batch, a
+//     held flush, a read of positions or of the feed) make a call per
+//     worker, side by side, and wait for each at most the stall time
+//     (awaitWorkers): a call still running then answers its own share when
+//     it returns, and the others' shares are answered already.
+//   - Those calls are counted in flight per worker, at most
+//     maxWorkerCalls at once (the others wait for a slot, within their
+//     deadline), so that calls to a worker that hangs hold a bounded share
+//     of the pool.
+//   - A call that ran the stall time or longer and ended without any
+//     answer from the database (not even the error of its cancel) makes
+//     its worker silent: while a call to a silent worker is in flight,
+//     every other call of its tenants fails at once with ErrWorkerStalled
+//     (503), so one call at a time goes on asking, and the first answer
+//     (a result or any error the database sent) ends the silence.
+//
+// A worker that is merely slow (a loaded machine) answers, if late, and
+// the cancel of a call past its deadline comes back as an error: it is
+// never silent, and its calls are never failed for it.
+
+// DefaultWorkerStall is how long a caller that serves several Citus
+// workers waits for one worker's call before it answers the others, and
+// how long a call must have run, unanswered, to make its worker silent.
+const DefaultWorkerStall = 2 * time.Second
+
+// maxWorkerCalls bounds the counted calls in flight to one worker: a
+// batch per flusher, a read of positions, a held flush.
+const maxWorkerCalls = DefaultFlushers + 2
+
+// ErrWorkerStalled answers a call for a tenant whose Citus worker is
+// silent; it is a registry.ErrUnavailable.
+var ErrWorkerStalled = fmt.Errorf("%w: the tenant's Citus worker is not answering", registry.ErrUnavailable)
+
+// workerCalls counts the calls in flight to each Citus worker.
+type workerCalls struct {
+	stall time.Duration
+
+	mu      sync.Mutex
+	workers map[int64]*workerInFlight
+}
+
+// workerInFlight is what workerCalls knows of one worker.
+type workerInFlight struct {
+	// slots holds a token per call in flight.
+	slots chan struct{}
+	// inFlight counts the calls in flight; silent: the last call that
+	// ended ran the stall time or longer and got no answer.
+	inFlight int
+	silent   bool
+}
+
+// stalled reports whether calls to w fail at once.
+func (w *workerInFlight) stalled() bool { return w.silent && w.inFlight > 0 }
+
+// worker returns what c knows of worker; c.mu is held.
+func (c *workerCalls) worker(worker int64) *workerInFlight {
+	if c.workers == nil {
+		c.workers = make(map[int64]*workerInFlight)
+	}
+	w := c.workers[worker]
+	if w == nil {
+		w = &workerInFlight{slots: make(chan struct{}, maxWorkerCalls)}
+		c.workers[worker] = w
+	}
+	return w
+}
+
+// enter counts a call to worker in flight, once a slot is free, and
+// returns the function that ends it with the call's error; or
+// ErrWorkerStalled when the worker is silent, or ctx's error. A negative
+// worker (not known) is not counted.
+func (c *workerCalls) enter(ctx context.Context, worker int64) (leave func(err error), err error) {
+	if worker < 0 {
+		return func(error) {}, nil
+	}
+	c.mu.Lock()
+	w := c.worker(worker)
+	stalled := w.stalled()
+	c.mu.Unlock()
+	if stalled {
+		return nil, ErrWorkerStalled
+	}
+	select {
+	case w.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, translate(ctx.Err())
+	}
+	c.mu.Lock()
+	if w.stalled() {
+		c.mu.Unlock()
+		<-w.slots
+		return nil, ErrWorkerStalled
+	}
+	w.inFlight++
+	c.mu.Unlock()
+	began := time.Now()
+	return func(err error) {
+		ran := time.Since(began)
+		var pgErr *pgconn.PgError
+		c.mu.Lock()
+		w.inFlight--
+		switch {
+		case err == nil || errors.As(err, &pgErr):
+			w.silent = false
+		case ran >= c.stall && !errors.Is(err, context.Canceled):
+			w.silent = true
+		}
+		c.mu.Unlock()
+		<-w.slots
+	}, nil
+}
+
+// stalled reports whether calls to worker fail at once now.
+func (c *workerCalls) stalled(worker int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.workers[worker]
+	return w != nil && w.stalled()
+}
+
+// anyStalled reports whether the calls to some worker fail at once now.
+func (c *workerCalls) anyStalled() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, w := range c.workers {
+		if w.stalled() {
+			return true
+		}
+	}
+	return false
+}
+
+// onWorker runs call as a call to worker (enter), unless the worker is
+// silent.
+func (c *workerCalls) onWorker(ctx context.Context, worker int64, call func() error) error {
+	leave, err := c.enter(ctx, worker)
+	if err != nil {
+		return err
+	}
+	err = call()
+	leave(err)
+	return err
+}
+
+// tenantWorker returns the worker of tenant on Citus (-1 when it cannot be
+// read from the metadata).
+func (s *Store) tenantWorker(ctx context.Context, tenant uuid.UUID) int64 {
+	workers, err := s.tenantWorkers(ctx, []batchKey{{tenant: tenant}})
+	if err != nil {
+		return -1
+	}
+	if w, ok := workers[tenant]; ok {
+		return w
+	}
+	return -1
+}
+
+// awaitWorkers runs call(wctx, g) for every g below n (one per worker),
+// side by side, and returns the results of those that returned before the
+// stall time passed, or before ctx ended (done[g]). The others go on in
+// the background: wctx keeps ctx's deadline but not its cancellation, and
+// ends when every call has returned.
+func awaitWorkers[T any](ctx context.Context, stall time.Duration, n int, call func(wctx context.Context, g int) T) (results []T, done []bool) {
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	if deadline, ok := ctx.Deadline(); ok {
+		wctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	}
+	type result struct {
+		g int
+		v T
+	}
+	returned := make(chan result, n)
+	var calls sync.WaitGroup
+	for g := range n {
+		calls.Go(func() { returned <- result{g, call(wctx, g)} })
+	}
+	go func() {
+		calls.Wait()
+		cancel()
+	}()
+	results, done = make([]T, n), make([]bool, n)
+	timer := time.NewTimer(stall)
+	defer timer.Stop()
+	for range n {
+		select {
+		case r := <-returned:
+			results[r.g], done[r.g] = r.v, true
+		case <-timer.C:
+			return results, done
+		case <-ctx.Done():
+			return results, done
+		}
+	}
+	return results, done
+}
+
+// tenantStalled returns ErrWorkerStalled when tenant's worker is silent:
+// a call of the tenant's own (an API read, a registration, a
+// deregistration) then fails at once instead of holding a connection of
+// the pool until its caller gives up. Such calls are not counted in
+// flight: a long read does not stall its worker for the others.
+func (s *Store) tenantStalled(ctx context.Context, tenant uuid.UUID) error {
+	if !s.workerCalls.anyStalled() {
+		return nil
+	}
+	if s.workerCalls.stalled(s.tenantWorker(ctx, tenant)) {
+		return ErrWorkerStalled
+	}
+	return nil
+}
