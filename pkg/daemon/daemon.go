@@ -45,15 +45,6 @@ const (
 	writeSlack = 10 * time.Second
 	// startPingTimeout bounds the store check at start.
 	startPingTimeout = 5 * time.Second
-	// minSweepTimeout is the least time a sweep gets, whatever the
-	// heartbeat interval (a sweep's time is one interval): a sweep cut
-	// short loses its connections, and the next then pays for new ones
-	// (on Citus a backend that loads the cluster's metadata, and its
-	// connections to the workers), so that below this time a loaded
-	// machine can fail every sweep of a short interval (measured:
-	// --heartbeat-interval 200ms on Citus beside four busy loops, every
-	// sweep for 30 s).
-	minSweepTimeout = time.Second
 )
 
 // Options are the daemon's dependencies.
@@ -213,7 +204,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		HeartbeatInterval: d.cfg.HeartbeatInterval, Period: d.cfg.MonitorPeriod, Observe: metrics.ObserveSweep,
 		BlindAfter: d.cfg.BlindAfter, OnBlind: guard.blind,
 		MassLossShare: d.cfg.MassLossShare, MassLossMin: d.cfg.MassLossMin, OnMassLoss: guard.massLoss,
-		SweepTimeout: max(d.cfg.HeartbeatInterval, minSweepTimeout), Trace: sweepTracer(tp),
+		SweepTimeout: max(d.cfg.HeartbeatInterval, lifecycle.MinSweepTimeout), Trace: sweepTracer(tp),
 		Grace: lifecycle.SweepGrace(flush), BeforeSweep: registrar.Flush,
 	})
 	cursorKey := backend.CursorKey

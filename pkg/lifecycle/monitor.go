@@ -22,6 +22,16 @@ const DefaultSweepBatch = 1000
 
 const maxSweepBatches = 100
 
+// MinSweepTimeout is the least time a sweep of the loop gets by default,
+// whatever the heartbeat interval (a sweep's time is one interval): a
+// sweep cut short loses its connections, and the next pays for new ones
+// (on Citus a backend that loads the cluster's metadata, and its
+// connections to the workers), so that below this time a loaded machine
+// can fail every sweep of a short interval (measured: at
+// --heartbeat-interval 200ms on Citus beside four busy loops, 143 sweeps
+// in a row for 44 s).
+const MinSweepTimeout = time.Second
+
 // Monitor is the health monitor: every period it sweeps all tenants and
 // moves servers that stopped heartbeating to degraded and unhealthy.
 type Monitor struct {
@@ -89,7 +99,7 @@ type MonitorOptions struct {
 	// OnMassLoss is called for each tenant with a mass heartbeat loss.
 	OnMassLoss func(MassLoss)
 	// SweepTimeout bounds each sweep of the loop (Start, Run); zero: the
-	// heartbeat interval.
+	// heartbeat interval, and at least MinSweepTimeout.
 	SweepTimeout time.Duration
 	// Grace is added to 2I and 3I (SweepRequest.Grace): SweepGrace of the
 	// held heartbeats' flush window, when heartbeats are held.
@@ -116,7 +126,7 @@ func NewMonitor(opts MonitorOptions) *Monitor {
 		interval:     interval,
 		period:       cmp.Or(max(opts.Period, 0), registry.DefaultMonitorPeriod),
 		batch:        cmp.Or(max(opts.Batch, 0), DefaultSweepBatch),
-		sweepTimeout: cmp.Or(max(opts.SweepTimeout, 0), interval),
+		sweepTimeout: cmp.Or(max(opts.SweepTimeout, 0), max(interval, MinSweepTimeout)),
 		trace:        opts.Trace,
 		grace:        max(opts.Grace, 0),
 		beforeSweep:  opts.BeforeSweep,
