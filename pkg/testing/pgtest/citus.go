@@ -162,8 +162,6 @@ var citusSettings = map[string]string{
 	"shared_preload_libraries":  "citus",
 	"max_prepared_transactions": "200",
 	"citus.shard_count":         fmt.Sprint(CitusShardCount),
-	// One node's 2PC recovery and maintenance often enough for tests.
-	"citus.recover_2pc_interval": "1s",
 	// Loopback between the nodes; without it libpq in the server looks
 	// for client certificates in the home of the account that started it.
 	"citus.node_conninfo": "sslmode=disable",
