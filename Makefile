@@ -48,14 +48,14 @@ unit:
 # more with those databases on a Citus coordinator and two workers
 # (MCPD_TEST_ENGINE=citus): mcpd on Citus passes what it passes on
 # PostgreSQL. pkg/pgstore runs its conformance suite on Citus in unit.
-# cmd/mcpd's tests (replicas, load, kills) run alone, then the others side
-# by side: on 2 cores, with a browser's tests beside them, three PostgreSQL
-# nodes per cluster ran late enough to fail tests that a quieter machine
-# passes.
+# cmd/mcpd's tests (replicas, load, kills) run alone and one at a time,
+# then the others side by side: on 2 cores, with other tests beside them,
+# three PostgreSQL nodes per cluster ran late enough to fail tests that a
+# quieter machine passes.
 CITUS_E2E_ALONE := ./cmd/mcpd
 CITUS_E2E       := ./pkg/alert ./pkg/board ./pkg/daemon ./pkg/mcpserve
 citus-e2e:
-	MCPD_TEST_ENGINE=citus $(GO) test -race -count=1 -timeout 15m $(CITUS_E2E_ALONE)
+	MCPD_TEST_ENGINE=citus $(GO) test -race -count=1 -parallel 1 -timeout 15m $(CITUS_E2E_ALONE)
 	MCPD_TEST_ENGINE=citus $(GO) test -race -count=1 -timeout 15m $(CITUS_E2E)
 
 # ToolHive's own registry client reads mcpd (docs/consumers.md): a module of

@@ -181,9 +181,14 @@ func (s *Store) tenantWorker(ctx context.Context, tenant uuid.UUID) int64 {
 // the background: wctx keeps ctx's deadline but not its cancellation, and
 // ends when every call has returned.
 func awaitWorkers[T any](ctx context.Context, stall time.Duration, n int, call func(wctx context.Context, g int) T) (results []T, done []bool) {
-	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var (
+		wctx   context.Context
+		cancel context.CancelFunc
+	)
 	if deadline, ok := ctx.Deadline(); ok {
 		wctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	} else {
+		wctx, cancel = context.WithCancel(context.WithoutCancel(ctx))
 	}
 	type result struct {
 		g int
