@@ -27,12 +27,8 @@ import (
 // blind window): no false transition, and every tenant's trail has each
 // event once, at gapless positions.
 func TestCitusStoppedWorker(t *testing.T) {
-	c := pgtest.NewCitus(t)
-	db := c.NewDB(t)
+	c, db, clock, st := privateCitusStore(t)
 	ctx := t.Context()
-	clock := clockwork.NewFakeClockAt(epoch)
-	st := pgstore.New(db.App, pgstore.Options{Clock: clock})
-	t.Cleanup(st.Close)
 
 	// A tenant on each worker.
 	tenants := c.TenantOnEachWorker(t, db)
@@ -200,12 +196,8 @@ func TestCitusStoppedWorker(t *testing.T) {
 // sweep fail and /readyz say not ready on every replica. After the thaw
 // the hung worker's tenant gets its full intervals again: nothing moves.
 func TestCitusHungWorker(t *testing.T) {
-	c := pgtest.NewCitus(t)
-	db := c.NewDB(t)
+	c, db, clock, st := privateCitusStore(t)
 	ctx := t.Context()
-	clock := clockwork.NewFakeClockAt(epoch)
-	st := pgstore.New(db.App, pgstore.Options{Clock: clock})
-	t.Cleanup(st.Close)
 	tenants := c.TenantOnEachWorker(t, db)
 	running, frozen := tenants[0], tenants[1]
 	alive := register(t, st, running, "alive")
@@ -392,4 +384,17 @@ func TestCitusHungWorkerHeartbeats(t *testing.T) {
 		return err == nil
 	})
 	t.Logf("running tenant: %d heartbeats ok; hung tenant: %d failed at once", runOK, stalled)
+}
+
+// privateCitusStore starts a Citus cluster of the test's own (whose
+// workers it may stop or freeze) and returns it, a new database of it and
+// a store on that database on a fake clock at epoch.
+func privateCitusStore(t *testing.T) (*pgtest.Citus, *pgtest.DB, *clockwork.FakeClock, *pgstore.Store) {
+	t.Helper()
+	c := pgtest.NewCitus(t)
+	db := c.NewDB(t)
+	clock := clockwork.NewFakeClockAt(epoch)
+	st := pgstore.New(db.App, pgstore.Options{Clock: clock})
+	t.Cleanup(st.Close)
+	return c, db, clock, st
 }
