@@ -209,7 +209,7 @@ func (c *Cluster) newDB(t testing.TB, template string, withApp bool) *DB {
 		if db.Admin != nil {
 			db.Admin.Close()
 		}
-		if err := c.dropDB(name); err != nil {
+		if err := c.dropDB(context.Background(), name); err != nil {
 			t.Errorf("pgtest: %v", err)
 		}
 	})
@@ -236,16 +236,17 @@ func (c *Cluster) maintPool() (*pgxpool.Pool, error) {
 
 // dropDB drops a test database; a stopped cluster is left alone, its
 // directory goes with it.
-func (c *Cluster) dropDB(name string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.running || c.maint == nil {
+func (c *Cluster) dropDB(ctx context.Context, name string) error {
+	// Not under c.mu for the drop's time: a drop can wait seconds, and
+	// the databases of other tests are made meanwhile (Citus.drop).
+	maint, err := c.maintPool()
+	if err != nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for attempt := 0; ; attempt++ {
-		_, err := c.maint.Exec(ctx, c.dropDatabaseSQL(name))
+		_, err := maint.Exec(ctx, c.dropDatabaseSQL(name))
 		// A session that FORCE does not end, such as the Citus maintenance
 		// daemon starting in the database, makes it busy for a moment: try
 		// again.
