@@ -63,7 +63,7 @@ func startSkewedReplica(t *testing.T, databaseURL string, secret []byte, clock c
 		t.Fatal(err)
 	}
 	handler := api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: verifier, Logger: logger, Metrics: metrics,
-		Pinger: store, RequestTimeout: 2 * time.Second})
+		Pinger: store, RequestTimeout: e2eRequestTimeout})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
