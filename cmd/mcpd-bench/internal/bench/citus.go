@@ -35,6 +35,7 @@ const (
 	citusSatClients   = 64               // callers of the saturation load
 	citusSweepPeriod  = time.Second      // the sweep's period during the loads
 	citusSweepEvery   = 30 * time.Second // the sweep's interval: degraded after 60 s of silence
+	citusSweepTimeout = 30 * time.Second // bounds one sweep
 	citusBlindAfter   = 10 * time.Second
 )
 
@@ -365,10 +366,12 @@ type sweepLog struct {
 	firstErr    string
 }
 
-// start sweeps until the returned function is called (which waits for the
-// sweep in flight).
+// start sweeps until the returned function is called, which waits for the
+// sweep in flight to end: cut short, a first sweep on a loaded machine
+// (new connections on every node) made a load of a short run sweep not
+// once (the harness's test, 1.5 s loads beside the unit tests).
 func (l *sweepLog) start(ctx context.Context, st *pgstore.Store) func() {
-	ctx, cancel := context.WithCancel(ctx)
+	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -378,11 +381,15 @@ func (l *sweepLog) start(ctx context.Context, st *pgstore.Store) func() {
 			select {
 			case <-ctx.Done():
 				return
+			case <-stop:
+				return
 			case <-t.C:
 			}
 			t0 := time.Now()
-			sr, err := st.Sweep(ctx, store.SweepRequest{Interval: citusSweepEvery,
+			sctx, cancel := context.WithTimeout(ctx, citusSweepTimeout)
+			sr, err := st.Sweep(sctx, store.SweepRequest{Interval: citusSweepEvery,
 				Limit: lifecycle.DefaultSweepBatch, BlindAfter: citusBlindAfter})
+			cancel()
 			d := time.Since(t0)
 			l.mu.Lock()
 			switch {
@@ -399,7 +406,7 @@ func (l *sweepLog) start(ctx context.Context, st *pgstore.Store) func() {
 			l.mu.Unlock()
 		}
 	}()
-	return func() { cancel(); <-done }
+	return func() { close(stop); <-done }
 }
 
 func (l *sweepLog) fill(res *CitusEngineResult) {
