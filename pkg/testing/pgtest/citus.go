@@ -59,7 +59,6 @@ type dropper struct {
 	cancel context.CancelFunc
 	slots  chan struct{}
 	closed bool
-	errs   []error
 	wg     sync.WaitGroup
 }
 
@@ -92,17 +91,18 @@ func (c *Citus) drop(name string) {
 			wg.Go(func() { errs[i] = n.dropDB(d.ctx, name) })
 		}
 		wg.Wait()
+		// A database left behind goes with the cluster's directory; the
+		// drop only frees the nodes for the tests still running, so a
+		// failed one is said and not counted against the run (a CI run
+		// had one drop out of 30 s, its tests all passed).
 		if err := errors.Join(errs...); err != nil && d.ctx.Err() == nil {
-			d.mu.Lock()
-			d.errs = append(d.errs, err)
-			d.mu.Unlock()
+			fmt.Fprintf(os.Stderr, "pgtest: left on the Citus cluster until it stops: %v\n", err)
 		}
 	})
 }
 
-// stopDrops cancels the drops not done yet and returns the errors of
-// those that failed.
-func (c *Citus) stopDrops() error {
+// stopDrops cancels the drops not done yet and waits for them.
+func (c *Citus) stopDrops() {
 	d := &c.drops
 	d.mu.Lock()
 	d.closed = true
@@ -111,9 +111,6 @@ func (c *Citus) stopDrops() error {
 	}
 	d.mu.Unlock()
 	d.wg.Wait()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return errors.Join(d.errs...)
 }
 
 var (
@@ -220,7 +217,8 @@ func stopCitus() error {
 func (c *Citus) nodes() []*Cluster { return append([]*Cluster{c.Coordinator}, c.Workers...) }
 
 func (c *Citus) destroy() error {
-	errs := []error{c.stopDrops()}
+	c.stopDrops()
+	var errs []error
 	for _, n := range c.nodes() {
 		if n != nil {
 			errs = append(errs, n.Destroy())
