@@ -47,10 +47,10 @@ gates: fmt-check tidy-check vet lint darwin
 # kills, load) run after the other packages, not beside the Citus clusters
 # of pkg/pgstore and the bench harness: on 2 cores a unit run with them
 # side by side had heartbeats answered late enough to fail two of them.
-UNIT_ALONE := github.com/cyberos/mcpd/cmd/mcpd
+E2E_PKG := github.com/cyberos/mcpd/cmd/mcpd
 unit:
-	$(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -vxF $(UNIT_ALONE))
-	$(GO) test -race -count=1 -timeout 15m $(UNIT_ALONE)
+	$(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -vxF $(E2E_PKG))
+	$(GO) test -race -count=1 -timeout 15m $(E2E_PKG)
 
 # The packages whose tests run mcpd against databases of pgtest.NewDB, once
 # more with those databases on a Citus coordinator and two workers
@@ -65,10 +65,9 @@ unit:
 # unit runs them all with -race): without it they took 274 s instead of
 # 333 s here. The other four run mcpd's code in the test process, with
 # -race.
-CITUS_E2E_ALONE := ./cmd/mcpd
-CITUS_E2E       := ./pkg/alert ./pkg/board ./pkg/daemon ./pkg/mcpserve
+CITUS_E2E := ./pkg/alert ./pkg/board ./pkg/daemon ./pkg/mcpserve
 citus-e2e:
-	MCPD_TEST_ENGINE=citus $(GO) test -count=1 -parallel 1 -timeout 15m $(CITUS_E2E_ALONE)
+	MCPD_TEST_ENGINE=citus $(GO) test -count=1 -parallel 1 -timeout 15m $(E2E_PKG)
 	MCPD_TEST_ENGINE=citus $(GO) test -race -count=1 -timeout 15m $(CITUS_E2E)
 
 # ToolHive's own registry client reads mcpd (docs/consumers.md): a module of

@@ -72,7 +72,7 @@ type proc struct {
 // eight heartbeats and the sweep answered "context deadline exceeded"
 // together). What the tests check is what a call answers, not how fast.
 var e2eRequestTimeout = func() time.Duration {
-	if os.Getenv(pgtest.EnvEngine) == "citus" {
+	if pgtest.OnCitus() {
 		return 5 * time.Second
 	}
 	return 2 * time.Second

@@ -85,7 +85,7 @@ func TestLoadWithoutFalseAlarms(t *testing.T) {
 			// in a row (a clean-clone CI run, 2026-12-05): the capacity
 			// measured here is the heartbeats', so they get 10 s there.
 			timeout := "5s"
-			if os.Getenv(pgtest.EnvEngine) == "citus" {
+			if pgtest.OnCitus() {
 				timeout = "10s"
 			}
 			var reps []*proc

@@ -204,7 +204,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		HeartbeatInterval: d.cfg.HeartbeatInterval, Period: d.cfg.MonitorPeriod, Observe: metrics.ObserveSweep,
 		BlindAfter: d.cfg.BlindAfter, OnBlind: guard.blind,
 		MassLossShare: d.cfg.MassLossShare, MassLossMin: d.cfg.MassLossMin, OnMassLoss: guard.massLoss,
-		SweepTimeout: max(d.cfg.HeartbeatInterval, lifecycle.MinSweepTimeout), Trace: sweepTracer(tp),
+		Trace: sweepTracer(tp),
 		Grace: lifecycle.SweepGrace(flush), BeforeSweep: registrar.Flush,
 	})
 	cursorKey := backend.CursorKey

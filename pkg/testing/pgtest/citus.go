@@ -56,12 +56,13 @@ type Citus struct {
 // dropped on the three nodes side by side, up to maxDrops databases at a
 // time; destroy cancels what is left, since the cluster goes with it.
 type dropper struct {
-	mu     sync.Mutex
+	// ctx ends with the cluster: no drop starts after it.
 	ctx    context.Context
 	cancel context.CancelFunc
 	slots  chan struct{}
-	closed bool
-	wg     sync.WaitGroup
+	// mu orders drop's wg.Go before stopDrops' wg.Wait.
+	mu sync.Mutex
+	wg sync.WaitGroup
 }
 
 // maxDrops bounds the databases being dropped at once.
@@ -72,12 +73,8 @@ func (c *Citus) drop(name string) {
 	d := &c.drops
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
+	if d.ctx.Err() != nil {
 		return
-	}
-	if d.ctx == nil {
-		d.ctx, d.cancel = context.WithCancel(context.Background())
-		d.slots = make(chan struct{}, maxDrops)
 	}
 	d.wg.Go(func() {
 		select {
@@ -107,10 +104,7 @@ func (c *Citus) drop(name string) {
 func (c *Citus) stopDrops() {
 	d := &c.drops
 	d.mu.Lock()
-	d.closed = true
-	if d.cancel != nil {
-		d.cancel()
-	}
+	d.cancel()
 	d.mu.Unlock()
 	d.wg.Wait()
 }
@@ -278,6 +272,8 @@ func startCitus() (*Citus, error) { return startCitusWith(ClusterOptions{}) }
 
 func startCitusWith(opts ClusterOptions) (c *Citus, err error) {
 	c = &Citus{}
+	c.drops.ctx, c.drops.cancel = context.WithCancel(context.Background())
+	c.drops.slots = make(chan struct{}, maxDrops)
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, c.destroy())

@@ -32,6 +32,9 @@ const EnvDatabaseURL = "MCPD_TEST_DATABASE_URL"
 // StartCluster, NewCitus) are not moved.
 const EnvEngine = "MCPD_TEST_ENGINE"
 
+// OnCitus reports whether EnvEngine puts NewDB's databases on Citus.
+func OnCitus() bool { return os.Getenv(EnvEngine) == "citus" }
+
 var (
 	running atomic.Bool // inside Run
 
