@@ -44,13 +44,15 @@ test: gates unit citus-e2e consumers
 gates: fmt-check tidy-check vet lint darwin
 
 # cmd/mcpd's tests (real mcpd processes at 200 ms intervals: replicas,
-# kills, load) run after the other packages, not beside the Citus clusters
-# of pkg/pgstore and the bench harness: on 2 cores a unit run with them
-# side by side had heartbeats answered late enough to fail two of them.
-E2E_PKG := github.com/cyberos/mcpd/cmd/mcpd
+# kills, load) and pkg/simulate's (a real monitor at 100 ms) run after the
+# other packages, not beside the Citus clusters of pkg/pgstore and the
+# bench harness: on 2 cores a unit run with them side by side had
+# heartbeats answered or sent late enough to fail them.
+E2E_PKG   := github.com/cyberos/mcpd/cmd/mcpd
+UNIT_LATE := $(E2E_PKG) github.com/cyberos/mcpd/pkg/simulate
 unit:
-	$(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -vxF $(E2E_PKG))
-	$(GO) test -race -count=1 -timeout 15m $(E2E_PKG)
+	$(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -vxF $(foreach p,$(UNIT_LATE),-e $(p)))
+	$(GO) test -race -count=1 -timeout 15m $(UNIT_LATE)
 
 # The packages whose tests run mcpd against databases of pgtest.NewDB, once
 # more with those databases on a Citus coordinator and two workers
