@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -385,6 +386,115 @@ func TestHorizonReadsShared(t *testing.T) {
 			if len(evs.Events) != want || got[tenant] != evs.Events[want-1].Position {
 				t.Fatalf("the shared read's horizon of a tenant %v, want its last event's position (%v)", got[tenant], evs.Events)
 			}
+		}
+	})
+}
+
+// routedSource is a memstore that says it routes each tenant's reads to a
+// node of its own (store.TenantRouter), and counts its horizon reads by
+// kind; reads wait for gate, and a Horizon of a tenant in failing fails.
+type routedSource struct {
+	*memstore.Store
+	gate    chan struct{}
+	failing uuid.UUID
+	mu      sync.Mutex
+	horizon int
+	feed    [][]uuid.UUID
+}
+
+func (r *routedSource) TenantRouted(context.Context) bool { return true }
+
+func (r *routedSource) ReadFeed(ctx context.Context, tenants []uuid.UUID, after []registry.Position, limit int) ([]store.FeedBatch, error) {
+	r.mu.Lock()
+	r.feed = append(r.feed, slices.Clone(tenants))
+	gate := r.gate
+	r.mu.Unlock()
+	<-gate
+	return r.Store.ReadFeed(ctx, tenants, after, limit)
+}
+
+func (r *routedSource) Horizon(ctx context.Context, tenant uuid.UUID) (registry.Position, error) {
+	r.mu.Lock()
+	r.horizon++
+	gate := r.gate
+	r.mu.Unlock()
+	<-gate
+	if tenant == r.failing {
+		return registry.Position{}, registry.ErrUnavailable
+	}
+	return r.Store.Horizon(ctx, tenant)
+}
+
+func (r *routedSource) counts() (horizon int, feed [][]uuid.UUID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.horizon, slices.Clone(r.feed)
+}
+
+// On a store that routes each tenant's reads to its own node (Citus), a
+// shared read of a few tenants is a Horizon of each, side by side, and one
+// that fails fails its own callers only; past readApartMax tenants it is
+// one feed read, as on a single node.
+func TestHorizonReadsApartWhenRouted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clock := clockwork.NewFakeClock()
+		st := memstore.New(clock)
+		src := &routedSource{Store: st, gate: make(chan struct{}), failing: uuid.New()}
+		hub := feed.NewHub(feed.Options{Source: src, Clock: clock})
+		ctx := t.Context()
+		ask := func(tenants ...uuid.UUID) <-chan error {
+			out := make(chan error, len(tenants))
+			for _, tenant := range tenants {
+				go func() {
+					_, err := hub.Horizon(ctx, tenant)
+					out <- err
+				}()
+			}
+			return out
+		}
+		wait := func(answers <-chan error, n int) (failed int) {
+			t.Helper()
+			for range n {
+				if err := <-answers; err != nil {
+					if !errors.Is(err, registry.ErrUnavailable) {
+						t.Fatalf("horizon: %v", err)
+					}
+					failed++
+				}
+			}
+			return failed
+		}
+		first := ask(uuid.New())
+		synctest.Wait() // the first read runs, held by the gate
+		few := ask(uuid.New(), uuid.New(), src.failing)
+		synctest.Wait() // they wait for the next read
+		close(src.gate)
+		wait(first, 1)
+		if failed := wait(few, 3); failed != 1 {
+			t.Fatalf("%d of the three callers failed, want the failing tenant's alone", failed)
+		}
+		if h, f := src.counts(); h != 4 || len(f) != 0 {
+			t.Fatalf("%d Horizon reads and feed reads %v, want 4 and none (three tenants read apart)", h, f)
+		}
+
+		src.mu.Lock()
+		src.gate = make(chan struct{})
+		src.mu.Unlock()
+		first = ask(uuid.New())
+		synctest.Wait()
+		many := make([]uuid.UUID, 6)
+		for i := range many {
+			many[i] = uuid.New()
+		}
+		more := ask(many...)
+		synctest.Wait()
+		src.mu.Lock()
+		close(src.gate)
+		src.mu.Unlock()
+		wait(first, 1)
+		wait(more, len(many))
+		if h, f := src.counts(); h != 5 || len(f) != 1 || len(f[0]) != len(many) {
+			t.Fatalf("%d Horizon reads and feed reads %v, want 5 and one of the six tenants", h, f)
 		}
 	})
 }

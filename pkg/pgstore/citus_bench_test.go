@@ -3,6 +3,10 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -70,4 +74,103 @@ func BenchmarkCitusVsPlain(b *testing.B) {
 			b.ReportMetric(registered.Seconds(), "register-2000-s")
 		})
 	}
+}
+
+// BenchmarkHorizon measures the read a held heartbeat waits for (the
+// feed hub's horizon read, lifecycle's Current), one caller at a time,
+// on plain PostgreSQL and on the test Citus cluster: one tenant's
+// position (Store.Horizon), and the positions of 2 and 8 tenants of one
+// worker in one read (Store.ReadFeed asking for no event, as the hub
+// reads the tenants whose callers wait together). Besides ns/op (wall
+// clock of one call), busy-µs/op is the whole machine's busy CPU time
+// per call (client and every node), from /proc/stat.
+func BenchmarkHorizon(b *testing.B) {
+	engines := []struct {
+		name    string
+		db      func(b *testing.B) *pgtest.DB
+		tenants func(b *testing.B, db *pgtest.DB, n int) []uuid.UUID
+	}{
+		{"plain", func(b *testing.B) *pgtest.DB { return pgtest.NewDB(b) },
+			func(_ *testing.B, _ *pgtest.DB, n int) []uuid.UUID {
+				out := make([]uuid.UUID, n)
+				for i := range out {
+					out[i] = uuid.New()
+				}
+				return out
+			}},
+		{"citus", func(b *testing.B) *pgtest.DB { return pgtest.SharedCitus(b).NewDB(b) },
+			func(b *testing.B, db *pgtest.DB, n int) []uuid.UUID {
+				return pgtest.SharedCitus(b).TenantsOnWorker(b, db, 0, n)
+			}},
+	}
+	for _, e := range engines {
+		b.Run(e.name, func(b *testing.B) {
+			ctx := context.Background()
+			db := e.db(b)
+			st := pgstore.New(db.App, pgstore.Options{})
+			b.Cleanup(st.Close)
+			tenants := e.tenants(b, db, 8)
+			for i, tenant := range tenants {
+				if _, _, _, err := st.Register(ctx, tenant, registry.ServerInfo{ModuleName: fmt.Sprintf("m%d", i),
+					Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.Run("one", func(b *testing.B) {
+				measureBusy(b, func() error {
+					_, err := st.Horizon(ctx, tenants[0])
+					return err
+				})
+			})
+			for _, n := range []int{2, 8} {
+				after := make([]registry.Position, n)
+				for i := range after {
+					after[i] = registry.Position{Seq: math.MaxInt64}
+				}
+				b.Run(fmt.Sprintf("together-%d", n), func(b *testing.B) {
+					measureBusy(b, func() error {
+						_, err := st.ReadFeed(ctx, tenants[:n], after, 1)
+						return err
+					})
+				})
+			}
+		})
+	}
+}
+
+// measureBusy runs call in b's loop and reports the machine's busy CPU
+// time per call (busy-µs/op).
+func measureBusy(b *testing.B, call func() error) {
+	b.Helper()
+	before := machineBusy(b)
+	for b.Loop() {
+		if err := call(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric((machineBusy(b)-before).Seconds()*1e6/float64(b.N), "busy-µs/op")
+}
+
+// machineBusy is the busy time of every CPU of the machine so far, from
+// /proc/stat (idle and iowait excluded).
+func machineBusy(b *testing.B) time.Duration {
+	b.Helper()
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		b.Skipf("no /proc/stat: %v", err)
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	var ticks int64
+	for i, field := range strings.Fields(line)[1:] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		n, err := strconv.ParseInt(field, 10, 64)
+		if err != nil {
+			b.Fatalf("/proc/stat: %q: %v", line, err)
+		}
+		ticks += n
+	}
+	// USER_HZ is 100 on Linux.
+	return time.Duration(ticks) * 10 * time.Millisecond
 }

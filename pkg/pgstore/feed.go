@@ -55,6 +55,13 @@ func (s *Store) Horizon(ctx context.Context, tenant uuid.UUID) (registry.Positio
 	return reads[0].at, reads[0].err
 }
 
+// TenantRouted reports whether the store is on Citus, where each tenant's
+// reads are routed to the worker of its shard (store.TenantRouter).
+func (s *Store) TenantRouted(ctx context.Context) bool {
+	citus, err := s.onCitus(ctx)
+	return err == nil && citus
+}
+
 // feedColumns are the columns of a read of a tenant's trail: the epoch, the
 // tenant's position in the read's snapshot, the event's position, and the
 // event's columns (NULL on the row that carries the horizon alone).

@@ -99,6 +99,7 @@ func (s *Store) onCitus(ctx context.Context) (bool, error) {
 var (
 	_ store.Store         = (*Store)(nil)
 	_ store.StatusCounter = (*Store)(nil)
+	_ store.TenantRouter  = (*Store)(nil)
 )
 
 // DefaultMaxConns is the pool's size unless the URL's pool_max_conns says

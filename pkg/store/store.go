@@ -114,6 +114,15 @@ type FeedReader interface {
 	FeedChanged() <-chan struct{}
 }
 
+// TenantRouter is a FeedReader that may route each tenant's reads to a
+// node of its own (Citus: the worker that holds the tenant's shard),
+// where a read of a few tenants together costs more than a read of each.
+type TenantRouter interface {
+	// TenantRouted reports whether each tenant's reads are routed to its
+	// own node (false while that is not known).
+	TenantRouted(ctx context.Context) bool
+}
+
 // FeedBatch is a read of one tenant's trail after a position: the events,
 // in commit order, and the horizon, the tenant's position when it was read
 // (past every event the read returned). When the read was not cut by its
