@@ -18,24 +18,36 @@ import (
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 )
 
+// benchEngine is an engine that the benchmarks of this file compare.
+type benchEngine struct {
+	name string
+	db   func(b *testing.B) *pgtest.DB
+}
+
+// benchEngines are plain PostgreSQL and the test Citus cluster.
+var benchEngines = []benchEngine{
+	{"plain", func(b *testing.B) *pgtest.DB { return pgtest.NewDB(b) }},
+	{"citus", func(b *testing.B) *pgtest.DB { return pgtest.SharedCitus(b).NewDB(b) }},
+}
+
+// open returns a fresh database of e and a store on it as cyberos_app.
+func (e benchEngine) open(b *testing.B) (*pgtest.DB, *pgstore.Store) {
+	b.Helper()
+	db := e.db(b)
+	st := pgstore.New(db.App, pgstore.Options{})
+	b.Cleanup(st.Close)
+	return db, st
+}
+
 // BenchmarkCitusVsPlain measures the same loads on plain PostgreSQL and on
 // the test Citus cluster (a coordinator and two workers on this machine):
 // registering 2,000 servers of two tenants (serial, through cyberos_app),
 // and heartbeats of those servers from 16 concurrent callers.
 func BenchmarkCitusVsPlain(b *testing.B) {
-	engines := []struct {
-		name string
-		db   func(b *testing.B) *pgtest.DB
-	}{
-		{"plain", func(b *testing.B) *pgtest.DB { return pgtest.NewDB(b) }},
-		{"citus", func(b *testing.B) *pgtest.DB { return pgtest.SharedCitus(b).NewDB(b) }},
-	}
-	for _, e := range engines {
+	for _, e := range benchEngines {
 		b.Run(e.name, func(b *testing.B) {
 			ctx := context.Background()
-			db := e.db(b)
-			st := pgstore.New(db.App, pgstore.Options{})
-			b.Cleanup(st.Close)
+			_, st := e.open(b)
 			tenants := []uuid.UUID{uuid.New(), uuid.New()}
 			type target struct{ tenant, server uuid.UUID }
 			var targets []target
@@ -83,33 +95,20 @@ func BenchmarkCitusVsPlain(b *testing.B) {
 // worker in one read (Store.ReadFeed asking for no event, as the hub
 // reads the tenants whose callers wait together). Besides ns/op (wall
 // clock of one call), busy-µs/op is the whole machine's busy CPU time
-// per call (client and every node), from /proc/stat.
+// per call (client and every node), from /proc/stat, which counts in
+// 10 ms ticks: run a few thousand calls (-benchtime 3000x).
 func BenchmarkHorizon(b *testing.B) {
-	engines := []struct {
-		name    string
-		db      func(b *testing.B) *pgtest.DB
-		tenants func(b *testing.B, db *pgtest.DB, n int) []uuid.UUID
-	}{
-		{"plain", func(b *testing.B) *pgtest.DB { return pgtest.NewDB(b) },
-			func(_ *testing.B, _ *pgtest.DB, n int) []uuid.UUID {
-				out := make([]uuid.UUID, n)
-				for i := range out {
-					out[i] = uuid.New()
-				}
-				return out
-			}},
-		{"citus", func(b *testing.B) *pgtest.DB { return pgtest.SharedCitus(b).NewDB(b) },
-			func(b *testing.B, db *pgtest.DB, n int) []uuid.UUID {
-				return pgtest.SharedCitus(b).TenantsOnWorker(b, db, 0, n)
-			}},
-	}
-	for _, e := range engines {
+	for _, e := range benchEngines {
 		b.Run(e.name, func(b *testing.B) {
 			ctx := context.Background()
-			db := e.db(b)
-			st := pgstore.New(db.App, pgstore.Options{})
-			b.Cleanup(st.Close)
-			tenants := e.tenants(b, db, 8)
+			db, st := e.open(b)
+			tenants := make([]uuid.UUID, 8)
+			for i := range tenants {
+				tenants[i] = uuid.New()
+			}
+			if e.name == "citus" {
+				tenants = pgtest.SharedCitus(b).TenantsOnWorker(b, db, 0, len(tenants))
+			}
 			for i, tenant := range tenants {
 				if _, _, _, err := st.Register(ctx, tenant, registry.ServerInfo{ModuleName: fmt.Sprintf("m%d", i),
 					Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}, 0); err != nil {
