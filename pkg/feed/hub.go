@@ -158,15 +158,18 @@ const horizonTimeout = 10 * time.Second
 type horizonRead struct {
 	done    chan struct{}
 	tenants map[uuid.UUID]registry.Position
-	// read holds the tenants the read answered for; err is the read's.
+	// read holds the tenants the read answered for; err is the read's,
+	// for the others, unless errs has the tenant's own.
 	read map[uuid.UUID]bool
 	err  error
+	errs map[uuid.UUID]error
 }
 
 // Horizon returns tenant's present position in the store: read after the
 // call, in a read shared with the calls waiting at the same time (for any
 // tenant), so that many watches starting at once (a fleet of watchers
-// reconnecting) cost the store one read per round trip, not one each.
+// reconnecting) cost the store one read per round trip, not one each (on
+// Citus, a read of a few tenants is a read of each: readHorizon).
 func (h *Hub) Horizon(ctx context.Context, tenant uuid.UUID) (registry.Position, error) {
 	h.hmu.Lock()
 	r := h.nextHorizon
@@ -182,6 +185,9 @@ func (h *Hub) Horizon(ctx context.Context, tenant uuid.UUID) (registry.Position,
 	h.hmu.Unlock()
 	select {
 	case <-r.done:
+		if err := r.errs[tenant]; err != nil {
+			return registry.Position{}, err
+		}
 		if r.err != nil && !r.read[tenant] {
 			return registry.Position{}, r.err
 		}
@@ -215,11 +221,11 @@ func (h *Hub) readHorizons() {
 			after = append(after, present)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), horizonTimeout)
-		batches, err := h.readHorizon(ctx, tenants, after)
+		batches, errs, err := h.readHorizon(ctx, tenants, after)
 		cancel()
 		// A tenant read has its horizon even when others failed (a Citus
 		// worker down): only the others get the error.
-		r.err = err
+		r.err, r.errs = err, errs
 		r.read = make(map[uuid.UUID]bool, len(batches))
 		for _, b := range batches {
 			r.tenants[b.Tenant] = b.Horizon
@@ -231,41 +237,48 @@ func (h *Hub) readHorizons() {
 
 // readApartMax is the most tenants whose horizons readHorizon reads each
 // on its own, side by side, when the store routes each tenant's reads to
-// its own node (store.TenantRouter: Citus). There a read of several
-// tenants together costs more than the reads of each up to about six
-// (BenchmarkHorizon of pkg/pgstore on this repository's test cluster:
-// one tenant 0.28-0.37 ms, two together 1.2-1.6 ms, eight together
-// 1.6-2.2 ms).
+// its own node (store.TenantRouter: Citus). There one read of several
+// tenants of a worker costs more than the reads of each, one after the
+// other, up to about six tenants (BenchmarkHorizon of pkg/pgstore, on the
+// test cluster: one tenant 0.28-0.37 ms, two together 1.2-1.6 ms, eight
+// together 1.6-2.2 ms); side by side they also wait less (make bench,
+// docs/performance.md). Four is the most calls one read makes to a
+// worker, of the store's per-worker bound (pgstore's maxWorkerCalls).
 const readApartMax = 4
 
 // readHorizon reads the horizons of tenants: one tenant's with the store's
 // Horizon, the plainest statement (on Citus one routed read, about 40 %
 // cheaper than a feed read), several in one feed read that asks for no
-// event, or, a few on a store that routes each tenant apart, each with
-// Horizon side by side.
-func (h *Hub) readHorizon(ctx context.Context, tenants []uuid.UUID, after []registry.Position) ([]store.FeedBatch, error) {
+// event (err: the read's), or, a few on a store that routes each tenant
+// apart, each with Horizon side by side (errs: each failed tenant's own).
+func (h *Hub) readHorizon(ctx context.Context, tenants []uuid.UUID, after []registry.Position) (batches []store.FeedBatch, errs map[uuid.UUID]error, err error) {
 	apart := len(tenants) == 1
 	if !apart && len(tenants) <= readApartMax {
 		r, ok := h.src.(store.TenantRouter)
 		apart = ok && r.TenantRouted(ctx)
 	}
 	if !apart {
-		return h.src.ReadFeed(ctx, tenants, after, 1)
+		batches, err = h.src.ReadFeed(ctx, tenants, after, 1)
+		return batches, nil, err
 	}
 	positions := make([]registry.Position, len(tenants))
-	errs := make([]error, len(tenants))
+	failed := make([]error, len(tenants))
 	var wg sync.WaitGroup
 	for i, tenant := range tenants {
-		wg.Go(func() { positions[i], errs[i] = h.src.Horizon(ctx, tenant) })
+		wg.Go(func() { positions[i], failed[i] = h.src.Horizon(ctx, tenant) })
 	}
 	wg.Wait()
-	batches := make([]store.FeedBatch, 0, len(tenants))
 	for i, tenant := range tenants {
-		if errs[i] == nil {
-			batches = append(batches, store.FeedBatch{Tenant: tenant, Horizon: positions[i]})
+		if failed[i] != nil {
+			if errs == nil {
+				errs = make(map[uuid.UUID]error)
+			}
+			errs[tenant] = failed[i]
+			continue
 		}
+		batches = append(batches, store.FeedBatch{Tenant: tenant, Horizon: positions[i]})
 	}
-	return batches, errors.Join(errs...)
+	return batches, errs, nil
 }
 
 // acquire starts following tenant, when the hub does not yet, from the

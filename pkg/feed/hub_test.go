@@ -390,111 +390,136 @@ func TestHorizonReadsShared(t *testing.T) {
 	})
 }
 
-// routedSource is a memstore that says it routes each tenant's reads to a
-// node of its own (store.TenantRouter), and counts its horizon reads by
-// kind; reads wait for gate, and a Horizon of a tenant in failing fails.
+// routedSource is a memstore that may say it routes each tenant's reads
+// to a node of its own (store.TenantRouter). Its horizon reads are
+// counted by kind, each waits for a token of tokens, and a Horizon of
+// failing fails.
 type routedSource struct {
 	*memstore.Store
-	gate    chan struct{}
+	routed  bool
+	tokens  chan struct{}
 	failing uuid.UUID
 	mu      sync.Mutex
 	horizon int
 	feed    [][]uuid.UUID
 }
 
-func (r *routedSource) TenantRouted(context.Context) bool { return true }
+func (r *routedSource) TenantRouted(context.Context) bool { return r.routed }
 
 func (r *routedSource) ReadFeed(ctx context.Context, tenants []uuid.UUID, after []registry.Position, limit int) ([]store.FeedBatch, error) {
 	r.mu.Lock()
 	r.feed = append(r.feed, slices.Clone(tenants))
-	gate := r.gate
 	r.mu.Unlock()
-	<-gate
+	<-r.tokens
 	return r.Store.ReadFeed(ctx, tenants, after, limit)
 }
 
 func (r *routedSource) Horizon(ctx context.Context, tenant uuid.UUID) (registry.Position, error) {
 	r.mu.Lock()
 	r.horizon++
-	gate := r.gate
 	r.mu.Unlock()
-	<-gate
+	<-r.tokens
 	if tenant == r.failing {
 		return registry.Position{}, registry.ErrUnavailable
 	}
 	return r.Store.Horizon(ctx, tenant)
 }
 
-func (r *routedSource) counts() (horizon int, feed [][]uuid.UUID) {
+// reads returns the Horizon calls started so far and the feed reads.
+func (r *routedSource) reads() (horizon int, feed [][]uuid.UUID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.horizon, slices.Clone(r.feed)
 }
 
 // On a store that routes each tenant's reads to its own node (Citus), a
-// shared read of a few tenants is a Horizon of each, side by side, and one
-// that fails fails its own callers only; past readApartMax tenants it is
-// one feed read, as on a single node.
+// shared read of up to four tenants is a Horizon of each, side by side:
+// each caller gets its own tenant's position, and a tenant whose read
+// fails fails its own callers alone. Five tenants, or a store that does
+// not route (plain PostgreSQL), make one feed read.
 func TestHorizonReadsApartWhenRouted(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		clock := clockwork.NewFakeClock()
-		st := memstore.New(clock)
-		src := &routedSource{Store: st, gate: make(chan struct{}), failing: uuid.New()}
-		hub := feed.NewHub(feed.Options{Source: src, Clock: clock})
-		ctx := t.Context()
-		ask := func(tenants ...uuid.UUID) <-chan error {
-			out := make(chan error, len(tenants))
-			for _, tenant := range tenants {
-				go func() {
-					_, err := hub.Horizon(ctx, tenant)
-					out <- err
-				}()
-			}
-			return out
-		}
-		wait := func(answers <-chan error, n int) (failed int) {
-			t.Helper()
-			for range n {
-				if err := <-answers; err != nil {
-					if !errors.Is(err, registry.ErrUnavailable) {
-						t.Fatalf("horizon: %v", err)
+	for _, tc := range []struct {
+		name    string
+		routed  bool
+		tenants int
+		apart   bool
+	}{
+		{"routed, four tenants", true, 4, true},
+		{"routed, five tenants", true, 5, false},
+		{"not routed, two tenants", false, 2, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				clock := clockwork.NewFakeClock()
+				st := memstore.New(clock)
+				src := &routedSource{Store: st, routed: tc.routed, tokens: make(chan struct{}, 64)}
+				hub := feed.NewHub(feed.Options{Source: src, Clock: clock})
+				ctx := t.Context()
+				// Tenant i has i+1 events: every position differs.
+				tenants := make([]uuid.UUID, tc.tenants)
+				want := make(map[uuid.UUID]registry.Position)
+				for i := range tenants {
+					tenants[i] = uuid.New()
+					for j := range i + 1 {
+						if _, _, _, err := st.Register(ctx, tenants[i], registry.ServerInfo{ModuleName: fmt.Sprintf("m%d", j),
+							Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}, 0); err != nil {
+							t.Fatal(err)
+						}
 					}
-					failed++
+					p, err := st.Horizon(ctx, tenants[i])
+					if err != nil {
+						t.Fatal(err)
+					}
+					want[tenants[i]] = p
 				}
-			}
-			return failed
-		}
-		first := ask(uuid.New())
-		synctest.Wait() // the first read runs, held by the gate
-		few := ask(uuid.New(), uuid.New(), src.failing)
-		synctest.Wait() // they wait for the next read
-		close(src.gate)
-		wait(first, 1)
-		if failed := wait(few, 3); failed != 1 {
-			t.Fatalf("%d of the three callers failed, want the failing tenant's alone", failed)
-		}
-		if h, f := src.counts(); h != 4 || len(f) != 0 {
-			t.Fatalf("%d Horizon reads and feed reads %v, want 4 and none (three tenants read apart)", h, f)
-		}
-
-		src.mu.Lock()
-		src.gate = make(chan struct{})
-		src.mu.Unlock()
-		first = ask(uuid.New())
-		synctest.Wait()
-		many := make([]uuid.UUID, 6)
-		for i := range many {
-			many[i] = uuid.New()
-		}
-		more := ask(many...)
-		synctest.Wait()
-		src.mu.Lock()
-		close(src.gate)
-		src.mu.Unlock()
-		wait(first, 1)
-		wait(more, len(many))
-		if h, f := src.counts(); h != 5 || len(f) != 1 || len(f[0]) != len(many) {
-			t.Fatalf("%d Horizon reads and feed reads %v, want 5 and one of the six tenants", h, f)
-		}
-	})
+				src.failing = tenants[1]
+				type answer struct {
+					tenant uuid.UUID
+					pos    registry.Position
+					err    error
+				}
+				ask := func(tenants ...uuid.UUID) <-chan answer {
+					out := make(chan answer, len(tenants))
+					for _, tenant := range tenants {
+						go func() {
+							p, err := hub.Horizon(ctx, tenant)
+							out <- answer{tenant, p, err}
+						}()
+					}
+					return out
+				}
+				first := ask(uuid.New())
+				synctest.Wait() // the first read runs, waiting for its token
+				answers := ask(tenants...)
+				synctest.Wait() // they wait for the next read
+				src.tokens <- struct{}{}
+				<-first
+				synctest.Wait() // the next read has started every call it makes
+				horizon, feeds := src.reads()
+				switch {
+				case tc.apart && (horizon != 1+tc.tenants || len(feeds) != 0):
+					t.Fatalf("%d Horizon calls under way and feed reads %v, want %d side by side and none",
+						horizon, feeds, 1+tc.tenants)
+				case !tc.apart && (horizon != 1 || len(feeds) != 1 || len(feeds[0]) != tc.tenants):
+					t.Fatalf("%d Horizon calls and feed reads %v, want 1 and one feed read of the %d tenants",
+						horizon, feeds, tc.tenants)
+				}
+				for range tc.tenants {
+					src.tokens <- struct{}{}
+				}
+				for range tc.tenants {
+					a := <-answers
+					if a.tenant == src.failing && tc.apart {
+						if !errors.Is(a.err, registry.ErrUnavailable) {
+							t.Fatalf("the failing tenant's caller got %v, %v; want its own read's error", a.pos, a.err)
+						}
+						continue
+					}
+					if a.err != nil || a.pos != want[a.tenant] {
+						t.Fatalf("tenant %s's caller got %v, %v; want %v", a.tenant, a.pos, a.err, want[a.tenant])
+					}
+				}
+			})
+		})
+	}
 }

@@ -114,8 +114,8 @@ type FeedReader interface {
 	FeedChanged() <-chan struct{}
 }
 
-// TenantRouter is a FeedReader that may route each tenant's reads to a
-// node of its own (Citus: the worker that holds the tenant's shard),
+// TenantRouter is a store whose FeedReader may route each tenant's reads
+// to a node of its own (Citus: the worker that holds the tenant's shard),
 // where a read of a few tenants together costs more than a read of each.
 type TenantRouter interface {
 	// TenantRouted reports whether each tenant's reads are routed to its
