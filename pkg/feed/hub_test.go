@@ -284,37 +284,6 @@ func TestFollowEnds(t *testing.T) {
 	}
 }
 
-// gatedSource is a memstore whose horizon reads (Horizon for one tenant,
-// ReadFeed for several) wait for a gate and are counted.
-type gatedSource struct {
-	*memstore.Store
-	gate  chan struct{}
-	mu    sync.Mutex
-	reads int
-}
-
-func (g *gatedSource) ReadFeed(ctx context.Context, tenants []uuid.UUID, after []registry.Position, limit int) ([]store.FeedBatch, error) {
-	g.mu.Lock()
-	g.reads++
-	g.mu.Unlock()
-	<-g.gate
-	return g.Store.ReadFeed(ctx, tenants, after, limit)
-}
-
-func (g *gatedSource) Horizon(ctx context.Context, tenant uuid.UUID) (registry.Position, error) {
-	g.mu.Lock()
-	g.reads++
-	g.mu.Unlock()
-	<-g.gate
-	return g.Store.Horizon(ctx, tenant)
-}
-
-func (g *gatedSource) count() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.reads
-}
-
 // Watches starting together share horizon reads: callers that come while
 // a read runs wait for the next one, which starts after their call and so
 // sees what committed before it. A read for one tenant is the store's
@@ -323,7 +292,7 @@ func TestHorizonReadsShared(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		clock := clockwork.NewFakeClock()
 		store := memstore.New(clock)
-		src := &gatedSource{Store: store, gate: make(chan struct{})}
+		src := &routedSource{Store: store, tokens: make(chan struct{}, 2)}
 		hub := feed.NewHub(feed.Options{Source: src, Clock: clock})
 		ctx := t.Context()
 		tenant, other := uuid.New(), uuid.New()
@@ -358,7 +327,9 @@ func TestHorizonReadsShared(t *testing.T) {
 		register(other, "m2")
 		later := ask(100, tenant, other)
 		synctest.Wait() // every later caller waits
-		close(src.gate)
+		// A token for the running read, one for the read the rest share.
+		src.tokens <- struct{}{}
+		src.tokens <- struct{}{}
 		if a := <-first; a.err != nil {
 			t.Fatal(a.err)
 		}
@@ -373,8 +344,8 @@ func TestHorizonReadsShared(t *testing.T) {
 			}
 			got[b.tenant] = b.pos
 		}
-		if n := src.count(); n != 2 {
-			t.Fatalf("%d horizon reads for 101 callers, want 2 (one running, one shared by the rest)", n)
+		if horizon, feeds := src.reads(); horizon+len(feeds) != 2 {
+			t.Fatalf("%d horizon reads for 101 callers, want 2 (one running, one shared by the rest)", horizon+len(feeds))
 		}
 		// Each tenant's horizon is past its own events, committed before
 		// the call, and no further.
@@ -390,10 +361,10 @@ func TestHorizonReadsShared(t *testing.T) {
 	})
 }
 
-// routedSource is a memstore that may say it routes each tenant's reads
-// to a node of its own (store.TenantRouter). Its horizon reads are
-// counted by kind, each waits for a token of tokens, and a Horizon of
-// failing fails.
+// routedSource is a memstore whose horizon reads (Horizon for one tenant,
+// ReadFeed for several) are counted by kind and each wait for a token of
+// tokens; a Horizon of failing fails, and the store may say it routes
+// each tenant's reads to a node of its own (store.TenantRouter).
 type routedSource struct {
 	*memstore.Store
 	routed  bool
