@@ -436,11 +436,7 @@ func TestHeldReplicaKilledMidWindow(t *testing.T) {
 	// while (make citus-e2e, 2026-12-05 11:27 and 11:35 UTC, after the
 	// load test: not unhealthy within 10 s, "sweep: store unavailable:
 	// context deadline exceeded"); a sweep that fails moves nothing.
-	unhealthyWait := pollCap
-	if pgtest.OnCitus() {
-		unhealthyWait = 3 * pollCap
-	}
-	testwait.Until(t, "the flapping servers unhealthy", unhealthyWait, func() bool {
+	testwait.Until(t, "the flapping servers unhealthy", onEngine(pollCap, 3*pollCap), func() bool {
 		var n int
 		err := db.Admin.QueryRow(ctx, `SELECT count(*) FROM mcp_servers WHERE server_id = ANY($1) AND status = 'unhealthy'`,
 			flap).Scan(&n)

@@ -60,10 +60,7 @@ func loadShapes() []loadShape {
 			{servers: 1000, interval: e2eInterval, duration: time.Minute, replicas: 1, probe: true},
 		}
 	}
-	servers := 1000
-	if pgtest.OnCitus() {
-		servers = citusLoadServers
-	}
+	servers := onEngine(1000, citusLoadServers)
 	return []loadShape{
 		{servers: servers, interval: time.Second, duration: 12 * time.Second, replicas: 1},
 		{servers: servers, interval: time.Second, duration: 12 * time.Second, replicas: 2},
@@ -97,10 +94,7 @@ func TestLoadWithoutFalseAlarms(t *testing.T) {
 			// machine the simulator's 500 at once ran past 5 s five times
 			// in a row (a clean-clone CI run, 2026-12-05): the capacity
 			// measured here is the heartbeats', so they get 10 s there.
-			timeout := "5s"
-			if pgtest.OnCitus() {
-				timeout = "10s"
-			}
+			timeout := onEngine("5s", "10s")
 			var reps []*proc
 			for range shape.replicas {
 				// The production request timeout: 5,000 registrations at once
