@@ -355,9 +355,9 @@ func (d *Dispatcher) retryWait(failures int) time.Duration {
 // several replicas one delivers each batch, and a re-send cannot overtake
 // a resolution that another replica sends. A destination that failed or
 // answered slowly last time is sent to with the claim given up meanwhile
-// and taken again to acknowledge: on PostgreSQL an open claim holds back
-// the horizon below which every destination reads new events, so a
-// destination that hangs must not hold it for each retry. Such a round may
+// and taken again to acknowledge: a destination that hangs does not keep
+// its claim (on PostgreSQL a lease on its cursor) through each retry, and
+// a replica that reaches it may deliver meanwhile. Such a round may
 // deliver what another replica delivers too: at least once.
 func (d *Dispatcher) round(ctx context.Context, ds *destination) (more bool, err error) {
 	ds.round++

@@ -367,11 +367,9 @@ func TestDestinationIsolation(t *testing.T) {
 	// The fake clock: the refusing destination backs off for good.
 	start(t, alert.DispatcherOptions{Outbox: f.store, Destinations: dests, Clock: f.clock, Registerer: reg})
 
-	begin := time.Now()
+	// The hanging request never ends: the event arriving at all shows it
+	// did not wait for it.
 	reqs := working.waitFor(t, "the working destination", atLeast(1))
-	if took := time.Since(begin); took > 2*time.Second {
-		t.Fatalf("the working destination waited %v", took)
-	}
 	if id := reqs[0].header.Get(alert.HeaderEventID); id != ev.EventID.String() {
 		t.Fatalf("event %s, want %s", id, ev.EventID)
 	}
