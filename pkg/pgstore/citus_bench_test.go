@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -172,4 +173,48 @@ func machineBusy(b *testing.B) time.Duration {
 	}
 	// USER_HZ is 100 on Linux.
 	return time.Duration(ticks) * 10 * time.Millisecond
+}
+
+// BenchmarkRegisterConcurrent measures registrations as the bench's Citus
+// row set makes them on the store path: servers of 20 tenants, two
+// skills each, from 8 concurrent callers, on plain PostgreSQL and on the
+// test Citus cluster (where registrations of one worker share calls).
+// Besides ns/op (wall clock per registration, the callers together),
+// busy-µs/op is the whole machine's busy CPU time per registration, from
+// /proc/stat: run a few thousand (-benchtime 4000x).
+func BenchmarkRegisterConcurrent(b *testing.B) {
+	const callers, tenantCount = 8, 20
+	for _, e := range benchEngines {
+		b.Run(e.name, func(b *testing.B) {
+			ctx := context.Background()
+			_, st := e.open(b)
+			tenants := make([]uuid.UUID, tenantCount)
+			for i := range tenants {
+				tenants[i] = uuid.New()
+			}
+			var (
+				next   atomic.Int64
+				wg     sync.WaitGroup
+				n      = int64(b.N)
+				before = machineBusy(b)
+			)
+			b.ResetTimer()
+			for range callers {
+				wg.Go(func() {
+					for i := next.Add(1) - 1; i < n; i = next.Add(1) - 1 {
+						info := registry.ServerInfo{ModuleName: fmt.Sprintf("module-%06d", i), Version: "1.0.0",
+							SupportedProtocols: []string{"2025-06-18"},
+							Skills:             []registry.SkillInfo{{Name: "search"}, {Name: "summarize"}}}
+						if _, _, _, err := st.Register(ctx, tenants[i%tenantCount], info, 0); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.StopTimer()
+			b.ReportMetric((machineBusy(b)-before).Seconds()*1e6/float64(b.N), "busy-µs/op")
+		})
+	}
 }
