@@ -258,6 +258,121 @@ func TestCitusHungWorker(t *testing.T) {
 	}
 }
 
+// A worker hangs while the sweep's time is too short to share between the
+// workers (1 s, as mcpd gives it at --heartbeat-interval 1s). Once the
+// heartbeat path has found the worker silent, or once a sweep ran out of
+// its time and its background probe of the worker went unanswered, each
+// sweep sweeps the other worker's tenant from the last list of tenants,
+// its silent server degraded, then unhealthy, on time, and fails the hung
+// worker's tenant without a call. Before, every sweep waited for the hung
+// worker until it ran out of time, and nothing moved until the thaw.
+func TestCitusHungWorkerShortSweeps(t *testing.T) {
+	const stall = time.Second
+	t.Run("silent by the heartbeat path", func(t *testing.T) {
+		hungWorkerShortSweeps(t, stall, func(st *pgstore.Store, frozen uuid.UUID, _ func() (store.SweepResult, error)) {
+			// The heartbeat path's calls to the hung worker: one that gets
+			// no answer for the stall time makes the worker silent, one
+			// that stays in flight keeps it so until the thaw.
+			held, release := context.WithCancel(t.Context())
+			var calls sync.WaitGroup
+			t.Cleanup(func() { release(); calls.Wait() })
+			for _, wait := range []time.Duration{stall + stall/2, testwait.Cap} {
+				calls.Go(func() {
+					hctx, cancel := context.WithTimeout(held, wait)
+					defer cancel()
+					_, _ = st.Horizon(hctx, frozen)
+				})
+			}
+			testwait.Until(t, "the hung worker silent", testwait.Cap, func() bool {
+				hctx, cancel := context.WithTimeout(t.Context(), stall/10)
+				defer cancel()
+				_, err := st.Horizon(hctx, frozen)
+				return errors.Is(err, pgstore.ErrWorkerStalled)
+			})
+		})
+	})
+	t.Run("found by a sweep that ran out of time", func(t *testing.T) {
+		hungWorkerShortSweeps(t, stall, func(_ *pgstore.Store, _ uuid.UUID, sweep func() (store.SweepResult, error)) {
+			if _, err := sweep(); !errors.Is(err, registry.ErrUnavailable) {
+				t.Fatalf("the first sweep with a worker hung: %v; want it out of time", err)
+			}
+			testwait.Until(t, "a sweep that skips the hung worker", testwait.Cap, func() bool {
+				_, err := sweep()
+				var partial *registry.PartialError
+				return errors.As(err, &partial)
+			})
+		})
+	})
+}
+
+// hungWorkerShortSweeps runs TestCitusHungWorkerShortSweeps on a private
+// cluster; found returns once the store may know that the frozen tenant's
+// worker hangs.
+func hungWorkerShortSweeps(t *testing.T, stall time.Duration,
+	found func(st *pgstore.Store, frozen uuid.UUID, sweep func() (store.SweepResult, error))) {
+	c := pgtest.NewCitus(t)
+	db := c.NewDB(t)
+	clock := clockwork.NewFakeClockAt(epoch)
+	st := pgstore.New(db.App, pgstore.Options{Clock: clock, WorkerStall: stall})
+	t.Cleanup(st.Close)
+	ctx := t.Context()
+	tenants := c.TenantOnEachWorker(t, db)
+	running, frozen := tenants[0], tenants[1]
+	alive := register(t, st, running, "alive")
+	register(t, st, running, "silent")
+	still := register(t, st, frozen, "still")
+	const interval = time.Second
+	sweep := func() (store.SweepResult, error) {
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		return st.Sweep(sctx, store.SweepRequest{Now: clock.Now(), Interval: interval, Limit: 100, BlindAfter: 2 * interval})
+	}
+	if res, err := sweep(); err != nil || len(res.Events) != 0 {
+		t.Fatalf("sweep: %+v, %v; want nothing moved", res.Events, err)
+	}
+
+	c.Workers[1].Freeze(t)
+	found(st, frozen, sweep)
+	var moved []registry.Event
+	for range 8 { // 4 s: degraded at 2I, unhealthy at 3I
+		clock.Advance(interval / 2)
+		if _, _, err := st.Heartbeat(ctx, running, alive.ServerID); err != nil {
+			t.Fatal(err)
+		}
+		res, err := sweep()
+		var partial *registry.PartialError
+		if !errors.As(err, &partial) || partial.Failed != 1 || !errors.Is(err, pgstore.ErrWorkerStalled) {
+			t.Fatalf("a 1 s sweep with a worker hung: %v; want the hung worker's tenant failed alone", err)
+		}
+		moved = append(moved, res.Events...)
+	}
+	if len(moved) != 2 || moved[0].ModuleName != "silent" || moved[0].Kind != registry.KindDegraded ||
+		moved[1].Kind != registry.KindUnhealthy {
+		t.Fatalf("the running worker's sweeps: %+v, want silent degraded then unhealthy", moved)
+	}
+
+	c.Workers[1].Thaw(t)
+	testwait.Until(t, "the hung worker answering after the thaw", testwait.Cap, func() bool {
+		_, err := st.Horizon(ctx, frozen)
+		return err == nil
+	})
+	clock.Advance(interval / 2)
+	if _, _, err := st.Heartbeat(ctx, running, alive.ServerID); err != nil {
+		t.Fatal(err)
+	}
+	// The hung tenant not swept for 4 s, past its blind window's 2 s.
+	testwait.Until(t, "a whole sweep after the thaw", testwait.Cap, func() bool {
+		res, err := sweep()
+		if err == nil && len(res.Events) != 0 {
+			t.Fatalf("the sweep after the thaw: %+v; want nothing moved", res.Events)
+		}
+		return err == nil
+	})
+	if srv, err := st.Server(ctx, frozen, still.ServerID); err != nil || srv.Status != registry.StatusHealthy {
+		t.Fatalf("the hung worker's server after the thaw: %+v, %v; want healthy", srv, err)
+	}
+}
+
 // A worker of the Citus cluster hangs (SIGSTOP: connections accepted,
 // nothing answered) while the tenants of both workers heartbeat side by
 // side, so that batches mix them: the running worker's tenant has every

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"cmp"
 	"context"
+	"errors"
 	"time"
 
 	"github.com/google/uuid"
@@ -124,7 +125,16 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 			degLag, unhLag = *degGot, *unhGot
 		}
 	}
-	tenants, fresh, err := s.sweepTenants(ctx)
+	// A sweep that runs out of its time may have waited for a worker that
+	// hangs: the next sweeps skip a worker that its probe finds so
+	// (sweepprobe.go).
+	defer func() {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			s.probeWorkersInBackground()
+		}
+	}()
+	unanswered := s.sweepProbes.unanswered()
+	tenants, fresh, err := s.sweepTenants(ctx, len(unanswered) > 0)
 	if err != nil {
 		return res, err
 	}
@@ -133,7 +143,7 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 	// is called.
 	workers := &sweepWorkers{}
 	workers.of, _ = s.tenantWorkers(ctx, tenantKeys(tenants))
-	s.probeWorkers(ctx, tenants, workers)
+	s.probeWorkers(ctx, tenants, workers, unanswered)
 	if fresh && req.Limit > 0 {
 		// A list read now: every shard answers, so the due read can too.
 		tenants = s.sweepDue(ctx, tenants, at, degLag, unhLag, req.BlindAfter, workers)
@@ -219,8 +229,21 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 // sweepTenants lists the tenants that have live servers: a read of every
 // shard, which fails while a worker is down; then the last list read is
 // swept (the tenants registered since wait for the worker), and fresh is
-// false.
-func (s *Store) sweepTenants(ctx context.Context) (tenants []uuid.UUID, fresh bool, err error) {
+// false. While a worker is silent, or hung (hung: its background probe
+// unanswered), the last list is swept without a read.
+func (s *Store) sweepTenants(ctx context.Context, hung bool) (tenants []uuid.UUID, fresh bool, err error) {
+	if hung || s.workerCalls.anyStalled() {
+		// A silent or hung worker (stall.go, sweepprobe.go) would hold
+		// the read for as long as the sweep lasts: a sweep too short for
+		// workerShare would fail whole. The last list read is swept
+		// instead.
+		s.engineMu.Lock()
+		known := s.sweptTenants
+		s.engineMu.Unlock()
+		if known != nil {
+			return known, false, nil
+		}
+	}
 	_, err = s.onWorkerConn(ctx, false, func(sctx context.Context, c *pgxpool.Conn) error {
 		rows, err := c.Query(sctx, `SELECT tenant_id FROM mcp_sweep_tenants()`)
 		if err == nil {
@@ -337,17 +360,25 @@ SELECT tenant_id FROM mcp_sweep_due($1::timestamptz, $2::bigint * interval '1 mi
 
 // probeWorkers reads a tenant's position on each known worker of tenants,
 // side by side, each read within its workerShare of ctx, and records in
-// workers each worker that does not answer. The sweep sends no write to such a worker:
+// workers each worker that does not answer, and without a read each that
+// is silent (stall.go: the heartbeat path found it hanging) or whose
+// background probe has not answered (unanswered, sweepprobe.go): a sweep
+// too short for workerShare would wait for it to the end. The sweep sends
+// no write to such a worker:
 // a statement sent to a worker that hangs runs when the worker thaws, long
 // after the sweep gave up on it, and its mark (the tenant's last sweep)
 // would close the blind window that the outage opened for the worker's
 // tenants. A read that runs late harms nothing.
-func (s *Store) probeWorkers(ctx context.Context, tenants []uuid.UUID, workers *sweepWorkers) {
+func (s *Store) probeWorkers(ctx context.Context, tenants []uuid.UUID, workers *sweepWorkers, unanswered map[int64]bool) {
 	seen := make(map[int64]bool)
 	var probe []uuid.UUID // a tenant of each worker
 	for _, t := range tenants {
 		if w, known := workers.worker(t); known && !seen[w] {
 			seen[w] = true
+			if unanswered[w] || s.workerCalls.stalled(w) {
+				workers.fail(t, ErrWorkerStalled)
+				continue
+			}
 			probe = append(probe, t)
 		}
 	}
@@ -377,7 +408,7 @@ func (s *Store) learnSweepTenants(ctx context.Context) {
 	known := s.sweptTenants != nil
 	s.engineMu.Unlock()
 	if !known {
-		_, _, _ = s.sweepTenants(ctx)
+		_, _, _ = s.sweepTenants(ctx, false)
 	}
 }
 

@@ -78,6 +78,9 @@ type Store struct {
 	// workerCalls counts the calls in flight to each Citus worker
 	// (stall.go).
 	workerCalls workerCalls
+	// sweepProbes are the sweep's background probes of the Citus workers
+	// (sweepprobe.go).
+	sweepProbes sweepProbes
 }
 
 // onCitus reports whether the database has the citus extension: there the
@@ -172,17 +175,20 @@ func New(pool *pgxpool.Pool, opts Options) *Store {
 		s.batchTimeout = 5 * time.Second
 	}
 	s.workerCalls.stall = cmp.Or(max(opts.WorkerStall, 0), DefaultWorkerStall)
+	s.sweepProbes.init()
 
 	s.batcher = newBatcher(s, opts.Flushers, opts.MaxBatch, opts.BatchWait, opts.BatchOverlap)
 	return s
 }
 
 // Close stops the heartbeat batcher; heartbeats still queued fail with
-// registry.ErrUnavailable. It waits for the registration calls in flight.
-// It does not close the pool.
+// registry.ErrUnavailable. It waits for the registration calls in flight,
+// and ends the sweep's background probes of the Citus workers. It does not
+// close the pool.
 func (s *Store) Close() {
 	s.batcher.close()
 	s.registerGroups.close()
+	s.sweepProbes.close()
 }
 
 // now is the timestamp parameter of a statement: nil lets the database use
