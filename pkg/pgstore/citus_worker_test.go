@@ -305,6 +305,50 @@ func TestCitusHungWorkerShortSweeps(t *testing.T) {
 	})
 }
 
+// A worker that holds no tenant with live servers hangs, with 1 s sweeps:
+// no probe of it is made (it has no tenant to read), so a sweep waits at
+// most half its time for its read of every shard, then sweeps the last
+// list of tenants, and while that read goes on no sweep waits for another.
+// Before, every sweep waited for that read until it ran out of time.
+func TestCitusHungWorkerWithoutTenants(t *testing.T) {
+	c := pgtest.NewCitus(t)
+	db := c.NewDB(t)
+	clock := clockwork.NewFakeClockAt(epoch)
+	st := pgstore.New(db.App, pgstore.Options{Clock: clock})
+	t.Cleanup(st.Close)
+	ctx := t.Context()
+	running := c.TenantOnEachWorker(t, db)[0]
+	alive := register(t, st, running, "alive")
+	register(t, st, running, "silent")
+	const interval = time.Second
+	sweep := func() (store.SweepResult, error) {
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		return st.Sweep(sctx, store.SweepRequest{Now: clock.Now(), Interval: interval, Limit: 100, BlindAfter: 2 * interval})
+	}
+	if res, err := sweep(); err != nil || len(res.Events) != 0 {
+		t.Fatalf("sweep: %+v, %v; want nothing moved", res.Events, err)
+	}
+	c.Workers[1].Freeze(t)
+	var moved []registry.Event
+	for range 8 { // 4 s: degraded at 2I, unhealthy at 3I
+		clock.Advance(interval / 2)
+		if _, _, err := st.Heartbeat(ctx, running, alive.ServerID); err != nil {
+			t.Fatal(err)
+		}
+		res, err := sweep()
+		if err != nil {
+			t.Fatalf("a 1 s sweep with a worker of no tenant hung: %v (step %d)", err, len(moved))
+		}
+		moved = append(moved, res.Events...)
+	}
+	if len(moved) != 2 || moved[0].ModuleName != "silent" || moved[0].Kind != registry.KindDegraded ||
+		moved[1].Kind != registry.KindUnhealthy {
+		t.Fatalf("the sweeps: %+v, want silent degraded then unhealthy", moved)
+	}
+	c.Workers[1].Thaw(t)
+}
+
 // hungWorkerShortSweeps runs TestCitusHungWorkerShortSweeps on a private
 // cluster; found returns once the store may know that the frozen tenant's
 // worker hangs.

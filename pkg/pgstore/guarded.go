@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -143,6 +144,12 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 	// is called.
 	workers := &sweepWorkers{}
 	workers.of, _ = s.tenantWorkers(ctx, tenantKeys(tenants))
+	if workers.of == nil && (len(unanswered) > 0 || s.workerCalls.anyStalled()) {
+		// A worker hangs and which tenants are its is not known: a
+		// write to one of them would run when it thaws, and close the
+		// blind window its tenants' outage opened.
+		return res, fmt.Errorf("%w: the tenants' Citus workers unread while a worker hangs", registry.ErrUnavailable)
+	}
 	s.probeWorkers(ctx, tenants, workers, unanswered)
 	if fresh && req.Limit > 0 {
 		// A list read now: every shard answers, so the due read can too.
@@ -244,13 +251,7 @@ func (s *Store) sweepTenants(ctx context.Context, hung bool) (tenants []uuid.UUI
 			return known, false, nil
 		}
 	}
-	_, err = s.onWorkerConn(ctx, false, func(sctx context.Context, c *pgxpool.Conn) error {
-		rows, err := c.Query(sctx, `SELECT tenant_id FROM mcp_sweep_tenants()`)
-		if err == nil {
-			tenants, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-		}
-		return err
-	})
+	tenants, err = s.readSweepTenants(ctx)
 	s.engineMu.Lock()
 	defer s.engineMu.Unlock()
 	if err != nil {

@@ -4,6 +4,10 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // A sweep on Citus shorter than four times minWorkerShare (2 s, at
@@ -11,30 +15,38 @@ import (
 // time (workerShare): a worker that hangs (a frozen host, a partition that
 // drops packets) holds its first call to the end, and the sweep fails
 // whole, the other workers' tenants unswept. So a sweep that runs out of
-// its time leaves a probe of each worker running in the background, a
-// read of one tenant's position that waits up to sweepProbeLimit. While a
-// worker's probe has gone unanswered for minWorkerShare or longer, the
-// next sweeps take the worker as one that did not answer its probe: no
-// read of every shard (the last list of tenants is swept), no call for
-// its tenants (they fail, as in an outage), and the other workers' tenants
-// are swept. The probe's end, with an answer or at its limit, ends it;
-// the next sweep that runs out of time probes again.
+// its time leaves a probe of each worker of the last list of tenants
+// running in the background: a read of one tenant's position, asked again
+// after an error (which is the coordinator's, not the worker's answer),
+// up to sweepProbeLimit. While a worker's probe has had a connection for
+// minWorkerShare or longer without an answer, the next sweeps take the
+// worker as one that did not answer its probe: no read of every shard
+// (the last list of tenants is swept), no call for its tenants (they
+// fail, as in an outage), and the other workers' tenants are swept. An
+// answer ends it; so does the limit, after which the next sweep that runs
+// out of time probes again. A worker with no tenant in the list has no
+// probe: a sweep waits at most half its time for the read of every shard,
+// which then goes on alone (readSweepTenants), and sweeps the last list.
 
 // sweepProbeLimit bounds a background probe of a worker.
-const sweepProbeLimit = time.Minute
+const sweepProbeLimit = 10 * time.Minute
 
 // sweepProbes are the background probes of the workers, after a sweep
 // that ran out of its time.
 type sweepProbes struct {
 	mu sync.Mutex
-	// since holds the start of each worker's probe in flight.
+	// since holds each worker with a probe in flight: when the probe
+	// first had a connection of the pool (zero: not yet), so that a wait
+	// for a connection does not count as the worker's.
 	since map[int64]time.Time
 	// starting is set while a sweep's probes are being started.
 	starting bool
-	closed   bool
-	ctx      context.Context
-	cancel   context.CancelFunc
-	probes   sync.WaitGroup
+	// list is the read of the tenants to sweep in flight.
+	list   *sweepListRead
+	closed bool
+	ctx    context.Context
+	cancel context.CancelFunc
+	probes sync.WaitGroup
 }
 
 // init prepares p; Store.New calls it.
@@ -51,14 +63,14 @@ func (p *sweepProbes) close() {
 	p.probes.Wait()
 }
 
-// unanswered returns the workers whose probe has been in flight for
-// minWorkerShare or longer.
+// unanswered returns the workers whose probe has had a connection for
+// minWorkerShare or longer without an answer.
 func (p *sweepProbes) unanswered() map[int64]bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out map[int64]bool
 	for w, since := range p.since {
-		if time.Since(since) >= minWorkerShare {
+		if !since.IsZero() && time.Since(since) >= minWorkerShare {
 			if out == nil {
 				out = make(map[int64]bool)
 			}
@@ -66,6 +78,16 @@ func (p *sweepProbes) unanswered() map[int64]bool {
 		}
 	}
 	return out
+}
+
+// connected records that worker's probe has a connection, unless it had
+// one before.
+func (p *sweepProbes) connected(worker int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if since, ok := p.since[worker]; ok && since.IsZero() {
+		p.since[worker] = time.Now()
+	}
 }
 
 // probeWorkersInBackground starts a probe of each worker of the last list
@@ -100,16 +122,125 @@ func (s *Store) probeWorkersInBackground() {
 			if p.since == nil {
 				p.since = make(map[int64]time.Time)
 			}
-			p.since[w] = time.Now()
-			p.probes.Go(func() {
-				pctx, cancel := context.WithTimeout(p.ctx, sweepProbeLimit)
-				defer cancel()
-				var epoch, pos int64
-				_ = s.pool.QueryRow(pctx, horizonSQL, tenant).Scan(&epoch, &pos)
-				p.mu.Lock()
-				delete(p.since, w)
-				p.mu.Unlock()
-			})
+			p.since[w] = time.Time{}
+			p.probes.Go(func() { s.probeWorker(w, tenant) })
 		}
 	}()
+}
+
+// probeWorker reads tenant's position, on worker, until a read answers
+// or sweepProbeLimit passes, and then ends the worker's probe. An error
+// is not an answer of the worker's (the coordinator may have given up
+// connecting to it): the read is made again after minWorkerShare.
+func (s *Store) probeWorker(worker int64, tenant uuid.UUID) {
+	p := &s.sweepProbes
+	defer func() {
+		p.mu.Lock()
+		delete(p.since, worker)
+		p.mu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(p.ctx, sweepProbeLimit)
+	defer cancel()
+	read := func() error {
+		c, err := s.pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Release()
+		p.connected(worker)
+		var epoch, pos int64
+		return c.QueryRow(ctx, horizonSQL, tenant).Scan(&epoch, &pos)
+	}
+	for read() != nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(minWorkerShare):
+		}
+	}
+}
+
+// sweepListRead is the sweep's read of every shard for the tenants to
+// sweep (mcp_sweep_tenants), at most one in flight.
+type sweepListRead struct {
+	started time.Time
+	done    chan struct{}
+	tenants []uuid.UUID
+	err     error
+}
+
+// readSweepTenants reads the tenants that have live servers, waiting for
+// the read, when a last list is known, half the time left of ctx at most
+// (a worker that hangs with no tenant of the last list has no probe to
+// find it, and a sweep too short for workerShare would wait for it to the
+// end). A read that outlasts the wait goes on in the background, up to
+// sweepProbeLimit, and the sweeps meanwhile start none: a sweep that
+// comes within minWorkerShare of its start (concurrent sweepers), or
+// knows no list, waits for it as the first does; a later one gets
+// context.DeadlineExceeded at once and sweeps the last list. Its answer,
+// when it comes, is the last list.
+func (s *Store) readSweepTenants(ctx context.Context) ([]uuid.UUID, error) {
+	// With no list to fall back on, the read is waited for as long as
+	// the sweep lasts.
+	s.engineMu.Lock()
+	fallback := s.sweptTenants != nil
+	s.engineMu.Unlock()
+	p := &s.sweepProbes
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, context.DeadlineExceeded
+	}
+	if r := p.list; r != nil {
+		p.mu.Unlock()
+		if fallback && time.Since(r.started) >= minWorkerShare {
+			return nil, context.DeadlineExceeded
+		}
+		return awaitSweepList(ctx, r, fallback)
+	}
+	r := &sweepListRead{started: time.Now(), done: make(chan struct{})}
+	p.list = r
+	p.probes.Add(1)
+	p.mu.Unlock()
+	go func() {
+		defer p.probes.Done()
+		rctx, cancel := context.WithTimeout(p.ctx, sweepProbeLimit)
+		defer cancel()
+		_, r.err = s.onWorkerConn(rctx, false, func(sctx context.Context, c *pgxpool.Conn) error {
+			rows, err := c.Query(sctx, `SELECT tenant_id FROM mcp_sweep_tenants()`)
+			if err == nil {
+				r.tenants, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+			}
+			return err
+		})
+		if r.err == nil {
+			s.engineMu.Lock()
+			s.sweptTenants = r.tenants
+			s.engineMu.Unlock()
+		}
+		p.mu.Lock()
+		p.list = nil
+		p.mu.Unlock()
+		close(r.done)
+	}()
+	return awaitSweepList(ctx, r, fallback)
+}
+
+// awaitSweepList waits for r, when half is set half the time left of ctx
+// at most.
+func awaitSweepList(ctx context.Context, r *sweepListRead, half bool) ([]uuid.UUID, error) {
+	var wait <-chan time.Time
+	if deadline, ok := ctx.Deadline(); ok && half {
+		timer := time.NewTimer(time.Until(deadline) / 2)
+		defer timer.Stop()
+		wait = timer.C
+	}
+	select {
+	case <-r.done:
+		return r.tenants, r.err
+	case <-wait:
+		return nil, context.DeadlineExceeded
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
