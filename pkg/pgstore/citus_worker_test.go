@@ -311,82 +311,66 @@ func TestCitusHungWorkerShortSweeps(t *testing.T) {
 // list of tenants, and while that read goes on no sweep waits for another.
 // Before, every sweep waited for that read until it ran out of time.
 func TestCitusHungWorkerWithoutTenants(t *testing.T) {
-	c := pgtest.NewCitus(t)
-	db := c.NewDB(t)
-	clock := clockwork.NewFakeClockAt(epoch)
-	st := pgstore.New(db.App, pgstore.Options{Clock: clock})
-	t.Cleanup(st.Close)
-	ctx := t.Context()
-	running := c.TenantOnEachWorker(t, db)[0]
-	alive := register(t, st, running, "alive")
-	register(t, st, running, "silent")
-	const interval = time.Second
-	sweep := func() (store.SweepResult, error) {
-		sctx, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		return st.Sweep(sctx, store.SweepRequest{Now: clock.Now(), Interval: interval, Limit: 100, BlindAfter: 2 * interval})
-	}
-	if res, err := sweep(); err != nil || len(res.Events) != 0 {
-		t.Fatalf("sweep: %+v, %v; want nothing moved", res.Events, err)
-	}
-	c.Workers[1].Freeze(t)
-	var moved []registry.Event
-	for range 8 { // 4 s: degraded at 2I, unhealthy at 3I
-		clock.Advance(interval / 2)
-		if _, _, err := st.Heartbeat(ctx, running, alive.ServerID); err != nil {
-			t.Fatal(err)
-		}
-		res, err := sweep()
-		if err != nil {
-			t.Fatalf("a 1 s sweep with a worker of no tenant hung: %v (step %d)", err, len(moved))
-		}
-		moved = append(moved, res.Events...)
-	}
-	if len(moved) != 2 || moved[0].ModuleName != "silent" || moved[0].Kind != registry.KindDegraded ||
-		moved[1].Kind != registry.KindUnhealthy {
-		t.Fatalf("the sweeps: %+v, want silent degraded then unhealthy", moved)
-	}
-	c.Workers[1].Thaw(t)
+	h := newShortSweeps(t, pgstore.Options{})
+	h.c.Workers[1].Freeze(t)
+	h.sweepSilentServer(t, func(err error) bool { return err == nil })
+	h.c.Workers[1].Thaw(t)
 }
 
-// hungWorkerShortSweeps runs TestCitusHungWorkerShortSweeps on a private
-// cluster; found returns once the store may know that the frozen tenant's
-// worker hangs.
-func hungWorkerShortSweeps(t *testing.T, stall time.Duration,
-	found func(st *pgstore.Store, frozen uuid.UUID, sweep func() (store.SweepResult, error))) {
-	c := pgtest.NewCitus(t)
-	db := c.NewDB(t)
-	clock := clockwork.NewFakeClockAt(epoch)
-	st := pgstore.New(db.App, pgstore.Options{Clock: clock, WorkerStall: stall})
-	t.Cleanup(st.Close)
-	ctx := t.Context()
-	tenants := c.TenantOnEachWorker(t, db)
-	running, frozen := tenants[0], tenants[1]
-	alive := register(t, st, running, "alive")
-	register(t, st, running, "silent")
-	still := register(t, st, frozen, "still")
-	const interval = time.Second
-	sweep := func() (store.SweepResult, error) {
-		sctx, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		return st.Sweep(sctx, store.SweepRequest{Now: clock.Now(), Interval: interval, Limit: 100, BlindAfter: 2 * interval})
-	}
-	if res, err := sweep(); err != nil || len(res.Events) != 0 {
+// shortSweeps is a store on a private Citus cluster with a fake clock,
+// swept as mcpd sweeps at --heartbeat-interval 1s (1 s per sweep), and a
+// tenant on worker 0 with a server that heartbeats (alive) and one that
+// never does (silent).
+type shortSweeps struct {
+	c       *pgtest.Citus
+	db      *pgtest.DB
+	clock   *clockwork.FakeClock
+	st      *pgstore.Store
+	running uuid.UUID
+	alive   registry.Server
+}
+
+// shortInterval is the heartbeat interval of shortSweeps.
+const shortInterval = time.Second
+
+func newShortSweeps(t *testing.T, opts pgstore.Options) *shortSweeps {
+	t.Helper()
+	h := &shortSweeps{c: pgtest.NewCitus(t), clock: clockwork.NewFakeClockAt(epoch)}
+	h.db = h.c.NewDB(t)
+	opts.Clock = h.clock
+	h.st = pgstore.New(h.db.App, opts)
+	t.Cleanup(h.st.Close)
+	h.running = h.c.TenantOnEachWorker(t, h.db)[0]
+	h.alive = register(t, h.st, h.running, "alive")
+	register(t, h.st, h.running, "silent")
+	if res, err := h.sweep(t); err != nil || len(res.Events) != 0 {
 		t.Fatalf("sweep: %+v, %v; want nothing moved", res.Events, err)
 	}
+	return h
+}
 
-	c.Workers[1].Freeze(t)
-	found(st, frozen, sweep)
+// sweep sweeps with a second to do it.
+func (h *shortSweeps) sweep(t *testing.T) (store.SweepResult, error) {
+	sctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	return h.st.Sweep(sctx, store.SweepRequest{Now: h.clock.Now(), Interval: shortInterval, Limit: 100,
+		BlindAfter: 2 * shortInterval})
+}
+
+// sweepSilentServer sweeps every half interval for 4 s of the clock, the
+// alive server heartbeating: each sweep's error must be as want says, and
+// the silent server must go degraded at 2I, then unhealthy at 3I.
+func (h *shortSweeps) sweepSilentServer(t *testing.T, want func(error) bool) {
+	t.Helper()
 	var moved []registry.Event
-	for range 8 { // 4 s: degraded at 2I, unhealthy at 3I
-		clock.Advance(interval / 2)
-		if _, _, err := st.Heartbeat(ctx, running, alive.ServerID); err != nil {
+	for step := range 8 {
+		h.clock.Advance(shortInterval / 2)
+		if _, _, err := h.st.Heartbeat(t.Context(), h.running, h.alive.ServerID); err != nil {
 			t.Fatal(err)
 		}
-		res, err := sweep()
-		var partial *registry.PartialError
-		if !errors.As(err, &partial) || partial.Failed != 1 || !errors.Is(err, pgstore.ErrWorkerStalled) {
-			t.Fatalf("a 1 s sweep with a worker hung: %v; want the hung worker's tenant failed alone", err)
+		res, err := h.sweep(t)
+		if !want(err) {
+			t.Fatalf("a 1 s sweep with a worker hung (step %d): %v", step, err)
 		}
 		moved = append(moved, res.Events...)
 	}
@@ -394,14 +378,37 @@ func hungWorkerShortSweeps(t *testing.T, stall time.Duration,
 		moved[1].Kind != registry.KindUnhealthy {
 		t.Fatalf("the running worker's sweeps: %+v, want silent degraded then unhealthy", moved)
 	}
+}
 
-	c.Workers[1].Thaw(t)
+// hungWorkerShortSweeps runs TestCitusHungWorkerShortSweeps on a private
+// cluster; found returns once the store may know that the frozen tenant's
+// worker hangs.
+func hungWorkerShortSweeps(t *testing.T, stall time.Duration,
+	found func(st *pgstore.Store, frozen uuid.UUID, sweep func() (store.SweepResult, error))) {
+	h := newShortSweeps(t, pgstore.Options{WorkerStall: stall})
+	ctx := t.Context()
+	frozen := h.c.TenantOnEachWorker(t, h.db)[1]
+	still := register(t, h.st, frozen, "still")
+	sweep := func() (store.SweepResult, error) { return h.sweep(t) }
+	if _, err := sweep(); err != nil {
+		t.Fatal(err)
+	}
+
+	h.c.Workers[1].Freeze(t)
+	found(h.st, frozen, sweep)
+	// The hung worker's tenant failed alone.
+	h.sweepSilentServer(t, func(err error) bool {
+		var partial *registry.PartialError
+		return errors.As(err, &partial) && partial.Failed == 1 && errors.Is(err, pgstore.ErrWorkerStalled)
+	})
+
+	h.c.Workers[1].Thaw(t)
 	testwait.Until(t, "the hung worker answering after the thaw", testwait.Cap, func() bool {
-		_, err := st.Horizon(ctx, frozen)
+		_, err := h.st.Horizon(ctx, frozen)
 		return err == nil
 	})
-	clock.Advance(interval / 2)
-	if _, _, err := st.Heartbeat(ctx, running, alive.ServerID); err != nil {
+	h.clock.Advance(shortInterval / 2)
+	if _, _, err := h.st.Heartbeat(ctx, h.running, h.alive.ServerID); err != nil {
 		t.Fatal(err)
 	}
 	// The hung tenant not swept for 4 s, past its blind window's 2 s.
@@ -412,7 +419,7 @@ func hungWorkerShortSweeps(t *testing.T, stall time.Duration,
 		}
 		return err == nil
 	})
-	if srv, err := st.Server(ctx, frozen, still.ServerID); err != nil || srv.Status != registry.StatusHealthy {
+	if srv, err := h.st.Server(ctx, frozen, still.ServerID); err != nil || srv.Status != registry.StatusHealthy {
 		t.Fatalf("the hung worker's server after the thaw: %+v, %v; want healthy", srv, err)
 	}
 }

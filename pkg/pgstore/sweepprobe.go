@@ -101,12 +101,7 @@ func (s *Store) probeWorkersInBackground() {
 		return
 	}
 	p.starting = true
-	p.probes.Add(1)
-	p.mu.Unlock()
-	go func() {
-		defer p.probes.Done()
-		ctx, cancel := context.WithTimeout(p.ctx, sweepProbeLimit)
-		defer cancel()
+	p.run(func(ctx context.Context) {
 		s.engineMu.Lock()
 		tenants := s.sweptTenants
 		s.engineMu.Unlock()
@@ -123,24 +118,33 @@ func (s *Store) probeWorkersInBackground() {
 				p.since = make(map[int64]time.Time)
 			}
 			p.since[w] = time.Time{}
-			p.probes.Go(func() { s.probeWorker(w, tenant) })
+			p.run(func(ctx context.Context) { s.probeWorker(ctx, w, tenant) })
 		}
-	}()
+	})
+	p.mu.Unlock()
+}
+
+// run runs f in the background, on a context that ends at close or after
+// sweepProbeLimit; p.mu is held, and p is not closed.
+func (p *sweepProbes) run(f func(ctx context.Context)) {
+	p.probes.Go(func() {
+		ctx, cancel := context.WithTimeout(p.ctx, sweepProbeLimit)
+		defer cancel()
+		f(ctx)
+	})
 }
 
 // probeWorker reads tenant's position, on worker, until a read answers
-// or sweepProbeLimit passes, and then ends the worker's probe. An error
-// is not an answer of the worker's (the coordinator may have given up
-// connecting to it): the read is made again after minWorkerShare.
-func (s *Store) probeWorker(worker int64, tenant uuid.UUID) {
+// or ctx ends, and then ends the worker's probe. An error is not an
+// answer of the worker's (the coordinator may have given up connecting to
+// it): the read is made again after minWorkerShare.
+func (s *Store) probeWorker(ctx context.Context, worker int64, tenant uuid.UUID) {
 	p := &s.sweepProbes
 	defer func() {
 		p.mu.Lock()
 		delete(p.since, worker)
 		p.mu.Unlock()
 	}()
-	ctx, cancel := context.WithTimeout(p.ctx, sweepProbeLimit)
-	defer cancel()
 	read := func() error {
 		c, err := s.pool.Acquire(ctx)
 		if err != nil {
@@ -200,12 +204,7 @@ func (s *Store) readSweepTenants(ctx context.Context) ([]uuid.UUID, error) {
 	}
 	r := &sweepListRead{started: time.Now(), done: make(chan struct{})}
 	p.list = r
-	p.probes.Add(1)
-	p.mu.Unlock()
-	go func() {
-		defer p.probes.Done()
-		rctx, cancel := context.WithTimeout(p.ctx, sweepProbeLimit)
-		defer cancel()
+	p.run(func(rctx context.Context) {
 		_, r.err = s.onWorkerConn(rctx, false, func(sctx context.Context, c *pgxpool.Conn) error {
 			rows, err := c.Query(sctx, `SELECT tenant_id FROM mcp_sweep_tenants()`)
 			if err == nil {
@@ -222,7 +221,8 @@ func (s *Store) readSweepTenants(ctx context.Context) ([]uuid.UUID, error) {
 		p.list = nil
 		p.mu.Unlock()
 		close(r.done)
-	}()
+	})
+	p.mu.Unlock()
 	return awaitSweepList(ctx, r, fallback)
 }
 
