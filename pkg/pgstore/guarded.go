@@ -134,8 +134,8 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 			s.probeWorkersInBackground()
 		}
 	}()
-	unanswered := s.sweepProbes.unanswered()
-	tenants, fresh, err := s.sweepTenants(ctx, len(unanswered) > 0)
+	hung := s.hungWorkers()
+	tenants, fresh, err := s.sweepTenants(ctx, len(hung) > 0)
 	if err != nil {
 		return res, err
 	}
@@ -144,13 +144,13 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 	// is called.
 	workers := &sweepWorkers{}
 	workers.of, _ = s.tenantWorkers(ctx, tenantKeys(tenants))
-	if workers.of == nil && (len(unanswered) > 0 || s.workerCalls.anyStalled()) {
+	if workers.of == nil && len(hung) > 0 {
 		// A worker hangs and which tenants are its is not known: a
 		// write to one of them would run when it thaws, and close the
 		// blind window its tenants' outage opened.
 		return res, fmt.Errorf("%w: the tenants' Citus workers unread while a worker hangs", registry.ErrUnavailable)
 	}
-	s.probeWorkers(ctx, tenants, workers, unanswered)
+	s.probeWorkers(ctx, tenants, workers, hung)
 	if fresh && req.Limit > 0 {
 		// A list read now: every shard answers, so the due read can too.
 		tenants = s.sweepDue(ctx, tenants, at, degLag, unhLag, req.BlindAfter, workers)
@@ -236,10 +236,10 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 // sweepTenants lists the tenants that have live servers: a read of every
 // shard, which fails while a worker is down; then the last list read is
 // swept (the tenants registered since wait for the worker), and fresh is
-// false. While a worker is silent, or hung (hung: its background probe
-// unanswered), the last list is swept without a read.
+// false. While a worker hangs (hung: hungWorkers), the last list is swept
+// without a read.
 func (s *Store) sweepTenants(ctx context.Context, hung bool) (tenants []uuid.UUID, fresh bool, err error) {
-	if hung || s.workerCalls.anyStalled() {
+	if hung {
 		// A silent or hung worker (stall.go, sweepprobe.go) would hold
 		// the read for as long as the sweep lasts: a sweep too short for
 		// workerShare would fail whole. The last list read is swept
@@ -260,7 +260,7 @@ func (s *Store) sweepTenants(ctx context.Context, hung bool) (tenants []uuid.UUI
 		}
 		return s.sweptTenants, false, nil
 	}
-	s.sweptTenants = tenants
+	// readSweepTenants made it the last list.
 	return tenants, true, nil
 }
 
@@ -361,22 +361,20 @@ SELECT tenant_id FROM mcp_sweep_due($1::timestamptz, $2::bigint * interval '1 mi
 
 // probeWorkers reads a tenant's position on each known worker of tenants,
 // side by side, each read within its workerShare of ctx, and records in
-// workers each worker that does not answer, and without a read each that
-// is silent (stall.go: the heartbeat path found it hanging) or whose
-// background probe has not answered (unanswered, sweepprobe.go): a sweep
-// too short for workerShare would wait for it to the end. The sweep sends
-// no write to such a worker:
+// workers each worker that does not answer, and without a read each of
+// hung (hungWorkers): a sweep too short for workerShare would wait for it
+// to the end. The sweep sends no write to such a worker:
 // a statement sent to a worker that hangs runs when the worker thaws, long
 // after the sweep gave up on it, and its mark (the tenant's last sweep)
 // would close the blind window that the outage opened for the worker's
 // tenants. A read that runs late harms nothing.
-func (s *Store) probeWorkers(ctx context.Context, tenants []uuid.UUID, workers *sweepWorkers, unanswered map[int64]bool) {
+func (s *Store) probeWorkers(ctx context.Context, tenants []uuid.UUID, workers *sweepWorkers, hung map[int64]bool) {
 	seen := make(map[int64]bool)
 	var probe []uuid.UUID // a tenant of each worker
 	for _, t := range tenants {
 		if w, known := workers.worker(t); known && !seen[w] {
 			seen[w] = true
-			if unanswered[w] || s.workerCalls.stalled(w) {
+			if hung[w] {
 				workers.fail(t, ErrWorkerStalled)
 				continue
 			}

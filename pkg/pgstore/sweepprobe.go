@@ -63,20 +63,27 @@ func (p *sweepProbes) close() {
 	p.probes.Wait()
 }
 
-// unanswered returns the workers whose probe has had a connection for
-// minWorkerShare or longer without an answer.
-func (p *sweepProbes) unanswered() map[int64]bool {
+// hungWorkers returns the workers a sweep takes as not answering: those
+// whose probe has had a connection for minWorkerShare or longer without
+// an answer, and those the heartbeat path found silent (stall.go).
+func (s *Store) hungWorkers() map[int64]bool {
+	out := make(map[int64]bool)
+	p := &s.sweepProbes
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	var out map[int64]bool
 	for w, since := range p.since {
 		if !since.IsZero() && time.Since(since) >= minWorkerShare {
-			if out == nil {
-				out = make(map[int64]bool)
-			}
 			out[w] = true
 		}
 	}
+	p.mu.Unlock()
+	c := &s.workerCalls
+	c.mu.Lock()
+	for g, w := range c.workers {
+		if w.stalled() {
+			out[g] = true
+		}
+	}
+	c.mu.Unlock()
 	return out
 }
 
