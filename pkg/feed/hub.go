@@ -90,12 +90,17 @@ type Hub struct {
 	// (store.TenantRouter), else nil.
 	router store.TenantRouter
 
-	// hmu guards the shared horizon reads: nextHorizon is the read that
-	// callers now wait for, not yet started; readingHorizon says whether
-	// readHorizons runs.
-	hmu            sync.Mutex
-	nextHorizon    *horizonRead
-	readingHorizon bool
+	// hmu guards the shared horizon reads: horizons holds the queue of
+	// each node whose tenants' horizons are being read.
+	hmu      sync.Mutex
+	horizons map[int64]*horizonQueue
+}
+
+// horizonQueue is the horizon reads of one node's tenants (Hub.horizonNode),
+// made one at a time: next is the read that callers now wait for, not yet
+// started.
+type horizonQueue struct {
+	next *horizonRead
 }
 
 // tenantFeed is what the hub keeps of one tenant it follows; Hub.mu guards
@@ -130,7 +135,7 @@ func NewHub(opts Options) *Hub {
 		src: opts.Source, clock: opts.Clock, logger: opts.Logger, poll: opts.PollInterval,
 		ringSize: opts.RingSize, bookmark: opts.BookmarkInterval, onPoll: opts.OnPoll,
 		started: make(chan struct{}), reset: make(chan struct{}), added: make(chan struct{}, 1),
-		tenants: make(map[uuid.UUID]*tenantFeed),
+		tenants: make(map[uuid.UUID]*tenantFeed), horizons: make(map[int64]*horizonQueue),
 	}
 	h.router, _ = opts.Source.(store.TenantRouter)
 	if h.clock == nil {
@@ -168,19 +173,23 @@ type horizonRead struct {
 
 // Horizon returns tenant's present position in the store: read after the
 // call, in a read shared with the calls waiting at the same time (for any
-// tenant), so that many watches starting at once (a fleet of watchers
-// reconnecting) cost the store one read per round trip, not one each (on
-// Citus, a read of a few tenants is a read of each: readHorizon).
+// tenant of the same node), so that many watches starting at once (a
+// fleet of watchers reconnecting) cost the store one read per round trip,
+// not one each (on Citus, a read of a few tenants is a read of each:
+// readHorizon).
 func (h *Hub) Horizon(ctx context.Context, tenant uuid.UUID) (registry.Position, error) {
+	node := h.horizonNode(ctx, tenant)
 	h.hmu.Lock()
-	r := h.nextHorizon
+	q := h.horizons[node]
+	if q == nil {
+		q = &horizonQueue{}
+		h.horizons[node] = q
+		go h.readHorizons(node, q)
+	}
+	r := q.next
 	if r == nil {
 		r = &horizonRead{done: make(chan struct{}), tenants: make(map[uuid.UUID]registry.Position)}
-		h.nextHorizon = r
-		if !h.readingHorizon {
-			h.readingHorizon = true
-			go h.readHorizons()
-		}
+		q.next = r
 	}
 	r.tenants[tenant] = registry.Position{}
 	h.hmu.Unlock()
@@ -195,19 +204,32 @@ func (h *Hub) Horizon(ctx context.Context, tenant uuid.UUID) (registry.Position,
 	}
 }
 
+// horizonNode returns the node whose queue of horizon reads tenant's
+// callers join. On a store that routes each tenant's reads to a node of
+// its own (Citus), it is the tenant's worker, so that a worker that hangs
+// holds up the reads of its own tenants alone, not those of the tenants
+// of the others; elsewhere every tenant shares one queue.
+func (h *Hub) horizonNode(ctx context.Context, tenant uuid.UUID) int64 {
+	if h.router == nil || !h.router.TenantRouted(ctx) {
+		return 0
+	}
+	return h.router.TenantNode(ctx, tenant)
+}
+
 // present asks ReadFeed for no event: after it, only its horizon.
 var present = registry.Position{Seq: math.MaxInt64}
 
-// readHorizons makes the reads that Horizon's callers wait for, one at a
-// time: a caller that comes during a read waits for the next, which starts
-// after its call.
-func (h *Hub) readHorizons() {
+// readHorizons makes the reads of node's queue q that Horizon's callers
+// wait for, one at a time: a caller that comes during a read waits for
+// the next, which starts after its call. It ends, and drops q, when no
+// caller waits.
+func (h *Hub) readHorizons(node int64, q *horizonQueue) {
 	for {
 		h.hmu.Lock()
-		r := h.nextHorizon
-		h.nextHorizon = nil
+		r := q.next
+		q.next = nil
 		if r == nil {
-			h.readingHorizon = false
+			delete(h.horizons, node)
 			h.hmu.Unlock()
 			return
 		}

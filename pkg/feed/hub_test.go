@@ -363,19 +363,27 @@ func TestHorizonReadsShared(t *testing.T) {
 
 // routedSource is a memstore whose horizon reads (Horizon for one tenant,
 // ReadFeed for several) are counted by kind and each wait for a token of
-// tokens; a Horizon of failing fails, and the store may say it routes
-// each tenant's reads to a node of its own (store.TenantRouter).
+// tokens (a Horizon of hung: until hang is closed); a Horizon of failing
+// fails, and the store may say it routes each tenant's reads to a node of
+// its own (store.TenantRouter), nodes[tenant].
 type routedSource struct {
 	*memstore.Store
 	routed  bool
 	tokens  chan struct{}
 	failing uuid.UUID
+	hung    uuid.UUID
+	hang    chan struct{}
+	nodes   map[uuid.UUID]int64
 	mu      sync.Mutex
 	horizon int
 	feed    [][]uuid.UUID
 }
 
+var _ store.TenantRouter = (*routedSource)(nil)
+
 func (r *routedSource) TenantRouted(context.Context) bool { return r.routed }
+
+func (r *routedSource) TenantNode(_ context.Context, tenant uuid.UUID) int64 { return r.nodes[tenant] }
 
 func (r *routedSource) ReadFeed(ctx context.Context, tenants []uuid.UUID, after []registry.Position, limit int) ([]store.FeedBatch, error) {
 	r.mu.Lock()
@@ -389,7 +397,11 @@ func (r *routedSource) Horizon(ctx context.Context, tenant uuid.UUID) (registry.
 	r.mu.Lock()
 	r.horizon++
 	r.mu.Unlock()
-	<-r.tokens
+	if tenant == r.hung {
+		<-r.hang
+	} else {
+		<-r.tokens
+	}
 	if tenant == r.failing {
 		return registry.Position{}, registry.ErrUnavailable
 	}
@@ -488,6 +500,74 @@ func TestHorizonReadsApartWhenRouted(t *testing.T) {
 					}
 					if a.err != nil || a.pos != want[a.tenant] {
 						t.Fatalf("tenant %s's caller got %v, %v; want %v", a.tenant, a.pos, a.err, want[a.tenant])
+					}
+				}
+			})
+		})
+	}
+}
+
+// On a store that routes each tenant's reads to a node of its own
+// (Citus), the horizon reads of one node's tenants do not wait for
+// another node's: while the read of a tenant of a worker that hangs is
+// under way, a tenant of another worker is read and answered at once. A
+// tenant of the same worker waits for the next read of its node, as every
+// caller of a store that does not route does.
+func TestHorizonReadsOfANodeWaitForNoOtherNode(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		sameNode bool
+	}{
+		{"other worker", false},
+		{"same worker", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				clock := clockwork.NewFakeClock()
+				st := memstore.New(clock)
+				hung, running := uuid.New(), uuid.New()
+				src := &routedSource{Store: st, routed: true, tokens: make(chan struct{}, 64),
+					hung: hung, hang: make(chan struct{}), nodes: map[uuid.UUID]int64{hung: 1, running: 2}}
+				if tc.sameNode {
+					src.nodes[running] = 1
+				}
+				thaw := sync.OnceFunc(func() { close(src.hang) })
+				defer thaw() // a failed test leaves no read hung in the bubble
+				hub := feed.NewHub(feed.Options{Source: src, Clock: clock})
+				ctx := t.Context()
+				ask := func(tenant uuid.UUID) <-chan error {
+					out := make(chan error, 1)
+					go func() {
+						_, err := hub.Horizon(ctx, tenant)
+						out <- err
+					}()
+					return out
+				}
+				hungAnswer := ask(hung)
+				synctest.Wait() // the hung tenant's read is under way
+				src.tokens <- struct{}{}
+				runningAnswer := ask(running)
+				synctest.Wait()
+				select {
+				case err := <-runningAnswer:
+					if tc.sameNode {
+						t.Fatalf("a tenant of the hung worker was answered (%v) while its worker's read hung", err)
+					}
+					if err != nil {
+						t.Fatalf("the other worker's tenant: %v", err)
+					}
+				default:
+					if !tc.sameNode {
+						t.Fatal("the other worker's tenant waited for the hung worker's read")
+					}
+				}
+				thaw()
+				if err := <-hungAnswer; err != nil {
+					t.Fatalf("the hung tenant, once its worker answered: %v", err)
+				}
+				if tc.sameNode {
+					if err := <-runningAnswer; err != nil {
+						t.Fatalf("the hung worker's other tenant, at the next read: %v", err)
 					}
 				}
 			})

@@ -62,6 +62,19 @@ func (s *Store) TenantRouted(ctx context.Context) bool {
 	return err == nil && citus
 }
 
+// TenantNode returns the group of tenant's Citus worker, 0 on plain
+// PostgreSQL, and -1 when neither can be read now (store.TenantRouter).
+func (s *Store) TenantNode(ctx context.Context, tenant uuid.UUID) int64 {
+	citus, err := s.onCitus(ctx)
+	switch {
+	case err != nil:
+		return -1
+	case !citus:
+		return 0
+	}
+	return s.tenantWorker(ctx, tenant)
+}
+
 // feedColumns are the columns of a read of a tenant's trail: the epoch, the
 // tenant's position in the read's snapshot, the event's position, and the
 // event's columns (NULL on the row that carries the horizon alone).

@@ -121,6 +121,9 @@ type TenantRouter interface {
 	// TenantRouted reports whether each tenant's reads are routed to its
 	// own node (false while that is not known).
 	TenantRouted(ctx context.Context) bool
+	// TenantNode returns the node that tenant's reads are routed to (on
+	// Citus its worker's group), or -1 when that cannot be known now.
+	TenantNode(ctx context.Context, tenant uuid.UUID) int64
 }
 
 // FeedBatch is a read of one tenant's trail after a position: the events,
