@@ -56,6 +56,7 @@ const (
 	KeyRegistryNamespace      = "registry-namespace"
 	KeyRegistryPublicTenant   = "registry-public-tenant"
 	KeyUI                     = "ui"
+	KeyCitusWorkerReads       = "citus-worker-reads"
 )
 
 // EnvPrefix starts the name of every environment variable of mcpd.
@@ -186,6 +187,10 @@ type Config struct {
 	RegistryPublicTenant string
 	// UI serves the read-only web board at /ui/.
 	UI bool
+	// CitusWorkerReads makes mcpd on Citus read tenants' positions and
+	// change feed on each tenant's worker when it can reach it; false:
+	// every read goes through the coordinator.
+	CitusWorkerReads bool
 }
 
 // PublicTenant returns RegistryPublicTenant as a UUID, uuid.Nil when it is
@@ -255,6 +260,7 @@ func Default() Config {
 		MCPMaxSessionsPerSubject: DefaultMCPMaxSessionsPerSubject,
 		RegistryNamespace:        DefaultRegistryNamespace,
 		UI:                       true,
+		CitusWorkerReads:         true,
 	}
 }
 

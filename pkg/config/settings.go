@@ -46,6 +46,7 @@ var Settings = []Setting{
 	{KeyRegistryNamespace, "namespace of the server names of the MCP registry API (/v0.1): NAMESPACE/MODULE", func(c *Config) any { return &c.RegistryNamespace }},
 	{KeyRegistryPublicTenant, "tenant UUID whose servers the MCP registry API (/v0.1) lists to GETs without a token (IDEs, CLIs, ToolHive); empty: such GETs are 401", func(c *Config) any { return &c.RegistryPublicTenant }},
 	{KeyUI, "serve the read-only web board at /ui/ (--ui=false turns it off)", func(c *Config) any { return &c.UI }},
+	{KeyCitusWorkerReads, "on Citus, read tenants' positions and change feed on each tenant's worker (its address from pg_dist_node; this URL's user, password and TLS) when mcpd can reach it, else through the coordinator (--citus-worker-reads=false: always through the coordinator)", func(c *Config) any { return &c.CitusWorkerReads }},
 }
 
 // Lookup returns the setting named name.

@@ -178,7 +178,7 @@ func TestEveryFlagHasAnEnvVariable(t *testing.T) {
 		"MCPD_MAX_CONNECTIONS":    "500",
 		"MCPD_TENANT_MAX_SERVERS": "0", "MCPD_TENANT_RATE_LIMIT": "2.5", "MCPD_TENANT_RATE_BURST": "9",
 		"MCPD_TENANT_MAX_WATCHES": "7", "MCPD_REGISTRY_NAMESPACE": "com.example", "MCPD_UI": "false",
-		"MCPD_MCP_MAX_SESSIONS": "50", "MCPD_MCP_MAX_SESSIONS_PER_SUBJECT": "5",
+		"MCPD_MCP_MAX_SESSIONS": "50", "MCPD_MCP_MAX_SESSIONS_PER_SUBJECT": "5", "MCPD_CITUS_WORKER_READS": "false",
 	}
 	cfg, err := load(t, nil, env)
 	if err != nil {

@@ -376,7 +376,8 @@ func (d *Daemon) openStore(ctx context.Context, tp trace.TracerProvider) (store.
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	d.pool = pool
-	pg := pgstore.New(pool, pgstore.Options{Clock: d.storeClock, Logger: d.logger, Tracer: tp})
+	pg := pgstore.New(pool, pgstore.Options{Clock: d.storeClock, Logger: d.logger, Tracer: tp,
+		CoordinatorReads: !d.cfg.CitusWorkerReads})
 	d.pgStore = pg
 	pctx, cancel := context.WithTimeout(ctx, startPingTimeout)
 	defer cancel()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/store"
@@ -25,7 +26,8 @@ func tenantPosition(epoch, position int64) registry.Position {
 const horizonSQL = `SELECT epoch, pos FROM mcp_feed_horizon($1)`
 
 // Horizon returns tenant's present position. On Citus it is a call to the
-// tenant's worker (workerCalls), awaited for the stall time at most: it
+// tenant's worker (workerCalls), made on the worker itself when the store
+// can reach it (workerreads.go), awaited for the stall time at most: it
 // fails with ErrWorkerStalled at once while the worker is silent, and
 // after the stall time when the call has not returned by then (the call
 // goes on in the background, within ctx's deadline).
@@ -45,7 +47,9 @@ func (s *Store) Horizon(ctx context.Context, tenant uuid.UUID) (registry.Positio
 	reads, done := awaitWorkers(ctx, s.workerCalls.stall, 1, func(wctx context.Context, _ int) read {
 		var epoch, pos int64
 		err := s.workerCalls.onWorker(wctx, worker, func() error {
-			return s.pool.QueryRow(wctx, horizonSQL, tenant).Scan(&epoch, &pos)
+			return s.readOnWorker(worker, func(db *pgxpool.Pool) error {
+				return db.QueryRow(wctx, horizonSQL, tenant).Scan(&epoch, &pos)
+			})
 		})
 		return read{tenantPosition(epoch, pos), translate(err)}
 	})
@@ -148,7 +152,7 @@ func (s *Store) ReadFeed(ctx context.Context, tenants []uuid.UUID, after []regis
 		return nil, translate(err)
 	}
 	if !citus {
-		return s.readFeed(ctx, `SELECT feed_tenant, `+feedColumns+` FROM mcp_feed_read($1, $2, $3)`, tenants, from, limit)
+		return s.readFeed(ctx, s.pool, `SELECT feed_tenant, `+feedColumns+` FROM mcp_feed_read($1, $2, $3)`, tenants, from, limit)
 	}
 	return s.readFeedPerWorker(ctx, tenants, from, limit)
 }
@@ -226,14 +230,17 @@ func (s *Store) readFeedPerWorker(ctx context.Context, tenants []uuid.UUID, from
 }
 
 // readFeedOnWorker reads the trails of tenants, all on worker, as a call
-// to that worker (workerCalls): in one call, then, when that call finds
+// to that worker (workerCalls, made on the worker itself when the store
+// can reach it: readOnWorker): in one call, then, when that call finds
 // the database unavailable, in a call per tenant, so that a tenant whose
 // shard is elsewhere (a stale placement) is still read.
 func (s *Store) readFeedOnWorker(ctx context.Context, worker int64, tenants []uuid.UUID, from []int64, limit int) ([]store.FeedBatch, error) {
 	var out []store.FeedBatch
-	err := s.workerCalls.onWorker(ctx, worker, func() (err error) {
-		out, err = s.readFeed(ctx, feedReadEachSQL, tenants, from, limit)
-		return err
+	err := s.workerCalls.onWorker(ctx, worker, func() error {
+		return s.readOnWorker(worker, func(db *pgxpool.Pool) (err error) {
+			out, err = s.readFeed(ctx, db, feedReadEachSQL, tenants, from, limit)
+			return err
+		})
 	})
 	if err == nil || len(tenants) == 1 || !errors.Is(err, registry.ErrUnavailable) || errors.Is(err, ErrWorkerStalled) {
 		return out, err
@@ -247,7 +254,7 @@ func (s *Store) readFeedEach(ctx context.Context, read string, tenants []uuid.UU
 	got := make([][]store.FeedBatch, len(tenants))
 	errs := make([]error, len(tenants))
 	eachTenant(len(tenants), func(i int) {
-		got[i], errs[i] = s.readFeed(ctx, read, tenants[i:i+1], from[i:i+1], limit)
+		got[i], errs[i] = s.readFeed(ctx, s.pool, read, tenants[i:i+1], from[i:i+1], limit)
 	})
 	var (
 		out      []store.FeedBatch
@@ -268,10 +275,10 @@ func (s *Store) readFeedEach(ctx context.Context, read string, tenants []uuid.UU
 	return out, firstErr
 }
 
-// readFeed runs read, a feed read of tenants after from, and returns its
-// batches, one per tenant, in the order asked.
-func (s *Store) readFeed(ctx context.Context, read string, tenants []uuid.UUID, from []int64, limit int) ([]store.FeedBatch, error) {
-	rows, err := s.pool.Query(ctx, read, tenants, from, limit)
+// readFeed runs read, a feed read of tenants after from, on db, and
+// returns its batches, one per tenant, in the order asked.
+func (s *Store) readFeed(ctx context.Context, db *pgxpool.Pool, read string, tenants []uuid.UUID, from []int64, limit int) ([]store.FeedBatch, error) {
+	rows, err := db.Query(ctx, read, tenants, from, limit)
 	if err != nil {
 		return nil, translate(err)
 	}

@@ -46,6 +46,10 @@ type Options struct {
 	// waits for one of them, and how long a call must run unanswered to
 	// make its worker silent (default DefaultWorkerStall; stall.go).
 	WorkerStall time.Duration
+	// CoordinatorReads makes every read on Citus go through the
+	// coordinator; by default a tenant's position is read on its worker
+	// when mcpd can reach it (workerreads.go).
+	CoordinatorReads bool
 	// Tracer gives each traced heartbeat a span for its wait on its batch;
 	// nil: OpenTelemetry's no-op provider. Statements get theirs from
 	// ConnectTraced.
@@ -81,6 +85,9 @@ type Store struct {
 	// sweepProbes are the sweep's background probes of the Citus workers
 	// (sweepprobe.go).
 	sweepProbes sweepProbes
+	// workerReads are the pools of the reads made on the Citus workers
+	// themselves (workerreads.go).
+	workerReads workerReads
 }
 
 // onCitus reports whether the database has the citus extension: there the
@@ -176,6 +183,7 @@ func New(pool *pgxpool.Pool, opts Options) *Store {
 	}
 	s.workerCalls.stall = cmp.Or(max(opts.WorkerStall, 0), DefaultWorkerStall)
 	s.sweepProbes.init()
+	s.workerReads.init(opts.CoordinatorReads)
 
 	s.batcher = newBatcher(s, opts.Flushers, opts.MaxBatch, opts.BatchWait, opts.BatchOverlap)
 	return s
@@ -183,12 +191,13 @@ func New(pool *pgxpool.Pool, opts Options) *Store {
 
 // Close stops the heartbeat batcher; heartbeats still queued fail with
 // registry.ErrUnavailable. It waits for the registration calls in flight,
-// and ends the sweep's background probes of the Citus workers. It does not
-// close the pool.
+// ends the sweep's background probes of the Citus workers and closes its
+// pools of reads on them. It does not close the pool.
 func (s *Store) Close() {
 	s.batcher.close()
 	s.registerGroups.close()
 	s.sweepProbes.close()
+	s.workerReads.close()
 }
 
 // now is the timestamp parameter of a statement: nil lets the database use

@@ -1,0 +1,89 @@
+package pgstore_test
+
+import (
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/cyberos/mcpd/pkg/pgstore"
+	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/testing/pgtest"
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
+)
+
+// On Citus a tenant's position and trail are read on the tenant's own
+// worker once the store has a connection there (workerreads.go): the
+// worker shows the store's own sessions, not only the coordinator's. Each
+// read sees every write answered before it, made through the coordinator
+// by another store (another replica): the position moves by one per
+// event, and the trail after the old position is that event.
+func TestCitusReadsOnTheTenantsWorker(t *testing.T) {
+	c := pgtest.SharedCitus(t)
+	db := c.NewDB(t)
+	ctx := t.Context()
+	reader := pgstore.New(db.App, pgstore.Options{})
+	t.Cleanup(reader.Close)
+	writer := pgstore.New(db.App, pgstore.Options{CoordinatorReads: true})
+	t.Cleanup(writer.Close)
+	appURL, err := url.Parse(db.AppURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenants := c.TenantOnEachWorker(t, db)
+	for i, tenant := range tenants {
+		worker, err := pgx.Connect(ctx, c.Workers[i].URL("", db.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = worker.Close(ctx) })
+		// The store's own sessions on the worker: the coordinator's carry
+		// Citus's application name.
+		own := func() int {
+			var n int
+			if err := worker.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = $1 AND usename = $2 AND application_name NOT LIKE 'citus%'`,
+				db.Name, appURL.User.Username()).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		if n := own(); n != 0 {
+			t.Fatalf("worker %d has %d sessions of the store before any read", i, n)
+		}
+		testwait.Until(t, "the store reads on the tenant's worker", 30*time.Second, func() bool {
+			if _, err := reader.Horizon(ctx, tenant); err != nil {
+				t.Fatal(err)
+			}
+			return own() > 0
+		})
+		for round := range 10 {
+			before, err := reader.Horizon(ctx, tenant)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _, ev, err := writer.Register(ctx, tenant, registry.ServerInfo{ModuleName: "m" + string(rune('a'+round)),
+				Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after, err := reader.Horizon(ctx, tenant)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after.Epoch != before.Epoch || after.Seq != before.Seq+1 {
+				t.Fatalf("worker %d, round %d: the position read after a registration was answered is %v, want one past %v",
+					i, round, after, before)
+			}
+			batches, err := reader.ReadFeed(ctx, tenants[i:i+1], []registry.Position{before}, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(batches) != 1 || len(batches[0].Events) != 1 || batches[0].Events[0].EventID != ev.EventID || batches[0].Horizon != after {
+				t.Fatalf("worker %d, round %d: the trail after %v is %+v, want the registration %s up to %v",
+					i, round, before, batches, ev.EventID, after)
+			}
+		}
+	}
+}

@@ -1,0 +1,123 @@
+package pgstore
+
+import (
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/testing/pgtest"
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
+)
+
+// workerGroupAt returns the Citus group of the node at port.
+func workerGroupAt(t *testing.T, db *pgtest.DB, port int) int64 {
+	t.Helper()
+	var group int64
+	if err := db.Admin.QueryRow(t.Context(), `SELECT groupid FROM pg_dist_node WHERE nodeport = $1`, port).Scan(&group); err != nil {
+		t.Fatal(err)
+	}
+	return group
+}
+
+// A pool of reads on a worker keeps no connection that reached another
+// node than that worker's primary: another worker, or the coordinator.
+func TestWorkerPoolProvesItsWorker(t *testing.T) {
+	c := pgtest.SharedCitus(t)
+	db := c.NewDB(t)
+	s := New(db.App, Options{})
+	t.Cleanup(s.Close)
+	first, second := c.Workers[0], c.Workers[1]
+	group := workerGroupAt(t, db, first.Port())
+	pool, err := s.newWorkerPool(t.Context(), group, "127.0.0.1", uint16(first.Port()))
+	if err != nil {
+		t.Fatalf("the worker's own address: %v", err)
+	}
+	pool.Close()
+	for name, port := range map[string]int{"the other worker": second.Port(), "the coordinator": c.Coordinator.Port()} {
+		if pool, err := s.newWorkerPool(t.Context(), group, "127.0.0.1", uint16(port)); !errors.Is(err, errNotTheWorker) {
+			if pool != nil {
+				pool.Close()
+			}
+			t.Fatalf("%s as group %d's worker: %v, want %v", name, group, err, errNotTheWorker)
+		}
+	}
+}
+
+// A worker that the store cannot reach at the address Citus lists (a
+// network where only the coordinator reaches the workers) is read through
+// the coordinator: before its first connection, after that failed, and
+// when a pool it had stops connecting (the read runs again through the
+// coordinator at once, and the pool is dropped).
+func TestWorkerReadsFallBackToTheCoordinator(t *testing.T) {
+	c := pgtest.SharedCitus(t)
+	db := c.NewDB(t)
+	ctx := t.Context()
+	s := New(db.App, Options{})
+	t.Cleanup(s.Close)
+	tenant := c.TenantOnEachWorker(t, db)[0]
+	if _, _, _, err := s.Register(ctx, tenant, registry.ServerInfo{ModuleName: "m", Version: "1.0.0",
+		SupportedProtocols: []string{"2025-06-18"}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	group := workerGroupAt(t, db, c.Workers[0].Port())
+	closed := closedPort(t)
+	w := &s.workerReads
+	w.mu.Lock()
+	node := &workerReadNode{host: "127.0.0.1", port: closed}
+	w.nodes[group], w.readAt = node, time.Now()
+	w.mu.Unlock()
+	read := func(what string) {
+		t.Helper()
+		p, err := s.Horizon(ctx, tenant)
+		if err != nil || p.Seq != 1 {
+			t.Fatalf("%s: %v, %v; want the position of the one event", what, p, err)
+		}
+		if _, err := s.ReadFeed(ctx, []uuid.UUID{tenant}, []registry.Position{{}}, 10); err != nil {
+			t.Fatalf("%s: a read of the trail: %v", what, err)
+		}
+	}
+	read("while the first connection is tried")
+	testwait.Until(t, "the first connection to fail", 30*time.Second, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return !node.failedAt.IsZero() && !node.opening
+	})
+	read("after the first connection failed")
+
+	cfg, err := pgxpool.ParseConfig(db.AppURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Port = closed
+	stale, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.mu.Lock()
+	node.pool = stale
+	w.mu.Unlock()
+	read("with a pool that no longer connects")
+	w.mu.Lock()
+	dropped := node.pool == nil
+	w.mu.Unlock()
+	if !dropped {
+		t.Fatal("the pool that no longer connects was kept")
+	}
+}
+
+// closedPort returns a loopback port that nothing listens on.
+func closedPort(t *testing.T) uint16 {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	return uint16(port)
+}
