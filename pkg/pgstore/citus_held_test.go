@@ -228,6 +228,19 @@ func (c *queryLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.Tr
 
 func (c *queryLog) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
+// TraceBatchQuery records each statement of a pipeline as a call.
+func (c *queryLog) TraceBatchQuery(_ context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls = append(c.calls, pgx.TraceQueryStartData{SQL: data.SQL, Args: data.Args})
+}
+
+func (c *queryLog) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+func (c *queryLog) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
 // reset forgets the statements recorded so far.
 func (c *queryLog) reset() {
 	c.mu.Lock()

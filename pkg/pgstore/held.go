@@ -102,12 +102,14 @@ func scanHeld(rows pgx.Rows) ([]store.HeldOutcome, error) {
 var _ store.HeldBatchWriter = (*Store)(nil)
 
 // WriteHeldBatch writes a flush of held heartbeats. On plain PostgreSQL
-// each tenant's share is a statement of one pipeline, run as one implicit
-// transaction: one round trip and one commit for the whole flush, and a
-// failure fails every share (a deadlock with a heartbeat batch is tried
-// again once). On Citus the shares go in one call per worker
-// (writeHeldPerWorker), so that a worker that is down fails its own
-// tenants' shares only.
+// the healthy servers' heartbeats of every tenant go in one statement
+// (writeHeldTogether), and what it leaves (servers to recover, not the
+// tenant's, rows another transaction holds) as a statement per tenant of
+// one pipeline, run as one implicit transaction: one round trip and one
+// commit, and a failure fails every share of it (a deadlock with a
+// heartbeat batch is tried again once). On Citus the shares go in one call per
+// worker (writeHeldPerWorker), so that a worker that is down fails its
+// own tenants' shares only.
 func (s *Store) WriteHeldBatch(ctx context.Context, batch []store.TenantHeld) []store.TenantHeldResult {
 	out := make([]store.TenantHeldResult, len(batch))
 	fail := func(err error) []store.TenantHeldResult {
@@ -124,19 +126,76 @@ func (s *Store) WriteHeldBatch(ctx context.Context, batch []store.TenantHeld) []
 		s.writeHeldPerWorker(ctx, batch, out)
 		return out
 	}
+	rest := s.writeHeldTogether(ctx, batch)
+	if len(rest.left) == 0 {
+		return out
+	}
 	var outcomes [][]store.HeldOutcome
 	for range 2 {
-		if outcomes, err = s.writeHeldPipeline(ctx, batch); !isRetryable(err) {
+		if outcomes, err = s.writeHeldPipeline(ctx, rest.left); !isRetryable(err) {
 			break
 		}
 	}
-	if err != nil {
-		return fail(translate(err))
-	}
-	for i := range out {
-		out[i].Outcomes = outcomes[i]
+	for j, i := range rest.index {
+		if err != nil {
+			out[i].Err = translate(err)
+			continue
+		}
+		out[i].Outcomes = outcomes[j]
 	}
 	return out
+}
+
+// heldLeft is what writeHeldTogether left of a flush: the shares of left,
+// each share i of the flush's index[i].
+type heldLeft struct {
+	left  []store.TenantHeld
+	index []int
+}
+
+// writeHeldTogether writes the heartbeats of batch whose servers are
+// healthy in one statement (mcp_heartbeat_held_group, which on plain
+// PostgreSQL writes every tenant's pairs) and returns the rest, share by
+// share: the heartbeats it did not write. A flush of a thousand tenants is
+// one statement instead of a thousand (each planned and run on its own:
+// at 1,000 tenants and 6,000 heartbeats/s a flush took longer than its
+// window, docs/performance.md). When the statement fails (a row held by
+// another transaction past its lock timeout), every share is left.
+func (s *Store) writeHeldTogether(ctx context.Context, batch []store.TenantHeld) heldLeft {
+	whole := heldLeft{left: batch, index: make([]int, len(batch))}
+	for i := range batch {
+		whole.index[i] = i
+	}
+	var pairs []batchKey
+	ages := make(map[batchKey]int64)
+	for _, sh := range batch {
+		for _, b := range sh.Beats {
+			k := batchKey{sh.Tenant, b.ServerID}
+			pairs = append(pairs, k)
+			ages[k] = max(b.Age, 0).Microseconds()
+		}
+	}
+	if len(pairs) == 0 {
+		return whole
+	}
+	written, err := s.writeHeldGroup(ctx, pairs, ages)
+	if err != nil {
+		return whole
+	}
+	var rest heldLeft
+	for i, sh := range batch {
+		var beats []store.HeldHeartbeat
+		for _, b := range sh.Beats {
+			if !written[batchKey{sh.Tenant, b.ServerID}] {
+				beats = append(beats, b)
+			}
+		}
+		if len(beats) > 0 {
+			rest.left = append(rest.left, store.TenantHeld{Tenant: sh.Tenant, Beats: beats})
+			rest.index = append(rest.index, i)
+		}
+	}
+	return rest
 }
 
 // writeHeldPipeline sends every share of batch as a statement of one

@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -126,5 +127,82 @@ func heldSkipsHeldRows(t *testing.T, db *pgtest.DB) {
 		if !srv.LastHeartbeatAt.Equal(want) {
 			t.Fatalf("server %d: last heartbeat %s, want %s", i, srv.LastHeartbeatAt, want)
 		}
+	}
+}
+
+// On plain PostgreSQL a flush writes the healthy servers' heartbeats of
+// every tenant in one statement, and then, each in a statement of its own,
+// only the tenants with a heartbeat left: a server to recover, one
+// deregistered, one that is not the tenant's. Each share's outcomes are
+// those a statement per tenant gives.
+func TestHeldFlushOfManyTenantsIsOneStatement(t *testing.T) {
+	db := pgtest.NewDB(t)
+	ctx := t.Context()
+	clock := clockwork.NewFakeClockAt(epoch)
+	st, calls := tracedStore(t, db, pgstore.Options{Clock: clock})
+	const tenants = 30
+	var (
+		batch []store.TenantHeld
+		live  []registry.Server
+	)
+	for i := range tenants {
+		tenant := uuid.New()
+		live = append(live, register(t, st, tenant, "a"))
+		batch = append(batch, store.TenantHeld{Tenant: tenant, Beats: []store.HeldHeartbeat{
+			{ServerID: live[i].ServerID, Age: time.Duration(i) * time.Millisecond}}})
+	}
+	gone := register(t, st, batch[0].Tenant, "gone")
+	if _, _, err := st.Deregister(ctx, batch[0].Tenant, gone.ServerID); err != nil {
+		t.Fatal(err)
+	}
+	batch[0].Beats = append(batch[0].Beats, store.HeldHeartbeat{ServerID: gone.ServerID})
+	down := register(t, st, batch[1].Tenant, "down")
+	if _, err := db.Admin.Exec(ctx, `UPDATE mcp_servers SET status = 'degraded' WHERE tenant_id = $1 AND server_id = $2`,
+		batch[1].Tenant, down.ServerID); err != nil {
+		t.Fatal(err)
+	}
+	batch[1].Beats = append(batch[1].Beats, store.HeldHeartbeat{ServerID: down.ServerID})
+	batch[2].Beats = append(batch[2].Beats, store.HeldHeartbeat{ServerID: live[3].ServerID})
+	clock.Advance(3 * time.Second)
+	calls.reset()
+	res := st.WriteHeldBatch(ctx, batch)
+	if groups, own := calls.count("mcp_heartbeat_held_group("), calls.tenants("mcp_heartbeat_held("); groups != 1 || len(own) != 3 ||
+		!slices.Contains(own, batch[0].Tenant) || !slices.Contains(own, batch[1].Tenant) || !slices.Contains(own, batch[2].Tenant) {
+		t.Fatalf("a flush of %d tenants: %d calls of mcp_heartbeat_held_group, mcp_heartbeat_held for %v; "+
+			"want 1, and one each for the three tenants with a heartbeat left", tenants, groups, own)
+	}
+	for i, r := range res {
+		if r.Err != nil {
+			t.Fatalf("share %d: %v", i, r.Err)
+		}
+		switch i {
+		case 0:
+			if len(r.Outcomes) != 1 || r.Outcomes[0].ServerID != gone.ServerID || !errors.Is(r.Outcomes[0].Err, registry.ErrDeregistered) {
+				t.Fatalf("the share with a deregistered server: outcomes %+v", r.Outcomes)
+			}
+		case 1:
+			if len(r.Outcomes) != 1 || r.Outcomes[0].ServerID != down.ServerID || r.Outcomes[0].Err != nil ||
+				r.Outcomes[0].Event == nil || r.Outcomes[0].Server.Status != registry.StatusHealthy {
+				t.Fatalf("the share with a degraded server: outcomes %+v, want its recovery", r.Outcomes)
+			}
+		case 2:
+			if len(r.Outcomes) != 1 || r.Outcomes[0].ServerID != live[3].ServerID || !errors.Is(r.Outcomes[0].Err, registry.ErrNotFound) {
+				t.Fatalf("the share with another tenant's server: outcomes %+v", r.Outcomes)
+			}
+		default:
+			if len(r.Outcomes) != 0 {
+				t.Fatalf("share %d: outcomes %+v, want none", i, r.Outcomes)
+			}
+		}
+		srv, err := st.Server(ctx, batch[i].Tenant, live[i].ServerID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := clock.Now().Add(-time.Duration(i) * time.Millisecond); !srv.LastHeartbeatAt.Equal(want) {
+			t.Fatalf("share %d: last heartbeat %s, want %s", i, srv.LastHeartbeatAt, want)
+		}
+	}
+	if srv, err := st.Server(ctx, batch[3].Tenant, live[3].ServerID); err != nil || !srv.LastHeartbeatAt.Equal(clock.Now().Add(-3*time.Millisecond)) {
+		t.Fatalf("tenant 3's server after another tenant's heartbeat of it: %+v, %v", srv, err)
 	}
 }
