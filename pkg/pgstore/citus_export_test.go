@@ -61,3 +61,7 @@ func (s *Store) RegisterGroup(tenants []uuid.UUID, infos []registry.ServerInfo, 
 	}
 	return out
 }
+
+// ReadsOnWorkers returns how many reads the store made on a Citus worker
+// itself (workerreads.go).
+func (s *Store) ReadsOnWorkers() int64 { return s.workerReads.made.Load() }

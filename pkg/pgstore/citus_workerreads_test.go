@@ -53,11 +53,16 @@ func TestCitusReadsOnTheTenantsWorker(t *testing.T) {
 			t.Fatalf("worker %d has %d sessions of the store before any read", i, n)
 		}
 		testwait.Until(t, "the store reads on the tenant's worker", 30*time.Second, func() bool {
+			made := reader.ReadsOnWorkers()
 			if _, err := reader.Horizon(ctx, tenant); err != nil {
 				t.Fatal(err)
 			}
-			return own() > 0
+			return reader.ReadsOnWorkers() > made
 		})
+		if own() == 0 {
+			t.Fatalf("worker %d shows no session of the store", i)
+		}
+		made := reader.ReadsOnWorkers()
 		for round := range 10 {
 			before, err := reader.Horizon(ctx, tenant)
 			if err != nil {
@@ -84,6 +89,9 @@ func TestCitusReadsOnTheTenantsWorker(t *testing.T) {
 				t.Fatalf("worker %d, round %d: the trail after %v is %+v, want the registration %s up to %v",
 					i, round, before, batches, ev.EventID, after)
 			}
+		}
+		if n := reader.ReadsOnWorkers() - made; n != 30 {
+			t.Fatalf("worker %d: %d of the 30 reads made on the worker, want all", i, n)
 		}
 	}
 }

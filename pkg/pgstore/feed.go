@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/store"
@@ -47,9 +46,13 @@ func (s *Store) Horizon(ctx context.Context, tenant uuid.UUID) (registry.Positio
 	reads, done := awaitWorkers(ctx, s.workerCalls.stall, 1, func(wctx context.Context, _ int) read {
 		var epoch, pos int64
 		err := s.workerCalls.onWorker(wctx, worker, func() error {
-			return s.readOnWorker(worker, func(db *pgxpool.Pool) error {
+			onWorker, err := s.readOnWorker(wctx, worker, func(db querier) error {
 				return db.QueryRow(wctx, horizonSQL, tenant).Scan(&epoch, &pos)
 			})
+			if err == nil && onWorker {
+				epoch, err = s.coordinatorEpoch(wctx)
+			}
+			return err
 		})
 		return read{tenantPosition(epoch, pos), translate(err)}
 	})
@@ -66,8 +69,10 @@ func (s *Store) TenantRouted(ctx context.Context) bool {
 	return err == nil && citus
 }
 
-// TenantNode returns the group of tenant's Citus worker, 0 on plain
-// PostgreSQL, and -1 when neither can be read now (store.TenantRouter).
+// TenantNode returns the group of tenant's Citus worker as the store last
+// read it, 0 on plain PostgreSQL, and -1 when neither is known; it reads
+// nothing from the database but, once, whether it is Citus
+// (store.TenantRouter).
 func (s *Store) TenantNode(ctx context.Context, tenant uuid.UUID) int64 {
 	citus, err := s.onCitus(ctx)
 	switch {
@@ -76,7 +81,12 @@ func (s *Store) TenantNode(ctx context.Context, tenant uuid.UUID) int64 {
 	case !citus:
 		return 0
 	}
-	return s.tenantWorker(ctx, tenant)
+	s.placementMu.Lock()
+	defer s.placementMu.Unlock()
+	if pl, ok := s.placements[tenant]; ok {
+		return pl.group
+	}
+	return -1
 }
 
 // feedColumns are the columns of a read of a tenant's trail: the epoch, the
@@ -237,15 +247,33 @@ func (s *Store) readFeedPerWorker(ctx context.Context, tenants []uuid.UUID, from
 func (s *Store) readFeedOnWorker(ctx context.Context, worker int64, tenants []uuid.UUID, from []int64, limit int) ([]store.FeedBatch, error) {
 	var out []store.FeedBatch
 	err := s.workerCalls.onWorker(ctx, worker, func() error {
-		return s.readOnWorker(worker, func(db *pgxpool.Pool) (err error) {
+		onWorker, err := s.readOnWorker(ctx, worker, func(db querier) (err error) {
 			out, err = s.readFeed(ctx, db, feedReadEachSQL, tenants, from, limit)
 			return err
 		})
+		if err == nil && onWorker {
+			var epoch int64
+			if epoch, err = s.coordinatorEpoch(ctx); err == nil {
+				withEpoch(out, uint64(epoch))
+			}
+		}
+		return err
 	})
 	if err == nil || len(tenants) == 1 || !errors.Is(err, registry.ErrUnavailable) || errors.Is(err, ErrWorkerStalled) {
 		return out, err
 	}
 	return s.readFeedEach(ctx, feedReadEachSQL, tenants, from, limit)
+}
+
+// withEpoch gives every position of batches, read on a worker, the
+// coordinator's epoch (coordinatorEpoch).
+func withEpoch(batches []store.FeedBatch, epoch uint64) {
+	for i := range batches {
+		batches[i].Horizon.Epoch = epoch
+		for j := range batches[i].Events {
+			batches[i].Events[j].Position.Epoch = epoch
+		}
+	}
 }
 
 // readFeedEach reads each tenant's trail in a call of its own, a few at a
@@ -277,7 +305,7 @@ func (s *Store) readFeedEach(ctx context.Context, read string, tenants []uuid.UU
 
 // readFeed runs read, a feed read of tenants after from, on db, and
 // returns its batches, one per tenant, in the order asked.
-func (s *Store) readFeed(ctx context.Context, db *pgxpool.Pool, read string, tenants []uuid.UUID, from []int64, limit int) ([]store.FeedBatch, error) {
+func (s *Store) readFeed(ctx context.Context, db querier, read string, tenants []uuid.UUID, from []int64, limit int) ([]store.FeedBatch, error) {
 	rows, err := db.Query(ctx, read, tenants, from, limit)
 	if err != nil {
 		return nil, translate(err)

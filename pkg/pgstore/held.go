@@ -104,7 +104,8 @@ var _ store.HeldBatchWriter = (*Store)(nil)
 // WriteHeldBatch writes a flush of held heartbeats. On plain PostgreSQL
 // the healthy servers' heartbeats of every tenant go in one statement
 // (writeHeldTogether), and what it leaves (servers to recover, not the
-// tenant's, rows another transaction holds) as a statement per tenant of
+// tenant's; every share when a row another transaction holds kept it
+// waiting past its lock timeout) as a statement per tenant of
 // one pipeline, run as one implicit transaction: one round trip and one
 // commit, and a failure fails every share of it (a deadlock with a
 // heartbeat batch is tried again once). On Citus the shares go in one call per
@@ -159,8 +160,9 @@ type heldLeft struct {
 // share: the heartbeats it did not write. A flush of a thousand tenants is
 // one statement instead of a thousand (each planned and run on its own:
 // at 1,000 tenants and 6,000 heartbeats/s a flush took longer than its
-// window, docs/performance.md). When the statement fails (a row held by
-// another transaction past its lock timeout), every share is left.
+// window, docs/performance.md). The statement waits for a row another
+// transaction holds, up to its lock timeout (50 ms) for each such row;
+// when it fails, every share is left.
 func (s *Store) writeHeldTogether(ctx context.Context, batch []store.TenantHeld) heldLeft {
 	whole := heldLeft{left: batch, index: make([]int, len(batch))}
 	for i := range batch {

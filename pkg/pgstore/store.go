@@ -47,8 +47,9 @@ type Options struct {
 	// make its worker silent (default DefaultWorkerStall; stall.go).
 	WorkerStall time.Duration
 	// CoordinatorReads makes every read on Citus go through the
-	// coordinator; by default a tenant's position is read on its worker
-	// when mcpd can reach it (workerreads.go).
+	// coordinator; by default a tenant's position and feed are read on
+	// its worker when mcpd can reach it and the pool's host is not a Unix
+	// socket (workerreads.go).
 	CoordinatorReads bool
 	// Tracer gives each traced heartbeat a span for its wait on its batch;
 	// nil: OpenTelemetry's no-op provider. Statements get theirs from
@@ -183,7 +184,9 @@ func New(pool *pgxpool.Pool, opts Options) *Store {
 	}
 	s.workerCalls.stall = cmp.Or(max(opts.WorkerStall, 0), DefaultWorkerStall)
 	s.sweepProbes.init()
-	s.workerReads.init(opts.CoordinatorReads)
+	// Over a Unix socket the coordinator is on mcpd's host, and its
+	// settings say nothing of how to reach the workers safely (TLS).
+	s.workerReads.init(opts.CoordinatorReads || strings.HasPrefix(pool.Config().ConnConfig.Host, "/"))
 
 	s.batcher = newBatcher(s, opts.Flushers, opts.MaxBatch, opts.BatchWait, opts.BatchOverlap)
 	return s

@@ -42,26 +42,13 @@ type sweepProbes struct {
 	// starting is set while a sweep's probes are being started.
 	starting bool
 	// list is the read of the tenants to sweep in flight.
-	list   *sweepListRead
-	closed bool
-	ctx    context.Context
-	cancel context.CancelFunc
-	probes sync.WaitGroup
-}
-
-// init prepares p; Store.New calls it.
-func (p *sweepProbes) init() {
-	p.ctx, p.cancel = context.WithCancel(context.Background())
+	list *sweepListRead
+	// background runs the probes and the reads; mu guards it.
+	background
 }
 
 // close ends the probes in flight and waits for them.
-func (p *sweepProbes) close() {
-	p.mu.Lock()
-	p.closed = true
-	p.mu.Unlock()
-	p.cancel()
-	p.probes.Wait()
-}
+func (p *sweepProbes) close() { p.stop(&p.mu) }
 
 // hungWorkers returns the workers a sweep takes as not answering: those
 // whose probe has had a connection for minWorkerShare or longer without
@@ -134,8 +121,8 @@ func (s *Store) probeWorkersInBackground() {
 // run runs f in the background, on a context that ends at close or after
 // sweepProbeLimit; p.mu is held, and p is not closed.
 func (p *sweepProbes) run(f func(ctx context.Context)) {
-	p.probes.Go(func() {
-		ctx, cancel := context.WithTimeout(p.ctx, sweepProbeLimit)
+	p.background.run(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, sweepProbeLimit)
 		defer cancel()
 		f(ctx)
 	})

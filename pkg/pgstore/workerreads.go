@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,21 +27,28 @@ import (
 // coordinator alone.
 //
 // A read there sees what a read through the coordinator sees: a write
-// commits on the shard's worker before it is answered. A connection to a
+// commits on the shard's worker before it is answered; its positions
+// carry the coordinator's epoch (coordinatorEpoch). A connection to a
 // worker first proves that it reached that worker's group, a primary
 // (pg_dist_local_group, pg_is_in_recovery), or it is dropped. A worker
 // that mcpd cannot reach that way (a network where only the coordinator
 // reaches the workers, a pg_hba.conf that admits the coordinator alone)
 // is read through the coordinator, as before, and tried again after
-// workerReadRetry; a read that fails to connect is made again through the
-// coordinator at once.
+// workerReadRetry; a read that gets no connection in time is made
+// through the coordinator at once.
 
 // workerReadRetry is how long a worker that could not be reached directly
 // is read through the coordinator before it is tried again.
 const workerReadRetry = 30 * time.Second
 
-// workerReadOpenTimeout bounds the first connection to a worker.
+// workerReadOpenTimeout bounds the first connection to a worker, and the
+// read of the workers' addresses.
 const workerReadOpenTimeout = 5 * time.Second
+
+// workerConnectTimeout bounds each connection to a worker: a worker that
+// does not answer one (a host that hangs, a route that drops packets) is
+// read through the coordinator after it.
+const workerConnectTimeout = 2 * time.Second
 
 // workerNodesSQL lists the primary workers' groups and addresses.
 const workerNodesSQL = `SELECT groupid, nodename, nodeport FROM pg_dist_node
@@ -57,10 +65,14 @@ type workerReads struct {
 	nodes   map[int64]*workerReadNode
 	readAt  time.Time
 	reading bool
-	closed  bool
-	ctx     context.Context
-	cancel  context.CancelFunc
-	tasks   sync.WaitGroup
+	// epoch is the coordinator's epoch as read at epochAt
+	// (coordinatorEpoch).
+	epoch   int64
+	epochAt time.Time
+	// made counts the reads made on a worker.
+	made atomic.Int64
+	// background reads the addresses and opens the pools; mu guards it.
+	background
 }
 
 // workerReadNode is one worker's address and, once a connection proved
@@ -79,29 +91,22 @@ type workerReadNode struct {
 func (w *workerReads) init(off bool) {
 	w.off = off
 	w.nodes = make(map[int64]*workerReadNode)
-	w.ctx, w.cancel = context.WithCancel(context.Background())
+	w.background.init()
 }
 
 // close ends the background work and closes the pools.
 func (w *workerReads) close() {
+	w.stop(&w.mu)
+	var pools []*pgxpool.Pool
 	w.mu.Lock()
-	w.closed = true
-	w.mu.Unlock()
-	w.cancel()
-	w.tasks.Wait()
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	for _, n := range w.nodes {
 		if n.pool != nil {
-			n.pool.Close()
+			pools = append(pools, n.pool)
 			n.pool = nil
 		}
 	}
-}
-
-// run runs f in the background; w.mu is held and w is not closed.
-func (w *workerReads) run(f func(ctx context.Context)) {
-	w.tasks.Go(func() { f(w.ctx) })
+	w.mu.Unlock()
+	closePools(pools)
 }
 
 // readPool returns the pool of worker's direct reads, or nil when the
@@ -157,6 +162,8 @@ func (s *Store) readWorkerNodes(ctx context.Context) {
 		rows.Close()
 		err = cmpErr(err, rows.Err())
 	}
+	var moved []*pgxpool.Pool
+	defer func() { closePools(moved) }()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.reading = false
@@ -170,7 +177,7 @@ func (s *Store) readWorkerNodes(ctx context.Context) {
 			continue
 		}
 		if n.pool != nil {
-			n.pool.Close()
+			moved = append(moved, n.pool)
 		}
 		delete(w.nodes, group)
 	}
@@ -178,6 +185,14 @@ func (s *Store) readWorkerNodes(ctx context.Context) {
 		if w.nodes[group] == nil {
 			w.nodes[group] = &workerReadNode{host: a.host, port: a.port}
 		}
+	}
+}
+
+// closePools closes pools; a pool's Close waits for its connections in
+// use, so it is never called with workerReads.mu held.
+func closePools(pools []*pgxpool.Pool) {
+	for _, p := range pools {
+		p.Close()
 	}
 }
 
@@ -196,12 +211,14 @@ func cmpErr(errs ...error) error {
 func (s *Store) openWorkerPool(ctx context.Context, worker int64, n *workerReadNode) {
 	w := &s.workerReads
 	pool, err := s.newWorkerPool(ctx, worker, n.host, n.port)
+	var unused []*pgxpool.Pool
+	defer func() { closePools(unused) }()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n.opening = false
 	if err != nil || w.closed || w.nodes[worker] != n {
 		if pool != nil {
-			pool.Close()
+			unused = append(unused, pool)
 		}
 		if err != nil {
 			n.failedAt = time.Now()
@@ -216,12 +233,14 @@ func (s *Store) openWorkerPool(ctx context.Context, worker int64, n *workerReadN
 // newWorkerPool returns a pool to the worker of group at host:port, with
 // the store's pool's settings, once one connection proved it.
 func (s *Store) newWorkerPool(ctx context.Context, group int64, host string, port uint16) (*pgxpool.Pool, error) {
-	cfg := s.pool.Config()
+	cfg := s.pool.Config() // a deep copy, TLS configurations included
 	cfg.MaxConns, cfg.MinConns = maxWorkerCalls, 0
+	if t := cfg.ConnConfig.ConnectTimeout; t <= 0 || t > workerConnectTimeout {
+		cfg.ConnConfig.ConnectTimeout = workerConnectTimeout
+	}
 	retarget := func(c *pgconn.FallbackConfig) {
 		c.Host, c.Port = host, port
-		if c.TLSConfig != nil {
-			c.TLSConfig = c.TLSConfig.Clone()
+		if c.TLSConfig != nil && c.TLSConfig.ServerName != "" {
 			c.TLSConfig.ServerName = host
 		}
 	}
@@ -276,40 +295,72 @@ func proveWorker(ctx context.Context, conn *pgx.Conn, group int64) error {
 	return nil
 }
 
-// readOnWorker runs read, a read of worker's tenants, on worker's own
-// pool when the store has one (readPool), else through the coordinator,
-// where it also runs again when worker could not be reached directly.
-func (s *Store) readOnWorker(worker int64, read func(db *pgxpool.Pool) error) error {
-	if direct := s.readPool(worker); direct != nil {
-		err := read(direct)
-		if err == nil || !s.unreachable(worker, direct, err) {
-			return err
-		}
-	}
-	return read(s.pool)
+// querier is what a read needs of a pool or of one of its connections.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// unreachable reports whether err, of a direct read of worker over pool,
-// says that the worker could not be reached that way (no connection), not
-// what the worker answered: then pool is dropped and the read is made
-// through the coordinator.
-func (s *Store) unreachable(worker int64, pool *pgxpool.Pool, err error) bool {
-	var connect *pgconn.ConnectError
-	if !errors.As(err, &connect) {
-		return false
+// readOnWorker runs read, a read of worker's tenants, on a connection of
+// worker's own pool when the store has one (readPool), else through the
+// coordinator; also when no connection of that pool could be had in time
+// (the worker not reachable so, or no longer proved: unreachable). What
+// the read itself returns, on either, is the worker's answer.
+func (s *Store) readOnWorker(ctx context.Context, worker int64, read func(db querier) error) (onWorker bool, err error) {
+	if direct := s.readPool(worker); direct != nil {
+		conn, err := direct.Acquire(ctx)
+		if err == nil {
+			defer conn.Release()
+			s.workerReads.made.Add(1)
+			return true, read(conn)
+		}
+		s.unreachable(worker, direct, err)
 	}
+	return false, read(s.pool)
+}
+
+// coordinatorEpochTTL is how long a read of the coordinator's epoch
+// labels the positions read on the workers.
+const coordinatorEpochTTL = time.Second
+
+// coordinatorEpoch returns the feed's epoch as the coordinator gives it
+// (mcp_feed_epoch: its WAL timeline), read at most coordinatorEpochTTL
+// ago. A position read on a worker carries it instead of the worker's
+// own timeline, so that every position mcpd hands out on Citus has the
+// coordinator's epoch, as when it is read through the coordinator; after
+// a failover of the coordinator, positions read on the workers keep the
+// old epoch for that long at most.
+func (s *Store) coordinatorEpoch(ctx context.Context) (int64, error) {
+	w := &s.workerReads
+	w.mu.Lock()
+	epoch, at := w.epoch, w.epochAt
+	w.mu.Unlock()
+	if !at.IsZero() && time.Since(at) < coordinatorEpochTTL {
+		return epoch, nil
+	}
+	if err := s.pool.QueryRow(ctx, `SELECT mcp_feed_epoch()`).Scan(&epoch); err != nil {
+		return 0, err
+	}
+	w.mu.Lock()
+	w.epoch, w.epochAt = epoch, time.Now()
+	w.mu.Unlock()
+	return epoch, nil
+}
+
+// unreachable drops pool, worker's, that gave no connection (err): the
+// worker is read through the coordinator until workerReadRetry passes.
+func (s *Store) unreachable(worker int64, pool *pgxpool.Pool, err error) {
 	w := &s.workerReads
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if n := w.nodes[worker]; n != nil && n.pool == pool {
 		n.pool, n.failedAt = nil, time.Now()
 		if w.closed {
-			pool.Close()
+			go pool.Close() // close has collected the pools already
 		} else {
 			w.run(func(context.Context) { pool.Close() })
 		}
 		s.logger.Info("citus worker reads: the worker is read through the coordinator",
 			"group", worker, "address", n.host+":"+strconv.Itoa(int(n.port)), "error", err)
 	}
-	return true
 }

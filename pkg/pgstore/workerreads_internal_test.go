@@ -121,3 +121,46 @@ func closedPort(t *testing.T) uint16 {
 	_ = l.Close()
 	return uint16(port)
 }
+
+// A position read on a worker carries the coordinator's epoch, not the
+// worker's own WAL timeline: with the coordinator's epoch known as 1<<20,
+// the store's reads on the worker (a position, a trail) give it, and a
+// store that reads through the coordinator gives the coordinator's own.
+func TestWorkerReadsCarryTheCoordinatorsEpoch(t *testing.T) {
+	c := pgtest.SharedCitus(t)
+	db := c.NewDB(t)
+	ctx := t.Context()
+	s := New(db.App, Options{})
+	t.Cleanup(s.Close)
+	tenant := c.TenantOnEachWorker(t, db)[0]
+	if _, _, _, err := s.Register(ctx, tenant, registry.ServerInfo{ModuleName: "m", Version: "1.0.0",
+		SupportedProtocols: []string{"2025-06-18"}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, "a read on the worker", 30*time.Second, func() bool {
+		made := s.workerReads.made.Load()
+		if _, err := s.Horizon(ctx, tenant); err != nil {
+			t.Fatal(err)
+		}
+		return s.workerReads.made.Load() > made
+	})
+	const known = 1 << 20
+	w := &s.workerReads
+	w.mu.Lock()
+	w.epoch, w.epochAt = known, time.Now().Add(time.Hour)
+	w.mu.Unlock()
+	p, err := s.Horizon(ctx, tenant)
+	if err != nil || p.Epoch != known || p.Seq != 1 {
+		t.Fatalf("a position read on the worker: %+v, %v; want epoch %d, seq 1", p, err, known)
+	}
+	batches, err := s.ReadFeed(ctx, []uuid.UUID{tenant}, []registry.Position{{}}, 10)
+	if err != nil || len(batches) != 1 || batches[0].Horizon.Epoch != known || len(batches[0].Events) != 1 ||
+		batches[0].Events[0].Position.Epoch != known {
+		t.Fatalf("a trail read on the worker: %+v, %v; want every position of epoch %d", batches, err, known)
+	}
+	coordinator := New(db.App, Options{CoordinatorReads: true})
+	t.Cleanup(coordinator.Close)
+	if p, err := coordinator.Horizon(ctx, tenant); err != nil || p.Epoch == known || p.Seq != 1 {
+		t.Fatalf("a position read through the coordinator: %+v, %v", p, err)
+	}
+}
