@@ -54,16 +54,8 @@ func TestWorkerPoolProvesItsWorker(t *testing.T) {
 // when a pool it had stops connecting (the read runs again through the
 // coordinator at once, and the pool is dropped).
 func TestWorkerReadsFallBackToTheCoordinator(t *testing.T) {
-	c := pgtest.SharedCitus(t)
-	db := c.NewDB(t)
+	c, db, s, tenant := storeWithOneEvent(t)
 	ctx := t.Context()
-	s := New(db.App, Options{})
-	t.Cleanup(s.Close)
-	tenant := c.TenantOnEachWorker(t, db)[0]
-	if _, _, _, err := s.Register(ctx, tenant, registry.ServerInfo{ModuleName: "m", Version: "1.0.0",
-		SupportedProtocols: []string{"2025-06-18"}}, 0); err != nil {
-		t.Fatal(err)
-	}
 	group := workerGroupAt(t, db, c.Workers[0].Port())
 	closed := closedPort(t)
 	w := &s.workerReads
@@ -110,6 +102,23 @@ func TestWorkerReadsFallBackToTheCoordinator(t *testing.T) {
 	}
 }
 
+// storeWithOneEvent returns a store on a fresh database of the shared
+// Citus cluster and a tenant of its first worker with one event, a
+// registration.
+func storeWithOneEvent(t *testing.T) (*pgtest.Citus, *pgtest.DB, *Store, uuid.UUID) {
+	t.Helper()
+	c := pgtest.SharedCitus(t)
+	db := c.NewDB(t)
+	s := New(db.App, Options{})
+	t.Cleanup(s.Close)
+	tenant := c.TenantOnEachWorker(t, db)[0]
+	if _, _, _, err := s.Register(t.Context(), tenant, registry.ServerInfo{ModuleName: "m", Version: "1.0.0",
+		SupportedProtocols: []string{"2025-06-18"}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	return c, db, s, tenant
+}
+
 // closedPort returns a loopback port that nothing listens on.
 func closedPort(t *testing.T) uint16 {
 	t.Helper()
@@ -127,16 +136,8 @@ func closedPort(t *testing.T) uint16 {
 // the store's reads on the worker (a position, a trail) give it, and a
 // store that reads through the coordinator gives the coordinator's own.
 func TestWorkerReadsCarryTheCoordinatorsEpoch(t *testing.T) {
-	c := pgtest.SharedCitus(t)
-	db := c.NewDB(t)
+	_, db, s, tenant := storeWithOneEvent(t)
 	ctx := t.Context()
-	s := New(db.App, Options{})
-	t.Cleanup(s.Close)
-	tenant := c.TenantOnEachWorker(t, db)[0]
-	if _, _, _, err := s.Register(ctx, tenant, registry.ServerInfo{ModuleName: "m", Version: "1.0.0",
-		SupportedProtocols: []string{"2025-06-18"}}, 0); err != nil {
-		t.Fatal(err)
-	}
 	testwait.Until(t, "a read on the worker", 30*time.Second, func() bool {
 		made := s.workerReads.made.Load()
 		if _, err := s.Horizon(ctx, tenant); err != nil {
