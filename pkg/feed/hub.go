@@ -205,12 +205,11 @@ func (h *Hub) Horizon(ctx context.Context, tenant uuid.UUID) (registry.Position,
 }
 
 // horizonNode returns the node whose queue of horizon reads tenant's
-// callers join. On a store that routes each tenant's reads to a node of
-// its own (Citus), it is the tenant's worker, so that a worker that hangs
-// holds up the reads of its own tenants alone, not those of the tenants
-// of the others; elsewhere every tenant shares one queue.
+// callers join: the store's (store.TenantRouter.TenantNode), so that on
+// Citus a worker that hangs holds up the reads of its own tenants alone;
+// a store that does not route shares one queue among every tenant.
 func (h *Hub) horizonNode(ctx context.Context, tenant uuid.UUID) int64 {
-	if h.router == nil || !h.router.TenantRouted(ctx) {
+	if h.router == nil {
 		return 0
 	}
 	return h.router.TenantNode(ctx, tenant)

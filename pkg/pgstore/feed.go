@@ -46,11 +46,11 @@ func (s *Store) Horizon(ctx context.Context, tenant uuid.UUID) (registry.Positio
 	reads, done := awaitWorkers(ctx, s.workerCalls.stall, 1, func(wctx context.Context, _ int) read {
 		var epoch, pos int64
 		err := s.workerCalls.onWorker(wctx, worker, func() error {
-			onWorker, err := s.readOnWorker(wctx, worker, func(db querier) error {
+			coordinator, err := s.readOnWorker(wctx, worker, func(db querier) error {
 				return db.QueryRow(wctx, horizonSQL, tenant).Scan(&epoch, &pos)
 			})
-			if err == nil && onWorker {
-				epoch, err = s.coordinatorEpoch(wctx)
+			if coordinator != 0 {
+				epoch = int64(coordinator)
 			}
 			return err
 		})
@@ -247,15 +247,12 @@ func (s *Store) readFeedPerWorker(ctx context.Context, tenants []uuid.UUID, from
 func (s *Store) readFeedOnWorker(ctx context.Context, worker int64, tenants []uuid.UUID, from []int64, limit int) ([]store.FeedBatch, error) {
 	var out []store.FeedBatch
 	err := s.workerCalls.onWorker(ctx, worker, func() error {
-		onWorker, err := s.readOnWorker(ctx, worker, func(db querier) (err error) {
+		coordinator, err := s.readOnWorker(ctx, worker, func(db querier) (err error) {
 			out, err = s.readFeed(ctx, db, feedReadEachSQL, tenants, from, limit)
 			return err
 		})
-		if err == nil && onWorker {
-			var epoch int64
-			if epoch, err = s.coordinatorEpoch(ctx); err == nil {
-				withEpoch(out, uint64(epoch))
-			}
+		if coordinator != 0 {
+			withEpoch(out, coordinator)
 		}
 		return err
 	})

@@ -105,12 +105,12 @@ var _ store.HeldBatchWriter = (*Store)(nil)
 // the healthy servers' heartbeats of every tenant go in one statement
 // (writeHeldTogether), and what it leaves (servers to recover, not the
 // tenant's; every share when a row another transaction holds kept it
-// waiting past its lock timeout) as a statement per tenant of
-// one pipeline, run as one implicit transaction: one round trip and one
+// waiting past its lock timeout) as a statement per tenant of one
+// pipeline, run as one implicit transaction: one round trip and one
 // commit, and a failure fails every share of it (a deadlock with a
-// heartbeat batch is tried again once). On Citus the shares go in one call per
-// worker (writeHeldPerWorker), so that a worker that is down fails its
-// own tenants' shares only.
+// heartbeat batch is tried again once). On Citus the shares go in one
+// call per worker (writeHeldPerWorker), so that a worker that is down
+// fails its own tenants' shares only.
 func (s *Store) WriteHeldBatch(ctx context.Context, batch []store.TenantHeld) []store.TenantHeldResult {
 	out := make([]store.TenantHeldResult, len(batch))
 	fail := func(err error) []store.TenantHeldResult {
@@ -168,15 +168,7 @@ func (s *Store) writeHeldTogether(ctx context.Context, batch []store.TenantHeld)
 	for i := range batch {
 		whole.index[i] = i
 	}
-	var pairs []batchKey
-	ages := make(map[batchKey]int64)
-	for _, sh := range batch {
-		for _, b := range sh.Beats {
-			k := batchKey{sh.Tenant, b.ServerID}
-			pairs = append(pairs, k)
-			ages[k] = max(b.Age, 0).Microseconds()
-		}
-	}
+	pairs, ages := heldPairs(batch)
 	if len(pairs) == 0 {
 		return whole
 	}
@@ -198,6 +190,20 @@ func (s *Store) writeHeldTogether(ctx context.Context, batch []store.TenantHeld)
 		}
 	}
 	return rest
+}
+
+// heldPairs returns the (tenant, server) pair of every heartbeat of batch
+// and each pair's age in microseconds, as writeHeldGroup takes them.
+func heldPairs(batch []store.TenantHeld) (pairs []batchKey, ages map[batchKey]int64) {
+	ages = make(map[batchKey]int64)
+	for _, sh := range batch {
+		for _, b := range sh.Beats {
+			k := batchKey{sh.Tenant, b.ServerID}
+			pairs = append(pairs, k)
+			ages[k] = max(b.Age, 0).Microseconds()
+		}
+	}
+	return pairs, ages
 }
 
 // writeHeldPipeline sends every share of batch as a statement of one
@@ -245,8 +251,6 @@ const heldGroupSQL = `SELECT o_tenant_id, o_server_id FROM mcp_heartbeat_held_gr
 // whole the tenant-by-tenant way, so that each share gets its own answer.
 func (s *Store) writeHeldPerWorker(ctx context.Context, batch []store.TenantHeld, out []store.TenantHeldResult) {
 	share := make(map[uuid.UUID]int, len(batch))
-	var pairs []batchKey
-	ages := make(map[batchKey]int64)
 	for i, sh := range batch {
 		if _, twice := share[sh.Tenant]; twice {
 			// Not a flush's shape (one share per tenant): each on its own.
@@ -254,12 +258,8 @@ func (s *Store) writeHeldPerWorker(ctx context.Context, batch []store.TenantHeld
 			return
 		}
 		share[sh.Tenant] = i
-		for _, b := range sh.Beats {
-			k := batchKey{sh.Tenant, b.ServerID}
-			pairs = append(pairs, k)
-			ages[k] = max(b.Age, 0).Microseconds()
-		}
 	}
+	pairs, ages := heldPairs(batch)
 	groups, workers, err := s.workerGroupsOf(ctx, pairs)
 	if err != nil {
 		s.writeHeldEach(ctx, batch, out)

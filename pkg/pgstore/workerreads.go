@@ -305,18 +305,24 @@ type querier interface {
 // worker's own pool when the store has one (readPool), else through the
 // coordinator; also when no connection of that pool could be had in time
 // (the worker not reachable so, or no longer proved: unreachable). What
-// the read itself returns, on either, is the worker's answer.
-func (s *Store) readOnWorker(ctx context.Context, worker int64, read func(db querier) error) (onWorker bool, err error) {
+// the read itself returns, on either, is the worker's answer. A read made
+// on the worker returns the coordinator's epoch, which its positions must
+// carry (coordinatorEpoch); through the coordinator, epoch is 0 and the
+// read's own positions stand.
+func (s *Store) readOnWorker(ctx context.Context, worker int64, read func(db querier) error) (epoch uint64, err error) {
 	if direct := s.readPool(worker); direct != nil {
 		conn, err := direct.Acquire(ctx)
 		if err == nil {
 			defer conn.Release()
 			s.workerReads.made.Add(1)
-			return true, read(conn)
+			if err := read(conn); err != nil {
+				return 0, err
+			}
+			return s.coordinatorEpoch(ctx)
 		}
 		s.unreachable(worker, direct, err)
 	}
-	return false, read(s.pool)
+	return 0, read(s.pool)
 }
 
 // coordinatorEpochTTL is how long a read of the coordinator's epoch
@@ -330,13 +336,13 @@ const coordinatorEpochTTL = time.Second
 // coordinator's epoch, as when it is read through the coordinator; after
 // a failover of the coordinator, positions read on the workers keep the
 // old epoch for that long at most.
-func (s *Store) coordinatorEpoch(ctx context.Context) (int64, error) {
+func (s *Store) coordinatorEpoch(ctx context.Context) (uint64, error) {
 	w := &s.workerReads
 	w.mu.Lock()
 	epoch, at := w.epoch, w.epochAt
 	w.mu.Unlock()
 	if !at.IsZero() && time.Since(at) < coordinatorEpochTTL {
-		return epoch, nil
+		return uint64(epoch), nil
 	}
 	if err := s.pool.QueryRow(ctx, `SELECT mcp_feed_epoch()`).Scan(&epoch); err != nil {
 		return 0, err
@@ -344,7 +350,7 @@ func (s *Store) coordinatorEpoch(ctx context.Context) (int64, error) {
 	w.mu.Lock()
 	w.epoch, w.epochAt = epoch, time.Now()
 	w.mu.Unlock()
-	return epoch, nil
+	return uint64(epoch), nil
 }
 
 // unreachable drops pool, worker's, that gave no connection (err): the
