@@ -89,6 +89,9 @@ type Hub struct {
 	// router is src when the store says how it routes reads
 	// (store.TenantRouter), else nil.
 	router store.TenantRouter
+	// apart is src when it reads several tenants' horizons each apart in
+	// one call (store.HorizonsReader), else nil.
+	apart store.HorizonsReader
 
 	// hmu guards the shared horizon reads: horizons holds the queue of
 	// each node whose tenants' horizons are being read.
@@ -138,6 +141,7 @@ func NewHub(opts Options) *Hub {
 		tenants: make(map[uuid.UUID]*tenantFeed), horizons: make(map[int64]*horizonQueue),
 	}
 	h.router, _ = opts.Source.(store.TenantRouter)
+	h.apart, _ = opts.Source.(store.HorizonsReader)
 	if h.clock == nil {
 		h.clock = clockwork.NewRealClock()
 	}
@@ -244,25 +248,30 @@ func (h *Hub) readHorizons(node int64, q *horizonQueue) {
 	}
 }
 
-// readApartMax is the most tenants whose horizons readHorizon reads each
-// on its own, side by side, when the store routes each tenant's reads to
-// its own node (store.TenantRouter: Citus). There one read of several
-// tenants of a worker costs more than the reads of each, one after the
-// other, up to about six tenants (BenchmarkHorizon of pkg/pgstore, on the
-// test cluster: one tenant 0.28-0.37 ms, two together 1.2-1.6 ms, eight
-// together 1.6-2.2 ms); side by side they also wait less (make bench,
-// docs/performance.md). Four is the most calls one read makes to a
-// worker, of the store's per-worker bound (pgstore's maxWorkerCalls).
-const readApartMax = 4
+// readApartMax and readApartMaxRouted are the most tenants whose
+// horizons readHorizon reads each apart, in one call of the store's
+// (store.HorizonsReader), on a store that reads every tenant on one node
+// and on one that routes each tenant's reads to a node of its own
+// (store.TenantRouter: Citus); more go in one feed read. One caller at a
+// time on the test clusters (BenchmarkHorizon of pkg/pgstore, busy CPU
+// per call): on PostgreSQL 2 tenants apart 160-175 µs against 400-440
+// µs in one feed read, 8 apart 235-285 µs against 330-345 µs, 32 apart
+// 695-700 µs against 420-505 µs; on Citus, the tenants of one worker, 2
+// apart 245-300 µs against 1,030 µs, 8 apart 490-550 µs against
+// 1,390-1,570 µs, 32 apart 1,350-1,380 µs against 2,535-2,700 µs.
+const (
+	readApartMax       = 8
+	readApartMaxRouted = 32
+)
 
 // readHorizon reads the horizons of tenants into positions and returns
 // the error of each tenant it could not read: a tenant read has its
 // horizon even when others failed (a Citus worker down). One tenant is
-// read with the store's Horizon, the plainest statement (on Citus one
-// routed read, about 40 % cheaper than a feed read); several in one feed
-// read that asks for no event, whose error is every unread tenant's; a
-// few, on a store that routes each tenant apart, each with Horizon side
-// by side.
+// read with the store's Horizon, the plainest statement; a few each
+// apart in one call of the store's (Horizons: on Citus, each worker's
+// tenants on it, so that a worker down fails its own tenants alone);
+// more in one feed read that asks for no event, whose error is every
+// unread tenant's.
 func (h *Hub) readHorizon(ctx context.Context, tenants []uuid.UUID, positions map[uuid.UUID]registry.Position) (errs map[uuid.UUID]error) {
 	fail := func(tenant uuid.UUID, err error) {
 		if errs == nil {
@@ -277,14 +286,8 @@ func (h *Hub) readHorizon(ctx context.Context, tenants []uuid.UUID, positions ma
 			fail(tenants[0], err)
 		}
 		positions[tenants[0]] = p
-	case len(tenants) <= readApartMax && h.router != nil && h.router.TenantRouted(ctx):
-		read := make([]registry.Position, len(tenants))
-		failed := make([]error, len(tenants))
-		var wg sync.WaitGroup
-		for i, tenant := range tenants {
-			wg.Go(func() { read[i], failed[i] = h.src.Horizon(ctx, tenant) })
-		}
-		wg.Wait()
+	case h.apart != nil && len(tenants) <= h.apartLimit(ctx):
+		read, failed := h.apart.Horizons(ctx, tenants)
 		for i, tenant := range tenants {
 			positions[tenant] = read[i]
 			if failed[i] != nil {
@@ -309,6 +312,15 @@ func (h *Hub) readHorizon(ctx context.Context, tenants []uuid.UUID, positions ma
 		}
 	}
 	return errs
+}
+
+// apartLimit returns the most tenants whose horizons readHorizon reads
+// each apart.
+func (h *Hub) apartLimit(ctx context.Context) int {
+	if h.router != nil && h.router.TenantRouted(ctx) {
+		return readApartMaxRouted
+	}
+	return readApartMax
 }
 
 // acquire starts following tenant, when the hub does not yet, from the

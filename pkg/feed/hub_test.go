@@ -287,7 +287,8 @@ func TestFollowEnds(t *testing.T) {
 // Watches starting together share horizon reads: callers that come while
 // a read runs wait for the next one, which starts after their call and so
 // sees what committed before it. A read for one tenant is the store's
-// Horizon; for several, one feed read, each tenant with its own horizon.
+// Horizon; for several, one call of the store's (Horizons, or a feed
+// read), each tenant with its own horizon.
 func TestHorizonReadsShared(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		clock := clockwork.NewFakeClock()
@@ -344,8 +345,9 @@ func TestHorizonReadsShared(t *testing.T) {
 			}
 			got[b.tenant] = b.pos
 		}
-		if horizon, feeds := src.reads(); horizon+len(feeds) != 2 {
-			t.Fatalf("%d horizon reads for 101 callers, want 2 (one running, one shared by the rest)", horizon+len(feeds))
+		if horizon, feeds := src.reads(); horizon+len(feeds)+len(src.horizonsCalls()) != 2 {
+			t.Fatalf("%d horizon reads for 101 callers, want 2 (one running, one shared by the rest)",
+				horizon+len(feeds)+len(src.horizonsCalls()))
 		}
 		// Each tenant's horizon is past its own events, committed before
 		// the call, and no further.
@@ -362,10 +364,10 @@ func TestHorizonReadsShared(t *testing.T) {
 }
 
 // routedSource is a memstore whose horizon reads (Horizon for one tenant,
-// ReadFeed for several) are counted by kind and each wait for a token of
-// tokens (a Horizon of hung: until hang is closed); a Horizon of failing
-// fails, and the store may say it routes each tenant's reads to a node of
-// its own (store.TenantRouter), nodes[tenant].
+// Horizons and ReadFeed for several) are counted by kind and each wait for
+// a token of tokens (a Horizon of hung: until hang is closed); the read of
+// failing fails, and the store may say it routes each tenant's reads to a
+// node of its own (store.TenantRouter), nodes[tenant].
 type routedSource struct {
 	*memstore.Store
 	routed  bool
@@ -376,6 +378,7 @@ type routedSource struct {
 	nodes   map[uuid.UUID]int64
 	mu      sync.Mutex
 	horizon int
+	apart   [][]uuid.UUID
 	feed    [][]uuid.UUID
 }
 
@@ -408,6 +411,29 @@ func (r *routedSource) Horizon(ctx context.Context, tenant uuid.UUID) (registry.
 	return r.Store.Horizon(ctx, tenant)
 }
 
+func (r *routedSource) Horizons(ctx context.Context, tenants []uuid.UUID) ([]registry.Position, []error) {
+	r.mu.Lock()
+	r.apart = append(r.apart, slices.Clone(tenants))
+	r.mu.Unlock()
+	<-r.tokens
+	positions, errs := make([]registry.Position, len(tenants)), make([]error, len(tenants))
+	for i, tenant := range tenants {
+		if tenant == r.failing {
+			errs[i] = registry.ErrUnavailable
+			continue
+		}
+		positions[i], errs[i] = r.Store.Horizon(ctx, tenant)
+	}
+	return positions, errs
+}
+
+// horizonsCalls returns the tenants of each Horizons call so far.
+func (r *routedSource) horizonsCalls() [][]uuid.UUID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.apart)
+}
+
 // reads returns the Horizon calls started so far and the feed reads.
 func (r *routedSource) reads() (horizon int, feed [][]uuid.UUID) {
 	r.mu.Lock()
@@ -415,11 +441,12 @@ func (r *routedSource) reads() (horizon int, feed [][]uuid.UUID) {
 	return r.horizon, slices.Clone(r.feed)
 }
 
-// On a store that routes each tenant's reads to its own node (Citus), a
-// shared read of up to four tenants is a Horizon of each, side by side:
-// each caller gets its own tenant's position, and a tenant whose read
-// fails fails its own callers alone. Five tenants, or a store that does
-// not route (plain PostgreSQL), make one feed read.
+// A shared read of a few tenants is one call of the store's that reads
+// each apart (Horizons): up to 32 tenants on a store that routes each
+// tenant's reads to its own node (Citus), up to 8 on one that does not
+// (plain PostgreSQL). Each caller gets its own tenant's position, and a
+// tenant whose read fails fails its own callers alone. More tenants make
+// one feed read.
 func TestHorizonReadsApartWhenRouted(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -427,9 +454,10 @@ func TestHorizonReadsApartWhenRouted(t *testing.T) {
 		tenants int
 		apart   bool
 	}{
-		{"routed, four tenants", true, 4, true},
-		{"routed, five tenants", true, 5, false},
-		{"not routed, two tenants", false, 2, false},
+		{"routed, 32 tenants", true, 32, true},
+		{"routed, 33 tenants", true, 33, false},
+		{"not routed, 8 tenants", false, 8, true},
+		{"not routed, 9 tenants", false, 9, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -479,17 +507,18 @@ func TestHorizonReadsApartWhenRouted(t *testing.T) {
 				<-first
 				synctest.Wait() // the next read has started every call it makes
 				horizon, feeds := src.reads()
+				apart := src.horizonsCalls()
 				switch {
-				case tc.apart && (horizon != 1+tc.tenants || len(feeds) != 0):
-					t.Fatalf("%d Horizon calls under way and feed reads %v, want %d side by side and none",
-						horizon, feeds, 1+tc.tenants)
-				case !tc.apart && (horizon != 1 || len(feeds) != 1 || len(feeds[0]) != tc.tenants):
-					t.Fatalf("%d Horizon calls and feed reads %v, want 1 and one feed read of the %d tenants",
-						horizon, feeds, tc.tenants)
+				case horizon != 1:
+					t.Fatalf("%d Horizon calls, want the first read's alone", horizon)
+				case tc.apart && (len(apart) != 1 || len(apart[0]) != tc.tenants || len(feeds) != 0):
+					t.Fatalf("Horizons calls %v and feed reads %v, want one Horizons call of the %d tenants and none",
+						apart, feeds, tc.tenants)
+				case !tc.apart && (len(apart) != 0 || len(feeds) != 1 || len(feeds[0]) != tc.tenants):
+					t.Fatalf("Horizons calls %v and feed reads %v, want none and one feed read of the %d tenants",
+						apart, feeds, tc.tenants)
 				}
-				for range tc.tenants {
-					src.tokens <- struct{}{}
-				}
+				src.tokens <- struct{}{}
 				for range tc.tenants {
 					a := <-answers
 					if a.tenant == src.failing && tc.apart {

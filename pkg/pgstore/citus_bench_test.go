@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -92,9 +93,10 @@ func BenchmarkCitusVsPlain(b *testing.B) {
 // BenchmarkHorizon measures the read a held heartbeat waits for (the
 // feed hub's horizon read, lifecycle's Current), one caller at a time,
 // on plain PostgreSQL and on the test Citus cluster: one tenant's
-// position (Store.Horizon), and the positions of 2 and 8 tenants of one
-// worker in one read (Store.ReadFeed asking for no event, as the hub
-// reads the tenants whose callers wait together). Besides ns/op (wall
+// position (Store.Horizon), and the positions of 2, 8 and 32 tenants of
+// one worker in one read (Store.ReadFeed asking for no event) and each
+// apart in one call (Store.Horizons), the two ways the hub reads the
+// tenants whose callers wait together. Besides ns/op (wall
 // clock of one call), busy-µs/op is the whole machine's busy CPU time
 // per call (client and every node), from /proc/stat, which counts in
 // 10 ms ticks: run a few thousand calls (-benchtime 3000x).
@@ -103,7 +105,7 @@ func BenchmarkHorizon(b *testing.B) {
 		b.Run(e.name, func(b *testing.B) {
 			ctx := context.Background()
 			db, st := e.open(b)
-			tenants := make([]uuid.UUID, 8)
+			tenants := make([]uuid.UUID, 32)
 			for i := range tenants {
 				tenants[i] = uuid.New()
 			}
@@ -122,7 +124,13 @@ func BenchmarkHorizon(b *testing.B) {
 					return err
 				})
 			})
-			for _, n := range []int{2, 8} {
+			for _, n := range []int{2, 8, 32} {
+				b.Run(fmt.Sprintf("apart-%d", n), func(b *testing.B) {
+					measureBusy(b, func() error {
+						_, errs := st.Horizons(ctx, tenants[:n])
+						return errors.Join(errs...)
+					})
+				})
 				after := make([]registry.Position, n)
 				for i := range after {
 					after[i] = registry.Position{Seq: math.MaxInt64}

@@ -247,6 +247,13 @@ func TestCitusHungWorker(t *testing.T) {
 		moved[1].Kind != registry.KindUnhealthy {
 		t.Fatalf("the running worker's sweeps: %+v, want silent degraded then unhealthy", moved)
 	}
+	// The positions of both workers' tenants in one call: the hung
+	// worker's tenant fails alone, at once.
+	positions, errs := st.Horizons(ctx, tenants)
+	if errs[0] != nil || positions[0].Seq < 4 || !errors.Is(errs[1], pgstore.ErrWorkerStalled) {
+		t.Fatalf("Horizons with a worker hung: %v, %v; want the running tenant's position (4 events) and the hung one's ErrWorkerStalled",
+			positions, errs)
+	}
 	c.Workers[1].Thaw(t)
 
 	step() // the hung tenant not swept for 10 s, past the blind window's 8 s

@@ -1,10 +1,13 @@
 package pgstore_test
 
 import (
+	"fmt"
 	"net/url"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cyberos/mcpd/pkg/pgstore"
@@ -93,5 +96,67 @@ func TestCitusReadsOnTheTenantsWorker(t *testing.T) {
 		if n := reader.ReadsOnWorkers() - made; n != 30 {
 			t.Fatalf("worker %d: %d of the 30 reads made on the worker, want all", i, n)
 		}
+	}
+}
+
+// Horizons reads the positions of several tenants in one call, each as
+// Horizon reads it, on plain PostgreSQL and on Citus with tenants of both
+// workers, there on the workers themselves: tenant i has i events, and
+// its position is past them, in the epoch of Horizon's.
+func TestHorizonsReadEachTenant(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		citus bool
+	}{{"postgres", false}, {"citus", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			var (
+				db      *pgtest.DB
+				tenants []uuid.UUID
+			)
+			if tc.citus {
+				c := pgtest.SharedCitus(t)
+				db = c.NewDB(t)
+				tenants = append(c.TenantsOnWorker(t, db, 0, 3), c.TenantsOnWorker(t, db, 1, 3)...)
+			} else {
+				db = pgtest.Shared(t).NewDB(t)
+				for range 6 {
+					tenants = append(tenants, uuid.New())
+				}
+			}
+			st := pgstore.New(db.App, pgstore.Options{})
+			t.Cleanup(st.Close)
+			for i, tenant := range tenants {
+				for j := range i {
+					register(t, st, tenant, fmt.Sprintf("m%d", j))
+				}
+			}
+			if tc.citus {
+				testwait.Until(t, "the store reads on both workers", 30*time.Second, func() bool {
+					made := st.ReadsOnWorkers()
+					st.Horizons(ctx, tenants)
+					return st.ReadsOnWorkers() == made+2
+				})
+			}
+			made := st.ReadsOnWorkers()
+			got, errs := st.Horizons(ctx, tenants)
+			if tc.citus && st.ReadsOnWorkers() != made+2 {
+				t.Fatalf("%d reads on the workers for the tenants of two, want one each", st.ReadsOnWorkers()-made)
+			}
+			var seqs []int64
+			for i, tenant := range tenants {
+				want, err := st.Horizon(ctx, tenant)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if errs[i] != nil || got[i] != want {
+					t.Fatalf("tenant %d: Horizons gave %v, %v; Horizon %v", i, got[i], errs[i], want)
+				}
+				seqs = append(seqs, got[i].Seq)
+			}
+			if want := []int64{0, 1, 2, 3, 4, 5}; !slices.Equal(seqs, want) {
+				t.Fatalf("the tenants' positions %v, want %v (each past its own events)", seqs, want)
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/store"
@@ -61,6 +62,125 @@ func (s *Store) Horizon(ctx context.Context, tenant uuid.UUID) (registry.Positio
 	}
 	return reads[0].at, reads[0].err
 }
+
+// Horizons returns the present positions of tenants, and the error of
+// each tenant whose position could not be read (store.HorizonsReader):
+// each tenant's read is Horizon's statement, and the statements of the
+// tenants of one Citus worker go to it in one round trip, on the worker
+// itself when the store can reach it. A worker that is silent fails its
+// own tenants alone, as Horizon does. On plain PostgreSQL the statements
+// go in one round trip to the database (store.HorizonsReader).
+func (s *Store) Horizons(ctx context.Context, tenants []uuid.UUID) ([]registry.Position, []error) {
+	positions, errs := make([]registry.Position, len(tenants)), make([]error, len(tenants))
+	failAll := func(idx []int, err error) {
+		for _, i := range idx {
+			errs[i] = err
+		}
+	}
+	all := make([]int, len(tenants))
+	for i := range all {
+		all[i] = i
+	}
+	citus, err := s.onCitus(ctx)
+	if err != nil {
+		failAll(all, translate(err))
+		return positions, errs
+	}
+	if !citus {
+		read, err := readHorizons(ctx, s.pool, tenants)
+		if err != nil {
+			failAll(all, translate(err))
+			return positions, errs
+		}
+		copy(positions, read)
+		return positions, errs
+	}
+	pairs := make([]batchKey, len(tenants))
+	for i, t := range tenants {
+		pairs[i] = batchKey{tenant: t}
+	}
+	of, err := s.tenantWorkers(ctx, pairs)
+	if err != nil {
+		of = nil // each tenant through the coordinator's routing
+	}
+	byWorker := make(map[int64][]int)
+	var workers []int64
+	for i, t := range tenants {
+		w, ok := of[t]
+		if !ok {
+			w = -1
+		}
+		if _, seen := byWorker[w]; !seen {
+			workers = append(workers, w)
+		}
+		byWorker[w] = append(byWorker[w], i)
+	}
+	type read struct {
+		at  []registry.Position
+		err error
+	}
+	reads, done := awaitWorkers(ctx, s.workerCalls.stall, len(workers), func(wctx context.Context, g int) read {
+		worker := workers[g]
+		own := make([]uuid.UUID, len(byWorker[worker]))
+		for j, i := range byWorker[worker] {
+			own[j] = tenants[i]
+		}
+		var r read
+		r.err = s.workerCalls.onWorker(wctx, worker, func() error {
+			coordinator, err := s.readOnWorker(wctx, worker, func(db querier) (err error) {
+				r.at, err = readHorizons(wctx, db, own)
+				return err
+			})
+			if coordinator != 0 {
+				for j := range r.at {
+					r.at[j].Epoch = coordinator
+				}
+			}
+			return err
+		})
+		r.err = translate(r.err)
+		return r
+	})
+	for g, worker := range workers {
+		idx := byWorker[worker]
+		switch {
+		case !done[g]:
+			failAll(idx, cmp.Or(translate(ctx.Err()), ErrWorkerStalled))
+		case reads[g].err != nil:
+			failAll(idx, reads[g].err)
+		default:
+			for j, i := range idx {
+				positions[i] = reads[g].at[j]
+			}
+		}
+	}
+	return positions, errs
+}
+
+// readHorizons reads the present position of each of tenants on db, a
+// statement each, in one round trip.
+func readHorizons(ctx context.Context, db querier, tenants []uuid.UUID) ([]registry.Position, error) {
+	var b pgx.Batch
+	for _, t := range tenants {
+		b.Queue(horizonSQL, t)
+	}
+	br := db.SendBatch(ctx, &b)
+	out := make([]registry.Position, len(tenants))
+	for i := range tenants {
+		var epoch, pos int64
+		if err := br.QueryRow().Scan(&epoch, &pos); err != nil {
+			_ = br.Close()
+			return nil, err
+		}
+		out[i] = tenantPosition(epoch, pos)
+	}
+	if err := br.Close(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+var _ store.HorizonsReader = (*Store)(nil)
 
 // TenantRouted reports whether the store is on Citus, where each tenant's
 // reads are routed to the worker of its shard (store.TenantRouter).

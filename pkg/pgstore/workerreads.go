@@ -299,6 +299,7 @@ func proveWorker(ctx context.Context, conn *pgx.Conn, group int64) error {
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // readOnWorker runs read, a read of worker's tenants, on a connection of

@@ -126,6 +126,16 @@ type TenantRouter interface {
 	TenantNode(ctx context.Context, tenant uuid.UUID) int64
 }
 
+// HorizonsReader is a store that reads the present positions of several
+// tenants in one call, each on its own as Horizon reads it: for a few
+// tenants, cheaper than a feed read of them together or a Horizon of
+// each.
+type HorizonsReader interface {
+	// Horizons returns each tenant's present position, or the error of
+	// its read: errs[i] for tenants[i].
+	Horizons(ctx context.Context, tenants []uuid.UUID) (positions []registry.Position, errs []error)
+}
+
 // FeedBatch is a read of one tenant's trail after a position: the events,
 // in commit order, and the horizon, the tenant's position when it was read
 // (past every event the read returned). When the read was not cut by its
