@@ -34,7 +34,7 @@ const horizonSQL = `SELECT epoch, pos FROM mcp_feed_horizon($1)`
 func (s *Store) Horizon(ctx context.Context, tenant uuid.UUID) (registry.Position, error) {
 	var epoch, pos int64
 	if citus, err := s.onCitus(ctx); err != nil || !citus {
-		if err := s.pool.QueryRow(ctx, horizonSQL, tenant).Scan(&epoch, &pos); err != nil {
+		if err := s.pool.QueryRow(ctx, horizonSQL, [16]byte(tenant)).Scan(&epoch, &pos); err != nil {
 			return registry.Position{}, translate(err)
 		}
 		return tenantPosition(epoch, pos), nil
@@ -48,7 +48,7 @@ func (s *Store) Horizon(ctx context.Context, tenant uuid.UUID) (registry.Positio
 		var epoch, pos int64
 		err := s.workerCalls.onWorker(wctx, worker, func() error {
 			coordinator, err := s.readOnWorker(wctx, worker, func(db querier) error {
-				return db.QueryRow(wctx, horizonSQL, tenant).Scan(&epoch, &pos)
+				return db.QueryRow(wctx, horizonSQL, [16]byte(tenant)).Scan(&epoch, &pos)
 			})
 			if coordinator != 0 {
 				epoch = int64(coordinator)
@@ -162,7 +162,7 @@ func (s *Store) Horizons(ctx context.Context, tenants []uuid.UUID) ([]registry.P
 func readHorizons(ctx context.Context, db querier, tenants []uuid.UUID) ([]registry.Position, error) {
 	var b pgx.Batch
 	for _, t := range tenants {
-		b.Queue(horizonSQL, t)
+		b.Queue(horizonSQL, [16]byte(t))
 	}
 	br := db.SendBatch(ctx, &b)
 	out := make([]registry.Position, len(tenants))

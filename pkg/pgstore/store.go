@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/cyberos/mcpd/pkg/pguuid"
 	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/store"
 )
@@ -160,6 +161,7 @@ func ConnectTraced(ctx context.Context, databaseURL string, tp trace.TracerProvi
 	if tp != nil {
 		cfg.ConnConfig.Tracer = queryTracer{tracer: tp.Tracer(tracerName)}
 	}
+	cfg.AfterConnect = pguuid.AfterConnect(cfg.AfterConnect)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open pool: %w", err)
