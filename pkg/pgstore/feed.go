@@ -95,26 +95,7 @@ func (s *Store) Horizons(ctx context.Context, tenants []uuid.UUID) ([]registry.P
 		copy(positions, read)
 		return positions, errs
 	}
-	pairs := make([]batchKey, len(tenants))
-	for i, t := range tenants {
-		pairs[i] = batchKey{tenant: t}
-	}
-	of, err := s.tenantWorkers(ctx, pairs)
-	if err != nil {
-		of = nil // each tenant through the coordinator's routing
-	}
-	byWorker := make(map[int64][]int)
-	var workers []int64
-	for i, t := range tenants {
-		w, ok := of[t]
-		if !ok {
-			w = -1
-		}
-		if _, seen := byWorker[w]; !seen {
-			workers = append(workers, w)
-		}
-		byWorker[w] = append(byWorker[w], i)
-	}
+	workers, byWorker := s.tenantsByWorker(ctx, tenants)
 	type read struct {
 		at  []registry.Position
 		err error
@@ -155,6 +136,28 @@ func (s *Store) Horizons(ctx context.Context, tenants []uuid.UUID) ([]registry.P
 		}
 	}
 	return positions, errs
+}
+
+// tenantsByWorker returns the Citus workers of tenants (-1: not known,
+// as for every tenant when the metadata cannot be read), in the order of
+// their first tenant, and the indexes in tenants of each worker's.
+func (s *Store) tenantsByWorker(ctx context.Context, tenants []uuid.UUID) (order []int64, index map[int64][]int) {
+	workers, err := s.tenantWorkers(ctx, tenantKeys(tenants))
+	if err != nil {
+		workers = nil
+	}
+	index = make(map[int64][]int)
+	for i, t := range tenants {
+		w, ok := workers[t]
+		if !ok {
+			w = -1
+		}
+		if _, seen := index[w]; !seen {
+			order = append(order, w)
+		}
+		index[w] = append(index[w], i)
+	}
+	return order, index
 }
 
 // readHorizons reads the present position of each of tenants on db, a
@@ -299,24 +302,7 @@ const feedReadEachSQL = `SELECT feed_tenant, ` + feedColumns + ` FROM mcp_feed_r
 // ends in the background (within ctx's deadline). It returns the batches
 // read, in the order of tenants, and the first error.
 func (s *Store) readFeedPerWorker(ctx context.Context, tenants []uuid.UUID, from []int64, limit int) ([]store.FeedBatch, error) {
-	workers, err := s.tenantWorkers(ctx, tenantKeys(tenants))
-	if err != nil {
-		workers = nil // each tenant's worker not known: one call
-	}
-	var (
-		order []int64
-		index = make(map[int64][]int)
-	)
-	for i, t := range tenants {
-		w, ok := workers[t]
-		if !ok {
-			w = -1
-		}
-		if _, seen := index[w]; !seen {
-			order = append(order, w)
-		}
-		index[w] = append(index[w], i)
-	}
+	order, index := s.tenantsByWorker(ctx, tenants)
 	type read struct {
 		batches []store.FeedBatch
 		err     error
