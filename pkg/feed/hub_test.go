@@ -447,7 +447,7 @@ func (r *routedSource) reads() (horizon int, feed [][]uuid.UUID) {
 // (plain PostgreSQL). Each caller gets its own tenant's position, and a
 // tenant whose read fails fails its own callers alone. More tenants make
 // one feed read.
-func TestHorizonReadsApartWhenRouted(t *testing.T) {
+func TestHorizonReadsApart(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		routed  bool

@@ -117,7 +117,10 @@ func TestHorizonsReadEachTenant(t *testing.T) {
 			if tc.citus {
 				c := pgtest.SharedCitus(t)
 				db = c.NewDB(t)
-				tenants = append(c.TenantsOnWorker(t, db, 0, 3), c.TenantsOnWorker(t, db, 1, 3)...)
+				// The workers' tenants interleaved: answers come back per
+				// worker, and each must reach its own tenant.
+				on0, on1 := c.TenantsOnWorker(t, db, 0, 3), c.TenantsOnWorker(t, db, 1, 3)
+				tenants = []uuid.UUID{on0[0], on1[0], on0[1], on1[1], on0[2], on1[2]}
 			} else {
 				db = pgtest.Shared(t).NewDB(t)
 				for range 6 {

@@ -68,48 +68,54 @@ func (s *Store) Horizon(ctx context.Context, tenant uuid.UUID) (registry.Positio
 // each tenant's read is Horizon's statement, and the statements of the
 // tenants of one Citus worker go to it in one round trip, on the worker
 // itself when the store can reach it. A worker that is silent fails its
-// own tenants alone, as Horizon does. On plain PostgreSQL the statements
-// go in one round trip to the database (store.HorizonsReader).
+// own tenants alone, as Horizon does; a tenant whose worker is not known
+// is read on its own, through the coordinator. On plain PostgreSQL the
+// statements go in one round trip to the database.
 func (s *Store) Horizons(ctx context.Context, tenants []uuid.UUID) ([]registry.Position, []error) {
 	positions, errs := make([]registry.Position, len(tenants)), make([]error, len(tenants))
-	failAll := func(idx []int, err error) {
-		for _, i := range idx {
-			errs[i] = err
-		}
-	}
-	all := make([]int, len(tenants))
-	for i := range all {
-		all[i] = i
-	}
-	citus, err := s.onCitus(ctx)
-	if err != nil {
-		failAll(all, translate(err))
-		return positions, errs
-	}
-	if !citus {
+	if citus, err := s.onCitus(ctx); err != nil || !citus {
 		read, err := readHorizons(ctx, s.pool, tenants)
-		if err != nil {
-			failAll(all, translate(err))
-			return positions, errs
+		for i := range tenants {
+			if err != nil {
+				errs[i] = translate(err)
+				continue
+			}
+			positions[i] = read[i]
 		}
-		copy(positions, read)
 		return positions, errs
 	}
-	workers, byWorker := s.tenantsByWorker(ctx, tenants)
+	// One call per worker; one per tenant whose worker is not known, so
+	// that a worker that hangs holds up no tenant of another.
+	type call struct {
+		worker int64
+		index  []int
+		own    []uuid.UUID
+	}
+	var calls []call
+	order, index := s.tenantsByWorker(ctx, tenants)
+	for _, w := range order {
+		if w < 0 {
+			for _, i := range index[w] {
+				calls = append(calls, call{w, []int{i}, []uuid.UUID{tenants[i]}})
+			}
+			continue
+		}
+		c := call{worker: w, index: index[w]}
+		for _, i := range c.index {
+			c.own = append(c.own, tenants[i])
+		}
+		calls = append(calls, c)
+	}
 	type read struct {
 		at  []registry.Position
 		err error
 	}
-	reads, done := awaitWorkers(ctx, s.workerCalls.stall, len(workers), func(wctx context.Context, g int) read {
-		worker := workers[g]
-		own := make([]uuid.UUID, len(byWorker[worker]))
-		for j, i := range byWorker[worker] {
-			own[j] = tenants[i]
-		}
+	reads, done := awaitWorkers(ctx, s.workerCalls.stall, len(calls), func(wctx context.Context, g int) read {
+		c := calls[g]
 		var r read
-		r.err = s.workerCalls.onWorker(wctx, worker, func() error {
-			coordinator, err := s.readOnWorker(wctx, worker, func(db querier) (err error) {
-				r.at, err = readHorizons(wctx, db, own)
+		r.err = s.workerCalls.onWorker(wctx, c.worker, func() error {
+			coordinator, err := s.readOnWorker(wctx, c.worker, func(db querier) (err error) {
+				r.at, err = readHorizons(wctx, db, c.own)
 				return err
 			})
 			if coordinator != 0 {
@@ -122,15 +128,14 @@ func (s *Store) Horizons(ctx context.Context, tenants []uuid.UUID) ([]registry.P
 		r.err = translate(r.err)
 		return r
 	})
-	for g, worker := range workers {
-		idx := byWorker[worker]
-		switch {
-		case !done[g]:
-			failAll(idx, cmp.Or(translate(ctx.Err()), ErrWorkerStalled))
-		case reads[g].err != nil:
-			failAll(idx, reads[g].err)
-		default:
-			for j, i := range idx {
+	for g, c := range calls {
+		for j, i := range c.index {
+			switch {
+			case !done[g]:
+				errs[i] = cmp.Or(translate(ctx.Err()), ErrWorkerStalled)
+			case reads[g].err != nil:
+				errs[i] = reads[g].err
+			default:
 				positions[i] = reads[g].at[j]
 			}
 		}

@@ -1,9 +1,10 @@
-// Package pguuid makes pgx send github.com/google/uuid values as binary
-// uuids, as the driver sends a [16]byte, instead of through their
-// driver.Valuer: a string that the client formats and the server parses,
-// for every tenant and server id of every statement. It is what
-// github.com/jackc/pgx-google-uuid does for encoding, in the few lines
-// mcpd needs.
+// Package pguuid makes pgx encode github.com/google/uuid values as it
+// encodes a [16]byte, instead of through their driver.Valuer: for a uuid
+// parameter the driver formats the value as a string, fails a binary
+// encode of it (building an error), parses the string back to bytes and
+// encodes those, for every tenant and server id of every statement. It
+// is what github.com/jackc/pgx-google-uuid does for encoding, in the few
+// lines mcpd needs.
 package pguuid
 
 import (

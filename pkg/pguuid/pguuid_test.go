@@ -1,13 +1,16 @@
 package pguuid_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"testing"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cyberos/mcpd/pkg/pgstore"
 	"github.com/cyberos/mcpd/pkg/pguuid"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 )
@@ -59,5 +62,30 @@ func TestRoundTrip(t *testing.T) {
 	var same bool
 	if err := db.Admin.QueryRow(ctx, `SELECT $1::text = $2`, ids[2], ids[2].String()).Scan(&same); err != nil || !same {
 		t.Fatalf("a uuid.UUID as a text parameter: %t, %v; want its string", same, err)
+	}
+}
+
+// The pools that mcpd (pgstore.Connect) and the tests (pgtest) open
+// register pguuid on their connections.
+func TestPoolsRegisterIt(t *testing.T) {
+	db := pgtest.Shared(t).NewDB(t)
+	ctx := t.Context()
+	pool, err := pgstore.Connect(ctx, db.AppURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	for name, p := range map[string]interface {
+		Acquire(context.Context) (*pgxpool.Conn, error)
+	}{"pgstore.Connect": pool, "pgtest": db.App} {
+		c, err := p.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan := c.Conn().TypeMap().PlanEncode(pgtype.UUIDOID, pgtype.BinaryFormatCode, uuid.New())
+		c.Release()
+		if got := fmt.Sprintf("%T", plan); got != "*pguuid.encodePlan" {
+			t.Errorf("%s: a connection's plan for a uuid.UUID is %s, want pguuid's", name, got)
+		}
 	}
 }

@@ -131,8 +131,10 @@ type TenantRouter interface {
 // tenants, cheaper than a feed read of them together or a Horizon of
 // each.
 type HorizonsReader interface {
-	// Horizons returns each tenant's present position, or the error of
-	// its read: errs[i] for tenants[i].
+	// Horizons returns each tenant's present position, read after the
+	// call started (never remembered), in the epoch Horizon would give,
+	// or the error of its read: positions[i] and errs[i] for tenants[i],
+	// both as long as tenants. It keeps no reference to tenants.
 	Horizons(ctx context.Context, tenants []uuid.UUID) (positions []registry.Position, errs []error)
 }
 
