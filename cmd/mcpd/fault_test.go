@@ -69,11 +69,13 @@ func (b *beater) run(id uuid.UUID) {
 	defer ticker.Stop()
 	for range int(beaterMaxRun / b.period) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// A heartbeat counts in the phase it was sent in, not the one its
+		// answer came in.
+		phase := b.phase.Load()
 		start := time.Now()
 		srv, err := b.c.Heartbeat(ctx, id)
 		end := time.Now()
 		cancel()
-		phase := b.phase.Load()
 		b.mu.Lock()
 		b.outcomes[phase][statusOf(err)]++
 		b.tries[id] = append(b.tries[id], beatTry{start, end})
