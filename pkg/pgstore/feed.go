@@ -25,42 +25,23 @@ func tenantPosition(epoch, position int64) registry.Position {
 // horizonSQL reads a tenant's present position ($1).
 const horizonSQL = `SELECT epoch, pos FROM mcp_feed_horizon($1)`
 
-// Horizon returns tenant's present position. On Citus it is a call to the
-// tenant's worker (workerCalls), made on the worker itself when the store
-// can reach it (workerreads.go), awaited for the stall time at most: it
-// fails with ErrWorkerStalled at once while the worker is silent, and
-// after the stall time when the call has not returned by then (the call
-// goes on in the background, within ctx's deadline).
+// Horizon returns tenant's present position. On Citus it is Horizons of
+// the one tenant: a call to the tenant's worker (workerCalls), made on the
+// worker itself when the store can reach it (workerreads.go), awaited for
+// the stall time at most: it fails with ErrWorkerStalled at once while
+// the worker is silent, and after the stall time when the call has not
+// returned by then (the call goes on in the background, within ctx's
+// deadline).
 func (s *Store) Horizon(ctx context.Context, tenant uuid.UUID) (registry.Position, error) {
-	var epoch, pos int64
 	if citus, err := s.onCitus(ctx); err != nil || !citus {
+		var epoch, pos int64
 		if err := s.pool.QueryRow(ctx, horizonSQL, [16]byte(tenant)).Scan(&epoch, &pos); err != nil {
 			return registry.Position{}, translate(err)
 		}
 		return tenantPosition(epoch, pos), nil
 	}
-	worker := s.tenantWorker(ctx, tenant)
-	type read struct {
-		at  registry.Position
-		err error
-	}
-	reads, done := awaitWorkers(ctx, s.workerCalls.stall, 1, func(wctx context.Context, _ int) read {
-		var epoch, pos int64
-		err := s.workerCalls.onWorker(wctx, worker, func() error {
-			coordinator, err := s.readOnWorker(wctx, worker, func(db querier) error {
-				return db.QueryRow(wctx, horizonSQL, [16]byte(tenant)).Scan(&epoch, &pos)
-			})
-			if coordinator != 0 {
-				epoch = int64(coordinator)
-			}
-			return err
-		})
-		return read{tenantPosition(epoch, pos), translate(err)}
-	})
-	if !done[0] {
-		return registry.Position{}, cmp.Or(translate(ctx.Err()), ErrWorkerStalled)
-	}
-	return reads[0].at, reads[0].err
+	positions, errs := s.Horizons(ctx, []uuid.UUID{tenant})
+	return positions[0], errs[0]
 }
 
 // Horizons returns the present positions of tenants, and the error of
