@@ -1,4 +1,4 @@
--- mcpd's schema after migration 26 (make schema), dumped by pg_dump 15
+-- mcpd's schema after migration 27 (make schema), dumped by pg_dump 15
 --
 -- PostgreSQL database dump
 --
@@ -189,6 +189,22 @@ BEGIN
         alert_position = CASE WHEN v_alert THEN f.position + 1 ELSE f.alert_position END
     RETURNING f.position INTO v_position;
     RETURN v_position;
+END
+$$;
+
+--
+-- Name: mcp_feed_position(uuid); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_feed_position(p_tenant uuid) RETURNS bigint
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+DECLARE
+    v_position bigint;
+BEGIN
+    SELECT f.position INTO v_position FROM mcp_tenant_feed f WHERE f.tenant_id = p_tenant;
+    RETURN COALESCE(v_position, 0);
 END
 $$;
 
@@ -1705,6 +1721,13 @@ GRANT ALL ON FUNCTION public.mcp_feed_horizon(p_tenant uuid, OUT epoch bigint, O
 
 REVOKE ALL ON FUNCTION public.mcp_feed_next(p_tenant uuid, p_kind text, p_from text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.mcp_feed_next(p_tenant uuid, p_kind text, p_from text) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_feed_position(p_tenant uuid); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_feed_position(p_tenant uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_feed_position(p_tenant uuid) TO cyberos_app;
 
 --
 -- Name: FUNCTION mcp_feed_read(p_tenants uuid[], p_after bigint[], p_limit integer); Type: ACL; Schema: public; Owner: -

@@ -160,6 +160,26 @@ func TestHorizonsReadEachTenant(t *testing.T) {
 			if want := []int64{0, 1, 2, 3, 4, 5}; !slices.Equal(seqs, want) {
 				t.Fatalf("the tenants' positions %v, want %v (each past its own events)", seqs, want)
 			}
+			// Every position has the epoch of the database mcpd connects
+			// to (on Citus the coordinator's, though read on the workers),
+			// and one tenant's read, a statement of its own, agrees.
+			var epoch int64
+			if err := db.App.QueryRow(ctx, `SELECT mcp_feed_epoch()`).Scan(&epoch); err != nil {
+				t.Fatal(err)
+			}
+			for i, p := range got {
+				if p.Epoch != uint64(epoch) {
+					t.Fatalf("tenant %d: epoch %d, want the database's %d", i, p.Epoch, epoch)
+				}
+				made := st.ReadsOnWorkers()
+				one, errs := st.Horizons(ctx, tenants[i:i+1])
+				if errs[0] != nil || one[0] != p {
+					t.Fatalf("tenant %d read alone: %v, %v; want %v", i, one[0], errs[0], p)
+				}
+				if tc.citus && st.ReadsOnWorkers() != made+1 {
+					t.Fatalf("tenant %d read alone: %d reads on its worker, want 1", i, st.ReadsOnWorkers()-made)
+				}
+			}
 		})
 	}
 }

@@ -25,6 +25,11 @@ func tenantPosition(epoch, position int64) registry.Position {
 // horizonSQL reads a tenant's present position ($1).
 const horizonSQL = `SELECT epoch, pos FROM mcp_feed_horizon($1)`
 
+// positionSQL reads a tenant's present position ($1) without its epoch:
+// the read made on a Citus worker, whose positions carry the
+// coordinator's epoch (readOnWorker).
+const positionSQL = `SELECT mcp_feed_position($1)`
+
 // Horizon returns tenant's present position. On Citus it is Horizons of
 // the one tenant: a call to the tenant's worker (workerCalls), made on the
 // worker itself when the store can reach it (workerreads.go), awaited for
@@ -55,7 +60,7 @@ func (s *Store) Horizon(ctx context.Context, tenant uuid.UUID) (registry.Positio
 func (s *Store) Horizons(ctx context.Context, tenants []uuid.UUID) ([]registry.Position, []error) {
 	positions, errs := make([]registry.Position, len(tenants)), make([]error, len(tenants))
 	if citus, err := s.onCitus(ctx); err != nil || !citus {
-		read, err := readHorizons(ctx, s.pool, tenants)
+		read, err := readHorizons(ctx, s.pool, tenants, false)
 		for i := range tenants {
 			if err != nil {
 				errs[i] = translate(err)
@@ -95,8 +100,8 @@ func (s *Store) Horizons(ctx context.Context, tenants []uuid.UUID) ([]registry.P
 		c := calls[g]
 		var r read
 		r.err = s.workerCalls.onWorker(wctx, c.worker, func() error {
-			coordinator, err := s.readOnWorker(wctx, c.worker, func(db querier) (err error) {
-				r.at, err = readHorizons(wctx, db, c.own)
+			coordinator, err := s.readOnWorker(wctx, c.worker, func(db querier, onWorker bool) (err error) {
+				r.at, err = readHorizons(wctx, db, c.own, onWorker)
 				return err
 			})
 			if coordinator != 0 {
@@ -146,22 +151,43 @@ func (s *Store) tenantsByWorker(ctx context.Context, tenants []uuid.UUID) (order
 	return order, index
 }
 
-// readHorizons reads the present position of each of tenants on db, a
-// statement each, in one round trip.
-func readHorizons(ctx context.Context, db querier, tenants []uuid.UUID) ([]registry.Position, error) {
+// readHorizons reads the present positions of tenants on db in one round
+// trip: Horizon's statement for each, or, onWorker (a connection of a
+// Citus worker), the position alone (positionSQL), whose epoch the caller
+// gives. One tenant's read is one statement, not a pipeline.
+func readHorizons(ctx context.Context, db querier, tenants []uuid.UUID, onWorker bool) ([]registry.Position, error) {
+	out := make([]registry.Position, len(tenants))
+	scan := func(row pgx.Row, i int) error {
+		var epoch, pos int64
+		var err error
+		if onWorker {
+			err = row.Scan(&pos)
+		} else {
+			err = row.Scan(&epoch, &pos)
+		}
+		out[i] = tenantPosition(epoch, pos)
+		return err
+	}
+	read := horizonSQL
+	if onWorker {
+		read = positionSQL
+	}
+	if len(tenants) == 1 {
+		if err := scan(db.QueryRow(ctx, read, [16]byte(tenants[0])), 0); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
 	var b pgx.Batch
 	for _, t := range tenants {
-		b.Queue(horizonSQL, [16]byte(t))
+		b.Queue(read, [16]byte(t))
 	}
 	br := db.SendBatch(ctx, &b)
-	out := make([]registry.Position, len(tenants))
 	for i := range tenants {
-		var epoch, pos int64
-		if err := br.QueryRow().Scan(&epoch, &pos); err != nil {
+		if err := scan(br.QueryRow(), i); err != nil {
 			_ = br.Close()
 			return nil, err
 		}
-		out[i] = tenantPosition(epoch, pos)
 	}
 	if err := br.Close(); err != nil {
 		return nil, err
@@ -339,7 +365,7 @@ func (s *Store) readFeedPerWorker(ctx context.Context, tenants []uuid.UUID, from
 func (s *Store) readFeedOnWorker(ctx context.Context, worker int64, tenants []uuid.UUID, from []int64, limit int) ([]store.FeedBatch, error) {
 	var out []store.FeedBatch
 	err := s.workerCalls.onWorker(ctx, worker, func() error {
-		coordinator, err := s.readOnWorker(ctx, worker, func(db querier) (err error) {
+		coordinator, err := s.readOnWorker(ctx, worker, func(db querier, _ bool) (err error) {
 			out, err = s.readFeed(ctx, db, feedReadEachSQL, tenants, from, limit)
 			return err
 		})

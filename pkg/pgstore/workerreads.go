@@ -309,21 +309,22 @@ type querier interface {
 // the read itself returns, on either, is the worker's answer. A read made
 // on the worker returns the coordinator's epoch, which its positions must
 // carry (coordinatorEpoch); through the coordinator, epoch is 0 and the
-// read's own positions stand.
-func (s *Store) readOnWorker(ctx context.Context, worker int64, read func(db querier) error) (epoch uint64, err error) {
+// read's own positions stand. read is told which of the two db is
+// (onWorker).
+func (s *Store) readOnWorker(ctx context.Context, worker int64, read func(db querier, onWorker bool) error) (epoch uint64, err error) {
 	if direct := s.readPool(worker); direct != nil {
 		conn, err := direct.Acquire(ctx)
 		if err == nil {
 			defer conn.Release()
 			s.workerReads.made.Add(1)
-			if err := read(conn); err != nil {
+			if err := read(conn, true); err != nil {
 				return 0, err
 			}
 			return s.coordinatorEpoch(ctx)
 		}
 		s.unreachable(worker, direct, err)
 	}
-	return 0, read(s.pool)
+	return 0, read(s.pool, false)
 }
 
 // coordinatorEpochTTL is how long a read of the coordinator's epoch
