@@ -3,6 +3,7 @@ package feed
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"sort"
@@ -36,6 +37,11 @@ const (
 // hub (a database failover): watchers resume from their last position,
 // which the store checks again.
 var ErrReset = errors.New("the feed's history changed; resume from the last position")
+
+// ErrNodeStalled answers Horizon when the read of the tenant's node ran
+// the store's stall time without an answer (store.NodeHorizonsReader); it
+// is a registry.ErrUnavailable.
+var ErrNodeStalled = fmt.Errorf("%w: the tenant's node did not answer in time", registry.ErrUnavailable)
 
 // Options configures a Hub.
 type Options struct {
@@ -90,8 +96,10 @@ type Hub struct {
 	// (store.TenantRouter), else nil.
 	router store.TenantRouter
 	// apart is src when it reads several tenants' horizons each apart in
-	// one call (store.HorizonsReader), else nil.
+	// one call (store.HorizonsReader), else nil; node, when it reads a
+	// node's tenants in the reader's goroutine (store.NodeHorizonsReader).
 	apart store.HorizonsReader
+	node  store.NodeHorizonsReader
 
 	// hmu guards the shared horizon reads: horizons holds the queue of
 	// each node whose tenants' horizons are being read.
@@ -142,6 +150,7 @@ func NewHub(opts Options) *Hub {
 	}
 	h.router, _ = opts.Source.(store.TenantRouter)
 	h.apart, _ = opts.Source.(store.HorizonsReader)
+	h.node, _ = opts.Source.(store.NodeHorizonsReader)
 	if h.clock == nil {
 		h.clock = clockwork.NewRealClock()
 	}
@@ -173,6 +182,11 @@ type horizonRead struct {
 	tenants map[uuid.UUID]registry.Position
 	// errs holds the error of each tenant the read could not answer for.
 	errs map[uuid.UUID]error
+	// stalled, on a store whose node reads the hub bounds (nodeBound), is
+	// closed by stall the store's stall time after the first caller came:
+	// the callers then have ErrNodeStalled. Nil otherwise.
+	stalled chan struct{}
+	stall   clockwork.Timer
 }
 
 // Horizon returns tenant's present position in the store: read after the
@@ -193,19 +207,38 @@ func (h *Hub) Horizon(ctx context.Context, tenant uuid.UUID) (registry.Position,
 	r := q.next
 	if r == nil {
 		r = &horizonRead{done: make(chan struct{}), tenants: make(map[uuid.UUID]registry.Position)}
+		if h.nodeBound(ctx) {
+			stalled := make(chan struct{})
+			r.stalled, r.stall = stalled, h.clock.AfterFunc(h.node.NodeStall(), func() { close(stalled) })
+		}
 		q.next = r
 	}
 	r.tenants[tenant] = registry.Position{}
 	h.hmu.Unlock()
 	select {
 	case <-r.done:
-		if err := r.errs[tenant]; err != nil {
-			return registry.Position{}, err
+	case <-r.stalled:
+		select {
+		case <-r.done:
+		default:
+			return registry.Position{}, ErrNodeStalled
 		}
-		return r.tenants[tenant], nil
 	case <-ctx.Done():
 		return registry.Position{}, ctx.Err()
 	}
+	if err := r.errs[tenant]; err != nil {
+		return registry.Position{}, err
+	}
+	return r.tenants[tenant], nil
+}
+
+// nodeBound reports whether the hub bounds its callers' wait for a
+// node's read itself, by the store's stall time, and reads the node's
+// tenants in the reader's goroutine (store.NodeHorizonsReader.NodeHorizons):
+// on a store that routes each tenant's reads to its node (Citus), as the
+// store would bound it itself.
+func (h *Hub) nodeBound(ctx context.Context) bool {
+	return h.node != nil && h.router != nil && h.router.TenantRouted(ctx)
 }
 
 // horizonNode returns the node whose queue of horizon reads tenant's
@@ -242,9 +275,12 @@ func (h *Hub) readHorizons(node int64, q *horizonQueue) {
 			tenants = append(tenants, t)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), horizonTimeout)
-		r.errs = h.readHorizon(ctx, tenants, r.tenants)
+		r.errs = h.readHorizon(ctx, tenants, r.tenants, r.stalled != nil)
 		cancel()
 		close(r.done)
+		if r.stall != nil {
+			r.stall.Stop()
+		}
 	}
 }
 
@@ -271,15 +307,28 @@ const (
 // apart in one call of the store's (Horizons: on Citus, each worker's
 // tenants on it, so that a worker down fails its own tenants alone);
 // more in one feed read that asks for no event, whose error is every
-// unread tenant's.
-func (h *Hub) readHorizon(ctx context.Context, tenants []uuid.UUID, positions map[uuid.UUID]registry.Position) (errs map[uuid.UUID]error) {
+// unread tenant's. Bounded (the callers' wait bounded by nodeBound), one
+// tenant or a few are read with the store's NodeHorizons, in this
+// goroutine.
+func (h *Hub) readHorizon(ctx context.Context, tenants []uuid.UUID, positions map[uuid.UUID]registry.Position, bounded bool) (errs map[uuid.UUID]error) {
 	fail := func(tenant uuid.UUID, err error) {
 		if errs == nil {
 			errs = make(map[uuid.UUID]error)
 		}
 		errs[tenant] = err
 	}
+	apart := func(read func(context.Context, []uuid.UUID) ([]registry.Position, []error)) {
+		got, failed := read(ctx, tenants)
+		for i, tenant := range tenants {
+			positions[tenant] = got[i]
+			if failed[i] != nil {
+				fail(tenant, failed[i])
+			}
+		}
+	}
 	switch {
+	case bounded && len(tenants) <= h.apartLimit(ctx):
+		apart(h.node.NodeHorizons)
 	case len(tenants) == 1:
 		p, err := h.src.Horizon(ctx, tenants[0])
 		if err != nil {
@@ -287,13 +336,7 @@ func (h *Hub) readHorizon(ctx context.Context, tenants []uuid.UUID, positions ma
 		}
 		positions[tenants[0]] = p
 	case h.apart != nil && len(tenants) <= h.apartLimit(ctx):
-		read, failed := h.apart.Horizons(ctx, tenants)
-		for i, tenant := range tenants {
-			positions[tenant] = read[i]
-			if failed[i] != nil {
-				fail(tenant, failed[i])
-			}
-		}
+		apart(h.apart.Horizons)
 	default:
 		after := make([]registry.Position, len(tenants))
 		for i := range after {

@@ -603,3 +603,139 @@ func TestHorizonReadsOfANodeWaitForNoOtherNode(t *testing.T) {
 		})
 	}
 }
+
+// nodeSource is a routedSource that reads a node's tenants in its
+// caller's goroutine (store.NodeHorizonsReader): NodeHorizons of the hung
+// tenant waits until hang is closed, and every other is read at once.
+type nodeSource struct {
+	*routedSource
+	stall time.Duration
+	node  [][]uuid.UUID
+}
+
+var _ store.NodeHorizonsReader = (*nodeSource)(nil)
+
+func (n *nodeSource) NodeStall() time.Duration { return n.stall }
+
+func (n *nodeSource) NodeHorizons(ctx context.Context, tenants []uuid.UUID) ([]registry.Position, []error) {
+	n.mu.Lock()
+	n.node = append(n.node, slices.Clone(tenants))
+	n.mu.Unlock()
+	positions, errs := make([]registry.Position, len(tenants)), make([]error, len(tenants))
+	for i, tenant := range tenants {
+		if tenant == n.hung {
+			<-n.hang
+		}
+		positions[i], errs[i] = n.Store.Horizon(ctx, tenant)
+	}
+	return positions, errs
+}
+
+// nodeCalls returns the tenants of each NodeHorizons call so far.
+func (n *nodeSource) nodeCalls() [][]uuid.UUID {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.node)
+}
+
+// On a store that routes each tenant's reads to a node of its own and
+// reads a node's tenants in the hub's goroutine (store.NodeHorizonsReader:
+// Citus), the hub reads them so, and bounds its callers' wait itself, as
+// the store would: the callers of a tenant whose node hangs have
+// ErrNodeStalled once the store's stall time has passed since each came,
+// those who came during the hung read too, while another node's tenant
+// is answered at once; once the node answers, so are its tenants. On a
+// store that does not route (plain PostgreSQL), the hub reads as before
+// and bounds nothing.
+func TestHorizonBoundsAHungNodeItself(t *testing.T) {
+	t.Run("routed", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			const stall = 2 * time.Second
+			clock := clockwork.NewFakeClock()
+			st := memstore.New(clock)
+			hung, running := uuid.New(), uuid.New()
+			src := &nodeSource{routedSource: &routedSource{Store: st, routed: true, tokens: make(chan struct{}, 64),
+				hung: hung, hang: make(chan struct{}), nodes: map[uuid.UUID]int64{hung: 1, running: 2}}, stall: stall}
+			hub := feed.NewHub(feed.Options{Source: src, Clock: clock})
+			ctx := t.Context()
+			want := make(map[uuid.UUID]registry.Position)
+			for _, tenant := range []uuid.UUID{hung, running} {
+				if _, _, _, err := st.Register(ctx, tenant, registry.ServerInfo{ModuleName: "m",
+					Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}, 0); err != nil {
+					t.Fatal(err)
+				}
+				p, err := st.Horizon(ctx, tenant)
+				if err != nil || p.Seq == 0 {
+					t.Fatal(p, err)
+				}
+				want[tenant] = p
+			}
+			type answer struct {
+				pos registry.Position
+				err error
+			}
+			ask := func(tenant uuid.UUID) <-chan answer {
+				out := make(chan answer, 1)
+				go func() {
+					p, err := hub.Horizon(ctx, tenant)
+					out <- answer{p, err}
+				}()
+				return out
+			}
+			answered := func(c <-chan answer) bool { return len(c) > 0 }
+			first := ask(hung)
+			synctest.Wait() // its read hangs
+			clock.Advance(stall / 2)
+			second := ask(hung)
+			synctest.Wait() // it waits for the next read
+			if a := <-ask(running); a.err != nil || a.pos != want[running] {
+				t.Fatalf("the other node's tenant got %v, %v; want %v at once", a.pos, a.err, want[running])
+			}
+			clock.Advance(stall/2 - time.Nanosecond)
+			synctest.Wait()
+			if answered(first) || answered(second) {
+				t.Fatal("a caller of the hung node was answered before the stall time")
+			}
+			clock.Advance(time.Nanosecond)
+			synctest.Wait()
+			if a := <-first; !errors.Is(a.err, feed.ErrNodeStalled) || !errors.Is(a.err, registry.ErrUnavailable) {
+				t.Fatalf("the first caller got %v, %v after the stall time; want ErrNodeStalled", a.pos, a.err)
+			}
+			if answered(second) {
+				t.Fatal("the second caller was answered before the stall time since it came")
+			}
+			clock.Advance(stall / 2)
+			synctest.Wait()
+			if a := <-second; !errors.Is(a.err, feed.ErrNodeStalled) {
+				t.Fatalf("the second caller got %v, %v after the stall time; want ErrNodeStalled", a.pos, a.err)
+			}
+			close(src.hang)
+			synctest.Wait() // the hung read and the second's return
+			if a := <-ask(hung); a.err != nil || a.pos != want[hung] {
+				t.Fatalf("once the node answers, its tenant got %v, %v; want %v", a.pos, a.err, want[hung])
+			}
+			if horizon, feeds := src.reads(); horizon != 0 || len(feeds) != 0 || len(src.horizonsCalls()) != 0 {
+				t.Fatalf("%d Horizon calls, Horizons %v, feed reads %v; want NodeHorizons alone", horizon, src.horizonsCalls(), feeds)
+			}
+			if calls := src.nodeCalls(); len(calls) != 4 {
+				t.Fatalf("NodeHorizons calls %v, want 4 of one tenant each (the hung read, the running tenant's, the second's, the last)", calls)
+			}
+		})
+	})
+	t.Run("not routed", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			clock := clockwork.NewFakeClock()
+			st := memstore.New(clock)
+			tenant := uuid.New()
+			src := &nodeSource{routedSource: &routedSource{Store: st, tokens: make(chan struct{}, 64)}, stall: time.Second}
+			hub := feed.NewHub(feed.Options{Source: src, Clock: clock})
+			src.tokens <- struct{}{}
+			if _, err := hub.Horizon(t.Context(), tenant); err != nil {
+				t.Fatal(err)
+			}
+			if horizon, _ := src.reads(); horizon != 1 || len(src.nodeCalls()) != 0 {
+				t.Fatalf("%d Horizon calls and NodeHorizons %v; want one Horizon call, no NodeHorizons", horizon, src.nodeCalls())
+			}
+		})
+	})
+}

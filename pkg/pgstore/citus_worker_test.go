@@ -260,6 +260,20 @@ func TestCitusHungWorker(t *testing.T) {
 		t.Fatalf("Horizons with a worker hung: %v, %v after %v; want %v for the running tenant and the hung one's ErrWorkerStalled within the stall time",
 			positions, errs, took, want)
 	}
+	// NodeHorizons, for a caller that bounds its callers' wait itself,
+	// reads the running worker's tenant, and waits for the hung one's
+	// read until the caller's context ends, not the stall time.
+	if got, errs := st.NodeHorizons(ctx, tenants[:1]); errs[0] != nil || got[0] != want {
+		t.Fatalf("NodeHorizons of the running tenant with the other worker hung: %v, %v; want %v", got, errs, want)
+	}
+	const callerWait = 500 * time.Millisecond
+	nctx, cancel := context.WithTimeout(ctx, callerWait)
+	start = time.Now()
+	_, errs = st.NodeHorizons(nctx, tenants[1:])
+	cancel()
+	if took := time.Since(start); errs[0] == nil || took < callerWait {
+		t.Fatalf("NodeHorizons of the hung tenant: %v after %v; want an error once the caller's %v ended", errs[0], took, callerWait)
+	}
 	c.Workers[1].Thaw(t)
 
 	step() // the hung tenant not swept for 10 s, past the blind window's 8 s

@@ -180,6 +180,24 @@ func TestHorizonsReadEachTenant(t *testing.T) {
 					t.Fatalf("tenant %d read alone: %d reads on its worker, want 1", i, st.ReadsOnWorkers()-made)
 				}
 			}
+			// NodeHorizons, of one worker's tenants (on plain PostgreSQL
+			// of any), agrees, in one read on the worker.
+			for _, own := range [][]int{{0, 2, 4}, {1, 3, 5}} {
+				var these []uuid.UUID
+				for _, i := range own {
+					these = append(these, tenants[i])
+				}
+				made := st.ReadsOnWorkers()
+				read, errs := st.NodeHorizons(ctx, these)
+				for j, i := range own {
+					if errs[j] != nil || read[j] != got[i] {
+						t.Fatalf("NodeHorizons: tenant %d %v, %v; want %v", i, read[j], errs[j], got[i])
+					}
+				}
+				if tc.citus && st.ReadsOnWorkers() != made+1 {
+					t.Fatalf("NodeHorizons of a worker's tenants: %d reads on the workers, want 1", st.ReadsOnWorkers()-made)
+				}
+			}
 		})
 	}
 }

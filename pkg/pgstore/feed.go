@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -58,6 +59,27 @@ func (s *Store) Horizon(ctx context.Context, tenant uuid.UUID) (registry.Positio
 // is read on its own, through the coordinator. On plain PostgreSQL the
 // statements go in one round trip to the database.
 func (s *Store) Horizons(ctx context.Context, tenants []uuid.UUID) ([]registry.Position, []error) {
+	return s.horizons(ctx, tenants, false)
+}
+
+// NodeHorizons is Horizons of tenants of one Citus worker, made in the
+// calling goroutine and waited for until it returns (within ctx), instead
+// of the stall time at most (store.NodeHorizonsReader): for a caller that
+// bounds its own callers' wait by NodeStall. Tenants of more than one
+// worker are read as Horizons reads them.
+func (s *Store) NodeHorizons(ctx context.Context, tenants []uuid.UUID) ([]registry.Position, []error) {
+	return s.horizons(ctx, tenants, true)
+}
+
+// NodeStall is the stall time (Options.WorkerStall): how long Horizons
+// waits for a worker's read.
+func (s *Store) NodeStall() time.Duration { return s.workerCalls.stall }
+
+var _ store.NodeHorizonsReader = (*Store)(nil)
+
+// horizons reads the present positions of tenants (Horizons); inline, the
+// read of a single worker's tenants runs in the calling goroutine.
+func (s *Store) horizons(ctx context.Context, tenants []uuid.UUID, inline bool) ([]registry.Position, []error) {
 	positions, errs := make([]registry.Position, len(tenants)), make([]error, len(tenants))
 	if citus, err := s.onCitus(ctx); err != nil || !citus {
 		read, err := readHorizons(ctx, s.pool, tenants, false)
@@ -96,7 +118,7 @@ func (s *Store) Horizons(ctx context.Context, tenants []uuid.UUID) ([]registry.P
 		at  []registry.Position
 		err error
 	}
-	reads, done := awaitWorkers(ctx, s.workerCalls.stall, len(calls), func(wctx context.Context, g int) read {
+	readCall := func(wctx context.Context, g int) read {
 		c := calls[g]
 		var r read
 		r.err = s.workerCalls.onWorker(wctx, c.worker, func() error {
@@ -113,7 +135,16 @@ func (s *Store) Horizons(ctx context.Context, tenants []uuid.UUID) ([]registry.P
 		})
 		r.err = translate(r.err)
 		return r
-	})
+	}
+	var (
+		reads []read
+		done  []bool
+	)
+	if inline && len(calls) == 1 {
+		reads, done = []read{readCall(ctx, 0)}, []bool{true}
+	} else {
+		reads, done = awaitWorkers(ctx, s.workerCalls.stall, len(calls), readCall)
+	}
 	for g, c := range calls {
 		for j, i := range c.index {
 			switch {

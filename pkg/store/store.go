@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -136,6 +137,24 @@ type HorizonsReader interface {
 	// or the error of its read: positions[i] and errs[i] for tenants[i],
 	// both as long as tenants. It keeps no reference to tenants.
 	Horizons(ctx context.Context, tenants []uuid.UUID) (positions []registry.Position, errs []error)
+}
+
+// NodeHorizonsReader is a HorizonsReader whose read of the positions of
+// one node's tenants (TenantRouter.TenantNode) can be waited for until it
+// returns, by a caller that runs apart from its own callers and bounds
+// their wait by NodeStall instead (the feed hub, whose reads of a node
+// run one at a time in a goroutine of their own). Horizons bounds its
+// own wait, which on Citus costs each read a goroutine of its own.
+type NodeHorizonsReader interface {
+	HorizonsReader
+	// NodeHorizons is Horizons of tenants that share a node, waited for
+	// until it returns (within ctx), where Horizons waits for a node the
+	// stall time at most.
+	NodeHorizons(ctx context.Context, tenants []uuid.UUID) (positions []registry.Position, errs []error)
+	// NodeStall is how long a caller of NodeHorizons waits for a node's
+	// read before it answers its own callers that the node is not
+	// answering, as Horizons would have.
+	NodeStall() time.Duration
 }
 
 // FeedBatch is a read of one tenant's trail after a position: the events,
