@@ -182,9 +182,10 @@ type horizonRead struct {
 	tenants map[uuid.UUID]registry.Position
 	// errs holds the error of each tenant the read could not answer for.
 	errs map[uuid.UUID]error
-	// stalled, on a store whose node reads the hub bounds (nodeBound), is
-	// closed by stall the store's stall time after the first caller came:
-	// the callers then have ErrNodeStalled. Nil otherwise.
+	// stalled, for a node whose reads the hub bounds (nodeBound), is
+	// closed by stall the store's stall time after the read's first
+	// caller came: its callers then have ErrNodeStalled, and so has at
+	// once a caller that joins it later. Nil otherwise.
 	stalled chan struct{}
 	stall   clockwork.Timer
 }
@@ -197,6 +198,7 @@ type horizonRead struct {
 // readHorizon).
 func (h *Hub) Horizon(ctx context.Context, tenant uuid.UUID) (registry.Position, error) {
 	node := h.horizonNode(ctx, tenant)
+	bound := node >= 0 && h.nodeBound(ctx)
 	h.hmu.Lock()
 	q := h.horizons[node]
 	if q == nil {
@@ -207,7 +209,7 @@ func (h *Hub) Horizon(ctx context.Context, tenant uuid.UUID) (registry.Position,
 	r := q.next
 	if r == nil {
 		r = &horizonRead{done: make(chan struct{}), tenants: make(map[uuid.UUID]registry.Position)}
-		if h.nodeBound(ctx) {
+		if bound {
 			stalled := make(chan struct{})
 			r.stalled, r.stall = stalled, h.clock.AfterFunc(h.node.NodeStall(), func() { close(stalled) })
 		}
@@ -236,7 +238,8 @@ func (h *Hub) Horizon(ctx context.Context, tenant uuid.UUID) (registry.Position,
 // node's read itself, by the store's stall time, and reads the node's
 // tenants in the reader's goroutine (store.NodeHorizonsReader.NodeHorizons):
 // on a store that routes each tenant's reads to its node (Citus), as the
-// store would bound it itself.
+// store would bound it itself. The tenants of no known node (-1) share a
+// queue, whose reads the store bounds.
 func (h *Hub) nodeBound(ctx context.Context) bool {
 	return h.node != nil && h.router != nil && h.router.TenantRouted(ctx)
 }
@@ -275,7 +278,7 @@ func (h *Hub) readHorizons(node int64, q *horizonQueue) {
 			tenants = append(tenants, t)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), horizonTimeout)
-		r.errs = h.readHorizon(ctx, tenants, r.tenants, r.stalled != nil)
+		r.errs = h.readHorizon(ctx, node, tenants, r.tenants, r.stalled != nil)
 		cancel()
 		close(r.done)
 		if r.stall != nil {
@@ -308,9 +311,9 @@ const (
 // tenants on it, so that a worker down fails its own tenants alone);
 // more in one feed read that asks for no event, whose error is every
 // unread tenant's. Bounded (the callers' wait bounded by nodeBound), one
-// tenant or a few are read with the store's NodeHorizons, in this
+// tenant or a few of node are read with the store's NodeHorizons, in this
 // goroutine.
-func (h *Hub) readHorizon(ctx context.Context, tenants []uuid.UUID, positions map[uuid.UUID]registry.Position, bounded bool) (errs map[uuid.UUID]error) {
+func (h *Hub) readHorizon(ctx context.Context, node int64, tenants []uuid.UUID, positions map[uuid.UUID]registry.Position, bounded bool) (errs map[uuid.UUID]error) {
 	fail := func(tenant uuid.UUID, err error) {
 		if errs == nil {
 			errs = make(map[uuid.UUID]error)
@@ -328,7 +331,9 @@ func (h *Hub) readHorizon(ctx context.Context, tenants []uuid.UUID, positions ma
 	}
 	switch {
 	case bounded && len(tenants) <= h.apartLimit(ctx):
-		apart(h.node.NodeHorizons)
+		apart(func(ctx context.Context, tenants []uuid.UUID) ([]registry.Position, []error) {
+			return h.node.NodeHorizons(ctx, node, tenants)
+		})
 	case len(tenants) == 1:
 		p, err := h.src.Horizon(ctx, tenants[0])
 		if err != nil {

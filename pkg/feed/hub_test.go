@@ -606,9 +606,11 @@ func TestHorizonReadsOfANodeWaitForNoOtherNode(t *testing.T) {
 
 // nodeSource is a routedSource that reads a node's tenants in its
 // caller's goroutine (store.NodeHorizonsReader): NodeHorizons of the hung
-// tenant waits until hang is closed, and every other is read at once.
+// tenant waits until hang is closed, and every other is read at once; a
+// call for tenants not all of the node it names fails the test.
 type nodeSource struct {
 	*routedSource
+	t     *testing.T
 	stall time.Duration
 	node  [][]uuid.UUID
 }
@@ -617,7 +619,12 @@ var _ store.NodeHorizonsReader = (*nodeSource)(nil)
 
 func (n *nodeSource) NodeStall() time.Duration { return n.stall }
 
-func (n *nodeSource) NodeHorizons(ctx context.Context, tenants []uuid.UUID) ([]registry.Position, []error) {
+func (n *nodeSource) NodeHorizons(ctx context.Context, node int64, tenants []uuid.UUID) ([]registry.Position, []error) {
+	for _, tenant := range tenants {
+		if n.nodes[tenant] != node || node < 0 {
+			n.t.Errorf("NodeHorizons of node %d for tenant %s of node %d", node, tenant, n.nodes[tenant])
+		}
+	}
 	n.mu.Lock()
 	n.node = append(n.node, slices.Clone(tenants))
 	n.mu.Unlock()
@@ -642,20 +649,23 @@ func (n *nodeSource) nodeCalls() [][]uuid.UUID {
 // reads a node's tenants in the hub's goroutine (store.NodeHorizonsReader:
 // Citus), the hub reads them so, and bounds its callers' wait itself, as
 // the store would: the callers of a tenant whose node hangs have
-// ErrNodeStalled once the store's stall time has passed since each came,
-// those who came during the hung read too, while another node's tenant
-// is answered at once; once the node answers, so are its tenants. On a
-// store that does not route (plain PostgreSQL), the hub reads as before
-// and bounds nothing.
+// ErrNodeStalled once the store's stall time has passed since the first
+// of them came to their read (those who came during the hung read wait
+// for the next, whose time starts then, and one who comes to a read
+// whose time has passed has it at once), while another node's tenant is
+// answered at once; once the node answers, so are its tenants. Tenants
+// of no known node, and every tenant of a store that does not route
+// (plain PostgreSQL), are read as before and bounded by the store.
 func TestHorizonBoundsAHungNodeItself(t *testing.T) {
 	t.Run("routed", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			const stall = 2 * time.Second
 			clock := clockwork.NewFakeClock()
 			st := memstore.New(clock)
-			hung, running := uuid.New(), uuid.New()
+			hung, running, unplaced := uuid.New(), uuid.New(), uuid.New()
 			src := &nodeSource{routedSource: &routedSource{Store: st, routed: true, tokens: make(chan struct{}, 64),
-				hung: hung, hang: make(chan struct{}), nodes: map[uuid.UUID]int64{hung: 1, running: 2}}, stall: stall}
+				hung: hung, hang: make(chan struct{}), nodes: map[uuid.UUID]int64{hung: 1, running: 2, unplaced: -1}},
+				t: t, stall: stall}
 			hub := feed.NewHub(feed.Options{Source: src, Clock: clock})
 			ctx := t.Context()
 			want := make(map[uuid.UUID]registry.Position)
@@ -709,13 +719,23 @@ func TestHorizonBoundsAHungNodeItself(t *testing.T) {
 			if a := <-second; !errors.Is(a.err, feed.ErrNodeStalled) {
 				t.Fatalf("the second caller got %v, %v after the stall time; want ErrNodeStalled", a.pos, a.err)
 			}
+			if a := <-ask(hung); !errors.Is(a.err, feed.ErrNodeStalled) {
+				t.Fatalf("a caller joining the stalled read got %v, %v; want ErrNodeStalled at once", a.pos, a.err)
+			}
+			src.tokens <- struct{}{}
+			if a := <-ask(unplaced); a.err != nil {
+				t.Fatalf("a tenant of no known node: %v, %v", a.pos, a.err)
+			}
+			if horizon, _ := src.reads(); horizon != 1 {
+				t.Fatalf("%d Horizon calls for the tenant of no known node, want 1", horizon)
+			}
 			close(src.hang)
 			synctest.Wait() // the hung read and the second's return
 			if a := <-ask(hung); a.err != nil || a.pos != want[hung] {
 				t.Fatalf("once the node answers, its tenant got %v, %v; want %v", a.pos, a.err, want[hung])
 			}
-			if horizon, feeds := src.reads(); horizon != 0 || len(feeds) != 0 || len(src.horizonsCalls()) != 0 {
-				t.Fatalf("%d Horizon calls, Horizons %v, feed reads %v; want NodeHorizons alone", horizon, src.horizonsCalls(), feeds)
+			if horizon, feeds := src.reads(); horizon != 1 || len(feeds) != 0 || len(src.horizonsCalls()) != 0 {
+				t.Fatalf("%d Horizon calls, Horizons %v, feed reads %v; want NodeHorizons alone for the placed tenants", horizon, src.horizonsCalls(), feeds)
 			}
 			if calls := src.nodeCalls(); len(calls) != 4 {
 				t.Fatalf("NodeHorizons calls %v, want 4 of one tenant each (the hung read, the running tenant's, the second's, the last)", calls)
@@ -727,7 +747,7 @@ func TestHorizonBoundsAHungNodeItself(t *testing.T) {
 			clock := clockwork.NewFakeClock()
 			st := memstore.New(clock)
 			tenant := uuid.New()
-			src := &nodeSource{routedSource: &routedSource{Store: st, tokens: make(chan struct{}, 64)}, stall: time.Second}
+			src := &nodeSource{routedSource: &routedSource{Store: st, tokens: make(chan struct{}, 64)}, t: t, stall: time.Second}
 			hub := feed.NewHub(feed.Options{Source: src, Clock: clock})
 			src.tokens <- struct{}{}
 			if _, err := hub.Horizon(t.Context(), tenant); err != nil {

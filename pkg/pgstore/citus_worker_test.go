@@ -262,17 +262,26 @@ func TestCitusHungWorker(t *testing.T) {
 	}
 	// NodeHorizons, for a caller that bounds its callers' wait itself,
 	// reads the running worker's tenant, and waits for the hung one's
-	// read until the caller's context ends, not the stall time.
-	if got, errs := st.NodeHorizons(ctx, tenants[:1]); errs[0] != nil || got[0] != want {
+	// read until the caller's context ends, not the stall time (of a
+	// store of its own here, with a stall time shorter than that wait,
+	// so that this store's calls stay as they were).
+	if got, errs := st.NodeHorizons(ctx, st.TenantNode(ctx, running), tenants[:1]); errs[0] != nil || got[0] != want {
 		t.Fatalf("NodeHorizons of the running tenant with the other worker hung: %v, %v; want %v", got, errs, want)
 	}
-	const callerWait = 500 * time.Millisecond
+	const shortStall, callerWait = 200 * time.Millisecond, 600 * time.Millisecond
+	short := pgstore.New(db.App, pgstore.Options{WorkerStall: shortStall})
+	defer short.Close()
+	hungNode := st.TenantNode(ctx, frozen)
+	if hungNode < 0 {
+		t.Fatal("the hung tenant's node is not known")
+	}
 	nctx, cancel := context.WithTimeout(ctx, callerWait)
 	start = time.Now()
-	_, errs = st.NodeHorizons(nctx, tenants[1:])
+	_, errs = short.NodeHorizons(nctx, hungNode, tenants[1:])
 	cancel()
 	if took := time.Since(start); errs[0] == nil || took < callerWait {
-		t.Fatalf("NodeHorizons of the hung tenant: %v after %v; want an error once the caller's %v ended", errs[0], took, callerWait)
+		t.Fatalf("NodeHorizons of the hung tenant: %v after %v; want an error once the caller's %v ended, past the stall time %v",
+			errs[0], took, callerWait, shortStall)
 	}
 	c.Workers[1].Thaw(t)
 

@@ -188,7 +188,7 @@ func TestHorizonsReadEachTenant(t *testing.T) {
 					these = append(these, tenants[i])
 				}
 				made := st.ReadsOnWorkers()
-				read, errs := st.NodeHorizons(ctx, these)
+				read, errs := st.NodeHorizons(ctx, st.TenantNode(ctx, these[0]), these)
 				for j, i := range own {
 					if errs[j] != nil || read[j] != got[i] {
 						t.Fatalf("NodeHorizons: tenant %d %v, %v; want %v", i, read[j], errs[j], got[i])

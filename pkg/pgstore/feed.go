@@ -59,16 +59,17 @@ func (s *Store) Horizon(ctx context.Context, tenant uuid.UUID) (registry.Positio
 // is read on its own, through the coordinator. On plain PostgreSQL the
 // statements go in one round trip to the database.
 func (s *Store) Horizons(ctx context.Context, tenants []uuid.UUID) ([]registry.Position, []error) {
-	return s.horizons(ctx, tenants, false)
+	return s.horizons(ctx, tenants, -1)
 }
 
-// NodeHorizons is Horizons of tenants of one Citus worker, made in the
-// calling goroutine and waited for until it returns (within ctx), instead
-// of the stall time at most (store.NodeHorizonsReader): for a caller that
-// bounds its own callers' wait by NodeStall. Tenants of more than one
-// worker are read as Horizons reads them.
-func (s *Store) NodeHorizons(ctx context.Context, tenants []uuid.UUID) ([]registry.Position, []error) {
-	return s.horizons(ctx, tenants, true)
+// NodeHorizons is Horizons of tenants of the Citus worker group node,
+// made in the calling goroutine and waited for until it returns (within
+// ctx), instead of the stall time at most (store.NodeHorizonsReader): for
+// a caller that bounds its own callers' wait by NodeStall. Unless every
+// tenant is on node, they are read as Horizons reads them, so that a
+// worker that hangs holds up the call no longer than it would have.
+func (s *Store) NodeHorizons(ctx context.Context, node int64, tenants []uuid.UUID) ([]registry.Position, []error) {
+	return s.horizons(ctx, tenants, node)
 }
 
 // NodeStall is the stall time (Options.WorkerStall): how long Horizons
@@ -77,9 +78,10 @@ func (s *Store) NodeStall() time.Duration { return s.workerCalls.stall }
 
 var _ store.NodeHorizonsReader = (*Store)(nil)
 
-// horizons reads the present positions of tenants (Horizons); inline, the
-// read of a single worker's tenants runs in the calling goroutine.
-func (s *Store) horizons(ctx context.Context, tenants []uuid.UUID, inline bool) ([]registry.Position, []error) {
+// horizons reads the present positions of tenants (Horizons); when every
+// tenant is on the worker group inline (not -1), the read runs in the
+// calling goroutine.
+func (s *Store) horizons(ctx context.Context, tenants []uuid.UUID, inline int64) ([]registry.Position, []error) {
 	positions, errs := make([]registry.Position, len(tenants)), make([]error, len(tenants))
 	if citus, err := s.onCitus(ctx); err != nil || !citus {
 		read, err := readHorizons(ctx, s.pool, tenants, false)
@@ -140,7 +142,7 @@ func (s *Store) horizons(ctx context.Context, tenants []uuid.UUID, inline bool) 
 		reads []read
 		done  []bool
 	)
-	if inline && len(calls) == 1 {
+	if inline >= 0 && len(calls) == 1 && calls[0].worker == inline {
 		reads, done = []read{readCall(ctx, 0)}, []bool{true}
 	} else {
 		reads, done = awaitWorkers(ctx, s.workerCalls.stall, len(calls), readCall)

@@ -154,6 +154,24 @@ func TestWorkerReadsCarryTheCoordinatorsEpoch(t *testing.T) {
 	if err != nil || p.Epoch != known || p.Seq != 1 {
 		t.Fatalf("a position read on the worker: %+v, %v; want epoch %d, seq 1", p, err, known)
 	}
+	for _, read := range []struct {
+		name string
+		read func() ([]registry.Position, []error)
+	}{
+		{"Horizons of the tenant twice", func() ([]registry.Position, []error) {
+			return s.Horizons(ctx, []uuid.UUID{tenant, tenant})
+		}},
+		{"NodeHorizons", func() ([]registry.Position, []error) {
+			return s.NodeHorizons(ctx, s.TenantNode(ctx, tenant), []uuid.UUID{tenant})
+		}},
+	} {
+		positions, errs := read.read()
+		for i, p := range positions {
+			if errs[i] != nil || p.Epoch != known || p.Seq != 1 {
+				t.Fatalf("%s on the worker: %+v, %v; want epoch %d, seq 1", read.name, p, errs[i], known)
+			}
+		}
+	}
 	batches, err := s.ReadFeed(ctx, []uuid.UUID{tenant}, []registry.Position{{}}, 10)
 	if err != nil || len(batches) != 1 || batches[0].Horizon.Epoch != known || len(batches[0].Events) != 1 ||
 		batches[0].Events[0].Position.Epoch != known {

@@ -147,10 +147,11 @@ type HorizonsReader interface {
 // own wait, which on Citus costs each read a goroutine of its own.
 type NodeHorizonsReader interface {
 	HorizonsReader
-	// NodeHorizons is Horizons of tenants that share a node, waited for
-	// until it returns (within ctx), where Horizons waits for a node the
-	// stall time at most.
-	NodeHorizons(ctx context.Context, tenants []uuid.UUID) (positions []registry.Position, errs []error)
+	// NodeHorizons is Horizons of tenants of node (TenantNode), waited
+	// for until it returns (within ctx), where Horizons waits for a node
+	// the stall time at most. Tenants the store now finds on another
+	// node, or on none it knows, are read as Horizons reads them.
+	NodeHorizons(ctx context.Context, node int64, tenants []uuid.UUID) (positions []registry.Position, errs []error)
 	// NodeStall is how long a caller of NodeHorizons waits for a node's
 	// read before it answers its own callers that the node is not
 	// answering, as Horizons would have.
