@@ -652,6 +652,7 @@ $$;
 CREATE FUNCTION public.mcp_register(p_tenant uuid, p_new_id uuid, p_module text, p_version text, p_protocols text[], p_capabilities jsonb, p_trace text, p_remotes jsonb, p_description text, p_title text, p_skills text[], p_skill_descriptions text[], p_quota integer, p_now timestamp with time zone) RETURNS TABLE(s_server_id uuid, s_tenant_id uuid, s_module_name text, s_version text, s_protocols text[], s_capabilities jsonb, s_status text, s_last_heartbeat timestamp with time zone, s_registered_at timestamp with time zone, s_deregistered_at timestamp with time zone, s_trace_id text, s_remotes jsonb, s_description text, s_title text, e_seq bigint, e_event_id uuid, e_tenant_id uuid, e_kind text, e_server_id uuid, e_module_name text, e_from_status text, e_to_status text, e_trace_id text, e_occurred_at timestamp with time zone, e_body jsonb, r_created boolean)
     LANGUAGE plpgsql
     SET search_path TO 'public', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $_$
 #variable_conflict use_column
 DECLARE
@@ -774,6 +775,7 @@ $_$;
 CREATE FUNCTION public.mcp_register_group(p_tenant uuid, p_tenants uuid[], p_new_ids uuid[], p_registrations jsonb, p_quotas integer[], p_now timestamp with time zone) RETURNS TABLE(s_server_id uuid, s_tenant_id uuid, s_module_name text, s_version text, s_protocols text[], s_capabilities jsonb, s_status text, s_last_heartbeat timestamp with time zone, s_registered_at timestamp with time zone, s_deregistered_at timestamp with time zone, s_trace_id text, s_remotes jsonb, s_description text, s_title text, e_seq bigint, e_event_id uuid, e_tenant_id uuid, e_kind text, e_server_id uuid, e_module_name text, e_from_status text, e_to_status text, e_trace_id text, e_occurred_at timestamp with time zone, e_body jsonb, r_created boolean, r_index integer)
     LANGUAGE plpgsql
     SET search_path TO 'public', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 #variable_conflict use_column
 DECLARE

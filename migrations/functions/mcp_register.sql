@@ -21,6 +21,7 @@ CREATE OR REPLACE FUNCTION mcp_register(p_tenant uuid, p_new_id uuid, p_module t
     e_body jsonb, r_created boolean)
  LANGUAGE plpgsql
  SET search_path TO 'public', 'pg_temp'
+ SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
 #variable_conflict use_column
 DECLARE

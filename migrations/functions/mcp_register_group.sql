@@ -25,6 +25,7 @@ CREATE OR REPLACE FUNCTION mcp_register_group(p_tenant uuid, p_tenants uuid[], p
     e_body jsonb, r_created boolean, r_index integer)
  LANGUAGE plpgsql
  SET search_path TO 'public', 'pg_temp'
+ SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
 #variable_conflict use_column
 DECLARE

@@ -45,11 +45,14 @@ type RegisterResult struct {
 // RegisterGroup makes the registrations of infos[i] for tenants[i] (of one
 // worker, each tenant once) under quotas[i] as one group of registrations
 // that queued together: in one call of mcp_register_group, or, when one
-// of them fails it, each alone. It returns each one's result.
+// of them fails it, each alone; on the worker itself as Register would. It
+// returns each one's result.
 func (s *Store) RegisterGroup(tenants []uuid.UUID, infos []registry.ServerInfo, quotas []int) []RegisterResult {
 	reqs := make([]*registerRequest, len(tenants))
+	workers, _ := s.tenantWorkers(context.Background(), []batchKey{{tenant: tenants[0]}})
 	for i := range tenants {
 		reqs[i] = &registerRequest{reg: newRegistration(tenants[i], infos[i], quotas[i]), done: make(chan registerResult, 1)}
+		reqs[i].reg.worker = max(workers[tenants[0]], 0)
 	}
 	group := slices.Clone(reqs)
 	sortByTenant(group)
@@ -65,3 +68,7 @@ func (s *Store) RegisterGroup(tenants []uuid.UUID, infos []registry.ServerInfo, 
 // ReadsOnWorkers returns how many reads the store made on a Citus worker
 // itself (workerreads.go).
 func (s *Store) ReadsOnWorkers() int64 { return s.workerReads.made.Load() }
+
+// CallsOnWorkers returns how many calls of delegated functions the store
+// made on a Citus worker itself (writeConn).
+func (s *Store) CallsOnWorkers() int64 { return s.workerReads.writes.Load() }

@@ -18,6 +18,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/pgstore"
 	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 // TestCitusRegistrationWritesOnShard: a registration is one task on the
@@ -300,5 +301,84 @@ func TestRegisterSkills(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCitusRegistrationsOnTheTenantsWorker: once the store has a pool to a
+// worker, a registration of the worker's tenants, alone or in a group, is
+// one call made on that worker itself, and is what it would be through
+// the coordinator: a store whose reads and calls all go through the
+// coordinator reads each registration's event, exactly, one position
+// further, and the servers and their skills.
+func TestCitusRegistrationsOnTheTenantsWorker(t *testing.T) {
+	c := pgtest.SharedCitus(t)
+	db := c.NewDB(t)
+	ctx := t.Context()
+	st := pgstore.New(db.App, pgstore.Options{})
+	t.Cleanup(st.Close)
+	viaCoordinator := pgstore.New(db.App, pgstore.Options{CoordinatorReads: true})
+	t.Cleanup(viaCoordinator.Close)
+	for w := range c.Workers {
+		tenants := c.TenantsOnWorker(t, db, w, 3)
+		slices.SortFunc(tenants, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+		info := func(module string) registry.ServerInfo {
+			return registry.ServerInfo{ModuleName: module, Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"},
+				Skills: []registry.SkillInfo{{Name: "search", Description: "finds"}, {Name: "summarize"}}}
+		}
+		// The store opens its pool to the worker in the background, at its
+		// first call for a tenant of that worker.
+		warm := 0
+		testwait.Until(t, "a registration made on the worker", 30*time.Second, func() bool {
+			before := st.CallsOnWorkers()
+			warm++
+			if _, _, _, err := st.Register(ctx, tenants[0], info(fmt.Sprintf("warm-%d", warm)), 0); err != nil {
+				t.Fatal(err)
+			}
+			return st.CallsOnWorkers() == before+1
+		})
+		positions := make([]registry.Position, len(tenants))
+		for i, tenant := range tenants {
+			p, err := viaCoordinator.Horizon(ctx, tenant)
+			if err != nil {
+				t.Fatal(err)
+			}
+			positions[i] = p
+		}
+		calls := st.CallsOnWorkers()
+		srv, created, ev, err := st.Register(ctx, tenants[1], info("alone"), 0)
+		if err != nil || !created {
+			t.Fatalf("worker %d: a registration alone: created %v, %v", w, created, err)
+		}
+		results := st.RegisterGroup(tenants, []registry.ServerInfo{info("grouped"), info("grouped"), info("grouped")}, []int{0, 0, 0})
+		if n := st.CallsOnWorkers() - calls; n != 2 {
+			t.Fatalf("worker %d: %d calls made on the worker for a registration alone and a group, want 2", w, n)
+		}
+		want := map[uuid.UUID][]pgstore.RegisterResult{tenants[1]: {{Server: srv, Created: true, Event: ev}}}
+		for i, res := range results {
+			if res.Err != nil || !res.Created || res.Server.TenantID != tenants[i] {
+				t.Fatalf("worker %d: grouped registration %d: %+v", w, i, res)
+			}
+			want[tenants[i]] = append(want[tenants[i]], res)
+		}
+		for i, tenant := range tenants {
+			batches, err := viaCoordinator.ReadFeed(ctx, []uuid.UUID{tenant}, positions[i:i+1], 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(batches) != 1 || len(batches[0].Events) != len(want[tenant]) ||
+				batches[0].Horizon.Seq != positions[i].Seq+int64(len(want[tenant])) {
+				t.Fatalf("worker %d, tenant %d: the trail after %v is %+v, want %d registrations", w, i, positions[i], batches, len(want[tenant]))
+			}
+			for j, res := range want[tenant] {
+				if got := batches[0].Events[j]; got.EventID != res.Event.EventID || got.Kind != registry.KindRegistered ||
+					got.ServerID != res.Server.ServerID {
+					t.Errorf("worker %d, tenant %d: event %d is %+v, want %+v", w, i, j, got, res.Event)
+				}
+				skills, err := viaCoordinator.Skills(ctx, tenant, res.Server.ServerID)
+				if err != nil || len(skills) != 2 || skills[0].Name != "search" || skills[0].Description != "finds" || !skills[1].Available {
+					t.Errorf("worker %d, tenant %d: skills of %s: %+v, %v", w, i, res.Server.ModuleName, skills, err)
+				}
+			}
+		}
 	}
 }

@@ -37,8 +37,8 @@ RETURNING ` + eventColumns
 
 // Register creates or updates the (tenant, module) server, its skills and
 // the registered event, in one transaction, under the tenant quota quota
-// (0: none): one call of mcp_register, which Citus hands whole to the
-// worker of the tenant's shard; on Citus, registrations that arrive
+// (0: none): one call of mcp_register, made on the worker of the tenant's
+// shard (writeQueryOn); on Citus, registrations that arrive
 // together share a call of their worker (registergroup.go), but for one
 // whose trace is recorded.
 func (s *Store) Register(ctx context.Context, tenant uuid.UUID, info registry.ServerInfo, quota int) (registry.Server, bool, registry.Event, error) {
@@ -72,6 +72,10 @@ type registration struct {
 	description, title   *string
 	skills, descriptions []string
 	quota                int
+	// worker is the Citus worker group of the tenant's shard, as the
+	// store last read it (0: not known), where the call is made
+	// (writeQueryOn).
+	worker int64
 }
 
 func newRegistration(tenant uuid.UUID, info registry.ServerInfo, quota int) registration {
@@ -108,7 +112,7 @@ func (s *Store) registerOne(ctx context.Context, reg registration) registerResul
 		r       eventRow
 		created bool
 	)
-	srv, err := scanServer(s.writeQueryRow(ctx, registerSQL, reg.tenant, reg.newID, reg.module, reg.version,
+	srv, err := scanServer(s.writeQueryRowOn(ctx, reg.worker, registerSQL, reg.tenant, reg.newID, reg.module, reg.version,
 		reg.protocols, reg.capabilities, reg.traceID, reg.remotes, reg.description, reg.title,
 		reg.skills, reg.descriptions, reg.quota, s.now()), append(r.appendDest(nil), &created)...)
 	if err != nil {

@@ -20,8 +20,8 @@ import (
 // as much as the registration's own statements (docs/performance.md). So
 // registrations that arrive while registerCallsPerWorker calls of their
 // tenant's worker are in flight wait for one to end, and then go together,
-// at most one of each tenant, in one call of mcp_register_group, which
-// Citus hands whole to that worker: one delegation and one commit for all.
+// at most one of each tenant, in one call of mcp_register_group, made on
+// that worker (writeQueryOn): one call and one commit for all.
 // A registration that finds its worker with a call to spare goes at once,
 // alone: under light load nothing waits. A registration whose trace is
 // recorded always goes alone (Register). When the database refuses the
@@ -95,6 +95,7 @@ func (s *Store) registerGrouped(ctx context.Context, reg registration) registerR
 	if err != nil || !ok || worker < 0 || len(reg.skills) > maxGroupedSkills || !reg.validUTF8() {
 		return s.registerOne(ctx, reg)
 	}
+	reg.worker = worker
 	req := &registerRequest{reg: reg, done: make(chan registerResult, 1)}
 	req.deadline, _ = ctx.Deadline()
 	g := &s.registerGroups
@@ -221,7 +222,9 @@ func (s *Store) registerGroup(group []*registerRequest) {
 		}
 	case errors.As(err, &pgErr) && !unavailableCode(pgErr.Code):
 		// The database refused the call, for one registration or
-		// another: nothing was written. Each alone, for its own answer.
+		// another: nothing was written. Each alone, for its own answer,
+		// a few at a time, through the coordinator: the worker's own pool
+		// carries at most registerCallsPerWorker registration calls.
 		eachTenant(len(group), func(i int) {
 			r := group[i]
 			if r.gone.Load() {
@@ -229,7 +232,9 @@ func (s *Store) registerGroup(group []*registerRequest) {
 			}
 			ctx, cancel := s.registerContext(group[i : i+1])
 			defer cancel()
-			r.done <- s.registerOne(ctx, r.reg)
+			reg := r.reg
+			reg.worker = 0
+			r.done <- s.registerOne(ctx, reg)
 		})
 	default:
 		if workerFault(err) {
@@ -297,7 +302,7 @@ func (s *Store) registerGroupCall(ctx context.Context, group []*registerRequest)
 	if err != nil {
 		return nil, fmt.Errorf("encode registrations: %w", err)
 	}
-	rows, err := s.writeQuery(ctx, registerGroupSQL, group[0].reg.tenant, tenants, ids, body, quotas, s.now())
+	rows, err := s.writeQueryOn(ctx, group[0].reg.worker, registerGroupSQL, group[0].reg.tenant, tenants, ids, body, quotas, s.now())
 	if err != nil {
 		return nil, err
 	}

@@ -69,8 +69,9 @@ type workerReads struct {
 	// (coordinatorEpoch).
 	epoch   int64
 	epochAt time.Time
-	// made counts the reads made on a worker.
-	made atomic.Int64
+	// made counts the reads made on a worker, writes the calls of
+	// delegated functions (writeConn).
+	made, writes atomic.Int64
 	// background reads the addresses and opens the pools; mu guards it.
 	background
 }
@@ -109,11 +110,11 @@ func (w *workerReads) close() {
 	closePools(pools)
 }
 
-// readPool returns the pool of worker's direct reads, or nil when the
-// worker is read through the coordinator for now; it starts in the
+// workerPool returns the pool of worker's direct reads and calls, or nil
+// when the worker is reached through the coordinator for now; it starts in the
 // background what is missing (the workers' addresses, a pool) and never
 // waits for the database.
-func (s *Store) readPool(worker int64) *pgxpool.Pool {
+func (s *Store) workerPool(worker int64) *pgxpool.Pool {
 	w := &s.workerReads
 	if w.off || worker <= 0 {
 		return nil
@@ -234,7 +235,9 @@ func (s *Store) openWorkerPool(ctx context.Context, worker int64, n *workerReadN
 // the store's pool's settings, once one connection proved it.
 func (s *Store) newWorkerPool(ctx context.Context, group int64, host string, port uint16) (*pgxpool.Pool, error) {
 	cfg := s.pool.Config() // a deep copy, TLS configurations included
-	cfg.MaxConns, cfg.MinConns = maxWorkerCalls, 0
+	// The counted calls (stall.go), and the registration calls, which
+	// are not counted: a registration never holds up a flush.
+	cfg.MaxConns, cfg.MinConns = maxWorkerCalls+registerCallsPerWorker, 0
 	if t := cfg.ConnConfig.ConnectTimeout; t <= 0 || t > workerConnectTimeout {
 		cfg.ConnConfig.ConnectTimeout = workerConnectTimeout
 	}
@@ -303,7 +306,7 @@ type querier interface {
 }
 
 // readOnWorker runs read, a read of worker's tenants, on a connection of
-// worker's own pool when the store has one (readPool), else through the
+// worker's own pool when the store has one (workerPool), else through the
 // coordinator; also when no connection of that pool could be had in time
 // (the worker not reachable so, or no longer proved: unreachable). What
 // the read itself returns, on either, is the worker's answer. A read made
@@ -312,7 +315,7 @@ type querier interface {
 // read's own positions stand. read is told which of the two db is
 // (onWorker).
 func (s *Store) readOnWorker(ctx context.Context, worker int64, read func(db querier, onWorker bool) error) (epoch uint64, err error) {
-	if direct := s.readPool(worker); direct != nil {
+	if direct := s.workerPool(worker); direct != nil {
 		conn, err := direct.Acquire(ctx)
 		if err == nil {
 			defer conn.Release()

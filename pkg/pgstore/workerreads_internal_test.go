@@ -63,11 +63,12 @@ func TestWorkerReadsFallBackToTheCoordinator(t *testing.T) {
 	node := &workerReadNode{host: "127.0.0.1", port: closed}
 	w.nodes[group], w.readAt = node, time.Now()
 	w.mu.Unlock()
+	seq := int64(1)
 	read := func(what string) {
 		t.Helper()
 		p, err := s.Horizon(ctx, tenant)
-		if err != nil || p.Seq != 1 {
-			t.Fatalf("%s: %v, %v; want the position of the one event", what, p, err)
+		if err != nil || p.Seq != seq {
+			t.Fatalf("%s: %v, %v; want the position of the events so far, %d", what, p, err, seq)
 		}
 		if _, err := s.ReadFeed(ctx, []uuid.UUID{tenant}, []registry.Position{{}}, 10); err != nil {
 			t.Fatalf("%s: a read of the trail: %v", what, err)
@@ -90,16 +91,36 @@ func TestWorkerReadsFallBackToTheCoordinator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stalePool := func(what string) {
+		t.Helper()
+		w.mu.Lock()
+		node.pool = stale
+		w.mu.Unlock()
+		read(what)
+		w.mu.Lock()
+		dropped := node.pool == nil
+		w.mu.Unlock()
+		if !dropped {
+			t.Fatalf("%s: the pool that no longer connects was kept", what)
+		}
+	}
+	stalePool("with a pool that no longer connects")
+	// A registration's call, made on the worker when its pool gives a
+	// connection, is made through the coordinator when it does not.
 	w.mu.Lock()
 	node.pool = stale
 	w.mu.Unlock()
-	read("with a pool that no longer connects")
+	if _, _, _, err := s.Register(ctx, tenant, registry.ServerInfo{ModuleName: "after", Version: "1.0.0"}, 0); err != nil {
+		t.Fatalf("a registration with a pool that no longer connects: %v", err)
+	}
+	seq++
 	w.mu.Lock()
 	dropped := node.pool == nil
 	w.mu.Unlock()
 	if !dropped {
-		t.Fatal("the pool that no longer connects was kept")
+		t.Fatal("a registration kept the pool that no longer connects")
 	}
+	read("after a registration through the coordinator")
 }
 
 // storeWithOneEvent returns a store on a fresh database of the shared
