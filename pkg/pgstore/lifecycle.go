@@ -37,8 +37,9 @@ RETURNING ` + eventColumns
 
 // Register creates or updates the (tenant, module) server, its skills and
 // the registered event, in one transaction, under the tenant quota quota
-// (0: none): one call of mcp_register, made on the worker of the tenant's
-// shard (writeQueryOn); on Citus, registrations that arrive
+// (0: none): one call of mcp_register, which Citus hands whole to the
+// worker of the tenant's shard, or which the store makes there
+// (writeQueryOn); on Citus, registrations that arrive
 // together share a call of their worker (registergroup.go), but for one
 // whose trace is recorded.
 func (s *Store) Register(ctx context.Context, tenant uuid.UUID, info registry.ServerInfo, quota int) (registry.Server, bool, registry.Event, error) {

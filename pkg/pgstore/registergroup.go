@@ -95,8 +95,8 @@ func (s *Store) registerGrouped(ctx context.Context, reg registration) registerR
 	if err != nil || !ok || worker < 0 || len(reg.skills) > maxGroupedSkills || !reg.validUTF8() {
 		return s.registerOne(ctx, reg)
 	}
-	reg.worker = worker
 	req := &registerRequest{reg: reg, done: make(chan registerResult, 1)}
+	req.reg.worker = worker
 	req.deadline, _ = ctx.Deadline()
 	g := &s.registerGroups
 	g.mu.Lock()

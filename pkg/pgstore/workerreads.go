@@ -115,15 +115,21 @@ func (w *workerReads) close() {
 // background what is missing (the workers' addresses, a pool) and never
 // waits for the database.
 func (s *Store) workerPool(worker int64) *pgxpool.Pool {
+	pool, _, _ := s.workerPoolAt(worker)
+	return pool
+}
+
+// workerPoolAt is workerPool, with the address the pool connects to.
+func (s *Store) workerPoolAt(worker int64) (pool *pgxpool.Pool, host string, port uint16) {
 	w := &s.workerReads
 	if w.off || worker <= 0 {
-		return nil
+		return nil, "", 0
 	}
 	now := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
-		return nil
+		return nil, "", 0
 	}
 	if (w.readAt.IsZero() || now.Sub(w.readAt) >= placementTTL) && !w.reading {
 		w.reading = true
@@ -131,13 +137,13 @@ func (s *Store) workerPool(worker int64) *pgxpool.Pool {
 	}
 	n := w.nodes[worker]
 	if n == nil {
-		return nil
+		return nil, "", 0
 	}
 	if n.pool == nil && !n.opening && (n.failedAt.IsZero() || now.Sub(n.failedAt) >= workerReadRetry) {
 		n.opening = true
 		w.run(func(ctx context.Context) { s.openWorkerPool(ctx, worker, n) })
 	}
-	return n.pool
+	return n.pool, n.host, n.port
 }
 
 // readWorkerNodes reads the workers' addresses from the coordinator; a
@@ -241,6 +247,10 @@ func (s *Store) newWorkerPool(ctx context.Context, group int64, host string, por
 	if t := cfg.ConnConfig.ConnectTimeout; t <= 0 || t > workerConnectTimeout {
 		cfg.ConnConfig.ConnectTimeout = workerConnectTimeout
 	}
+	// The ping of a connection idle for a second, before it is handed
+	// out: a worker that hangs does not hold its caller up longer than a
+	// new connection would.
+	cfg.PingTimeout = workerConnectTimeout
 	retarget := func(c *pgconn.FallbackConfig) {
 		c.Host, c.Port = host, port
 		if c.TLSConfig != nil && c.TLSConfig.ServerName != "" {
@@ -358,8 +368,28 @@ func (s *Store) coordinatorEpoch(ctx context.Context) (uint64, error) {
 	return uint64(epoch), nil
 }
 
+// unlisted drops pool, worker's, whose address the coordinator no longer
+// lists as the primary of worker's group (writeConn), and has the
+// workers' addresses read again at the next call.
+func (s *Store) unlisted(worker int64, pool *pgxpool.Pool) {
+	w := &s.workerReads
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n := w.nodes[worker]; n != nil && n.pool == pool {
+		delete(w.nodes, worker)
+		w.readAt = time.Time{}
+		if w.closed {
+			go pool.Close() // close has collected the pools already
+		} else {
+			w.run(func(context.Context) { pool.Close() })
+		}
+		s.logger.Info("citus worker calls: the coordinator no longer lists the worker's address; reading the addresses again",
+			"group", worker, "address", n.host+":"+strconv.Itoa(int(n.port)))
+	}
+}
+
 // unreachable drops pool, worker's, that gave no connection (err): the
-// worker is read through the coordinator until workerReadRetry passes.
+// worker is reached through the coordinator until workerReadRetry passes.
 func (s *Store) unreachable(worker int64, pool *pgxpool.Pool, err error) {
 	w := &s.workerReads
 	w.mu.Lock()
@@ -371,7 +401,7 @@ func (s *Store) unreachable(worker int64, pool *pgxpool.Pool, err error) {
 		} else {
 			w.run(func(context.Context) { pool.Close() })
 		}
-		s.logger.Info("citus worker reads: the worker is read through the coordinator",
+		s.logger.Info("citus worker reads: the worker is reached through the coordinator",
 			"group", worker, "address", n.host+":"+strconv.Itoa(int(n.port)), "error", err)
 	}
 }

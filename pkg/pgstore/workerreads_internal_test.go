@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -82,19 +83,25 @@ func TestWorkerReadsFallBackToTheCoordinator(t *testing.T) {
 	})
 	read("after the first connection failed")
 
-	cfg, err := pgxpool.ParseConfig(db.AppURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.Port = closed
-	stale, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
+	// A pool that no longer connects (each is closed once dropped).
+	newStale := func() *pgxpool.Pool {
+		t.Helper()
+		cfg, err := pgxpool.ParseConfig(db.AppURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.ConnConfig.Port = closed
+		stale, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(stale.Close)
+		return stale
 	}
 	stalePool := func(what string) {
 		t.Helper()
 		w.mu.Lock()
-		node.pool = stale
+		node.pool = newStale()
 		w.mu.Unlock()
 		read(what)
 		w.mu.Lock()
@@ -108,12 +115,16 @@ func TestWorkerReadsFallBackToTheCoordinator(t *testing.T) {
 	// A registration's call, made on the worker when its pool gives a
 	// connection, is made through the coordinator when it does not.
 	w.mu.Lock()
-	node.pool = stale
+	node.pool, node.failedAt = newStale(), time.Time{}
 	w.mu.Unlock()
+	calls := w.writes.Load()
 	if _, _, _, err := s.Register(ctx, tenant, registry.ServerInfo{ModuleName: "after", Version: "1.0.0"}, 0); err != nil {
 		t.Fatalf("a registration with a pool that no longer connects: %v", err)
 	}
 	seq++
+	if n := w.writes.Load() - calls; n != 0 {
+		t.Fatalf("%d calls counted as made on the worker through a pool that no longer connects", n)
+	}
 	w.mu.Lock()
 	dropped := node.pool == nil
 	w.mu.Unlock()
@@ -202,5 +213,57 @@ func TestWorkerReadsCarryTheCoordinatorsEpoch(t *testing.T) {
 	t.Cleanup(coordinator.Close)
 	if p, err := coordinator.Horizon(ctx, tenant); err != nil || p.Epoch == known || p.Seq != 1 {
 		t.Fatalf("a position read through the coordinator: %+v, %v", p, err)
+	}
+}
+
+// TestWorkerCallsFollowTheCoordinatorsList: a call is made on a worker's
+// pool only while the coordinator lists the pool's address as the primary
+// of the worker's group. A pool whose address it no longer lists (here:
+// the store's record of the address changed under a pool that still
+// reaches the worker) is dropped at the next call, which goes through the
+// coordinator; the addresses are read again, and the calls go back to the
+// worker at the address listed.
+func TestWorkerCallsFollowTheCoordinatorsList(t *testing.T) {
+	c, db, s, tenant := storeWithOneEvent(t)
+	ctx := t.Context()
+	group := workerGroupAt(t, db, c.Workers[0].Port())
+	w := &s.workerReads
+	n := 0
+	register := func() {
+		t.Helper()
+		n++
+		if _, _, _, err := s.Register(ctx, tenant, registry.ServerInfo{ModuleName: fmt.Sprintf("m-%d", n), Version: "1.0.0"}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	onWorker := func() bool {
+		calls := w.writes.Load()
+		register()
+		return w.writes.Load() == calls+1
+	}
+	testwait.Until(t, "a registration made on the worker", 30*time.Second, onWorker)
+
+	w.mu.Lock()
+	node := w.nodes[group]
+	listedPort := node.port
+	node.port = closedPort(t)
+	w.mu.Unlock()
+	calls := w.writes.Load()
+	register()
+	if d := w.writes.Load() - calls; d != 0 {
+		t.Fatalf("%d calls made on a pool whose address the coordinator does not list", d)
+	}
+	w.mu.Lock()
+	kept := w.nodes[group] == node
+	w.mu.Unlock()
+	if kept {
+		t.Fatal("the pool whose address the coordinator does not list was kept")
+	}
+	testwait.Until(t, "a registration made on the worker again", 30*time.Second, onWorker)
+	w.mu.Lock()
+	port := w.nodes[group].port
+	w.mu.Unlock()
+	if port != listedPort {
+		t.Fatalf("calls made on the worker at port %d, want %d", port, listedPort)
 	}
 }

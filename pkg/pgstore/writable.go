@@ -19,7 +19,8 @@ import (
 // not follow the coordinator's default_transaction_read_only (Citus's
 // BeginTransactionCommand says so): on a coordinator made read-only, such
 // a call would write. So on Citus the store asks the coordinator, on the
-// connection that will make the call and just before it, whether its
+// connection that will make the call (for a call made on the worker
+// itself, on one of its own: writeConn) and just before it, whether its
 // transactions are read-only (or it is a standby), and refuses the call
 // when they are, with the error a refused write has:
 // registry.ErrUnavailable. One more round trip per call (a batch, a flush
@@ -115,33 +116,59 @@ func (s *Store) writeQueryRowOn(ctx context.Context, worker int64, sql string, a
 // made on that worker's own connection when the store has a pool to it
 // (workerreads.go), not handed to it by the coordinator: the worker's
 // Citus runs the function there, locally, as the coordinator's delegation
-// would, and the coordinator neither plans the call nor carries its rows.
-// Measured on the test cluster (docs/performance.md): registrations 12-15 %
-// less wall clock each. The coordinator still says first whether the
-// database may write (acquireWritable), so that a coordinator made
-// read-only refuses these calls as it refuses its own; a write the
-// worker's own settings refuse fails there as it would on the
-// coordinator's delegation.
+// would, and the coordinator neither plans the call nor carries its rows
+// (docs/performance.md, "Delegated calls made on the worker"). Before
+// each such call the coordinator says, in one statement
+// (workerCallCheckSQL), whether the database may write, so that a
+// coordinator made read-only refuses these calls as it refuses its own,
+// and whether it still lists the pool's address as the primary of the
+// worker's group: a node the coordinator no longer routes to (one
+// replaced by citus_update_node, or disabled) would take writes that no
+// read through the coordinator sees, so its pool is dropped, the
+// addresses are read again and the call goes through the coordinator. A
+// write the worker's own settings refuse fails there as on the
+// coordinator's delegation. The session options of --database-url apply
+// to the worker's session as to the coordinator's.
+
+// workerCallCheckSQL asks the coordinator whether the session's
+// transactions are read-only (readOnlySQL), and whether it lists $2:$3 as
+// the active primary of worker group $1.
+const workerCallCheckSQL = `SELECT current_setting('transaction_read_only')::boolean OR pg_is_in_recovery(),
+	EXISTS (SELECT FROM pg_dist_node WHERE groupid = $1::integer AND noderole = 'primary' AND isactive
+		AND nodename = $2::text AND nodeport = $3::integer)`
 
 // writeConn returns a connection for a call of a delegated function whose
 // tenants are all of the worker group worker (0: not known), whose
 // session may write: worker's own (workerPool) when the store has a pool to
-// it that gives a connection, else the coordinator's.
+// it that gives a connection and the coordinator lists its address, else
+// the coordinator's.
 func (s *Store) writeConn(ctx context.Context, worker int64) (*pgxpool.Conn, error) {
-	c, err := s.acquireWritable(ctx)
-	if err != nil {
-		return nil, err
-	}
-	direct := s.workerPool(worker)
+	direct, host, port := s.workerPoolAt(worker)
 	if direct == nil {
-		return c, nil
+		return s.acquireWritable(ctx)
 	}
 	wc, err := direct.Acquire(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
 		s.unreachable(worker, direct, err)
-		return c, nil
+		return s.acquireWritable(ctx)
 	}
-	c.Release()
+	var readOnly, listed bool
+	err = s.pool.QueryRow(ctx, workerCallCheckSQL, worker, host, int32(port)).Scan(&readOnly, &listed)
+	switch {
+	case err != nil:
+		wc.Release()
+		return nil, err
+	case readOnly:
+		wc.Release()
+		return nil, errReadOnlySession
+	case !listed:
+		wc.Release()
+		s.unlisted(worker, direct)
+		return s.acquireWritable(ctx)
+	}
 	s.workerReads.writes.Add(1)
 	return wc, nil
 }
