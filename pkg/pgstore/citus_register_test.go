@@ -311,13 +311,8 @@ func TestRegisterSkills(t *testing.T) {
 // coordinator reads each registration's event, exactly, one position
 // further, and the servers and their skills.
 func TestCitusRegistrationsOnTheTenantsWorker(t *testing.T) {
-	c := pgtest.SharedCitus(t)
-	db := c.NewDB(t)
+	c, db, st, viaCoordinator := storesOnAndOffTheWorkers(t)
 	ctx := t.Context()
-	st := pgstore.New(db.App, pgstore.Options{})
-	t.Cleanup(st.Close)
-	viaCoordinator := pgstore.New(db.App, pgstore.Options{CoordinatorReads: true})
-	t.Cleanup(viaCoordinator.Close)
 	for w := range c.Workers {
 		tenants := c.TenantsOnWorker(t, db, w, 3)
 		slices.SortFunc(tenants, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })

@@ -23,13 +23,8 @@ import (
 // by another store (another replica): the position moves by one per
 // event, and the trail after the old position is that event.
 func TestCitusReadsOnTheTenantsWorker(t *testing.T) {
-	c := pgtest.SharedCitus(t)
-	db := c.NewDB(t)
+	c, db, reader, writer := storesOnAndOffTheWorkers(t)
 	ctx := t.Context()
-	reader := pgstore.New(db.App, pgstore.Options{})
-	t.Cleanup(reader.Close)
-	writer := pgstore.New(db.App, pgstore.Options{CoordinatorReads: true})
-	t.Cleanup(writer.Close)
 	appURL, err := url.Parse(db.AppURL)
 	if err != nil {
 		t.Fatal(err)
@@ -200,4 +195,19 @@ func TestHorizonsReadEachTenant(t *testing.T) {
 			}
 		})
 	}
+}
+
+// storesOnAndOffTheWorkers returns a database of the shared Citus cluster
+// and two stores on it: one that reads and calls on the workers when it
+// can (the default), and one whose reads and calls all go through the
+// coordinator.
+func storesOnAndOffTheWorkers(t *testing.T) (*pgtest.Citus, *pgtest.DB, *pgstore.Store, *pgstore.Store) {
+	t.Helper()
+	c := pgtest.SharedCitus(t)
+	db := c.NewDB(t)
+	onWorkers := pgstore.New(db.App, pgstore.Options{})
+	t.Cleanup(onWorkers.Close)
+	viaCoordinator := pgstore.New(db.App, pgstore.Options{CoordinatorReads: true})
+	t.Cleanup(viaCoordinator.Close)
+	return c, db, onWorkers, viaCoordinator
 }
