@@ -280,7 +280,7 @@ func (s *Store) applyPerWorker(ctx context.Context, reqs []*heartbeatRequest, pa
 		err := s.workerCalls.onWorker(wctx, workers[g], func() error {
 			var err error
 			for attempt := 0; attempt < 2; attempt++ {
-				if err = s.heartbeatOnWorker(wctx, workers[g], pending(group, results), now, results); !isRetryable(err) {
+				if err = s.heartbeatOnWorker(wctx, pending(group, results), now, results); !isRetryable(err) {
 					break
 				}
 			}
@@ -435,13 +435,13 @@ const heartbeatTenantSQL = `SELECT * FROM mcp_heartbeat_tenant($1::uuid, $2::uui
 
 // heartbeatHealthyGroupSQL records the heartbeats of the (tenant, server)
 // pairs $2, $3 whose server is healthy, at $4 (NULL: now()), the tenants
-// all on tenant $1's worker: one call made on that worker (writeQueryOn),
-// the common case (mcp_heartbeat_healthy_group).
+// all on tenant $1's worker: one call that Citus hands to that worker, the
+// common case (mcp_heartbeat_healthy_group).
 const heartbeatHealthyGroupSQL = `SELECT * FROM mcp_heartbeat_healthy_group($1::uuid, $2::uuid[], $3::uuid[], $4::timestamptz)`
 
 // heartbeatOnWorker applies the heartbeats of pairs on Citus, whose
 // tenants share a worker: the healthy servers' in one call and one commit
-// (mcp_heartbeat_healthy_group, made on that worker: writeQueryOn), the
+// (mcp_heartbeat_healthy_group, which Citus hands to that worker), the
 // rest (recoveries, deregistered and unknown servers) tenant by tenant
 // (heartbeatRest). As long as the worker read for the tenants holds
 // (placementTTL), no statement or transaction reaches two workers. It
@@ -449,11 +449,11 @@ const heartbeatHealthyGroupSQL = `SELECT * FROM mcp_heartbeat_healthy_group($1::
 // that failed with a deadlock or a serialization failure, which a retry
 // may resolve; it returns the error of the first call when it failed, else
 // that of a call to retry.
-func (s *Store) heartbeatOnWorker(ctx context.Context, worker int64, pairs []batchKey, now *time.Time, results map[batchKey]heartbeatResult) error {
+func (s *Store) heartbeatOnWorker(ctx context.Context, pairs []batchKey, now *time.Time, results map[batchKey]heartbeatResult) error {
 	if len(pairs) == 0 {
 		return nil
 	}
-	healthy, err := s.heartbeatHealthyGroup(ctx, worker, pairs, now)
+	healthy, err := s.heartbeatHealthyGroup(ctx, pairs, now)
 	if err != nil {
 		_ = answerFailed(pairs, err, results)
 		return err
@@ -503,9 +503,9 @@ func (s *Store) heartbeatRest(ctx context.Context, pairs []batchKey, healthy map
 // heartbeatHealthyGroup records the heartbeats of pairs, whose tenants
 // share a worker, for the servers that are healthy, in one call, and
 // returns those servers.
-func (s *Store) heartbeatHealthyGroup(ctx context.Context, worker int64, pairs []batchKey, now *time.Time) (map[batchKey]registry.Server, error) {
+func (s *Store) heartbeatHealthyGroup(ctx context.Context, pairs []batchKey, now *time.Time) (map[batchKey]registry.Server, error) {
 	tenants, servers := pairArrays(pairs)
-	rows, err := s.writeQueryOn(ctx, worker, heartbeatHealthyGroupSQL, tenants[0], tenants, servers, now)
+	rows, err := s.writeQuery(ctx, heartbeatHealthyGroupSQL, tenants[0], tenants, servers, now)
 	if err != nil {
 		return nil, err
 	}

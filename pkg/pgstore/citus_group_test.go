@@ -11,9 +11,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/pgstore"
 	"github.com/cyberos/mcpd/pkg/registry"
-	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
-	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 // On Citus a heartbeat batch is applied by one call per worker, for every
@@ -169,69 +167,4 @@ func (f *workerTenants) lastBeat(tenant, server uuid.UUID) time.Time {
 		f.t.Fatal(err)
 	}
 	return at
-}
-
-// TestCitusHeartbeatCallsOnTheTenantsWorker: once the store has a pool to
-// each worker, a heartbeat batch of tenants of both workers makes its
-// healthy servers' calls on the workers themselves, one per worker, and
-// so does a flush of held heartbeats; each writes what it is given.
-func TestCitusHeartbeatCallsOnTheTenantsWorker(t *testing.T) {
-	f := newWorkerTenants(t)
-	st, a, b, other := f.st, f.a, f.b, f.other
-	ctx := t.Context()
-	servers := map[uuid.UUID]uuid.UUID{}
-	warm := 0
-	for _, tenant := range []uuid.UUID{a, b, other} {
-		servers[tenant] = register(t, st, tenant, "s").ServerID
-		// The store opens its pool to a worker in the background, at its
-		// first call for a tenant of that worker.
-		testwait.Until(t, "a registration made on the tenant's worker", 30*time.Second, func() bool {
-			before := st.CallsOnWorkers()
-			warm++
-			register(t, st, tenant, fmt.Sprintf("warm-%d", warm))
-			return st.CallsOnWorkers() == before+1
-		})
-	}
-	// A batch's heartbeats may go in more than one batch: at least one call
-	// on each worker. A flush is one call on each.
-	beats := func(what string, least, most int64, write func()) {
-		t.Helper()
-		before := map[uuid.UUID]time.Time{}
-		for tenant, srv := range servers {
-			before[tenant] = f.lastBeat(tenant, srv)
-		}
-		calls := st.CallsOnWorkers()
-		write()
-		if n := st.CallsOnWorkers() - calls; n < least || n > most {
-			t.Errorf("%s: %d calls made on the workers, want %d to %d", what, n, least, most)
-		}
-		for tenant, srv := range servers {
-			if at := f.lastBeat(tenant, srv); !at.After(before[tenant]) {
-				t.Errorf("%s: the heartbeat of tenant %s's server is at %v, not past %v", what, tenant, at, before[tenant])
-			}
-		}
-	}
-	beats("heartbeats of three tenants", 2, 3, func() {
-		var wg sync.WaitGroup
-		for tenant, srv := range servers {
-			wg.Go(func() {
-				if _, _, err := st.Heartbeat(ctx, tenant, srv); err != nil {
-					t.Errorf("heartbeat of tenant %s: %v", tenant, err)
-				}
-			})
-		}
-		wg.Wait()
-	})
-	beats("a flush of held heartbeats", 2, 2, func() {
-		var batch []store.TenantHeld
-		for tenant, srv := range servers {
-			batch = append(batch, store.TenantHeld{Tenant: tenant, Beats: []store.HeldHeartbeat{{ServerID: srv}}})
-		}
-		// A healthy server's heartbeat written has no outcome of its own.
-		for i, res := range st.WriteHeldBatch(ctx, batch) {
-			if res.Err != nil || len(res.Outcomes) != 0 {
-				t.Errorf("held heartbeat of tenant %s: %+v", batch[i].Tenant, res)
-			}
-		}
-	})
 }

@@ -172,7 +172,7 @@ func (s *Store) writeHeldTogether(ctx context.Context, batch []store.TenantHeld)
 	if len(pairs) == 0 {
 		return whole
 	}
-	written, err := s.writeHeldGroup(ctx, 0, pairs, ages)
+	written, err := s.writeHeldGroup(ctx, pairs, ages)
 	if err != nil {
 		return whole
 	}
@@ -237,9 +237,8 @@ func (s *Store) writeHeldPipeline(ctx context.Context, batch []store.TenantHeld)
 
 // heldGroupSQL writes the held heartbeats of the (tenant, server) pairs $2,
 // $3, received $4 microseconds before $5 (NULL: now()), whose server is
-// healthy, the tenants all on tenant $1's worker: one call made on that
-// worker (mcp_heartbeat_held_group, writeQueryOn). It returns the pairs
-// written.
+// healthy, the tenants all on tenant $1's worker: one call that Citus hands
+// to that worker (mcp_heartbeat_held_group). It returns the pairs written.
 const heldGroupSQL = `SELECT o_tenant_id, o_server_id FROM mcp_heartbeat_held_group($1::uuid, $2::uuid[], $3::uuid[], $4::bigint[], $5::timestamptz)`
 
 // writeHeldPerWorker writes a flush on Citus into out: the healthy
@@ -277,7 +276,7 @@ func (s *Store) writeHeldPerWorker(ctx context.Context, batch []store.TenantHeld
 	writes, done := awaitWorkers(ctx, s.workerCalls.stall, len(groups), func(wctx context.Context, g int) groupWrite {
 		var w groupWrite
 		w.err = s.workerCalls.onWorker(wctx, workers[g], func() (err error) {
-			w.written, err = s.writeHeldGroup(wctx, workers[g], groups[g], ages)
+			w.written, err = s.writeHeldGroup(wctx, groups[g], ages)
 			return err
 		})
 		if w.err != nil && !errors.Is(w.err, ErrWorkerStalled) && workerFault(w.err) && wctx.Err() == nil {
@@ -326,13 +325,13 @@ func (s *Store) writeHeldEach(ctx context.Context, batch []store.TenantHeld, out
 // writeHeldGroup writes the held heartbeats of pairs, whose tenants share a
 // worker, for the servers that are healthy, in one call, and returns the
 // pairs written.
-func (s *Store) writeHeldGroup(ctx context.Context, worker int64, pairs []batchKey, ages map[batchKey]int64) (map[batchKey]bool, error) {
+func (s *Store) writeHeldGroup(ctx context.Context, pairs []batchKey, ages map[batchKey]int64) (map[batchKey]bool, error) {
 	tenants, servers := pairArrays(pairs)
 	pairAges := make([]int64, len(pairs))
 	for i, p := range pairs {
 		pairAges[i] = ages[p]
 	}
-	rows, err := s.writeQueryOn(ctx, worker, heldGroupSQL, tenants[0], tenants, servers, pairAges, s.now())
+	rows, err := s.writeQuery(ctx, heldGroupSQL, tenants[0], tenants, servers, pairAges, s.now())
 	if err != nil {
 		return nil, err
 	}
