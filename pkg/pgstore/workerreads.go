@@ -368,6 +368,17 @@ func (s *Store) coordinatorEpoch(ctx context.Context) (uint64, error) {
 	return uint64(epoch), nil
 }
 
+// closeDropped closes pool, which its worker's node no longer holds, in
+// the background (its Close waits for the connections in use); w.mu is
+// held.
+func (w *workerReads) closeDropped(pool *pgxpool.Pool) {
+	if w.closed {
+		go pool.Close() // close has collected the pools already
+		return
+	}
+	w.run(func(context.Context) { pool.Close() })
+}
+
 // unlisted drops pool, worker's, whose address the coordinator no longer
 // lists as the primary of worker's group (writeConn), and has the
 // workers' addresses read again at the next call.
@@ -378,11 +389,7 @@ func (s *Store) unlisted(worker int64, pool *pgxpool.Pool) {
 	if n := w.nodes[worker]; n != nil && n.pool == pool {
 		delete(w.nodes, worker)
 		w.readAt = time.Time{}
-		if w.closed {
-			go pool.Close() // close has collected the pools already
-		} else {
-			w.run(func(context.Context) { pool.Close() })
-		}
+		w.closeDropped(pool)
 		s.logger.Info("citus worker calls: the coordinator no longer lists the worker's address; reading the addresses again",
 			"group", worker, "address", n.host+":"+strconv.Itoa(int(n.port)))
 	}
@@ -396,11 +403,7 @@ func (s *Store) unreachable(worker int64, pool *pgxpool.Pool, err error) {
 	defer w.mu.Unlock()
 	if n := w.nodes[worker]; n != nil && n.pool == pool {
 		n.pool, n.failedAt = nil, time.Now()
-		if w.closed {
-			go pool.Close() // close has collected the pools already
-		} else {
-			w.run(func(context.Context) { pool.Close() })
-		}
+		w.closeDropped(pool)
 		s.logger.Info("citus worker reads: the worker is reached through the coordinator",
 			"group", worker, "address", n.host+":"+strconv.Itoa(int(n.port)), "error", err)
 	}

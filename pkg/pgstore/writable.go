@@ -133,7 +133,7 @@ func (s *Store) writeQueryRowOn(ctx context.Context, worker int64, sql string, a
 // workerCallCheckSQL asks the coordinator whether the session's
 // transactions are read-only (readOnlySQL), and whether it lists $2:$3 as
 // the active primary of worker group $1.
-const workerCallCheckSQL = `SELECT current_setting('transaction_read_only')::boolean OR pg_is_in_recovery(),
+const workerCallCheckSQL = readOnlySQL + `,
 	EXISTS (SELECT FROM pg_dist_node WHERE groupid = $1::integer AND noderole = 'primary' AND isactive
 		AND nodename = $2::text AND nodeport = $3::integer)`
 
