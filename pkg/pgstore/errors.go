@@ -52,14 +52,19 @@ func translate(err error) error {
 // unavailableCode reports whether a server error of SQLSTATE code says that
 // the database cannot serve now rather than that the request is wrong: the
 // connection is lost, the server shuts down, starts up or has no room, the
-// statement ran out of time, or the database is read-only (a standby, or a
-// host of a multi-host URL without target_session_attrs=read-write). These
-// are 503 with Retry-After, never 500.
+// statement ran out of time, the database is read-only (a standby, or a
+// host of a multi-host URL without target_session_attrs=read-write), or the
+// transaction was rolled back for a conflict with others (a deadlock, local
+// or one Citus found across nodes, a serialization failure, a lock waited
+// for past lock_timeout) that outlived the store's own retry. These are 503
+// with Retry-After, never 500: nothing of the request was written, and the
+// same request may succeed a moment later.
 func unavailableCode(code string) bool {
 	switch code {
 	case pgerrcode.AdminShutdown, pgerrcode.CrashShutdown, pgerrcode.CannotConnectNow,
 		pgerrcode.QueryCanceled,
-		pgerrcode.ReadOnlySQLTransaction:
+		pgerrcode.ReadOnlySQLTransaction,
+		pgerrcode.DeadlockDetected, pgerrcode.SerializationFailure, pgerrcode.LockNotAvailable:
 		return true
 	}
 	return pgerrcode.IsConnectionException(code) || pgerrcode.IsInsufficientResources(code)

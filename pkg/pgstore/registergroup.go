@@ -220,9 +220,10 @@ func (s *Store) registerGroup(group []*registerRequest) {
 		for i, r := range group {
 			r.done <- results[i]
 		}
-	case errors.As(err, &pgErr) && !unavailableCode(pgErr.Code):
+	case errors.As(err, &pgErr) && (isRetryable(err) || !unavailableCode(pgErr.Code)):
 		// The database refused the call, for one registration or
-		// another: nothing was written. Each alone, for its own answer,
+		// another, or rolled it back for a deadlock or a serialization
+		// failure: nothing was written. Each alone, for its own answer,
 		// a few at a time, through the coordinator: the worker's own pool
 		// carries at most registerCallsPerWorker registration calls.
 		eachTenant(len(group), func(i int) {
