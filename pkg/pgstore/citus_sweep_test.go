@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -116,5 +117,59 @@ func TestCitusSweepReadsDueTenants(t *testing.T) {
 	sweep()
 	if last, blind := sweptAt(quiet); last == nil || !last.Equal(clock.Now()) || blind == nil || !blind.Equal(opened) {
 		t.Errorf("quiet tenant a sweep later: last sweep %v, blind until %v; want %v and %v", last, blind, clock.Now(), opened)
+	}
+}
+
+// A tenant with more servers due than one call of its sweep moves is
+// swept in several calls, each committing its own transitions, so that a
+// sweep cut short by its time keeps what its calls wrote and the next one
+// goes on from there, instead of one call of the whole batch that a
+// timeout rolls back every time (sweepsize.go). All of them move in one
+// sweep, in order, each at its own position.
+func TestCitusSweepOfALargeTenantInCalls(t *testing.T) {
+	c := pgtest.SharedCitus(t)
+	db := c.NewDB(t)
+	ctx := t.Context()
+	clock := clockwork.NewFakeClockAt(epoch)
+	st, calls := tracedStore(t, db, pgstore.Options{Clock: clock})
+	tenant := c.TenantOnEachWorker(t, db)[0]
+	const servers = 150
+	for i := range servers {
+		register(t, st, tenant, fmt.Sprintf("m%03d", i))
+	}
+	const interval = 10 * time.Second
+	clock.Advance(4 * interval)
+	res, err := st.Sweep(ctx, store.SweepRequest{Now: clock.Now(), Interval: interval, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Events) != servers {
+		t.Fatalf("a sweep of %d servers due: %d events", servers, len(res.Events))
+	}
+	if n := calls.count("mcp_sweep_tenant("); n < 2 {
+		t.Errorf("%d servers due swept in %d call(s) of mcp_sweep_tenant, want several", servers, n)
+	}
+	seen := map[uuid.UUID]bool{}
+	for i, ev := range res.Events {
+		if ev.ToStatus != registry.StatusUnhealthy || seen[ev.ServerID] {
+			t.Fatalf("event %d: %+v (seen before: %v)", i, ev, seen[ev.ServerID])
+		}
+		seen[ev.ServerID] = true
+	}
+	var unhealthy, events, first, last int64
+	if err := db.Admin.QueryRow(ctx, `SELECT count(*) FROM mcp_servers WHERE tenant_id = $1 AND status = 'unhealthy'`,
+		tenant).Scan(&unhealthy); err != nil {
+		t.Fatal(err)
+	}
+	if unhealthy != servers {
+		t.Fatalf("%d of %d servers unhealthy after the sweep", unhealthy, servers)
+	}
+	// The registrations and the transitions: every position once, no gap.
+	if err := db.Admin.QueryRow(ctx, `SELECT count(DISTINCT position), min(position), max(position) FROM mcp_audit_events
+		WHERE tenant_id = $1`, tenant).Scan(&events, &first, &last); err != nil {
+		t.Fatal(err)
+	}
+	if events != 2*servers || first != 1 || last != 2*servers {
+		t.Fatalf("the tenant's trail: %d positions from %d to %d, want 1 to %d", events, first, last, 2*servers)
 	}
 }

@@ -158,16 +158,24 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 	type swept struct {
 		events []registry.Event
 		err    error
+		limit  int // the call's limit: all of it moved, the tenant may have more due
 	}
-	sweep := func(tenant uuid.UUID, limit int) swept {
+	// sweep makes one call of tenant's sweep, of at most want transitions
+	// and of the calls' present size (sweepCallSize).
+	sweep := func(tenant uuid.UUID, want int) swept {
 		if err := workers.failure(tenant); err != nil {
 			return swept{err: err}
 		}
-		evs, hung, err := s.sweepTenant(ctx, tenant, at, degLag, unhLag, limit, req.BlindAfter)
-		if hung {
-			workers.fail(tenant, err)
-		}
-		return swept{evs, err}
+		var r swept
+		s.sweepCalls.timed(ctx, want, func(limit int) (int, error) {
+			evs, hung, err := s.sweepTenant(ctx, tenant, at, degLag, unhLag, limit, req.BlindAfter)
+			if hung {
+				workers.fail(tenant, err)
+			}
+			r = swept{evs, err, limit}
+			return len(evs), err
+		})
+		return r
 	}
 	var (
 		left          = req.Limit
@@ -189,10 +197,11 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 	}
 	// The tenants in chunks of at most what is left of the limit: first
 	// every tenant of the chunk at once (tenantParallelism at a time), each
-	// for its share of what is left; then, one after another, those that
-	// used their whole share (they may have more due) for what is left.
-	// The sweep never moves more than the limit, and it comes back short
-	// only when no tenant has more due.
+	// for its share of what is left, in one call; then, one after another,
+	// those whose call moved all it could (they may have more due), in
+	// calls while the limit and the time last. The sweep never moves more
+	// than the limit, and it comes back short only when no tenant has more
+	// due. Each call commits its own transitions (sweepCallSize).
 	for rest := tenants; len(rest) > 0 && left > 0; {
 		if cut = ctx.Err() != nil; cut {
 			break
@@ -206,18 +215,25 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 		var more []uuid.UUID
 		for i, r := range results {
 			take(r)
-			if r.err == nil && len(r.events) == share {
+			if r.err == nil && len(r.events) == r.limit {
 				more = append(more, chunk[i])
 			}
 		}
+	again:
 		for _, tenant := range more {
-			if left <= 0 {
-				break
+			for {
+				if left <= 0 {
+					break again
+				}
+				if cut = ctx.Err() != nil; cut {
+					break again
+				}
+				r := sweep(tenant, left)
+				take(r)
+				if r.err != nil || len(r.events) < r.limit {
+					break
+				}
 			}
-			if cut = ctx.Err() != nil; cut {
-				break
-			}
-			take(sweep(tenant, left))
 		}
 	}
 	// Cut short by the context (the sweep's timeout): an error, so that

@@ -90,6 +90,9 @@ type Store struct {
 	// workerReads are the pools of the reads made on the Citus workers
 	// themselves (workerreads.go).
 	workerReads workerReads
+	// sweepCalls sizes the calls of a tenant's sweep on Citus
+	// (sweepsize.go).
+	sweepCalls sweepCallSize
 }
 
 // onCitus reports whether the database has the citus extension: there the
