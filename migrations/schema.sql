@@ -783,15 +783,21 @@ DECLARE
 BEGIN
     FOR i IN 1 .. COALESCE(cardinality(p_tenants), 0) LOOP
         v_reg := p_registrations -> (i - 1);
-        RETURN QUERY
-        SELECT r.*, i
-        FROM mcp_register(p_tenants[i], p_new_ids[i], v_reg->>'module_name', v_reg->>'version',
-                          ARRAY(SELECT e FROM jsonb_array_elements_text(v_reg->'protocols') WITH ORDINALITY AS a(e, n) ORDER BY n),
-                          v_reg->'capabilities', v_reg->>'trace_id', v_reg->'remotes',
-                          v_reg->>'description', v_reg->>'title',
-                          ARRAY(SELECT e FROM jsonb_array_elements_text(v_reg->'skills') WITH ORDINALITY AS a(e, n) ORDER BY n),
-                          ARRAY(SELECT e FROM jsonb_array_elements_text(v_reg->'skill_descriptions') WITH ORDINALITY AS a(e, n) ORDER BY n),
-                          p_quotas[i], p_now) AS r;
+        BEGIN
+            RETURN QUERY
+            SELECT r.*, i
+            FROM mcp_register(p_tenants[i], p_new_ids[i], v_reg->>'module_name', v_reg->>'version',
+                              ARRAY(SELECT e FROM jsonb_array_elements_text(v_reg->'protocols') WITH ORDINALITY AS a(e, n) ORDER BY n),
+                              v_reg->'capabilities', v_reg->>'trace_id', v_reg->'remotes',
+                              v_reg->>'description', v_reg->>'title',
+                              ARRAY(SELECT e FROM jsonb_array_elements_text(v_reg->'skills') WITH ORDINALITY AS a(e, n) ORDER BY n),
+                              ARRAY(SELECT e FROM jsonb_array_elements_text(v_reg->'skill_descriptions') WITH ORDINALITY AS a(e, n) ORDER BY n),
+                              p_quotas[i], p_now) AS r;
+        EXCEPTION WHEN SQLSTATE 'MCQ01' THEN
+            -- The output columns are never set: all null but the index.
+            r_index := i;
+            RETURN NEXT;
+        END;
     END LOOP;
 END
 $$;

@@ -9,9 +9,12 @@
 -- returned with its index r_index (from 1). p_tenant is the tenant by
 -- which Citus hands the call whole to its worker, where the other
 -- tenants' shards are too, so that the registrations share one
--- delegation and one commit. One transaction: an error of any
--- registration (a quota reached) fails them all, and the caller then
--- registers each alone. The caller gives each tenant at most once, in
+-- delegation and one commit. A registration refused for its tenant's
+-- quota (MCQ01) is undone alone (a subtransaction) and returned as a row
+-- of its index and nothing else, so that one tenant past its quota does
+-- not fail the others' registrations; any other error of a registration
+-- fails them all, and the caller then registers each alone. The caller
+-- gives each tenant at most once, in
 -- one order (of tenant), so that two calls take the tenants' locks in
 -- the same order and do not deadlock.
 CREATE OR REPLACE FUNCTION mcp_register_group(p_tenant uuid, p_tenants uuid[], p_new_ids uuid[],
@@ -33,15 +36,21 @@ DECLARE
 BEGIN
     FOR i IN 1 .. COALESCE(cardinality(p_tenants), 0) LOOP
         v_reg := p_registrations -> (i - 1);
-        RETURN QUERY
-        SELECT r.*, i
-        FROM mcp_register(p_tenants[i], p_new_ids[i], v_reg->>'module_name', v_reg->>'version',
-                          ARRAY(SELECT e FROM jsonb_array_elements_text(v_reg->'protocols') WITH ORDINALITY AS a(e, n) ORDER BY n),
-                          v_reg->'capabilities', v_reg->>'trace_id', v_reg->'remotes',
-                          v_reg->>'description', v_reg->>'title',
-                          ARRAY(SELECT e FROM jsonb_array_elements_text(v_reg->'skills') WITH ORDINALITY AS a(e, n) ORDER BY n),
-                          ARRAY(SELECT e FROM jsonb_array_elements_text(v_reg->'skill_descriptions') WITH ORDINALITY AS a(e, n) ORDER BY n),
-                          p_quotas[i], p_now) AS r;
+        BEGIN
+            RETURN QUERY
+            SELECT r.*, i
+            FROM mcp_register(p_tenants[i], p_new_ids[i], v_reg->>'module_name', v_reg->>'version',
+                              ARRAY(SELECT e FROM jsonb_array_elements_text(v_reg->'protocols') WITH ORDINALITY AS a(e, n) ORDER BY n),
+                              v_reg->'capabilities', v_reg->>'trace_id', v_reg->'remotes',
+                              v_reg->>'description', v_reg->>'title',
+                              ARRAY(SELECT e FROM jsonb_array_elements_text(v_reg->'skills') WITH ORDINALITY AS a(e, n) ORDER BY n),
+                              ARRAY(SELECT e FROM jsonb_array_elements_text(v_reg->'skill_descriptions') WITH ORDINALITY AS a(e, n) ORDER BY n),
+                              p_quotas[i], p_now) AS r;
+        EXCEPTION WHEN SQLSTATE 'MCQ01' THEN
+            -- The output columns are never set: all null but the index.
+            r_index := i;
+            RETURN NEXT;
+        END;
     END LOOP;
 END
 $function$;

@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // Registration groups on Citus. A registration is one delegated call
@@ -24,11 +26,12 @@ import (
 // that worker (writeQueryOn): one call and one commit for all.
 // A registration that finds its worker with a call to spare goes at once,
 // alone: under light load nothing waits. A registration whose trace is
-// recorded always goes alone (Register). When the database refuses the
-// call for one registration of a group (a quota reached, a deadlock), each
-// of the group is registered again alone, so that it gets its own answer;
-// when the worker cannot serve (down, read-only, out of time) each gets
-// that error.
+// recorded always goes alone (Register). A registration refused for its
+// tenant's quota is refused within the call, which registers the others.
+// When the database refuses the call for another reason (a deadlock, a
+// registration it cannot take), each of the group is registered again
+// alone, so that it gets its own answer; when the worker cannot serve
+// (down, read-only, out of time) each gets that error.
 //
 // A call takes its tenants' locks in tenant order, so two calls do not
 // deadlock. Against a heartbeat call of the same worker, which locks the
@@ -316,6 +319,21 @@ func (s *Store) registerGroupCall(ctx context.Context, group []*registerRequest)
 			created bool
 			index   int32
 		)
+		if rows.RawValues()[0] == nil {
+			// A registration refused for its tenant's quota: a row of its
+			// index alone.
+			skip := make([]any, len(rows.FieldDescriptions()))
+			skip[len(skip)-1] = &index
+			if err := rows.Scan(skip...); err != nil {
+				return nil, err
+			}
+			if index < 1 || int(index) > len(group) || seen[index-1] {
+				return nil, fmt.Errorf("registration group: a refusal of registration %d of %d", index, len(group))
+			}
+			results[index-1] = registerResult{err: registry.ErrQuotaExceeded}
+			seen[index-1] = true
+			continue
+		}
 		srv, err := scanServer(rows, append(r.appendDest(nil), &created, &index)...)
 		if err != nil {
 			return nil, err
