@@ -13,9 +13,9 @@ import (
 )
 
 // A write that gives up waiting for a lock (lock_timeout, set here for the
-// store's sessions, as an operator may in the database URL) is registry.ErrUnavailable, 503
-// with Retry-After, not 500: the database could not serve it now, and
-// nothing of it was written.
+// store's sessions, as an operator may in the database URL) is
+// registry.ErrUnavailable, 503 with Retry-After, not 500: the database
+// could not serve it now, and nothing of it was written.
 func TestLockWaitGivenUpIsUnavailable(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
