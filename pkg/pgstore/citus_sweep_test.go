@@ -173,3 +173,62 @@ func TestCitusSweepOfALargeTenantInCalls(t *testing.T) {
 		t.Fatalf("the tenant's trail: %d positions from %d to %d, want 1 to %d", events, first, last, 2*servers)
 	}
 }
+
+// A tenant with a server due whose own call a sweep does not reach (here
+// the sweep's limit runs out first; under load its time) is marked swept
+// all the same, so that the next sweep does not take it for blind: with
+// many tenants due at a short interval, each swept less often than
+// BlindAfter opened a blind window at every sweep of its own and none
+// ever moved (a black-box run of 300 tenants at 1 s, 2026-12-06).
+func TestCitusSweepMarksTenantsItDoesNotReach(t *testing.T) {
+	c := pgtest.SharedCitus(t)
+	db := c.NewDB(t)
+	ctx := t.Context()
+	clock := clockwork.NewFakeClockAt(epoch)
+	st := pgstore.New(db.App, pgstore.Options{Clock: clock})
+	t.Cleanup(st.Close)
+	tenants := c.TenantOnEachWorker(t, db)
+	for _, tenant := range tenants {
+		register(t, st, tenant, "silent")
+	}
+	const interval = 10 * time.Second
+	sweep := func(limit int) store.SweepResult {
+		t.Helper()
+		res, err := st.Sweep(ctx, store.SweepRequest{Now: clock.Now(), Interval: interval, Limit: limit, BlindAfter: 2 * interval})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	clock.Advance(15 * time.Second)
+	if res := sweep(100); len(res.Events) != 0 {
+		t.Fatalf("a sweep with nothing due: %+v", res.Events)
+	}
+	// Both servers degraded are due; a limit of one reaches one tenant.
+	clock.Advance(10 * time.Second)
+	first := sweep(1)
+	if len(first.Events) != 1 {
+		t.Fatalf("a sweep of limit 1 with two tenants due: %d events", len(first.Events))
+	}
+	for _, tenant := range tenants {
+		var last time.Time
+		if err := db.Admin.QueryRow(ctx, `SELECT last_sweep_at FROM mcp_tenant_servers WHERE tenant_id = $1`,
+			tenant).Scan(&last); err != nil {
+			t.Fatal(err)
+		}
+		if !last.Equal(clock.Now()) {
+			t.Errorf("tenant %s: last swept at %s, want the sweep's time %s", tenant, last.UTC(), clock.Now().UTC())
+		}
+	}
+	// Within BlindAfter of that sweep the other tenant's server moves.
+	clock.Advance(15 * time.Second)
+	moved := map[uuid.UUID]bool{first.Events[0].TenantID: true}
+	for _, ev := range sweep(100).Events {
+		moved[ev.TenantID] = true
+	}
+	for _, tenant := range tenants {
+		if !moved[tenant] {
+			t.Errorf("tenant %s: its silent server never moved", tenant)
+		}
+	}
+}
