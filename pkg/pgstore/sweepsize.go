@@ -72,7 +72,7 @@ func callShare(ctx context.Context) (time.Duration, bool) {
 // adjust sets the next size after a call of limit transitions that moved
 // moved in took, of a share of its time, and failed with err.
 func (z *sweepCallSize) adjust(limit, moved int, took, share time.Duration, err error) {
-	next := limit
+	var next int
 	switch {
 	case err != nil && !ranOutOfTime(err):
 		return // a failure that is not the call's size
