@@ -19,11 +19,8 @@ import (
 // marked swept in one call per worker, which opens the blind window of a
 // tenant not swept for longer than BlindAfter, as its own sweep would.
 func TestCitusSweepReadsDueTenants(t *testing.T) {
-	c := pgtest.SharedCitus(t)
-	db := c.NewDB(t)
+	c, db, clock, st, calls := citusSweepStore(t)
 	ctx := t.Context()
-	clock := clockwork.NewFakeClockAt(epoch)
-	st, calls := tracedStore(t, db, pgstore.Options{Clock: clock})
 
 	tenants := c.TenantOnEachWorker(t, db)
 	due, quiet := tenants[0], tenants[1]
@@ -127,11 +124,8 @@ func TestCitusSweepReadsDueTenants(t *testing.T) {
 // timeout rolls back every time (sweepsize.go). All of them move in one
 // sweep, in order, each at its own position.
 func TestCitusSweepOfALargeTenantInCalls(t *testing.T) {
-	c := pgtest.SharedCitus(t)
-	db := c.NewDB(t)
+	c, db, clock, st, calls := citusSweepStore(t)
 	ctx := t.Context()
-	clock := clockwork.NewFakeClockAt(epoch)
-	st, calls := tracedStore(t, db, pgstore.Options{Clock: clock})
 	tenant := c.TenantOnEachWorker(t, db)[0]
 	const servers = 150
 	for i := range servers {
@@ -181,12 +175,8 @@ func TestCitusSweepOfALargeTenantInCalls(t *testing.T) {
 // BlindAfter opened a blind window at every sweep of its own and none
 // ever moved (a black-box run of 300 tenants at 1 s, 2026-12-06).
 func TestCitusSweepMarksTenantsItDoesNotReach(t *testing.T) {
-	c := pgtest.SharedCitus(t)
-	db := c.NewDB(t)
+	c, db, clock, st, _ := citusSweepStore(t)
 	ctx := t.Context()
-	clock := clockwork.NewFakeClockAt(epoch)
-	st := pgstore.New(db.App, pgstore.Options{Clock: clock})
-	t.Cleanup(st.Close)
 	tenants := c.TenantOnEachWorker(t, db)
 	for _, tenant := range tenants {
 		register(t, st, tenant, "silent")
@@ -231,4 +221,15 @@ func TestCitusSweepMarksTenantsItDoesNotReach(t *testing.T) {
 			t.Errorf("tenant %s: its silent server never moved", tenant)
 		}
 	}
+}
+
+// citusSweepStore returns a database of the shared Citus cluster and a
+// store on it, on a fake clock at epoch, whose statements are recorded.
+func citusSweepStore(t *testing.T) (*pgtest.Citus, *pgtest.DB, *clockwork.FakeClock, *pgstore.Store, *queryLog) {
+	t.Helper()
+	c := pgtest.SharedCitus(t)
+	db := c.NewDB(t)
+	clock := clockwork.NewFakeClockAt(epoch)
+	st, calls := tracedStore(t, db, pgstore.Options{Clock: clock})
+	return c, db, clock, st, calls
 }

@@ -128,12 +128,26 @@ const (
 
 // workerShare bounds ctx for one sweep call that may wait for one worker.
 func workerShare(ctx context.Context) (context.Context, context.CancelFunc) {
-	if deadline, ok := ctx.Deadline(); ok {
-		if share := time.Until(deadline) / workerShareOf; share >= minWorkerShare {
-			return context.WithTimeout(ctx, share)
-		}
+	if share, own, _ := workerShareTime(ctx); own {
+		return context.WithTimeout(ctx, share)
 	}
 	return context.WithCancel(ctx)
+}
+
+// workerShareTime is the time a call on ctx gets (workerShare): its own
+// share of what is left (own), or all of what is left when that share
+// would be shorter than minWorkerShare; bounded is false when ctx has no
+// deadline.
+func workerShareTime(ctx context.Context) (share time.Duration, own, bounded bool) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return 0, false, false
+	}
+	left := time.Until(deadline)
+	if share := left / workerShareOf; share >= minWorkerShare {
+		return share, true, true
+	}
+	return left, false, left > 0
 }
 
 // hungWorker reports whether a statement on wctx (of workerShare of ctx)

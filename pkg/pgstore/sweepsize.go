@@ -47,26 +47,12 @@ func (z *sweepCallSize) get() int {
 // size by how long it took against its share of ctx's time (workerShare).
 func (z *sweepCallSize) timed(ctx context.Context, want int, call func(limit int) (moved int, err error)) {
 	limit := min(want, z.get())
-	share, bounded := callShare(ctx)
+	share, _, bounded := workerShareTime(ctx)
 	start := time.Now()
 	moved, err := call(limit)
 	if bounded {
 		z.adjust(limit, moved, time.Since(start), share, err)
 	}
-}
-
-// callShare is the time a call on ctx gets (workerShare), and whether ctx
-// bounds it at all.
-func callShare(ctx context.Context) (time.Duration, bool) {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		return 0, false
-	}
-	left := time.Until(deadline)
-	if share := left / workerShareOf; share >= minWorkerShare {
-		return share, true
-	}
-	return left, left > 0
 }
 
 // adjust sets the next size after a call of limit transitions that moved
