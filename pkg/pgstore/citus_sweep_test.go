@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 // On Citus a sweep reads which tenants have a server due, in one read of
@@ -232,4 +234,116 @@ func citusSweepStore(t *testing.T) (*pgtest.Citus, *pgtest.DB, *clockwork.FakeCl
 	clock := clockwork.NewFakeClockAt(epoch)
 	st, calls := tracedStore(t, db, pgstore.Options{Clock: clock})
 	return c, db, clock, st, calls
+}
+
+// On Citus a worker's tenants due are swept in one call to that worker
+// (mcp_sweep_group), not one call each: with 300 tenants due at 1 s the
+// calls of each tenant did not fit in a sweep (a black-box run,
+// 2026-12-06). A tenant whose rows another transaction holds is left by
+// the call, which waits for no lock, and swept alone once they are let
+// go. Meanwhile the sweep holds its guard: a second replica's sweep
+// proceeds with nothing and calls no worker, as on plain PostgreSQL.
+func TestCitusSweepGroupsAWorkersTenants(t *testing.T) {
+	c, db, clock, st, calls := citusSweepStore(t)
+	ctx := t.Context()
+	const perWorker = 3
+	var tenants []uuid.UUID
+	for w := range c.Workers {
+		tenants = append(tenants, c.TenantsOnWorker(t, db, w, perWorker)...)
+	}
+	for _, tenant := range tenants {
+		register(t, st, tenant, "a")
+		register(t, st, tenant, "b")
+	}
+	const interval = 10 * time.Second
+	req := func() store.SweepRequest {
+		return store.SweepRequest{Now: clock.Now(), Interval: interval, Limit: 100, BlindAfter: 2 * interval}
+	}
+	if _, err := st.Sweep(ctx, req()); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(interval / 2)
+	if _, err := st.Sweep(ctx, req()); err != nil {
+		t.Fatal(err)
+	}
+
+	// Every server past 2I; one tenant's feed row held by another
+	// transaction.
+	held := tenants[1]
+	hold, err := db.Admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hold.Rollback(ctx) }()
+	if _, err := hold.Exec(ctx, `SELECT 1 FROM mcp_tenant_feed WHERE tenant_id = $1 FOR UPDATE`, held); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(interval + interval/2)
+	calls.reset()
+	type result struct {
+		res store.SweepResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := st.Sweep(ctx, req())
+		done <- result{res, err}
+	}()
+	testwait.Until(t, "the held tenant swept alone", testwait.Cap, func() bool {
+		return calls.count("mcp_sweep_tenant(") > 0
+	})
+	if n := calls.count("mcp_sweep_group("); n != len(c.Workers) {
+		t.Errorf("%d tenants due on %d workers: %d calls of mcp_sweep_group, want one per worker", len(tenants),
+			len(c.Workers), n)
+	}
+	if alone := calls.tenants("mcp_sweep_tenant("); len(alone) != 1 || alone[0] != held {
+		t.Errorf("tenants swept alone: %v, want the held one, %v", alone, held)
+	}
+
+	// A second replica sweeping now proceeds with nothing.
+	// Bounded: a replica that proceeded would wait for the held row too.
+	other, otherCalls := tracedStore(t, db, pgstore.Options{Clock: clock})
+	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	res, err := other.Sweep(octx, req())
+	if err != nil || len(res.Events) != 0 {
+		t.Fatalf("a second replica's sweep during the first: %+v, %v; want nothing", res.Events, err)
+	}
+	for _, fn := range []string{"mcp_sweep_due(", "mcp_sweep_mark_group(", "mcp_sweep_group(", "mcp_sweep_tenant("} {
+		if n := otherCalls.count(fn); n != 0 {
+			t.Errorf("a second replica's sweep during the first made %d calls of %s", n, fn)
+		}
+	}
+
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	moved := map[uuid.UUID]int{}
+	for _, ev := range r.res.Events {
+		if ev.Kind != registry.KindDegraded {
+			t.Errorf("event %+v, want degraded", ev)
+		}
+		moved[ev.TenantID]++
+	}
+	for _, tenant := range tenants {
+		if moved[tenant] != 2 {
+			t.Errorf("tenant %s: %d of its 2 servers degraded by the sweep", tenant, moved[tenant])
+		}
+	}
+	// Each tenant's trail: its registrations, then its transitions, every
+	// position once.
+	for _, tenant := range tenants {
+		var n, last int64
+		if err := db.Admin.QueryRow(ctx, `SELECT count(DISTINCT position), max(position) FROM mcp_audit_events
+			WHERE tenant_id = $1`, tenant).Scan(&n, &last); err != nil {
+			t.Fatal(err)
+		}
+		if n != 4 || last != 4 {
+			t.Errorf("tenant %s: %d positions up to %d, want 1 to 4", tenant, n, last)
+		}
+	}
 }

@@ -78,9 +78,11 @@ FROM mcp_sweep_guarded($1::timestamptz, $2::bigint * interval '1 microsecond', $
 }
 
 // sweepPerTenant is Sweep on Citus (migration 0019): the blind-window rule
-// in a transaction of its own (mcp_sweep_guard), then one transaction per
-// tenant that has live servers and a server due (mcp_sweep_tenant; the
-// others marked swept, sweepDue), each routed to the tenant's shard,
+// (mcp_sweep_guard) in a transaction held until the sweep ends, then the
+// tenants that have live servers and a server due (the others marked
+// swept, sweepDue), in one transaction per worker for its tenants
+// (sweepGroups), and those the workers' calls left in one transaction per
+// tenant (mcp_sweep_tenant), each routed to the tenant's shard,
 // tenantParallelism at a time. A tenant whose sweep fails
 // (its worker is down) keeps its servers as they are, as in a database
 // outage, and the other tenants' sweeps go on; the sweep's error is the
@@ -103,7 +105,27 @@ func (s *Store) sweepPerTenant(ctx context.Context, at *time.Time, req store.Swe
 			degGot, unhGot        *int64 // microseconds
 			blindFrom, blindUntil *time.Time
 		)
-		err := s.pool.QueryRow(ctx, `
+		// The guard's row stays locked until the sweep ends, as
+		// mcp_sweep_guarded's one transaction keeps it on plain
+		// PostgreSQL: a replica whose sweep begins meanwhile is told not
+		// to proceed. (Committed at once, the guard let every replica
+		// sweep: two replicas, each sweeping every tenant due, doubled
+		// the work and fought over the tenants' rows, and with 300
+		// tenants due at 1 s their calls ran out of time at every sweep;
+		// found by a black-box run, 2026-12-06.)
+		guard, err := s.pool.Begin(ctx)
+		if err != nil {
+			return res, translate(err)
+		}
+		defer func() {
+			// Ended however the sweep ends: its own time may be gone.
+			ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), guardEndTimeout)
+			defer cancel()
+			if err := guard.Commit(ectx); err != nil {
+				_ = guard.Rollback(ectx)
+			}
+		}()
+		err = guard.QueryRow(ctx, `
 SELECT proceed, (extract(epoch FROM degraded_after) * 1000000)::bigint,
        (extract(epoch FROM unhealthy_after) * 1000000)::bigint, blind_from, blind_until, blind_new
 FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3::bigint * interval '1 microsecond',
@@ -155,6 +177,25 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 		// A list read now: every shard answers, so the due read can too.
 		tenants = s.sweepDue(ctx, tenants, at, degLag, unhLag, req.BlindAfter, workers)
 	}
+	var (
+		left          = req.Limit
+		tried, failed int
+		firstErr      error
+		cut           bool
+	)
+	// One call per worker for its tenants, again for those a round left
+	// while the round moved any (the limit of its calls reached); those
+	// left by a round that moved none (held rows, a failed call) are swept
+	// one by one below.
+	for workers.of != nil && len(tenants) > 1 && left > 0 && ctx.Err() == nil {
+		var grouped []registry.Event
+		grouped, tenants = s.sweepGroups(ctx, tenants, at, degLag, unhLag, left, req.BlindAfter, workers)
+		res.Events = append(res.Events, grouped...)
+		left -= len(grouped)
+		if len(grouped) == 0 {
+			break
+		}
+	}
 	type swept struct {
 		events []registry.Event
 		err    error
@@ -177,12 +218,6 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 		})
 		return r
 	}
-	var (
-		left          = req.Limit
-		tried, failed int
-		firstErr      error
-		cut           bool
-	)
 	// take adds a call's transitions to res, or counts its tenant as
 	// failed: once at most, as a tenant whose call failed is not called
 	// again (one whose second call fails has its first call's in res).
@@ -248,6 +283,10 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 	}
 	return res, firstErr
 }
+
+// guardEndTimeout bounds the commit of a Citus sweep's guard transaction,
+// which ends after the sweep's own time may have run out.
+const guardEndTimeout = 2 * time.Second
 
 // sweepTenants lists the tenants that have live servers: a read of every
 // shard, which fails while a worker is down; then the last list read is
@@ -452,6 +491,101 @@ FROM mcp_sweep_tenant($1::uuid, $2::timestamptz, $3::bigint * interval '1 micros
 		return err
 	})
 	return evs, hung, err
+}
+
+// sweepGroups sweeps tenants in one call per worker (mcp_sweep_group), the
+// workers' calls side by side, each of at most its share of limit and of
+// the calls' present size (sweepCallSize): a worker with hundreds of
+// tenants due gets one call and one transaction a sweep, where a call for
+// each tenant did not fit in a sweep of a second (a black-box run of 300
+// tenants due at 1 s, 2026-12-06). It returns the transitions made, and
+// the tenants left to sweep one by one: those a call left (rows another
+// transaction held, the limit reached, more due than it moved), those of
+// a call that failed, and those of a worker that did not answer or is not
+// known, and a worker's one tenant (its own call costs no more). deg and
+// unh are the lags in microseconds.
+func (s *Store) sweepGroups(ctx context.Context, tenants []uuid.UUID, at *time.Time, deg, unh int64, limit int,
+	blindAfter time.Duration, workers *sweepWorkers) (evs []registry.Event, rest []uuid.UUID) {
+	groups, err := s.workerGroups(ctx, tenantKeys(tenants))
+	if err != nil {
+		return nil, tenants
+	}
+	live := groups[:0]
+	for _, g := range groups {
+		if _, known := workers.worker(g[0].tenant); !known || workers.failure(g[0].tenant) != nil || len(g) < 2 {
+			for _, p := range g {
+				rest = append(rest, p.tenant)
+			}
+			continue
+		}
+		live = append(live, g)
+	}
+	groups = live
+	if len(groups) == 0 {
+		return nil, rest
+	}
+	share := max(limit/len(groups), 1)
+	moved := make([][]registry.Event, len(groups))
+	left := make([][]uuid.UUID, len(groups))
+	s.callWorkers(ctx, groups, func(g int) error {
+		group := make([]uuid.UUID, len(groups[g]))
+		for i, p := range groups[g] {
+			group[i] = p.tenant
+		}
+		var err error
+		s.sweepCalls.timed(ctx, share, func(limit int) (int, error) {
+			var hung bool
+			moved[g], left[g], hung, err = s.sweepGroup(ctx, group, at, deg, unh, limit, blindAfter)
+			if hung {
+				workers.fail(group[0], err)
+			}
+			return len(moved[g]), err
+		})
+		if err != nil {
+			moved[g], left[g] = nil, group
+		}
+		return err
+	})
+	for g := range groups {
+		evs = append(evs, moved[g]...)
+		rest = append(rest, left[g]...)
+	}
+	return evs, rest
+}
+
+// sweepGroup makes one call of mcp_sweep_group for tenants, all of one
+// worker, of at most limit transitions, within its workerShare of ctx: the
+// transitions made, the tenants the call left, and whether the worker
+// hangs (hungWorker).
+func (s *Store) sweepGroup(ctx context.Context, tenants []uuid.UUID, at *time.Time, deg, unh int64, limit int,
+	blindAfter time.Duration) (evs []registry.Event, left []uuid.UUID, hung bool, err error) {
+	hung, err = s.onWorkerConn(ctx, true, func(sctx context.Context, c *pgxpool.Conn) error {
+		evs, left = nil, nil
+		rows, err := c.Query(sctx, `
+SELECT event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body
+FROM mcp_sweep_group($1::uuid, $2::uuid[], $3::timestamptz, $4::bigint * interval '1 microsecond',
+                     $5::bigint * interval '1 microsecond', $6, $7::bigint * interval '1 microsecond')`,
+			tenants[0], tenants, at, deg, unh, limit, blindAfter.Microseconds())
+		if err != nil {
+			return err
+		}
+		var r eventRow
+		dest := r.appendDestNoSeq(make([]any, 0, 10))
+		_, err = pgx.ForEachRow(rows, dest, func() error {
+			ev, ok, err := r.event()
+			switch {
+			case err != nil:
+				return err
+			case ok:
+				evs = append(evs, ev)
+			case r.tenant != nil:
+				left = append(left, *r.tenant)
+			}
+			return nil
+		})
+		return err
+	})
+	return evs, left, hung, err
 }
 
 // LiveCounts counts the given tenants' servers that are not deregistered.

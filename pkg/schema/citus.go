@@ -53,6 +53,7 @@ var delegatedFunctions = []string{
 	"mcp_heartbeat_held_group(uuid, uuid[], uuid[], bigint[], timestamptz)",
 	"mcp_sweep_tenant(uuid, timestamptz, interval, interval, integer, interval)",
 	"mcp_sweep_mark_group(uuid, uuid[], timestamptz, interval)",
+	"mcp_sweep_group(uuid, uuid[], timestamptz, interval, interval, integer, interval)",
 	"mcp_register(uuid, uuid, text, text, text[], jsonb, text, jsonb, text, text, text[], text[], integer, timestamptz)",
 	"mcp_register_group(uuid, uuid[], uuid[], jsonb, integer[], timestamptz)",
 }
