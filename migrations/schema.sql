@@ -985,6 +985,7 @@ $$;
 CREATE FUNCTION public.mcp_sweep_due(p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval) RETURNS TABLE(tenant_id uuid)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
+    SET "citus.max_adaptive_executor_pool_size" TO '1'
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -1301,6 +1302,7 @@ $$;
 CREATE FUNCTION public.mcp_sweep_tenants() RETURNS TABLE(tenant_id uuid)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
+    SET "citus.max_adaptive_executor_pool_size" TO '1'
     AS $$
 BEGIN
     RETURN QUERY SELECT t.tenant_id FROM mcp_tenant_servers t WHERE t.live > 0 ORDER BY t.tenant_id;

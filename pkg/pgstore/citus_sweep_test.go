@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jonboulle/clockwork"
 
 	"github.com/cyberos/mcpd/pkg/pgstore"
@@ -345,5 +346,90 @@ func TestCitusSweepGroupsAWorkersTenants(t *testing.T) {
 		if n != 4 || last != 4 {
 			t.Errorf("tenant %s: %d positions up to %d, want 1 to 4", tenant, n, last)
 		}
+	}
+}
+
+// The sweep's reads of every shard (mcp_sweep_tenants, mcp_sweep_due) read
+// a worker's shards one after another on the session's one cached
+// connection to it: Citus's default opens more connections while tasks
+// wait and closes them when the statement ends, which under load made new
+// worker connections at every sweep. Citus is made to open them at once
+// here (executor_slow_start_interval 0): a plain read of every shard opens
+// several per worker each time, the sweep's reads none after the first.
+func TestCitusSweepReadsKeepOneConnectionPerWorker(t *testing.T) {
+	c, db, clock, st, _ := citusSweepStore(t)
+	ctx := t.Context()
+	for _, tenant := range c.TenantOnEachWorker(t, db) {
+		register(t, st, tenant, "a")
+	}
+	// A connection to each worker's database, to read its statistics.
+	var workers []*pgx.Conn
+	for _, w := range c.Workers {
+		conn, err := pgx.Connect(ctx, w.URL("", db.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close(context.Background()) })
+		workers = append(workers, conn)
+	}
+	sessions := func() int64 {
+		t.Helper()
+		var total int64
+		for _, conn := range workers {
+			var n int64
+			if err := conn.QueryRow(ctx, `SELECT sessions FROM pg_stat_database WHERE datname = current_database()`).
+				Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			total += n
+		}
+		return total
+	}
+	// opened returns how many sessions the workers opened in db while
+	// reads ran on a session of the app role.
+	opened := func(reads ...string) int64 {
+		t.Helper()
+		before := sessions()
+		cfg, err := pgx.ParseConfig(db.AppURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.RuntimeParams["citus.executor_slow_start_interval"] = "0"
+		conn, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 10 {
+			for _, q := range reads {
+				if _, err := conn.Exec(ctx, q, clock.Now()); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		_ = conn.Close(ctx) // and with it the session's worker connections
+		// A closed session's count reaches the statistics when it exits.
+		var n int64
+		testwait.Until(t, "the workers' session counts settled", testwait.Cap, func() bool {
+			prev := n
+			// Each poll its own snapshot of the statistics.
+			for _, conn := range workers {
+				if _, err := conn.Exec(ctx, `SELECT pg_stat_clear_snapshot()`); err != nil {
+					t.Fatal(err)
+				}
+			}
+			n = sessions() - before
+			return n == prev && n > 0
+		})
+		return n
+	}
+	plain := opened(`SELECT count(*) FROM mcp_tenant_servers WHERE live > 0 AND $1::timestamptz IS NOT NULL`)
+	sweep := opened(`SELECT count(*) FROM mcp_sweep_tenants() WHERE $1::timestamptz IS NOT NULL`,
+		`SELECT count(*) FROM mcp_sweep_due($1, interval '20 s', interval '30 s')`)
+	t.Logf("worker sessions opened: %d by 10 plain reads of every shard, %d by 10 sweeps' two reads", plain, sweep)
+	if plain < 4*int64(len(c.Workers)) {
+		t.Fatalf("10 plain reads of every shard opened %d worker sessions: the measure sees too little", plain)
+	}
+	if sweep > 2*int64(len(c.Workers)) {
+		t.Errorf("10 sweeps' reads of every shard opened %d worker sessions, want about one per worker", sweep)
 	}
 }
