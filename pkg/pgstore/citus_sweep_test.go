@@ -59,6 +59,10 @@ func TestCitusSweepReadsDueTenants(t *testing.T) {
 	if n := calls.count("mcp_sweep_mark_group("); n != 2 {
 		t.Errorf("a sweep with nothing due of two tenants on two workers made %d calls of mcp_sweep_mark_group, want 2", n)
 	}
+	// Its read of every shard had every worker answer: no probe of each.
+	if n := calls.count("mcp_feed_horizon("); n != 0 {
+		t.Errorf("a sweep whose tenants were read from every shard probed the workers (%d reads)", n)
+	}
 	for _, tenant := range tenants {
 		if last, _ := sweptAt(tenant); last == nil || !last.Equal(clock.Now()) {
 			t.Errorf("tenant %v's last sweep %v, want %v", tenant, last, clock.Now())

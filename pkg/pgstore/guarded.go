@@ -172,7 +172,11 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 		// blind window its tenants' outage opened.
 		return res, fmt.Errorf("%w: the tenants' Citus workers unread while a worker hangs", registry.ErrUnavailable)
 	}
-	s.probeWorkers(ctx, tenants, workers, hung)
+	if !fresh {
+		// A list read now had every worker answer: the probe would ask
+		// again what that read just told.
+		s.probeWorkers(ctx, tenants, workers, hung)
+	}
 	if fresh && req.Limit > 0 {
 		// A list read now: every shard answers, so the due read can too.
 		tenants = s.sweepDue(ctx, tenants, at, degLag, unhLag, req.BlindAfter, workers)
