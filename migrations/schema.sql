@@ -1,4 +1,4 @@
--- mcpd's schema after migration 28 (make schema), dumped by pg_dump 15
+-- mcpd's schema after migration 29 (make schema), dumped by pg_dump 15
 --
 -- PostgreSQL database dump
 --
@@ -1003,6 +1003,32 @@ END
 $$;
 
 --
+-- Name: mcp_sweep_due_of(uuid[], timestamp with time zone, interval, interval); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_sweep_due_of(p_tenants uuid[], p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval) RETURNS TABLE(tenant_id uuid)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    SET "citus.max_adaptive_executor_pool_size" TO '1'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_now              timestamptz := COALESCE(p_now, now());
+    v_degraded_before  timestamptz := v_now - p_degraded_after;
+    v_unhealthy_before timestamptz := v_now - p_unhealthy_after;
+BEGIN
+    RETURN QUERY
+    SELECT DISTINCT s.tenant_id
+    FROM mcp_servers s
+    WHERE s.tenant_id = ANY (p_tenants)
+      AND s.status IN ('healthy', 'degraded')
+      AND ((s.status = 'healthy' AND s.last_heartbeat_at <= v_degraded_before)
+           OR (s.status = 'degraded' AND s.last_heartbeat_at <= v_unhealthy_before));
+END
+$$;
+
+--
 -- Name: mcp_sweep_group(uuid, uuid[], timestamp with time zone, interval, interval, integer, interval); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1918,6 +1944,13 @@ GRANT ALL ON FUNCTION public.mcp_sweep(p_now timestamp with time zone, p_degrade
 
 REVOKE ALL ON FUNCTION public.mcp_sweep_due(p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.mcp_sweep_due(p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_sweep_due_of(p_tenants uuid[], p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_sweep_due_of(p_tenants uuid[], p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_sweep_due_of(p_tenants uuid[], p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval) TO cyberos_app;
 
 --
 -- Name: FUNCTION mcp_sweep_group(p_tenant uuid, p_tenants uuid[], p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval, p_limit integer, p_blind_after interval); Type: ACL; Schema: public; Owner: -

@@ -600,3 +600,72 @@ func privateCitusStore(t *testing.T) (*pgtest.Citus, *pgtest.DB, *clockwork.Fake
 	t.Cleanup(st.Close)
 	return c, db, clock, st
 }
+
+// While a worker is down, a sweep cannot read every shard: it reads which
+// of the other workers' tenants have a server due (mcp_sweep_due_of) and
+// sweeps those, rather than every tenant one by one, which with thousands
+// of tenants took more than a sweep's time and left the running worker's
+// silent servers unmoved for as long as the other was down (a black-box
+// run, 2026-12-06). Here: the running worker's quiet tenants are marked,
+// never swept one by one; its silent server moves on time.
+func TestCitusSweepWithAWorkerDownReadsTheOthersDue(t *testing.T) {
+	c := pgtest.NewCitus(t)
+	db := c.NewDB(t)
+	clock := clockwork.NewFakeClockAt(epoch)
+	st, calls := tracedStore(t, db, pgstore.Options{Clock: clock})
+	ctx := t.Context()
+
+	stopped := c.TenantsOnWorker(t, db, 0, 1)[0]
+	running := c.TenantsOnWorker(t, db, 1, 9)
+	due := running[0]
+	register(t, st, stopped, "alpha")
+	silent := register(t, st, due, "silent")
+	var quiet []registry.Server
+	for _, tenant := range running[1:] {
+		quiet = append(quiet, register(t, st, tenant, "quiet"))
+	}
+	const interval = 10 * time.Second
+	sweep := func() (store.SweepResult, error) {
+		return st.Sweep(ctx, store.SweepRequest{Now: clock.Now(), Interval: interval, Limit: 100, BlindAfter: 2 * interval})
+	}
+	if _, err := sweep(); err != nil {
+		t.Fatal(err)
+	}
+
+	c.Workers[0].Stop(t)
+	calls.reset()
+	var events []registry.Event
+	for range 7 { // 35 s
+		clock.Advance(5 * time.Second)
+		for _, srv := range quiet {
+			if _, _, err := st.Heartbeat(ctx, srv.TenantID, srv.ServerID); err != nil {
+				t.Fatalf("heartbeat on the running worker: %v", err)
+			}
+		}
+		res, err := sweep()
+		var partial *registry.PartialError
+		if !errors.As(err, &partial) || partial.Failed != 1 {
+			t.Fatalf("sweep with a worker down: %v; want the stopped worker's tenant failed alone", err)
+		}
+		events = append(events, res.Events...)
+	}
+	if len(events) != 2 || events[0].ServerID != silent.ServerID || events[0].Kind != registry.KindDegraded ||
+		events[1].Kind != registry.KindUnhealthy {
+		t.Fatalf("the running worker's sweeps: %+v, want silent degraded then unhealthy", events)
+	}
+	if calls.count("mcp_sweep_due_of(") == 0 {
+		t.Error("no sweep read the running worker's tenants due")
+	}
+	for _, tenant := range calls.tenants("mcp_sweep_tenant(") {
+		if tenant != due {
+			t.Errorf("tenant %s swept one by one while its worker ran and it had nothing due", tenant)
+		}
+	}
+	for _, srv := range quiet {
+		var status string
+		if err := db.Admin.QueryRow(ctx, `SELECT status FROM mcp_servers WHERE tenant_id = $1 AND server_id = $2`,
+			srv.TenantID, srv.ServerID).Scan(&status); err != nil || status != "healthy" {
+			t.Errorf("quiet server %s: %s, %v; want healthy", srv.ServerID, status, err)
+		}
+	}
+}

@@ -161,6 +161,9 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 	if err != nil {
 		return res, err
 	}
+	// Every tenant of the list is this sweep's: those marked swept or
+	// found with nothing due count as swept.
+	listed := len(tenants)
 	// The tenants' workers, from the coordinator's metadata: a worker that
 	// hangs is called once a sweep. Unknown (the read failed): each tenant
 	// is called.
@@ -177,9 +180,11 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 		// again what that read just told.
 		s.probeWorkers(ctx, tenants, workers, hung)
 	}
-	if fresh && req.Limit > 0 {
+	if req.Limit > 0 && (fresh || workers.of != nil) {
 		// A list read now: every shard answers, so the due read can too.
-		tenants = s.sweepDue(ctx, tenants, at, degLag, unhLag, req.BlindAfter, workers)
+		// The last list (a worker down): the due read of the tenants of
+		// the workers that answer.
+		tenants = s.sweepDue(ctx, tenants, fresh, at, degLag, unhLag, req.BlindAfter, workers)
 	}
 	var (
 		left          = req.Limit
@@ -280,10 +285,10 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 	if ctx.Err() != nil && (cut || failed > 0) {
 		return res, translate(ctx.Err())
 	}
-	// Some tenants swept, or some transitions committed, and then a
-	// failure: partial.
-	if firstErr != nil && (failed < tried || len(res.Events) > 0) {
-		return res, &registry.PartialError{Failed: failed, Tenants: tried, Err: firstErr}
+	// Some tenants swept (or marked), or some transitions committed, and
+	// then a failure: partial.
+	if firstErr != nil && (failed < max(tried, listed) || len(res.Events) > 0) {
+		return res, &registry.PartialError{Failed: failed, Tenants: max(tried, listed), Err: firstErr}
 	}
 	return res, firstErr
 }
@@ -330,9 +335,11 @@ func (s *Store) sweepTenants(ctx context.Context, hung bool) (tenants []uuid.UUI
 // nothing moves.
 const dueMargin = time.Second
 
-// sweepDue returns the tenants of tenants to sweep one by one: those with a
-// server due (mcp_sweep_due, one read of every shard), and those of a
-// worker that it could not mark swept. When blindAfter is set it marks
+// sweepDue returns the tenants of tenants to sweep: those with a server due
+// (mcp_sweep_due, one read of every shard; not fresh, the list the last
+// one read while a worker is down: mcp_sweep_due_of, a read of the shards
+// of the tenants whose workers answered the probe, the others all
+// returned), and those of a worker that it could not mark swept. When blindAfter is set it marks
 // every tenant of each worker that answers swept at at, those due too, in
 // one call per worker (mcp_sweep_mark_group), keeping their blind windows
 // as a sweep of each would: a tenant due whose own call the sweep does not
@@ -341,23 +348,50 @@ const dueMargin = time.Second
 // let a backlog of many tenants due at a short interval never move: each
 // tenant, swept less often than blindAfter, opened a blind window at every
 // sweep of its own; found by a black-box run of 300 tenants at 1 s,
-// 2026-12-06.) When the read fails (a worker down), every tenant: each is
-// swept or fails on its own. deg and unh are the lags in microseconds. A
+// 2026-12-06.) When the read fails, every tenant: each is swept or fails
+// on its own. (Every tenant was also what a sweep with a worker down swept:
+// with thousands of tenants, more than a sweep's time, and none of the
+// tenants of the worker that answered moved while the other was down;
+// found by a black-box run, 2026-12-06.) deg and unh are the lags in microseconds. A
 // worker that did not answer (workers) gets no mark, and one whose mark
 // hangs is recorded there; their tenants are among those returned.
-func (s *Store) sweepDue(ctx context.Context, tenants []uuid.UUID, at *time.Time, deg, unh int64, blindAfter time.Duration,
-	workers *sweepWorkers) []uuid.UUID {
+func (s *Store) sweepDue(ctx context.Context, tenants []uuid.UUID, fresh bool, at *time.Time, deg, unh int64,
+	blindAfter time.Duration, workers *sweepWorkers) []uuid.UUID {
 	if len(tenants) == 0 {
 		return tenants
+	}
+	// Not fresh: the tenants of the workers that answered are read, the
+	// others (a worker down, or not known) are each swept, or fail, on
+	// their own, as if due.
+	var answered, unread []uuid.UUID
+	if !fresh {
+		for _, t := range tenants {
+			if _, known := workers.worker(t); known && workers.failure(t) == nil {
+				answered = append(answered, t)
+			} else {
+				unread = append(unread, t)
+			}
+		}
 	}
 	// A second early: the read is on the coordinator's clock, and each
 	// tenant's own sweep decides on its worker's.
 	margin := dueMargin.Microseconds()
 	var read []uuid.UUID
 	if _, err := s.onWorkerConn(ctx, false, func(sctx context.Context, c *pgxpool.Conn) error {
-		rows, err := c.Query(sctx, `
+		var (
+			rows pgx.Rows
+			err  error
+		)
+		if fresh {
+			rows, err = c.Query(sctx, `
 SELECT tenant_id FROM mcp_sweep_due($1::timestamptz, $2::bigint * interval '1 microsecond',
                                     $3::bigint * interval '1 microsecond')`, at, max(deg-margin, 0), max(unh-margin, 0))
+		} else {
+			rows, err = c.Query(sctx, `
+SELECT tenant_id FROM mcp_sweep_due_of($1::uuid[], $2::timestamptz, $3::bigint * interval '1 microsecond',
+                                       $4::bigint * interval '1 microsecond')`,
+				answered, at, max(deg-margin, 0), max(unh-margin, 0))
+		}
 		if err == nil {
 			read, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
 		}
@@ -365,8 +399,11 @@ SELECT tenant_id FROM mcp_sweep_due($1::timestamptz, $2::bigint * interval '1 mi
 	}); err != nil {
 		return tenants
 	}
-	isDue := make(map[uuid.UUID]bool, len(read))
+	isDue := make(map[uuid.UUID]bool, len(read)+len(unread))
 	for _, t := range read {
+		isDue[t] = true
+	}
+	for _, t := range unread {
 		isDue[t] = true
 	}
 	var due []uuid.UUID
