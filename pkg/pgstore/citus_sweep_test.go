@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jonboulle/clockwork"
 
 	"github.com/cyberos/mcpd/pkg/pgstore"
@@ -435,5 +436,87 @@ func TestCitusSweepReadsKeepOneConnectionPerWorker(t *testing.T) {
 	}
 	if sweep > 2*int64(len(c.Workers)) {
 		t.Errorf("10 sweeps' reads of every shard opened %d worker sessions, want about one per worker", sweep)
+	}
+}
+
+// A replica that dies while it sweeps lets another sweep at once, and
+// without a blind window: the sweep's start was recorded when it began
+// (the guard commits at once; only the sweep's lock is held to its end).
+// With the guard held to the end, the dead replica's start was rolled
+// back, and the survivor, finding the last sweep older than BlindAfter,
+// opened a window and moved nothing (a black-box run at 1 s: 3.5-4 s
+// without a transition after the sweeping replica was SIGKILLed).
+func TestCitusSweepTakeoverAfterAReplicaDies(t *testing.T) {
+	c, db, clock, _, _ := citusSweepStore(t)
+	ctx := t.Context()
+	replica := func(name string) *pgstore.Store {
+		cfg, err := pgxpool.ParseConfig(db.AppURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.ConnConfig.RuntimeParams["application_name"] = name
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		st := pgstore.New(pool, pgstore.Options{Clock: clock})
+		t.Cleanup(st.Close)
+		return st
+	}
+	dying, survivor := replica("dying"), replica("survivor")
+	tenants := c.TenantsOnWorker(t, db, 0, 2)
+	for _, tenant := range tenants {
+		register(t, dying, tenant, "a")
+	}
+	const interval, blindAfter = 10 * time.Second, 10 * time.Second
+	req := func() store.SweepRequest {
+		return store.SweepRequest{Now: clock.Now(), Interval: interval, Limit: 100, BlindAfter: blindAfter}
+	}
+	if _, err := dying.Sweep(ctx, req()); err != nil {
+		t.Fatal(err)
+	}
+
+	// The dying replica's next sweep waits on a tenant's held row, and
+	// its sessions are ended meanwhile.
+	clock.Advance(6 * time.Second)
+	hold, err := db.Admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hold.Rollback(ctx) }()
+	if _, err := hold.Exec(ctx, `SELECT 1 FROM mcp_tenant_servers WHERE tenant_id = $1 FOR UPDATE`, tenants[1]); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := dying.Sweep(ctx, req())
+		done <- err
+	}()
+	testwait.Until(t, "the dying replica's sweep waiting on the held row", testwait.Cap, func() bool {
+		var waiting bool
+		if err := db.Admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE application_name = 'dying' AND state = 'active' AND query LIKE '%mcp_sweep_tenant(%')`).
+			Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		return waiting
+	})
+	if _, err := db.Admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'dying'`); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// 12 s after the last whole sweep, 6 s after the dying one began.
+	clock.Advance(6 * time.Second)
+	res, err := survivor.Sweep(ctx, req())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Opened != nil {
+		t.Fatalf("the survivor's sweep 6 s after the dying replica's began opened a blind window %+v", *res.Opened)
 	}
 }

@@ -77,8 +77,8 @@ FROM mcp_sweep_guarded($1::timestamptz, $2::bigint * interval '1 microsecond', $
 	return res, nil
 }
 
-// sweepPerTenant is Sweep on Citus (migration 0019): the blind-window rule
-// (mcp_sweep_guard) in a transaction held until the sweep ends, then the
+// sweepPerTenant is Sweep on Citus (migration 0019): a lock held until the
+// sweep ends, the blind-window rule (mcp_sweep_guard), then the
 // tenants that have live servers and a server due (the others marked
 // swept, sweepDue), in one transaction per worker for its tenants
 // (sweepGroups), and those the workers' calls left in one transaction per
@@ -105,34 +105,42 @@ func (s *Store) sweepPerTenant(ctx context.Context, at *time.Time, req store.Swe
 			degGot, unhGot        *int64 // microseconds
 			blindFrom, blindUntil *time.Time
 		)
-		// The guard's row stays locked until the sweep ends, as
-		// mcp_sweep_guarded's one transaction keeps it on plain
-		// PostgreSQL: a replica whose sweep begins meanwhile is told not
-		// to proceed. (Committed at once, the guard let every replica
-		// sweep: two replicas, each sweeping every tenant due, doubled
-		// the work and fought over the tenants' rows, and with 300
-		// tenants due at 1 s their calls ran out of time at every sweep;
-		// found by a black-box run, 2026-12-06.)
-		guard, err := s.pool.Begin(ctx)
+		// One replica sweeps at a time: the sweep holds a transaction
+		// lock (sweepLockClass) until it ends, as mcp_sweep_guarded's one
+		// transaction holds the guard's row on plain PostgreSQL; a
+		// replica whose sweep begins meanwhile does not proceed. (With the
+		// guard's row alone, let go when the guard ends, every replica
+		// swept: each swept every tenant due, doubling the work, and their
+		// calls fought over the tenants' rows; with 300 tenants due at 1 s
+		// they ran out of time at every sweep, a black-box run,
+		// 2026-12-06.) The guard itself commits at once, so that the
+		// sweep's start is recorded even if its replica dies before the
+		// end: with the guard held to the end, the survivor of a replica
+		// killed while sweeping opened a blind window.
+		sweeping, err := s.pool.Begin(ctx)
 		if err != nil {
 			return res, translate(err)
 		}
 		defer func() {
 			// Ended however the sweep ends: its own time may be gone.
-			ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), guardEndTimeout)
+			ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sweepLockEndTimeout)
 			defer cancel()
-			if err := guard.Commit(ectx); err != nil {
-				_ = guard.Rollback(ectx)
-			}
+			_ = sweeping.Rollback(ectx)
 		}()
-		err = guard.QueryRow(ctx, `
+		if err := sweeping.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1, $2)`, sweepLockClass, sweepLockObject).
+			Scan(&proceed); err != nil {
+			return res, translate(err)
+		}
+		if proceed {
+			err = s.pool.QueryRow(ctx, `
 SELECT proceed, (extract(epoch FROM degraded_after) * 1000000)::bigint,
        (extract(epoch FROM unhealthy_after) * 1000000)::bigint, blind_from, blind_until, blind_new
 FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3::bigint * interval '1 microsecond',
                      $4::bigint * interval '1 microsecond')`, at, deg, unh, req.BlindAfter.Microseconds()).
-			Scan(&proceed, &degGot, &unhGot, &blindFrom, &blindUntil, &blindNew)
-		if err != nil {
-			return res, translate(err)
+				Scan(&proceed, &degGot, &unhGot, &blindFrom, &blindUntil, &blindNew)
+			if err != nil {
+				return res, translate(err)
+			}
 		}
 		if !proceed {
 			// Another replica is sweeping now. A replica that has never
@@ -293,9 +301,17 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 	return res, firstErr
 }
 
-// guardEndTimeout bounds the commit of a Citus sweep's guard transaction,
-// which ends after the sweep's own time may have run out.
-const guardEndTimeout = 2 * time.Second
+// The transaction-level advisory lock that a Citus sweep holds while it
+// sweeps (sweepPerTenant), in the two-key space, apart from
+// golang-migrate's one-key lock: "mcpd" and 1.
+const (
+	sweepLockClass  int32 = 0x6d637064
+	sweepLockObject int32 = 1
+)
+
+// sweepLockEndTimeout bounds the end of the transaction that holds a Citus
+// sweep's lock, which ends after the sweep's own time may have run out.
+const sweepLockEndTimeout = 2 * time.Second
 
 // sweepTenants lists the tenants that have live servers: a read of every
 // shard, which fails while a worker is down; then the last list read is
