@@ -520,3 +520,60 @@ func TestCitusSweepTakeoverAfterAReplicaDies(t *testing.T) {
 		t.Fatalf("the survivor's sweep 6 s after the dying replica's began opened a blind window %+v", *res.Opened)
 	}
 }
+
+// The blind window's gap counts from the end of the last sweep: a sweep
+// that took longer than BlindAfter (here it waits on a held row) does
+// not make the next one, begun soon after it ended, open a window, while
+// a gap that long after a quick sweep still does. Counted from its start,
+// every sweep that ran to its time limit (by default as long as
+// BlindAfter) opened one (a black-box run at 1 s, 2026-12-06).
+func TestCitusSweepBlindGapFromTheLastSweepsEnd(t *testing.T) {
+	c, db, clock, st, _ := citusSweepStore(t)
+	ctx := t.Context()
+	tenants := c.TenantsOnWorker(t, db, 0, 2)
+	for _, tenant := range tenants {
+		register(t, st, tenant, "a")
+	}
+	const blindAfter = 300 * time.Millisecond
+	sweep := func() store.SweepResult {
+		t.Helper()
+		res, err := st.Sweep(ctx, store.SweepRequest{Now: clock.Now(), Interval: 10 * time.Second, Limit: 100,
+			BlindAfter: blindAfter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	sweep()
+
+	// A sweep that waits on a held row for more than BlindAfter.
+	clock.Advance(200 * time.Millisecond)
+	hold, err := db.Admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hold.Rollback(ctx) }()
+	if _, err := hold.Exec(ctx, `SELECT 1 FROM mcp_tenant_servers WHERE tenant_id = $1 FOR UPDATE`, tenants[1]); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan store.SweepResult, 1)
+	go func() { done <- sweep() }()
+	time.Sleep(2 * blindAfter) // the sweep's own length, in the store's real time
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-done; res.Opened != nil {
+		t.Fatalf("the slow sweep opened a window %+v", *res.Opened)
+	}
+
+	// Begun 500 ms after the slow one began, soon after it ended.
+	clock.Advance(500 * time.Millisecond)
+	if res := sweep(); res.Opened != nil {
+		t.Fatalf("a sweep right after a slow one opened a window %+v", *res.Opened)
+	}
+	// A gap of 1 s after a quick sweep is still blind.
+	clock.Advance(time.Second)
+	if res := sweep(); res.Opened == nil {
+		t.Fatal("a sweep 1 s after the last (BlindAfter 300 ms) opened no window")
+	}
+}
