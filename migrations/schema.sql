@@ -1,4 +1,4 @@
--- mcpd's schema after migration 30 (make schema), dumped by pg_dump 15
+-- mcpd's schema after migration 29 (make schema), dumped by pg_dump 15
 --
 -- PostgreSQL database dump
 --
@@ -1029,21 +1029,6 @@ END
 $$;
 
 --
--- Name: mcp_sweep_ended(interval); Type: FUNCTION; Schema: public; Owner: -
---
-
-CREATE FUNCTION public.mcp_sweep_ended(p_took interval) RETURNS void
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'public', 'pg_temp'
-    AS $$
-BEGIN
-    UPDATE mcp_monitor_state st
-    SET last_sweep_end = st.last_sweep_at + p_took
-    WHERE st.id AND st.last_sweep_at IS NOT NULL AND p_took >= interval '0';
-END
-$$;
-
---
 -- Name: mcp_sweep_group(uuid, uuid[], timestamp with time zone, interval, interval, integer, interval); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1215,19 +1200,6 @@ BEGIN
         last_sweep_at = GREATEST(v_now, COALESCE(t.last_sweep_at, v_now))
     WHERE t.tenant_id = ANY (p_tenants);
 END
-$$;
-
---
--- Name: mcp_sweep_slack(); Type: FUNCTION; Schema: public; Owner: -
---
-
-CREATE FUNCTION public.mcp_sweep_slack() RETURNS interval
-    LANGUAGE sql STABLE SECURITY DEFINER
-    SET search_path TO 'public', 'pg_temp'
-    AS $$
-    SELECT COALESCE(max(st.last_sweep_end - st.last_sweep_at) FILTER (WHERE st.last_sweep_end >= st.last_sweep_at),
-                    interval '0')
-    FROM mcp_monitor_state st WHERE st.id
 $$;
 
 --
@@ -1462,7 +1434,6 @@ CREATE TABLE public.mcp_monitor_state (
     blind_from timestamp with time zone,
     blind_until timestamp with time zone,
     blind_windows bigint DEFAULT 0 NOT NULL,
-    last_sweep_end timestamp with time zone,
     CONSTRAINT mcp_monitor_state_id_check CHECK (id)
 );
 
@@ -1982,13 +1953,6 @@ REVOKE ALL ON FUNCTION public.mcp_sweep_due_of(p_tenants uuid[], p_now timestamp
 GRANT ALL ON FUNCTION public.mcp_sweep_due_of(p_tenants uuid[], p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval) TO cyberos_app;
 
 --
--- Name: FUNCTION mcp_sweep_ended(p_took interval); Type: ACL; Schema: public; Owner: -
---
-
-REVOKE ALL ON FUNCTION public.mcp_sweep_ended(p_took interval) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.mcp_sweep_ended(p_took interval) TO cyberos_app;
-
---
 -- Name: FUNCTION mcp_sweep_group(p_tenant uuid, p_tenants uuid[], p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval, p_limit integer, p_blind_after interval); Type: ACL; Schema: public; Owner: -
 --
 
@@ -2015,13 +1979,6 @@ GRANT ALL ON FUNCTION public.mcp_sweep_guarded(p_now timestamp with time zone, p
 
 REVOKE ALL ON FUNCTION public.mcp_sweep_mark_group(p_tenant uuid, p_tenants uuid[], p_now timestamp with time zone, p_blind_after interval) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.mcp_sweep_mark_group(p_tenant uuid, p_tenants uuid[], p_now timestamp with time zone, p_blind_after interval) TO cyberos_app;
-
---
--- Name: FUNCTION mcp_sweep_slack(); Type: ACL; Schema: public; Owner: -
---
-
-REVOKE ALL ON FUNCTION public.mcp_sweep_slack() FROM PUBLIC;
-GRANT ALL ON FUNCTION public.mcp_sweep_slack() TO cyberos_app;
 
 --
 -- Name: FUNCTION mcp_sweep_tenant(p_tenant uuid, p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval, p_limit integer, p_blind_after interval); Type: ACL; Schema: public; Owner: -

@@ -131,30 +131,7 @@ func (s *Store) sweepPerTenant(ctx context.Context, at *time.Time, req store.Swe
 			Scan(&proceed); err != nil {
 			return res, translate(err)
 		}
-		var slack time.Duration
 		if proceed {
-			// The gap of the blind-window rule counts from the last
-			// sweep's end: its length (mcp_sweep_slack) is added to
-			// BlindAfter, for the guard and each tenant alike, at most
-			// BlindAfter again. (Counted from its start, a sweep that ran
-			// to its time limit, as long as BlindAfter by default, made
-			// the next one open a window, and no server moved for two or
-			// three intervals: a black-box run at 1 s, 2026-12-06.)
-			var slackUS int64
-			if err := s.pool.QueryRow(ctx, `SELECT (extract(epoch FROM mcp_sweep_slack()) * 1000000)::bigint`).
-				Scan(&slackUS); err != nil {
-				return res, translate(err)
-			}
-			slack = min(time.Duration(slackUS)*time.Microsecond, req.BlindAfter)
-			req.BlindAfter += slack
-			started := time.Now()
-			defer func() {
-				// Before the lock is let go (defers run last first).
-				ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sweepLockEndTimeout)
-				defer cancel()
-				_, _ = s.pool.Exec(ectx, `SELECT mcp_sweep_ended($1::bigint * interval '1 microsecond')`,
-					time.Since(started).Microseconds())
-			}()
 			err = s.pool.QueryRow(ctx, `
 SELECT proceed, (extract(epoch FROM degraded_after) * 1000000)::bigint,
        (extract(epoch FROM unhealthy_after) * 1000000)::bigint, blind_from, blind_until, blind_new
