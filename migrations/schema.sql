@@ -985,7 +985,6 @@ $$;
 CREATE FUNCTION public.mcp_sweep_due(p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval) RETURNS TABLE(tenant_id uuid)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
-    SET "citus.max_adaptive_executor_pool_size" TO '1'
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -1010,7 +1009,6 @@ CREATE FUNCTION public.mcp_sweep_due_of(p_tenants uuid[], p_now timestamp with t
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     SET plan_cache_mode TO 'force_custom_plan'
-    SET "citus.max_adaptive_executor_pool_size" TO '1'
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -1328,7 +1326,6 @@ $$;
 CREATE FUNCTION public.mcp_sweep_tenants() RETURNS TABLE(tenant_id uuid)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
-    SET "citus.max_adaptive_executor_pool_size" TO '1'
     AS $$
 BEGIN
     RETURN QUERY SELECT t.tenant_id FROM mcp_tenant_servers t WHERE t.live > 0 ORDER BY t.tenant_id;

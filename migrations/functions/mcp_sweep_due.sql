@@ -7,21 +7,14 @@
 -- tenant's own blind window, and marks the others swept
 -- (mcp_sweep_mark_group).
 --
--- citus.max_adaptive_executor_pool_size 1 (mcp_sweep_tenants too): the
--- shards of a worker are read one after another on the session's one
--- cached connection to it. Citus's default opens more connections to a
--- worker while tasks wait (up to 16), and closes all but one when the
--- statement ends: under load, new worker connections at every sweep
--- (measured, 300 tenants due at 1 s with two replicas: 993 sessions
--- opened and 109 sweeps out of time in 2 minutes, against 576 and 49
--- with one). On plain PostgreSQL the setting is a placeholder and does
--- nothing.
+-- On Citus, migrate up sets citus.max_adaptive_executor_pool_size 1 on
+-- it, mcp_sweep_tenants and mcp_sweep_due_of (pkg/schema/citus.go):
+-- one connection per worker for the sweep's reads of every shard.
 CREATE OR REPLACE FUNCTION mcp_sweep_due(p_now timestamp with time zone, p_degraded_after interval, p_unhealthy_after interval)
  RETURNS TABLE(tenant_id uuid)
  LANGUAGE plpgsql
  STABLE SECURITY DEFINER
  SET search_path TO 'public', 'pg_temp'
- SET "citus.max_adaptive_executor_pool_size" TO '1'
 AS $function$
 #variable_conflict use_column
 DECLARE

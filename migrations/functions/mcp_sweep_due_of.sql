@@ -13,7 +13,6 @@ CREATE OR REPLACE FUNCTION mcp_sweep_due_of(p_tenants uuid[], p_now timestamp wi
  STABLE SECURITY DEFINER
  SET search_path TO 'public', 'pg_temp'
  SET plan_cache_mode TO 'force_custom_plan'
- SET "citus.max_adaptive_executor_pool_size" TO '1'
 AS $function$
 #variable_conflict use_column
 DECLARE

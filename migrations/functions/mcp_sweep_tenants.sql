@@ -4,7 +4,6 @@ CREATE OR REPLACE FUNCTION mcp_sweep_tenants()
  LANGUAGE plpgsql
  STABLE SECURITY DEFINER
  SET search_path TO 'public', 'pg_temp'
- SET "citus.max_adaptive_executor_pool_size" TO '1'
 AS $function$
 BEGIN
     RETURN QUERY SELECT t.tenant_id FROM mcp_tenant_servers t WHERE t.live > 0 ORDER BY t.tenant_id;
