@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -162,6 +164,9 @@ func TestAgentCommandRuns(t *testing.T) {
 	b := setup(t)
 	st := mcptest.NewStdio(t, mcptest.Config{Name: "files-server", Version: "1.2.3", Tools: cliTools[:2]})
 	ts := newTestIO()
+	// The agent writes its log while the test reads it.
+	errOut := &lockedBuffer{}
+	ts.io.ErrOut = errOut
 	opts := &agentOptions{IO: ts.io, Client: b.clientFunc(), Module: "files", MCPCommand: st.CommandLine(),
 		// The deregistration's bound is generous: with 1 s, a CI run under
 		// load saw it time out (the agent logs that and exits 0).
@@ -175,9 +180,12 @@ func TestAgentCommandRuns(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { errc <- agentRun(ctx, opts) }()
 	var srv registry.Server
+	// Registered in the registry, and known so to the agent: stopped
+	// between the two (a CI run under load), it leaves the server as it is.
 	if !testwait.Wait(10*time.Second, func() bool {
 		all, err := b.client.AllServers(context.Background(), clientListOf("files"))
-		if err == nil && len(all) == 1 && all[0].Status == registry.StatusHealthy {
+		if err == nil && len(all) == 1 && all[0].Status == registry.StatusHealthy &&
+			strings.Contains(errOut.String(), `"msg":"registered"`) {
 			srv = all[0]
 			return true
 		}
@@ -185,7 +193,7 @@ func TestAgentCommandRuns(t *testing.T) {
 	}) {
 		cancel()
 		<-errc
-		t.Fatalf("not registered within 10s; stderr:\n%s", ts.errOut)
+		t.Fatalf("not registered within 10s; stderr:\n%s", errOut)
 	}
 	if srv.Version != "1.2.3" || srv.SupportedProtocols[0] != "2026-07-28" {
 		t.Fatalf("registered %+v", srv)
@@ -201,11 +209,30 @@ func TestAgentCommandRuns(t *testing.T) {
 	}
 	got, err := b.client.Server(context.Background(), srv.ServerID)
 	if err != nil || got.Status != registry.StatusDeregistered {
-		t.Fatalf("after the agent stopped: %+v %v; stderr:\n%s", got, err, ts.errOut)
+		t.Fatalf("after the agent stopped: %+v %v; stderr:\n%s", got, err, errOut)
 	}
 	// JSON logs on stderr, the stdio server's own stderr among them.
-	logs := ts.errOut.String()
+	logs := errOut.String()
 	if !strings.Contains(logs, `"msg":"registered"`) || !strings.Contains(logs, `"msg":"deregistered"`) || !strings.Contains(logs, "mcptest: serving files-server") {
 		t.Fatalf("stderr:\n%s", logs)
 	}
+}
+
+// lockedBuffer is a bytes.Buffer that one goroutine may write while
+// another reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
