@@ -382,7 +382,7 @@ func (s *Store) sweepDue(ctx context.Context, tenants []uuid.UUID, fresh bool, a
 	var answered, unread []uuid.UUID
 	if !fresh {
 		for _, t := range tenants {
-			if _, known := workers.worker(t); known && workers.failure(t) == nil {
+			if workers.answered(t) {
 				answered = append(answered, t)
 			} else {
 				unread = append(unread, t)
@@ -456,10 +456,7 @@ SELECT tenant_id FROM mcp_sweep_due_of($1::uuid[], $2::timestamptz, $3::bigint *
 	}
 	groups = live
 	errs := s.callWorkers(ctx, groups, func(g int) error {
-		group := make([]uuid.UUID, len(groups[g]))
-		for i, p := range groups[g] {
-			group[i] = p.tenant
-		}
+		group := keyTenants(groups[g])
 		hung, err := s.onWorkerConn(ctx, true, func(sctx context.Context, c *pgxpool.Conn) error {
 			_, err := c.Exec(sctx, `SELECT mcp_sweep_mark_group($1::uuid, $2::uuid[], $3::timestamptz,
 				$4::bigint * interval '1 microsecond')`, group[0], group, at, blindAfter.Microseconds())
@@ -520,6 +517,15 @@ func tenantKeys(tenants []uuid.UUID) []batchKey {
 	return keys
 }
 
+// keyTenants are the tenants of keys, in order: tenantKeys undone.
+func keyTenants(keys []batchKey) []uuid.UUID {
+	tenants := make([]uuid.UUID, len(keys))
+	for i, k := range keys {
+		tenants[i] = k.tenant
+	}
+	return tenants
+}
+
 // learnSweepTenants reads the tenants to sweep when no list was read yet;
 // a failure leaves it for the next sweep.
 func (s *Store) learnSweepTenants(ctx context.Context) {
@@ -569,10 +575,8 @@ func (s *Store) sweepGroups(ctx context.Context, tenants []uuid.UUID, at *time.T
 	}
 	live := groups[:0]
 	for _, g := range groups {
-		if _, known := workers.worker(g[0].tenant); !known || workers.failure(g[0].tenant) != nil || len(g) < 2 {
-			for _, p := range g {
-				rest = append(rest, p.tenant)
-			}
+		if !workers.answered(g[0].tenant) || len(g) < 2 {
+			rest = append(rest, keyTenants(g)...)
 			continue
 		}
 		live = append(live, g)
@@ -585,10 +589,7 @@ func (s *Store) sweepGroups(ctx context.Context, tenants []uuid.UUID, at *time.T
 	moved := make([][]registry.Event, len(groups))
 	left := make([][]uuid.UUID, len(groups))
 	s.callWorkers(ctx, groups, func(g int) error {
-		group := make([]uuid.UUID, len(groups[g]))
-		for i, p := range groups[g] {
-			group[i] = p.tenant
-		}
+		group := keyTenants(groups[g])
 		var err error
 		s.sweepCalls.timed(ctx, share, func(limit int) (int, error) {
 			var hung bool

@@ -200,6 +200,13 @@ func (w *sweepWorkers) worker(tenant uuid.UUID) (int64, bool) {
 	return g, ok && g >= 0
 }
 
+// answered reports whether tenant's worker is known and has not failed
+// to answer in this sweep.
+func (w *sweepWorkers) answered(tenant uuid.UUID) bool {
+	_, known := w.worker(tenant)
+	return known && w.failure(tenant) == nil
+}
+
 // fail records that tenant's worker did not answer, with err.
 func (w *sweepWorkers) fail(tenant uuid.UUID, err error) {
 	g, ok := w.worker(tenant)
