@@ -375,6 +375,8 @@ func TestDestinationIsolation(t *testing.T) {
 	}
 	waitMetric(t, reg, "mcpd_alerts_failed_total", dests[1].Name(), 1)
 	testwait.Eventually(t, "the hanging destination tried", func() bool { return hanging.attempts() > 0 })
+	// The request arriving is not yet its acknowledgement in the outbox.
+	waitMetric(t, reg, "mcpd_alerts_pending", dests[2].Name(), 0)
 
 	f.clock.Advance(90 * time.Second)
 	if n := hanging.attempts(); n != 1 {
