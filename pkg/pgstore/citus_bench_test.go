@@ -191,38 +191,89 @@ func machineBusy(b *testing.B) time.Duration {
 // busy-µs/op is the whole machine's busy CPU time per registration, from
 // /proc/stat: run a few thousand (-benchtime 4000x).
 func BenchmarkRegisterConcurrent(b *testing.B) {
-	const callers, tenantCount = 8, 20
+	for _, e := range benchEngines {
+		b.Run(e.name, func(b *testing.B) {
+			_, st := e.open(b)
+			tenants := benchTenants(concurrentTenants)
+			runConcurrent(b, func(ctx context.Context, i int) error {
+				_, _, _, err := st.Register(ctx, tenants[i%len(tenants)], concurrentServer(i), 0)
+				return err
+			})
+		})
+	}
+}
+
+// BenchmarkDeregisterConcurrent measures deregistrations of servers
+// registered as BenchmarkRegisterConcurrent registers them (not timed),
+// from 8 concurrent callers, on both engines; ns/op and busy-µs/op as
+// there.
+func BenchmarkDeregisterConcurrent(b *testing.B) {
 	for _, e := range benchEngines {
 		b.Run(e.name, func(b *testing.B) {
 			ctx := context.Background()
 			_, st := e.open(b)
-			tenants := make([]uuid.UUID, tenantCount)
-			for i := range tenants {
-				tenants[i] = uuid.New()
+			tenants := benchTenants(concurrentTenants)
+			servers := make([]uuid.UUID, b.N)
+			for i := range servers {
+				srv, _, _, err := st.Register(ctx, tenants[i%len(tenants)], concurrentServer(i), 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				servers[i] = srv.ServerID
 			}
-			var (
-				next   atomic.Int64
-				wg     sync.WaitGroup
-				n      = int64(b.N)
-				before = machineBusy(b)
-			)
-			b.ResetTimer()
-			for range callers {
-				wg.Go(func() {
-					for i := next.Add(1) - 1; i < n; i = next.Add(1) - 1 {
-						info := registry.ServerInfo{ModuleName: fmt.Sprintf("module-%06d", i), Version: "1.0.0",
-							SupportedProtocols: []string{"2025-06-18"},
-							Skills:             []registry.SkillInfo{{Name: "search"}, {Name: "summarize"}}}
-						if _, _, _, err := st.Register(ctx, tenants[i%tenantCount], info, 0); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				})
-			}
-			wg.Wait()
-			b.StopTimer()
-			b.ReportMetric((machineBusy(b)-before).Seconds()*1e6/float64(b.N), "busy-µs/op")
+			runConcurrent(b, func(ctx context.Context, i int) error {
+				_, ev, err := st.Deregister(ctx, tenants[i%len(tenants)], servers[i])
+				if err == nil && ev == nil {
+					err = fmt.Errorf("server %d: no deregistered event", i)
+				}
+				return err
+			})
 		})
 	}
+}
+
+// concurrentTenants is how many tenants the concurrent benchmarks' servers
+// belong to.
+const concurrentTenants = 20
+
+func benchTenants(n int) []uuid.UUID {
+	tenants := make([]uuid.UUID, n)
+	for i := range tenants {
+		tenants[i] = uuid.New()
+	}
+	return tenants
+}
+
+// concurrentServer is the i-th server of the concurrent benchmarks.
+func concurrentServer(i int) registry.ServerInfo {
+	return registry.ServerInfo{ModuleName: fmt.Sprintf("module-%06d", i), Version: "1.0.0",
+		SupportedProtocols: []string{"2025-06-18"},
+		Skills:             []registry.SkillInfo{{Name: "search"}, {Name: "summarize"}}}
+}
+
+// runConcurrent times b.N calls of call (i from 0) from 8 callers, and
+// reports the machine's busy CPU time per call.
+func runConcurrent(b *testing.B, call func(ctx context.Context, i int) error) {
+	const callers = 8
+	var (
+		ctx    = context.Background()
+		next   atomic.Int64
+		wg     sync.WaitGroup
+		n      = int64(b.N)
+		before = machineBusy(b)
+	)
+	b.ResetTimer()
+	for range callers {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < n; i = next.Add(1) - 1 {
+				if err := call(ctx, int(i)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric((machineBusy(b)-before).Seconds()*1e6/float64(b.N), "busy-µs/op")
 }
