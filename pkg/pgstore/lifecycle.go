@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -16,24 +15,6 @@ import (
 	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/store"
 )
-
-// insertEvent writes one audit event for the server row just changed (its
-// values, as the statement that changed it returned them: $1 server, $8
-// module, $9 status, $10 trace id, $11 version, $12 protocols), with the
-// contract's body, at position $6 of tenant $7 (feedNextSQL), and returns
-// it. VALUES, not INSERT ... SELECT from mcp_servers: Citus cannot run an
-// INSERT ... SELECT into a table whose key comes from a sequence (a volatile
-// function) on the shard, and pulls it through the coordinator instead
-// (docs/scaling.md). A deregistration's event; mcp_register writes a
-// registration's the same way.
-const insertEvent = `
-INSERT INTO mcp_audit_events
-    (event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body,
-     position)
-VALUES (gen_random_uuid(), $7, $2, $1, $8, $3, $9, $10, $4,
-        mcp_audit_body($1, $8, $9, $11, $12::text[], to_jsonb($5::text[])),
-        $6)
-RETURNING ` + eventColumns
 
 // Register creates or updates the (tenant, module) server, its skills and
 // the registered event, in one transaction, under the tenant quota quota
@@ -135,30 +116,6 @@ const registerSQL = `SELECT * FROM mcp_register($1::uuid, $2::uuid, $3::text, $4
 // registry.ErrQuotaExceeded.
 const quotaExceededCode = "MCQ01"
 
-// feedNextSQL takes the tenant's next feed position for an event (0017):
-// a statement of its own, which Citus routes to the tenant's shard (inside
-// a statement on a shard it could not run).
-const feedNextSQL = `SELECT mcp_feed_next($1::uuid, $2::text, $3::text)`
-
-// addLiveSQL adds $2 to tenant $1's count of live servers.
-const addLiveSQL = `
-INSERT INTO mcp_tenant_servers AS t (tenant_id, live) VALUES ($1, GREATEST($2::integer, 0))
-ON CONFLICT (tenant_id) DO UPDATE SET live = t.live + $2::integer`
-
-// lockTenantCount locks the tenant's count of live servers
-// (mcp_tenant_servers), making its row when there is none, until the
-// transaction ends: a deregistration takes it before the tenant's feed
-// counter, in the order mcp_register takes them. A row lock, so it holds
-// through a pooler in transaction mode.
-func lockTenantCount(ctx context.Context, tx pgx.Tx, tenant uuid.UUID) error {
-	if _, err := tx.Exec(ctx, `
-INSERT INTO mcp_tenant_servers AS t (tenant_id, live) VALUES ($1, 0)
-ON CONFLICT (tenant_id) DO UPDATE SET live = t.live`, tenant); err != nil {
-		return fmt.Errorf("lock tenant count: %w", err)
-	}
-	return nil
-}
-
 // Heartbeat records a heartbeat now, recovering the server when it was
 // degraded or unhealthy. Concurrent heartbeats share one commit.
 func (s *Store) Heartbeat(ctx context.Context, tenant, serverID uuid.UUID) (registry.Server, *registry.Event, error) {
@@ -176,98 +133,41 @@ func (s *Store) Heartbeat(ctx context.Context, tenant, serverID uuid.UUID) (regi
 	return srv, ev, err
 }
 
-// lockServersSQL locks the servers $1 of the current tenant in server_id
-// order, so that it cannot deadlock with the heartbeat batches, which lock in
-// that order too.
-const lockServersSQL = `SELECT status FROM mcp_servers WHERE tenant_id = $2 AND server_id = ANY($1::uuid[]) ORDER BY server_id FOR UPDATE`
-
-// deregisterLocked marks a live server deregistered, makes its skills
-// unavailable (all but those unavailable for a reason of their own) and
-// audits it, in plain statements of the transaction tx, each naming the
-// tenant (on Citus routed to its shard: data-modifying CTEs with an
-// INSERT ... SELECT went through every worker, and a worker that was down
-// failed every tenant's deregistration). status is the server's, locked;
-// position the event's (nil: already deregistered).
-func (s *Store) deregisterLocked(ctx context.Context, tx pgx.Tx, tenant, serverID uuid.UUID, status string, position *int64) (registry.Server, *registry.Event, error) {
-	if status == string(registry.StatusDeregistered) || position == nil {
-		srv, err := scanServer(tx.QueryRow(ctx, `SELECT `+serverColumns+` FROM mcp_servers WHERE tenant_id = $2 AND server_id = $1`, serverID, tenant))
+// Deregister marks the server deregistered, makes its skills unavailable
+// and writes its event, in one call of mcp_deregister, which Citus hands
+// whole to the worker of the tenant's shard, or which the store makes
+// there (writeQueryRowOn); a second call changes nothing.
+func (s *Store) Deregister(ctx context.Context, tenant, serverID uuid.UUID) (registry.Server, *registry.Event, error) {
+	citus, err := s.onCitus(ctx)
+	if err != nil {
+		return registry.Server{}, nil, translate(err)
+	}
+	var worker int64
+	if citus {
+		if err := s.tenantStalled(ctx, tenant); err != nil {
+			return registry.Server{}, nil, err
+		}
+		// Not known (the read of Citus's metadata failed): through the
+		// coordinator.
+		if workers, err := s.tenantWorkers(ctx, []batchKey{{tenant: tenant}}); err == nil {
+			worker = max(workers[tenant], 0)
+		}
+	}
+	var r eventRow
+	srv, err := scanServer(s.writeQueryRowOn(ctx, worker, deregisterSQL, tenant, serverID, s.now()), r.appendDest(nil)...)
+	if err != nil {
+		return registry.Server{}, nil, translate(err)
+	}
+	ev, ok, err := r.event()
+	if err != nil || !ok {
 		return srv, nil, err
-	}
-	srv, err := scanServer(tx.QueryRow(ctx, `
-UPDATE mcp_servers
-SET status = 'deregistered', deregistered_at = mcp_now($2::timestamptz), status_changed_at = mcp_now($2::timestamptz)
-WHERE tenant_id = $3 AND server_id = $1
-RETURNING `+serverColumns, serverID, s.now(), tenant))
-	if err != nil {
-		return registry.Server{}, nil, fmt.Errorf("deregister server: %w", err)
-	}
-	rows, err := tx.Query(ctx, `
-UPDATE mcp_skills SET available = false, unavailable_reason = 'server_deregistered'
-WHERE tenant_id = $2 AND server_id = $1 AND (available OR unavailable_reason = 'server_unhealthy')
-RETURNING name`, serverID, tenant)
-	if err != nil {
-		return registry.Server{}, nil, fmt.Errorf("take the skills: %w", err)
-	}
-	taken, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return registry.Server{}, nil, fmt.Errorf("take the skills: %w", err)
-	}
-	slices.Sort(taken)
-	protocols := srv.SupportedProtocols
-	if protocols == nil {
-		protocols = []string{}
-	}
-	var at time.Time
-	if srv.DeregisteredAt != nil {
-		at = *srv.DeregisteredAt
-	}
-	ev, err := scanEvent(tx.QueryRow(ctx, insertEvent, srv.ServerID, string(registry.KindDeregistered), &status,
-		at, taken, *position, tenant, srv.ModuleName, string(srv.Status), nullIfEmpty(srv.TraceID),
-		srv.Version, protocols))
-	if err != nil {
-		return registry.Server{}, nil, fmt.Errorf("audit deregistration: %w", err)
-	}
-	if _, err := tx.Exec(ctx, addLiveSQL, tenant, -1); err != nil {
-		return registry.Server{}, nil, fmt.Errorf("count live servers: %w", err)
 	}
 	return srv, &ev, nil
 }
 
-// Deregister marks the server deregistered; a second call changes nothing.
-func (s *Store) Deregister(ctx context.Context, tenant, serverID uuid.UUID) (registry.Server, *registry.Event, error) {
-	var (
-		srv registry.Server
-		ev  *registry.Event
-	)
-	err := s.inTenant(ctx, tenant, func(tx pgx.Tx) error {
-		// Lock first, so that the next statement's snapshot sees what a
-		// sweep holding the row committed (the skills it took away).
-		var status string
-		if err := tx.QueryRow(ctx, lockServersSQL, []uuid.UUID{serverID}, tenant).Scan(&status); err != nil {
-			return err
-		}
-		// Then the tenant's live count, which the deregistration changes:
-		// before the tenant's feed counter, which the statement's event
-		// takes, as a registration takes them (see mcp_feed_next, 0017).
-		if err := lockTenantCount(ctx, tx, tenant); err != nil {
-			return err
-		}
-		// Its event's position, when there is an event.
-		var position *int64
-		if status != string(registry.StatusDeregistered) {
-			if err := tx.QueryRow(ctx, feedNextSQL, tenant, string(registry.KindDeregistered), status).Scan(&position); err != nil {
-				return fmt.Errorf("take the feed position: %w", err)
-			}
-		}
-		var err error
-		srv, ev, err = s.deregisterLocked(ctx, tx, tenant, serverID, status, position)
-		return err
-	})
-	if err != nil {
-		return registry.Server{}, nil, err
-	}
-	return srv, ev, nil
-}
+// deregisterSQL deregisters a server: mcp_deregister (migrations/functions),
+// no row when the tenant has no such server.
+const deregisterSQL = `SELECT * FROM mcp_deregister($1::uuid, $2::uuid, $3::timestamptz)`
 
 // sweepUnguarded applies at most req.Limit of the transitions due at at
 // across every tenant, through mcp_sweep: Sweep without the blind-window

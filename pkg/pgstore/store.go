@@ -454,10 +454,7 @@ func finishServer(srv *registry.Server, caps []byte, traceID *string, remotes []
 	return nil
 }
 
-// eventColumns is the column list every event read scans with scanEvent.
-const eventColumns = `seq, event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
-	trace_id, occurred_at, body`
-
+// scanEvent scans an event's columns (eventRow) from row.
 func scanEvent(row rowScanner) (registry.Event, error) {
 	var r eventRow
 	if err := row.Scan(r.appendDest(make([]any, 0, 11))...); err != nil {
@@ -468,7 +465,9 @@ func scanEvent(row rowScanner) (registry.Event, error) {
 }
 
 // eventRow is where every read scans an audit row, whatever else the row
-// holds: the columns of eventColumns, each nullable, since some functions
+// holds: seq, event_id, tenant_id, kind, server_id, module_name,
+// from_status, to_status, trace_id, occurred_at and body, in that order,
+// each nullable, since some functions
 // return rows that carry no event (a feed's horizon, a sweep's window).
 type eventRow struct {
 	seq                           *int64
@@ -478,12 +477,12 @@ type eventRow struct {
 	body                          []byte
 }
 
-// appendDest appends the destinations of eventColumns to d, in order.
+// appendDest appends the destinations of the event's columns to d, in order.
 func (r *eventRow) appendDest(d []any) []any {
 	return r.appendDestNoSeq(append(d, &r.seq))
 }
 
-// appendDestNoSeq appends the destinations of eventColumns but seq, for
+// appendDestNoSeq appends the destinations of the event's columns but seq, for
 // the functions that do not return it.
 func (r *eventRow) appendDestNoSeq(d []any) []any {
 	return append(d, &r.eventID, &r.tenant, &r.kind, &r.server, &r.module, &r.from, &r.to, &r.trace,

@@ -56,6 +56,7 @@ var delegatedFunctions = []string{
 	"mcp_sweep_group(uuid, uuid[], timestamptz, interval, interval, integer, interval)",
 	"mcp_register(uuid, uuid, text, text, text[], jsonb, text, jsonb, text, text, text[], text[], integer, timestamptz)",
 	"mcp_register_group(uuid, uuid[], uuid[], jsonb, integer[], timestamptz)",
+	"mcp_deregister(uuid, uuid, timestamptz)",
 }
 
 // onePoolFunctions read every shard (or many) at every sweep: on Citus they

@@ -128,6 +128,7 @@ func TestUpDistributesOnCitus(t *testing.T) {
 		`SELECT * FROM mcp_register($1, '00000000-0000-4000-8000-000000000001', 'module', '1.0.0', '{}', NULL, NULL, '[]', NULL, NULL,
 			'{}', '{}', 0, NULL)`,
 		`SELECT * FROM mcp_register_group($1, '{}', '{}', '[]', '{}', NULL)`,
+		`SELECT * FROM mcp_deregister($1, '00000000-0000-4000-8000-000000000001', NULL)`,
 	} {
 		notices = nil
 		if _, err := conn.Exec(ctx, call, uuid.New()); err != nil {
