@@ -467,8 +467,8 @@ func scanEvent(row rowScanner) (registry.Event, error) {
 // eventRow is where every read scans an audit row, whatever else the row
 // holds: seq, event_id, tenant_id, kind, server_id, module_name,
 // from_status, to_status, trace_id, occurred_at and body, in that order,
-// each nullable, since some functions
-// return rows that carry no event (a feed's horizon, a sweep's window).
+// each nullable, since some functions return rows that carry no event (a
+// feed's horizon, a sweep's window).
 type eventRow struct {
 	seq                           *int64
 	eventID, tenant, server       *uuid.UUID
