@@ -36,50 +36,45 @@ BEGIN
     PERFORM mcp_set_tenant(p_tenant);
     -- Locked first, so that the statements below see what a sweep
     -- holding the row committed (the skills it took away).
-    SELECT s.status INTO v_from
+    SELECT * INTO v_srv
     FROM mcp_servers s
     WHERE s.tenant_id = p_tenant AND s.server_id = p_server
     FOR UPDATE;
     IF NOT FOUND THEN
         RETURN;
     END IF;
-    IF v_from = 'deregistered' THEN
-        SELECT * INTO v_srv FROM mcp_servers s WHERE s.tenant_id = p_tenant AND s.server_id = p_server;
-        RETURN QUERY SELECT
-            v_srv.server_id, v_srv.tenant_id, v_srv.module_name, v_srv.version, v_srv.supported_protocols,
-            v_srv.capability_advertisement, v_srv.status, v_srv.last_heartbeat_at, v_srv.registered_at,
-            v_srv.deregistered_at, v_srv.trace_id::text, v_srv.remotes, v_srv.description, v_srv.title,
-            NULL::bigint, NULL::uuid, NULL::uuid, NULL::text, NULL::uuid, NULL::text,
-            NULL::text, NULL::text, NULL::text, NULL::timestamptz, NULL::jsonb;
-        RETURN;
+    v_from := v_srv.status;
+    -- Deregistered already: returned as it is, the event's columns NULL
+    -- (v_ev unset).
+    IF v_from <> 'deregistered' THEN
+        INSERT INTO mcp_tenant_servers AS t (tenant_id, live) VALUES (p_tenant, 0)
+        ON CONFLICT (tenant_id) DO UPDATE SET live = t.live - 1;
+        -- A statement of its own: Citus runs no function that writes inside
+        -- another statement on a shard.
+        v_position := mcp_feed_next(p_tenant, 'mcp.server.deregistered', v_from);
+        UPDATE mcp_servers s
+        SET status = 'deregistered', deregistered_at = v_now, status_changed_at = v_now
+        WHERE s.tenant_id = p_tenant AND s.server_id = p_server
+        RETURNING * INTO v_srv;
+        -- Read, then updated: the server's row lock keeps them the same.
+        SELECT COALESCE(jsonb_agg(k.name ORDER BY k.name COLLATE "C"), '[]'::jsonb) INTO v_taken
+        FROM mcp_skills k
+        WHERE k.tenant_id = p_tenant AND k.server_id = p_server
+          AND (k.available OR k.unavailable_reason = 'server_unhealthy');
+        UPDATE mcp_skills k
+        SET available = false, unavailable_reason = 'server_deregistered'
+        WHERE k.tenant_id = p_tenant AND k.server_id = p_server
+          AND (k.available OR k.unavailable_reason = 'server_unhealthy');
+        INSERT INTO mcp_audit_events
+            (event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at,
+             body, position)
+        VALUES (gen_random_uuid(), p_tenant, 'mcp.server.deregistered', v_srv.server_id, v_srv.module_name, v_from,
+                v_srv.status, v_srv.trace_id, v_srv.deregistered_at,
+                mcp_audit_body(v_srv.server_id, v_srv.module_name, v_srv.status, v_srv.version,
+                               COALESCE(v_srv.supported_protocols, '{}'), v_taken),
+                v_position)
+        RETURNING * INTO v_ev;
     END IF;
-    INSERT INTO mcp_tenant_servers AS t (tenant_id, live) VALUES (p_tenant, 0)
-    ON CONFLICT (tenant_id) DO UPDATE SET live = t.live - 1;
-    -- A statement of its own: Citus runs no function that writes inside
-    -- another statement on a shard.
-    v_position := mcp_feed_next(p_tenant, 'mcp.server.deregistered', v_from);
-    UPDATE mcp_servers s
-    SET status = 'deregistered', deregistered_at = v_now, status_changed_at = v_now
-    WHERE s.tenant_id = p_tenant AND s.server_id = p_server
-    RETURNING * INTO v_srv;
-    -- Read, then updated: the server's row lock keeps them the same.
-    SELECT COALESCE(jsonb_agg(k.name ORDER BY k.name COLLATE "C"), '[]'::jsonb) INTO v_taken
-    FROM mcp_skills k
-    WHERE k.tenant_id = p_tenant AND k.server_id = p_server
-      AND (k.available OR k.unavailable_reason = 'server_unhealthy');
-    UPDATE mcp_skills k
-    SET available = false, unavailable_reason = 'server_deregistered'
-    WHERE k.tenant_id = p_tenant AND k.server_id = p_server
-      AND (k.available OR k.unavailable_reason = 'server_unhealthy');
-    INSERT INTO mcp_audit_events
-        (event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at,
-         body, position)
-    VALUES (gen_random_uuid(), p_tenant, 'mcp.server.deregistered', v_srv.server_id, v_srv.module_name, v_from,
-            v_srv.status, v_srv.trace_id, v_srv.deregistered_at,
-            mcp_audit_body(v_srv.server_id, v_srv.module_name, v_srv.status, v_srv.version,
-                           COALESCE(v_srv.supported_protocols, '{}'), v_taken),
-            v_position)
-    RETURNING * INTO v_ev;
 
     RETURN QUERY SELECT
         v_srv.server_id, v_srv.tenant_id, v_srv.module_name, v_srv.version, v_srv.supported_protocols,

@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/client"
 	"github.com/cyberos/mcpd/pkg/mcpinspect/mcptest"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/testing/testlog"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
@@ -165,7 +164,7 @@ func TestAgentCommandRuns(t *testing.T) {
 	st := mcptest.NewStdio(t, mcptest.Config{Name: "files-server", Version: "1.2.3", Tools: cliTools[:2]})
 	ts := newTestIO()
 	// The agent writes its log while the test reads it.
-	errOut := &lockedBuffer{}
+	errOut := &testlog.Buffer{}
 	ts.io.ErrOut = errOut
 	opts := &agentOptions{IO: ts.io, Client: b.clientFunc(), Module: "files", MCPCommand: st.CommandLine(),
 		// The deregistration's bound is generous: with 1 s, a CI run under
@@ -216,23 +215,4 @@ func TestAgentCommandRuns(t *testing.T) {
 	if !strings.Contains(logs, `"msg":"registered"`) || !strings.Contains(logs, `"msg":"deregistered"`) || !strings.Contains(logs, "mcptest: serving files-server") {
 		t.Fatalf("stderr:\n%s", logs)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer that one goroutine may write while
-// another reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

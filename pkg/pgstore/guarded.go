@@ -351,26 +351,27 @@ func (s *Store) sweepTenants(ctx context.Context, hung bool) (tenants []uuid.UUI
 // nothing moves.
 const dueMargin = time.Second
 
-// sweepDue returns the tenants of tenants to sweep: those with a server due
-// (mcp_sweep_due, one read of every shard; not fresh, the list the last
-// one read while a worker is down: mcp_sweep_due_of, a read of the shards
-// of the tenants whose workers answered the probe, the others all
-// returned), and those of a worker that it could not mark swept. When blindAfter is set it marks
-// every tenant of each worker that answers swept at at, those due too, in
-// one call per worker (mcp_sweep_mark_group), keeping their blind windows
-// as a sweep of each would: a tenant due whose own call the sweep does not
-// reach (its time or limit ran out) is no less seen, and a later sweep
-// does not take it for blind. (Marking only the tenants with nothing due
-// let a backlog of many tenants due at a short interval never move: each
-// tenant, swept less often than blindAfter, opened a blind window at every
-// sweep of its own; found by a black-box run of 300 tenants at 1 s,
-// 2026-12-06.) When the read fails, every tenant: each is swept or fails
-// on its own. (Every tenant was also what a sweep with a worker down swept:
-// with thousands of tenants, more than a sweep's time, and none of the
-// tenants of the worker that answered moved while the other was down;
-// found by a black-box run, 2026-12-06.) deg and unh are the lags in microseconds. A
-// worker that did not answer (workers) gets no mark, and one whose mark
-// hangs is recorded there; their tenants are among those returned.
+// sweepDue returns the tenants of tenants to sweep: those with a server
+// due (mcp_sweep_due, one read of every shard; not fresh, the list the
+// last one read while a worker is down: mcp_sweep_due_of, a read of the
+// shards of the tenants whose workers answered the probe, the others all
+// returned), and those of a worker that it could not mark swept. When
+// blindAfter is set it marks every tenant of each worker that answers
+// swept at at, those due too, in one call per worker
+// (mcp_sweep_mark_group), keeping their blind windows as a sweep of each
+// would: a tenant due whose own call the sweep does not reach (its time or
+// limit ran out) is no less seen, and a later sweep does not take it for
+// blind. (Marking only the tenants with nothing due let a backlog of many
+// tenants due at a short interval never move: each tenant, swept less
+// often than blindAfter, opened a blind window at every sweep of its own;
+// found by a black-box run of 300 tenants at 1 s, 2026-12-06.) When the
+// read fails, every tenant: each is swept or fails on its own. (Every
+// tenant was also what a sweep with a worker down swept: with thousands of
+// tenants, more than a sweep's time, and none of the tenants of the worker
+// that answered moved while the other was down; found by a black-box run,
+// 2026-12-06.) deg and unh are the lags in microseconds. A worker that did
+// not answer (workers) gets no mark, and one whose mark hangs is recorded
+// there; their tenants are among those returned.
 func (s *Store) sweepDue(ctx context.Context, tenants []uuid.UUID, fresh bool, at *time.Time, deg, unh int64,
 	blindAfter time.Duration, workers *sweepWorkers) []uuid.UUID {
 	if len(tenants) == 0 {
