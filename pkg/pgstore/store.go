@@ -165,6 +165,7 @@ func ConnectTraced(ctx context.Context, databaseURL string, tp trace.TracerProvi
 		cfg.ConnConfig.Tracer = queryTracer{tracer: tp.Tracer(tracerName)}
 	}
 	cfg.AfterConnect = pguuid.AfterConnect(cfg.AfterConnect)
+	retireReadOnlySessions(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open pool: %w", err)
