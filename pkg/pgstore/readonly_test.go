@@ -23,7 +23,9 @@ import (
 // On a database that answers but cannot write (a standby, or here
 // default_transaction_read_only), every write is registry.ErrUnavailable
 // (503 with Retry-After, not 500), Ping says not ready, and reads still
-// answer.
+// answer. Once the database may write again, so may the store, within
+// seconds: its sessions opened while the database was read-only keep the
+// setting, and a pool of mcpd's (Connect) replaces them.
 func TestReadOnlyDatabase(t *testing.T) {
 	t.Parallel()
 	readOnlyDatabase(t, pgtest.NewDB(t))
@@ -52,7 +54,7 @@ func readOnlyDatabase(t *testing.T, db *pgtest.DB) {
 	if _, err := db.Admin.Exec(ctx, `ALTER DATABASE `+db.Name+` SET default_transaction_read_only = on`); err != nil {
 		t.Fatal(err)
 	}
-	pool, err := pgxpool.New(ctx, db.AppURL) // new sessions: read-only
+	pool, err := pgstore.Connect(ctx, db.AppURL) // new sessions: read-only
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,6 +94,43 @@ func readOnlyDatabase(t *testing.T, db *pgtest.DB) {
 	}
 	if err := writable.Ping(ctx); err != nil {
 		t.Fatalf("Ping on the sessions opened before: %v", err)
+	}
+
+	// Several sessions in the pool, each read-only, then the database
+	// writable again.
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := st.Ping(ctx); !errors.Is(err, pgstore.ErrReadOnly) {
+				t.Errorf("Ping on a read-only database: %v; want pgstore.ErrReadOnly", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if _, err := db.Admin.Exec(ctx, `ALTER DATABASE `+db.Name+` RESET default_transaction_read_only`); err != nil {
+		t.Fatal(err)
+	}
+	modules := 0
+	register := func() error {
+		modules++
+		_, _, _, err := st.Register(ctx, tenant, registry.ServerInfo{ModuleName: fmt.Sprintf("again-%d", modules),
+			Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}, 0)
+		return err
+	}
+	testwait.Poll(t, "Ping after the database is writable again", 15*time.Second, func() error {
+		return st.Ping(ctx)
+	})
+	testwait.Poll(t, "a registration after the database is writable again", 15*time.Second, register)
+	// Once it writes, every session it hands out writes.
+	for i := range 20 {
+		if err := st.Ping(ctx); err != nil {
+			t.Fatalf("Ping %d after the first write: %v", i, err)
+		}
+		if err := register(); err != nil {
+			t.Fatalf("registration %d after the first write: %v", i, err)
+		}
 	}
 }
 
@@ -219,77 +258,5 @@ func TestCitusReadOnlyAfterReload(t *testing.T) {
 	}
 	if n != before {
 		t.Fatalf("%d servers of the tenant after the reload, want the %d registered before", n, before)
-	}
-}
-
-// Sessions opened while the database was read-only (ALTER DATABASE … SET
-// default_transaction_read_only) keep the setting after it is reset: a
-// pool of mcpd's (Connect) replaces them once they have been read-only for
-// a while, so that writes and Ping come back within seconds of the reset,
-// not when the pool would next retire its connections (minutes).
-func TestWritableAgainAfterReadOnly(t *testing.T) {
-	t.Parallel()
-	writableAgainAfterReadOnly(t, pgtest.NewDB(t))
-}
-
-// The same on Citus, whose workers take the database's setting too.
-func TestCitusWritableAgainAfterReadOnly(t *testing.T) {
-	t.Parallel()
-	writableAgainAfterReadOnly(t, pgtest.SharedCitus(t).NewDB(t))
-}
-
-func writableAgainAfterReadOnly(t *testing.T, db *pgtest.DB) {
-	ctx := t.Context()
-	if _, err := db.Admin.Exec(ctx, `ALTER DATABASE `+db.Name+` SET default_transaction_read_only = on`); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgstore.Connect(ctx, db.AppURL) // its sessions: read-only
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	st := pgstore.New(pool, pgstore.Options{Clock: clockwork.NewFakeClockAt(epoch)})
-	t.Cleanup(st.Close)
-	tenant := uuid.New()
-	modules := 0
-	register := func() error {
-		modules++
-		_, _, _, err := st.Register(ctx, tenant, registry.ServerInfo{ModuleName: fmt.Sprintf("m%d", modules),
-			Version: "1.0.0", SupportedProtocols: []string{"2025-06-18"}}, 0)
-		return err
-	}
-	// Several sessions in the pool, each read-only.
-	var wg sync.WaitGroup
-	for range 6 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := st.Ping(ctx); !errors.Is(err, pgstore.ErrReadOnly) {
-				t.Errorf("Ping on a read-only database: %v; want pgstore.ErrReadOnly", err)
-			}
-		}()
-	}
-	wg.Wait()
-	if err := register(); !errors.Is(err, registry.ErrUnavailable) {
-		t.Fatalf("registration on a read-only database: %v; want registry.ErrUnavailable", err)
-	}
-
-	if _, err := db.Admin.Exec(ctx, `ALTER DATABASE `+db.Name+` RESET default_transaction_read_only`); err != nil {
-		t.Fatal(err)
-	}
-	testwait.Poll(t, "Ping after the database is writable again", 15*time.Second, func() error {
-		return st.Ping(ctx)
-	})
-	testwait.Poll(t, "a registration after the database is writable again", 15*time.Second, func() error {
-		return register()
-	})
-	// Once it writes, every session it keeps writes.
-	for i := range 20 {
-		if err := st.Ping(ctx); err != nil {
-			t.Fatalf("Ping %d after the first write: %v", i, err)
-		}
-		if err := register(); err != nil {
-			t.Fatalf("registration %d after the first write: %v", i, err)
-		}
 	}
 }
