@@ -231,6 +231,68 @@ func TestCitusSweepMarksTenantsItDoesNotReach(t *testing.T) {
 	}
 }
 
+// A sweep that takes its whole time on Citus (a backlog of thousands of
+// tenants due, each call through Citus's planner) ends about when the next
+// begins, more than BlindAfter after it began. It marks the guard and its
+// tenants again when it ends, so that the next sweep measures its gap from
+// there and opens no blind window, which would hold every server back for
+// 2I (a black-box run, 2026-12-06: 3,000 tenants due at once at a 1 s
+// interval, none unhealthy 70 s after their last heartbeat). A real gap
+// after such a sweep still opens a window, from the sweep's end. Here a
+// sweep's time is its request's, and the store's clock, set later, says
+// when it ended.
+func TestCitusSweepThatRanLongOpensNoBlindWindow(t *testing.T) {
+	c, db, clock, st, _ := citusSweepStore(t)
+	ctx := t.Context()
+	tenants := c.TenantOnEachWorker(t, db)
+	for _, tenant := range tenants {
+		register(t, st, tenant, "silent") // last heartbeat at epoch
+	}
+	const interval, blindAfter = time.Second, time.Second
+	sweep := func(at time.Duration) store.SweepResult {
+		t.Helper()
+		res, err := st.Sweep(ctx, store.SweepRequest{Now: epoch.Add(at), Interval: interval, Limit: 100, BlindAfter: blindAfter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	// At 1 s, ending at 2.5 s: nothing due (2I is 2 s).
+	clock.Advance(2500 * time.Millisecond)
+	if res := sweep(time.Second); len(res.Events) != 0 || res.Opened != nil {
+		t.Fatalf("the first sweep: %d events, blind window %+v", len(res.Events), res.Opened)
+	}
+	// At 2.6 s, 1.6 s after the first began and 0.1 s after it ended:
+	// both servers degraded, and no blind window. This one ends at 3.4 s.
+	clock.Advance(900 * time.Millisecond)
+	res := sweep(2600 * time.Millisecond)
+	if res.Opened != nil {
+		t.Fatalf("a blind window %s to %s, 100 ms after a sweep ended", res.Opened.From, res.Opened.Until)
+	}
+	degraded := map[uuid.UUID]bool{}
+	for _, ev := range res.Events {
+		if ev.ToStatus == registry.StatusDegraded {
+			degraded[ev.TenantID] = true
+		}
+	}
+	for _, tenant := range tenants {
+		if !degraded[tenant] {
+			t.Errorf("tenant %s: its silent server not degraded 2.6 s after its last heartbeat (events %+v)", tenant, res.Events)
+		}
+	}
+	// At 4.6 s, 1.2 s after that sweep ended: a blind window from its end,
+	// and no server made unhealthy.
+	clock.Advance(1200 * time.Millisecond)
+	res = sweep(4600 * time.Millisecond)
+	if res.Opened == nil || !res.Opened.From.Equal(epoch.Add(3400*time.Millisecond)) ||
+		!res.Opened.Until.Equal(epoch.Add(4600*time.Millisecond)) {
+		t.Fatalf("after a gap of 1.2 s from the end of a sweep: blind window %+v, want 3.4 s to 4.6 s after epoch", res.Opened)
+	}
+	if len(res.Events) != 0 {
+		t.Fatalf("%d transitions at the end of a blind window: %+v", len(res.Events), res.Events)
+	}
+}
+
 // citusSweepStore returns a database of the shared Citus cluster and a
 // store on it, on a fake clock at epoch, whose statements are recorded.
 func citusSweepStore(t *testing.T) (*pgtest.Citus, *pgtest.DB, *clockwork.FakeClock, *pgstore.Store, *queryLog) {

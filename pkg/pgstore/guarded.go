@@ -93,6 +93,7 @@ FROM mcp_sweep_guarded($1::timestamptz, $2::bigint * interval '1 microsecond', $
 // tenants are not called again in this sweep, and the rest of the time
 // goes to the other workers' tenants.
 func (s *Store) sweepPerTenant(ctx context.Context, at *time.Time, req store.SweepRequest) (store.SweepResult, error) {
+	started := time.Now()
 	var res store.SweepResult
 	deg := degradedLag(req).Microseconds()
 	unh := unhealthyLag(req).Microseconds()
@@ -187,6 +188,10 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 		// A list read now had every worker answer: the probe would ask
 		// again what that read just told.
 		s.probeWorkers(ctx, tenants, workers, hung)
+	}
+	if req.BlindAfter > 0 {
+		// Run before the sweep's lock is let go (deferred earlier).
+		defer s.markReached(ctx, at, started, req, tenants, workers, deg, unh)
 	}
 	if req.Limit > 0 && (fresh || workers.of != nil) {
 		// A list read now: every shard answers, so the due read can too.
@@ -456,7 +461,24 @@ SELECT tenant_id FROM mcp_sweep_due_of($1::uuid[], $2::timestamptz, $3::bigint *
 		live = append(live, g)
 	}
 	groups = live
-	errs := s.callWorkers(ctx, groups, func(g int) error {
+	errs := s.markSwept(ctx, groups, at, blindAfter, workers)
+	for g, err := range errs {
+		if err != nil {
+			// Unmarked: swept one by one.
+			unmarked(groups[g])
+		}
+	}
+	return due
+}
+
+// markSwept marks the tenants of each group (those of one worker) swept at
+// at, in one call per worker (mcp_sweep_mark_group), and returns each
+// call's error: a tenant whose last mark is older than blindAfter before at
+// gets a blind window that ends at at. A worker whose call hangs is
+// recorded in workers.
+func (s *Store) markSwept(ctx context.Context, groups [][]batchKey, at *time.Time, blindAfter time.Duration,
+	workers *sweepWorkers) []error {
+	return s.callWorkers(ctx, groups, func(g int) error {
 		group := keyTenants(groups[g])
 		hung, err := s.onWorkerConn(ctx, true, func(sctx context.Context, c *pgxpool.Conn) error {
 			_, err := c.Exec(sctx, `SELECT mcp_sweep_mark_group($1::uuid, $2::uuid[], $3::timestamptz,
@@ -468,13 +490,76 @@ SELECT tenant_id FROM mcp_sweep_due_of($1::uuid[], $2::timestamptz, $3::bigint *
 		}
 		return err
 	})
-	for g, err := range errs {
-		if err != nil {
-			// Unmarked: swept one by one.
-			unmarked(groups[g])
-		}
+}
+
+// A long sweep on Citus. The guard (mcp_sweep_guard) and the tenants'
+// marks (mcp_sweep_mark_group, mcp_sweep_tenant) record when a sweep
+// began, and the next sweep measures its gap from there. A sweep that
+// takes its whole time (the interval, at least a second: a backlog of
+// thousands of tenants due at once, whose calls run through Citus's
+// planner on the workers) ends a period or less before the next begins,
+// which therefore begins more than BlindAfter after it began: each such
+// sweep opened a blind window, after which no server moved away from
+// healthy for 2I, and the backlog held itself back (a black-box run,
+// 2026-12-06: 3,000 tenants with a silent server each, none unhealthy 70 s
+// after their last heartbeat at a 1 s interval). Yet a sweep that reaches
+// the database all along is no blind registry. So a sweep that took
+// sweepReachedShare of BlindAfter or more marks again when it ends: the
+// guard, and the tenants of each worker that answered throughout and
+// answers a probe again, at the end's time, with BlindAfter lengthened by
+// the sweep's own time, so that a window opens only for a gap that was
+// one before the sweep began. The tenants of a worker that did not answer
+// get no mark, and keep their gap.
+
+// sweepReachedShare is the share of BlindAfter from which a sweep marks
+// again at its end (see above): the default BlindAfter is two periods, so
+// a sweep shorter than half of it leaves the next to begin within it.
+const sweepReachedShare = 2 // BlindAfter / sweepReachedShare
+
+// markReached marks the guard and tenants (those of the workers that
+// answered) swept at the sweep's end, when it took sweepReachedShare of
+// req.BlindAfter or more: see above. at is the sweep's time and started
+// when this process began it; deg and unh are the lags in microseconds.
+func (s *Store) markReached(ctx context.Context, at *time.Time, started time.Time, req store.SweepRequest,
+	tenants []uuid.UUID, workers *sweepWorkers, deg, unh int64) {
+	end := s.now()
+	var took time.Duration
+	switch {
+	case at != nil && end != nil:
+		took = end.Sub(*at) // the store's clock
+	case at == nil && end == nil:
+		took = time.Since(started) // the database's, as this process saw it pass
+	default:
+		return // a request's time without a clock of the store: no end to tell
 	}
-	return due
+	if req.BlindAfter <= 0 || took < req.BlindAfter/sweepReachedShare {
+		return
+	}
+	blindAfter := req.BlindAfter + took
+	// Its own time: the sweep's may be gone. Still within the sweep's
+	// lock, so that no other replica's sweep begins before the marks.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sweepLockEndTimeout)
+	defer cancel()
+	if groups, err := s.workerGroups(ctx, tenantKeys(tenants)); err == nil && workers.of != nil {
+		// Each worker is asked again first: one that stopped answering
+		// since the sweep began gets no mark (sent to a worker that
+		// hangs, a mark runs when it thaws, and closes the blind window
+		// its tenants' outage opened).
+		s.probeWorkers(ctx, tenants, workers, s.hungWorkers())
+		live := groups[:0]
+		for _, g := range groups {
+			if workers.failure(g[0].tenant) == nil {
+				live = append(live, g)
+			}
+		}
+		s.markSwept(ctx, live, end, blindAfter, workers)
+	}
+	if _, err := s.pool.Exec(ctx, `
+SELECT 1 FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond',
+                              $3::bigint * interval '1 microsecond', $4::bigint * interval '1 microsecond')`,
+		end, deg, unh, blindAfter.Microseconds()); err != nil {
+		s.logger.Info("sweep: marking its end failed", "error", err)
+	}
 }
 
 // probeWorkers reads a tenant's position on each known worker of tenants,
