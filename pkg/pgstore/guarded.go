@@ -540,14 +540,15 @@ func (s *Store) markReached(ctx context.Context, at *time.Time, started time.Tim
 	// lock, so that no other replica's sweep begins before the marks.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sweepLockEndTimeout)
 	defer cancel()
-	if groups, err := s.workerGroups(ctx, tenantKeys(tenants)); err == nil && workers.of != nil {
+	if workers.of != nil {
 		// Each worker is asked again first: one that stopped answering
 		// since the sweep began gets no mark (sent to a worker that
 		// hangs, a mark runs when it thaws, and closes the blind window
 		// its tenants' outage opened).
 		s.probeWorkers(ctx, tenants, workers, s.hungWorkers())
-		live := groups[:0]
-		for _, g := range groups {
+		// By the workers the sweep read for its tenants.
+		var live [][]batchKey
+		for _, g := range groupPairs(tenantKeys(tenants), func(p batchKey) int64 { return workers.of[p.tenant] }) {
 			if workers.failure(g[0].tenant) == nil {
 				live = append(live, g)
 			}

@@ -138,20 +138,15 @@ func (s *Store) Heartbeat(ctx context.Context, tenant, serverID uuid.UUID) (regi
 // whole to the worker of the tenant's shard, or which the store makes
 // there (writeQueryRowOn); a second call changes nothing.
 func (s *Store) Deregister(ctx context.Context, tenant, serverID uuid.UUID) (registry.Server, *registry.Event, error) {
-	citus, err := s.onCitus(ctx)
+	citus, err := s.onCitusFor(ctx, tenant)
 	if err != nil {
-		return registry.Server{}, nil, translate(err)
+		return registry.Server{}, nil, err
 	}
 	var worker int64
 	if citus {
-		if err := s.tenantStalled(ctx, tenant); err != nil {
-			return registry.Server{}, nil, err
-		}
 		// Not known (the read of Citus's metadata failed): through the
 		// coordinator.
-		if workers, err := s.tenantWorkers(ctx, []batchKey{{tenant: tenant}}); err == nil {
-			worker = max(workers[tenant], 0)
-		}
+		worker = max(s.tenantWorker(ctx, tenant), 0)
 	}
 	var r eventRow
 	srv, err := scanServer(s.writeQueryRowOn(ctx, worker, deregisterSQL, tenant, serverID, s.now()), r.appendDest(nil)...)

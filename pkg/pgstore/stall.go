@@ -219,6 +219,22 @@ func awaitWorkers[T any](ctx context.Context, stall time.Duration, n int, call f
 	return results, done
 }
 
+// onCitusFor reports whether the store is on Citus, for a call of
+// tenant's own: on Citus it fails with tenantStalled's error when the
+// tenant's worker is silent.
+func (s *Store) onCitusFor(ctx context.Context, tenant uuid.UUID) (bool, error) {
+	citus, err := s.onCitus(ctx)
+	if err != nil {
+		return false, translate(err)
+	}
+	if citus {
+		if err := s.tenantStalled(ctx, tenant); err != nil {
+			return false, err
+		}
+	}
+	return citus, nil
+}
+
 // tenantStalled returns ErrWorkerStalled when tenant's worker is silent:
 // a call of the tenant's own (an API read, a registration, a
 // deregistration) then fails at once instead of holding a connection of

@@ -270,14 +270,9 @@ func queryInTenantAt[T any](ctx context.Context, s *Store, tenant uuid.UUID, col
 // reads its answer, or when nil it is run for its effect.
 func queryInTenantAfter[T any](ctx context.Context, s *Store, first string, firstArgs []any, readFirst func(pgx.BatchResults) error,
 	tenant uuid.UUID, collect pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
-	citus, err := s.onCitus(ctx)
+	citus, err := s.onCitusFor(ctx, tenant)
 	if err != nil {
-		return nil, translate(err)
-	}
-	if citus {
-		if err := s.tenantStalled(ctx, tenant); err != nil {
-			return nil, err
-		}
+		return nil, err
 	}
 	var pb pgx.Batch
 	set := setTenantForRead
@@ -337,14 +332,9 @@ func queryInTenantAfter[T any](ctx context.Context, s *Store, first string, firs
 func (s *Store) inTenant(ctx context.Context, tenant uuid.UUID, fn func(tx pgx.Tx) error) error {
 	// Before the transaction takes a connection: the first call asks the
 	// database on a connection of its own.
-	citus, err := s.onCitus(ctx)
+	citus, err := s.onCitusFor(ctx, tenant)
 	if err != nil {
-		return translate(err)
-	}
-	if citus {
-		if err := s.tenantStalled(ctx, tenant); err != nil {
-			return err
-		}
+		return err
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
