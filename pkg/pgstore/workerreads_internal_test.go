@@ -60,10 +60,19 @@ func TestWorkerReadsFallBackToTheCoordinator(t *testing.T) {
 	group := workerGroupAt(t, db, c.Workers[0].Port())
 	closed := closedPort(t)
 	w := &s.workerReads
-	w.mu.Lock()
 	node := &workerReadNode{host: "127.0.0.1", port: closed}
-	w.nodes[group], w.readAt = node, time.Now()
-	w.mu.Unlock()
+	// Set once the store's own read of the workers' addresses, begun by
+	// the registration, has ended: ending after, it would put the listed
+	// address in the node's place (seen once in CI under load).
+	testwait.Until(t, "the store's read of the workers' addresses to end", 30*time.Second, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.reading {
+			return false
+		}
+		w.nodes[group], w.readAt = node, time.Now()
+		return true
+	})
 	seq := int64(1)
 	read := func(what string) {
 		t.Helper()
