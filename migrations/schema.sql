@@ -1100,11 +1100,263 @@ CREATE FUNCTION public.mcp_sweep_group(p_tenant uuid, p_tenants uuid[], p_now ti
     AS $$
 #variable_conflict use_column
 DECLARE
+    v_now              timestamptz := COALESCE(p_now, now());
+    v_degraded_before  timestamptz := v_now - p_degraded_after;
+    v_unhealthy_before timestamptz := v_now - p_unhealthy_after;
+    v_stale            timestamptz := v_now - p_blind_after;
+    v_group uuid[];  -- the tenants of one shard
+    -- Tenants in their blind window's wake: no server of theirs degrades
+    -- (v_no_degraded) or becomes unhealthy (v_no_unhealthy).
+    v_no_degraded  uuid[];
+    v_no_unhealthy uuid[];
+    -- The servers due, as read, in the order of (tenant_id, server_id).
+    v_due_ids  uuid[];
+    v_due_from text[];
+    v_due_to   text[];
+    v_cut      uuid;  -- the tenant of the first server due past the limit
+    v_to_unhealthy uuid[];
+    v_from_healthy uuid[];
+    -- The servers moved; once sorted, in the order of (tenant_id,
+    -- server_id), as their events.
+    v_ten  uuid[];
+    v_ids  uuid[];
+    v_to   text[];
+    v_mod  text[];
+    v_trc  text[];
+    v_ver  text[];
+    v_prt  jsonb[];
+    v_from   text[];
+    v_pos    bigint[];
+    v_names  jsonb[];
+    v_eids   uuid[];
+    v_bodies jsonb[];
+    -- Each tenant with transitions: how many, the rank of its last
+    -- unhealthy one (0: none), and its feed position after them.
+    v_ft   uuid[];
+    v_fn   bigint[];
+    v_fa   bigint[];
+    v_last bigint[];
+    -- The skills of the servers that became unhealthy, by server.
+    v_skill_ids   uuid[];
+    v_skill_names jsonb[];
+    -- What the call returns: the events, and the tenants swept whole.
+    o_eids   uuid[] := '{}';
+    o_ten    uuid[] := '{}';
+    o_ids    uuid[] := '{}';
+    o_mod    text[] := '{}';
+    o_from   text[] := '{}';
+    o_to     text[] := '{}';
+    o_trc    text[] := '{}';
+    o_bodies jsonb[] := '{}';
+    o_done   uuid[] := '{}';
+    r record;
+    v_together boolean := false;
+    -- One tenant after another (a row held).
     v_left   integer := p_limit;
     v_tenant uuid;
     v_before bigint;
     v_n      integer;
 BEGIN
+    IF COALESCE(cardinality(p_tenants), 0) = 0 THEN
+        RETURN;
+    END IF;
+    BEGIN
+        -- A shard's tenants at a time: each statement then runs on one
+        -- shard, planned with that shard's tenants. A statement naming
+        -- every tenant of the call ran on each of the worker's shards,
+        -- planned there with all of them: 0.9 s for 512 transitions among
+        -- 1,500 tenants (its events read back from the table, too),
+        -- against 0.23 s a shard at a time (2026-12-06).
+        FOR v_group IN
+            SELECT array_agg(g.t ORDER BY g.t)
+            FROM unnest(p_tenants) AS g(t)
+            GROUP BY get_shard_id_for_distribution_column('mcp_servers', g.t)
+            ORDER BY 1
+        LOOP
+            EXIT WHEN v_left <= 0;
+            v_no_degraded := '{}';
+            v_no_unhealthy := '{}';
+            v_due_ids := '{}';
+            v_due_from := '{}';
+            v_due_to := '{}';
+            v_ten := '{}';
+            v_ids := '{}';
+            v_to := '{}';
+            v_mod := '{}';
+            v_trc := '{}';
+            v_ver := '{}';
+            v_prt := '{}';
+            v_skill_ids := '{}';
+            v_skill_names := '{}';
+            IF p_blind_after IS NOT NULL AND p_blind_after > interval '0' THEN
+                -- v_stale computed apart: Citus refuses a stable operator
+                -- (timestamptz minus interval) on a column in an UPDATE.
+                UPDATE mcp_tenant_servers t
+                SET blind_until = CASE WHEN t.last_sweep_at IS NOT NULL AND t.last_sweep_at < v_stale
+                                       THEN v_now ELSE t.blind_until END,
+                    last_sweep_at = GREATEST(v_now, COALESCE(t.last_sweep_at, v_now))
+                WHERE t.tenant_id = ANY (v_group);
+                FOR r IN
+                    SELECT t.tenant_id, t.blind_until FROM mcp_tenant_servers t
+                    WHERE t.tenant_id = ANY (v_group) AND t.blind_until > v_unhealthy_before
+                LOOP
+                    v_no_unhealthy := v_no_unhealthy || r.tenant_id;
+                    IF r.blind_until > v_degraded_before THEN
+                        v_no_degraded := v_no_degraded || r.tenant_id;
+                    END IF;
+                END LOOP;
+            END IF;
+
+            FOR r IN
+                SELECT s.tenant_id, s.server_id, s.status,
+                       CASE WHEN s.last_heartbeat_at <= v_unhealthy_before AND s.tenant_id <> ALL (v_no_unhealthy)
+                            THEN 'unhealthy' ELSE 'degraded' END AS to_status
+                FROM mcp_servers s
+                WHERE s.tenant_id = ANY (v_group)
+                  AND ((s.status = 'healthy' AND s.last_heartbeat_at <= v_degraded_before
+                        AND s.tenant_id <> ALL (v_no_degraded))
+                       OR (s.status = 'degraded' AND s.last_heartbeat_at <= v_unhealthy_before
+                           AND s.tenant_id <> ALL (v_no_unhealthy)))
+                ORDER BY s.tenant_id, s.server_id
+                LIMIT v_left + 1
+            LOOP
+                IF cardinality(v_due_ids) >= v_left THEN
+                    v_cut := r.tenant_id;
+                    EXIT;
+                END IF;
+                v_due_ids := v_due_ids || r.server_id;
+                v_due_from := v_due_from || r.status;
+                v_due_to := v_due_to || r.to_status;
+            END LOOP;
+            o_done := o_done || ARRAY(SELECT g FROM unnest(v_group) AS g WHERE v_cut IS NULL OR g < v_cut);
+
+            IF cardinality(v_due_ids) > 0 THEN
+                v_to_unhealthy := ARRAY(SELECT v_due_ids[k] FROM generate_subscripts(v_due_ids, 1) k WHERE v_due_to[k] = 'unhealthy');
+                v_from_healthy := ARRAY(SELECT v_due_ids[k] FROM generate_subscripts(v_due_ids, 1) k WHERE v_due_from[k] = 'healthy');
+                -- Each server as it was read, if still due.
+                FOR r IN
+                    UPDATE mcp_servers s
+                    SET status = CASE WHEN s.server_id = ANY (v_to_unhealthy) THEN 'unhealthy' ELSE 'degraded' END,
+                        status_changed_at = v_now
+                    WHERE s.tenant_id = ANY (v_group) AND s.server_id = ANY (v_due_ids)
+                      AND s.status = CASE WHEN s.server_id = ANY (v_from_healthy) THEN 'healthy' ELSE 'degraded' END
+                      AND s.last_heartbeat_at <= CASE WHEN s.server_id = ANY (v_to_unhealthy)
+                                                      THEN v_unhealthy_before ELSE v_degraded_before END
+                    RETURNING s.tenant_id, s.server_id, s.status, s.module_name, s.trace_id::text AS trace_id,
+                              s.version, s.supported_protocols
+                LOOP
+                    v_ten := v_ten || r.tenant_id;
+                    v_ids := v_ids || r.server_id;
+                    v_to := v_to || r.status;
+                    v_mod := v_mod || r.module_name;
+                    v_trc := v_trc || r.trace_id;
+                    v_ver := v_ver || r.version;
+                    v_prt := v_prt || to_jsonb(r.supported_protocols);
+                END LOOP;
+            END IF;
+            CONTINUE WHEN cardinality(v_ids) = 0;
+            v_left := v_left - cardinality(v_ids);
+
+            SELECT array_agg(m.t ORDER BY m.t, m.id), array_agg(m.id ORDER BY m.t, m.id),
+                   array_agg(m.st ORDER BY m.t, m.id), array_agg(m.md ORDER BY m.t, m.id),
+                   array_agg(m.tr ORDER BY m.t, m.id), array_agg(m.vr ORDER BY m.t, m.id),
+                   array_agg(m.pr ORDER BY m.t, m.id)
+            INTO v_ten, v_ids, v_to, v_mod, v_trc, v_ver, v_prt
+            FROM unnest(v_ten, v_ids, v_to, v_mod, v_trc, v_ver, v_prt) AS m(t, id, st, md, tr, vr, pr);
+            SELECT array_agg(g.t ORDER BY g.t), array_agg(g.n ORDER BY g.t), array_agg(g.a ORDER BY g.t)
+            INTO v_ft, v_fn, v_fa
+            FROM (SELECT m.t, count(*) AS n, COALESCE(max(m.rank) FILTER (WHERE m.st = 'unhealthy'), 0) AS a
+                  FROM (SELECT x.t, x.st, row_number() OVER (PARTITION BY x.t ORDER BY x.k) AS rank
+                        FROM unnest(v_ten, v_to) WITH ORDINALITY AS x(t, st, k)) m
+                  GROUP BY m.t) g;
+            -- Each tenant's position moves by its transitions, its alert
+            -- position to its last unhealthy one.
+            v_last := array_fill(0::bigint, ARRAY[cardinality(v_ft)]);
+            FOR r IN
+                UPDATE mcp_tenant_feed f
+                SET position = f.position + v_fn[array_position(v_ft, f.tenant_id)],
+                    alert_position = CASE WHEN v_fa[array_position(v_ft, f.tenant_id)] > 0
+                                          THEN f.position + v_fa[array_position(v_ft, f.tenant_id)]
+                                          ELSE f.alert_position END
+                WHERE f.tenant_id = ANY (v_ft)
+                RETURNING f.tenant_id, f.position
+            LOOP
+                v_last[array_position(v_ft, r.tenant_id)] := r.position;
+            END LOOP;
+            IF 0 = ANY (v_last) THEN
+                RAISE EXCEPTION 'sweep: a tenant with servers has no feed position' USING ERRCODE = 'data_exception';
+            END IF;
+            SELECT array_agg(v_last[p.g] - v_fn[p.g] + p.rank ORDER BY p.k)
+            INTO v_pos
+            FROM (SELECT x.k, array_position(v_ft, x.t) AS g,
+                         row_number() OVER (PARTITION BY x.t ORDER BY x.k) AS rank
+                  FROM unnest(v_ten) WITH ORDINALITY AS x(t, k)) p;
+
+            -- An unhealthy server's skills: their names for its event, then
+            -- unavailable.
+            IF 'unhealthy' = ANY (v_to) THEN
+                v_to_unhealthy := ARRAY(SELECT v_ids[k] FROM generate_subscripts(v_ids, 1) k WHERE v_to[k] = 'unhealthy');
+                FOR r IN
+                    SELECT x.tenant_id, x.server_id, jsonb_agg(x.name ORDER BY x.name) AS names
+                    FROM mcp_skills x
+                    WHERE x.tenant_id = ANY (v_ft) AND x.server_id = ANY (v_to_unhealthy) AND x.available
+                    GROUP BY x.tenant_id, x.server_id
+                LOOP
+                    v_skill_ids := v_skill_ids || r.server_id;
+                    v_skill_names := v_skill_names || r.names;
+                END LOOP;
+                IF cardinality(v_skill_ids) > 0 THEN
+                    UPDATE mcp_skills x
+                    SET available = false, unavailable_reason = 'server_unhealthy'
+                    WHERE x.tenant_id = ANY (v_ft) AND x.server_id = ANY (v_skill_ids) AND x.available;
+                END IF;
+            END IF;
+            SELECT array_agg(CASE WHEN v_to[k] = 'degraded' OR v_ids[k] = ANY (v_from_healthy)
+                                  THEN 'healthy' ELSE 'degraded' END ORDER BY k),
+                   array_agg(gen_random_uuid() ORDER BY k),
+                   array_agg(mcp_audit_body(v_ids[k], v_mod[k], v_to[k], v_ver[k],
+                                            ARRAY(SELECT jsonb_array_elements_text(v_prt[k])),
+                                            CASE WHEN v_to[k] = 'unhealthy'
+                                                 THEN v_skill_names[array_position(v_skill_ids, v_ids[k])] END)
+                             ORDER BY k)
+            INTO v_from, v_eids, v_bodies
+            FROM generate_subscripts(v_ids, 1) k;
+
+            INSERT INTO mcp_audit_events
+                (event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
+                 trace_id, occurred_at, body, position)
+            SELECT e.id, e.t, 'mcp.server.' || e.st, e.sid, e.md, e.fr, e.st, e.tr, v_now, e.body, e.pos
+            FROM unnest(v_eids, v_ten, v_ids, v_mod, v_from, v_to, v_trc, v_bodies, v_pos)
+                 AS e(id, t, sid, md, fr, st, tr, body, pos);
+            o_eids := o_eids || v_eids;
+            o_ten := o_ten || v_ten;
+            o_ids := o_ids || v_ids;
+            o_mod := o_mod || v_mod;
+            o_from := o_from || v_from;
+            o_to := o_to || v_to;
+            o_trc := o_trc || v_trc;
+            o_bodies := o_bodies || v_bodies;
+        END LOOP;
+        v_together := true;
+    EXCEPTION WHEN lock_not_available THEN
+        v_together := false;
+    END;
+
+    IF v_together THEN
+        -- Returned once the subtransaction committed.
+        RETURN QUERY
+        SELECT e.id, e.t, 'mcp.server.' || e.st, e.sid, e.md, e.fr, e.st, e.tr, v_now, e.body
+        FROM unnest(o_eids, o_ten, o_ids, o_mod, o_from, o_to, o_trc, o_bodies)
+             AS e(id, t, sid, md, fr, st, tr, body)
+        ORDER BY e.t, e.sid;
+        RETURN QUERY
+        SELECT NULL::uuid, t, NULL::text, NULL::uuid, NULL::text, NULL::text,
+               NULL::text, NULL::text, NULL::timestamptz, NULL::jsonb
+        FROM unnest(p_tenants) AS t
+        WHERE t <> ALL (o_done);
+        RETURN;
+    END IF;
+
     FOREACH v_tenant IN ARRAY p_tenants LOOP
         v_n := NULL;
         IF v_left > 0 THEN
@@ -1253,12 +1505,22 @@ DECLARE
     -- Computed here: Citus refuses a stable operator (timestamptz minus
     -- interval) on a column in an UPDATE.
     v_stale timestamptz := v_now - p_blind_after;
+    v_group uuid[];
 BEGIN
-    UPDATE mcp_tenant_servers t
-    SET blind_until = CASE WHEN t.last_sweep_at IS NOT NULL AND t.last_sweep_at < v_stale
-                           THEN v_now ELSE t.blind_until END,
-        last_sweep_at = GREATEST(v_now, COALESCE(t.last_sweep_at, v_now))
-    WHERE t.tenant_id = ANY (p_tenants);
+    -- A shard's tenants at a time: a statement naming every tenant of the
+    -- call ran on each of the worker's shards with all of them, planned
+    -- for each (6,000 tenants of a worker: 0.68 s).
+    FOR v_group IN
+        SELECT array_agg(g.t)
+        FROM unnest(p_tenants) AS g(t)
+        GROUP BY get_shard_id_for_distribution_column('mcp_tenant_servers', g.t)
+    LOOP
+        UPDATE mcp_tenant_servers t
+        SET blind_until = CASE WHEN t.last_sweep_at IS NOT NULL AND t.last_sweep_at < v_stale
+                               THEN v_now ELSE t.blind_until END,
+            last_sweep_at = GREATEST(v_now, COALESCE(t.last_sweep_at, v_now))
+        WHERE t.tenant_id = ANY (v_group);
+    END LOOP;
 END
 $$;
 

@@ -5,7 +5,7 @@
 -- p_blind_after (its worker was down) opens its own blind window now. The
 -- tenants' shards are on p_tenant's worker, to which the call is handed
 -- whole; the worker updates each tenant's row of mcp_tenant_servers on its
--- own shard, locally, in one transaction. A row that another transaction
+-- own shard, locally, a statement for each shard, in one transaction. A row that another transaction
 -- holds (a registration counting its tenant's servers) is waited for at
 -- most lock_timeout: then the call fails, and its tenants are swept one by
 -- one, so that one held row never keeps a worker's tenants unmarked.
@@ -23,12 +23,22 @@ DECLARE
     -- Computed here: Citus refuses a stable operator (timestamptz minus
     -- interval) on a column in an UPDATE.
     v_stale timestamptz := v_now - p_blind_after;
+    v_group uuid[];
 BEGIN
-    UPDATE mcp_tenant_servers t
-    SET blind_until = CASE WHEN t.last_sweep_at IS NOT NULL AND t.last_sweep_at < v_stale
-                           THEN v_now ELSE t.blind_until END,
-        last_sweep_at = GREATEST(v_now, COALESCE(t.last_sweep_at, v_now))
-    WHERE t.tenant_id = ANY (p_tenants);
+    -- A shard's tenants at a time: a statement naming every tenant of the
+    -- call ran on each of the worker's shards with all of them, planned
+    -- for each (6,000 tenants of a worker: 0.68 s).
+    FOR v_group IN
+        SELECT array_agg(g.t)
+        FROM unnest(p_tenants) AS g(t)
+        GROUP BY get_shard_id_for_distribution_column('mcp_tenant_servers', g.t)
+    LOOP
+        UPDATE mcp_tenant_servers t
+        SET blind_until = CASE WHEN t.last_sweep_at IS NOT NULL AND t.last_sweep_at < v_stale
+                               THEN v_now ELSE t.blind_until END,
+            last_sweep_at = GREATEST(v_now, COALESCE(t.last_sweep_at, v_now))
+        WHERE t.tenant_id = ANY (v_group);
+    END LOOP;
 END
 $function$;
 
