@@ -288,9 +288,10 @@ func (m *Monitor) Sweep(ctx context.Context, now time.Time) (all []registry.Even
 			break
 		}
 	}
-	if err == nil {
-		m.checkMassLoss(ctx, all)
-	}
+	// Even after a failure: the transitions applied before it are
+	// committed, and a sweep runs out of its time most in a mass outage,
+	// the check's very case.
+	m.checkMassLoss(ctx, all)
 	if m.observe != nil {
 		m.observe(m.clock.Since(start), all, err)
 	}
@@ -305,11 +306,17 @@ func (m *Monitor) reportBlind(ctx context.Context, w store.BlindWindow) {
 	}
 }
 
+// massLossCheckTimeout bounds the mass-loss check's read: its own time,
+// not what is left of the sweep's, which a long sweep may have spent.
+const massLossCheckTimeout = 2 * time.Second
+
 func (m *Monitor) checkMassLoss(ctx context.Context, events []registry.Event) {
 	if len(events) < m.massLossMin {
 		return
 	}
-	losses, err := massLosses(ctx, m.store, events, m.massLossShare, m.massLossMin)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), massLossCheckTimeout)
+	defer cancel()
+	losses, err := massLosses(cctx, m.store, events, m.massLossShare, m.massLossMin)
 	if err != nil {
 		m.logger.ErrorContext(ctx, "mass heartbeat loss check failed", "err", err)
 		return

@@ -123,3 +123,51 @@ func TestMonitorPartialSweepStaysHealthy(t *testing.T) {
 		t.Fatalf("Healthy after a partial sweep: %v", err)
 	}
 }
+
+// outOfTimeSweeper is a store whose sweep commits its transitions and then
+// runs out of its time (the caller's context ends), as a Citus sweep of a
+// mass outage can; its live counts refuse an ended context.
+type outOfTimeSweeper struct {
+	*memstore.Store
+	expire context.CancelFunc
+}
+
+func (o outOfTimeSweeper) Sweep(ctx context.Context, req store.SweepRequest) (store.SweepResult, error) {
+	res, err := o.Store.Sweep(ctx, req)
+	if err != nil {
+		return res, err
+	}
+	o.expire()
+	return res, fmt.Errorf("%w: %w", registry.ErrUnavailable, context.DeadlineExceeded)
+}
+
+func (o outOfTimeSweeper) LiveCounts(ctx context.Context, tenants []uuid.UUID) (map[uuid.UUID]int64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return o.Store.LiveCounts(ctx, tenants)
+}
+
+// A sweep that moved a tenant's servers and then ran out of its time still
+// reports the tenant's mass loss: the transitions are committed, and the
+// check reads the live counts in a time of its own.
+func TestMonitorMassLossOfASweepOutOfTime(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(start)
+	mem := memstore.New(clock)
+	lost := uuid.New()
+	registerMany(t, mem, lost, "lost", 12)
+	ctx, expire := context.WithCancel(t.Context())
+	defer expire()
+	var reports []lifecycle.MassLoss
+	m := lifecycle.NewMonitor(lifecycle.MonitorOptions{Store: outOfTimeSweeper{mem, expire}, Clock: clock,
+		HeartbeatInterval: 10 * time.Second, Period: 5 * time.Second, BlindAfter: -1,
+		OnMassLoss: func(l lifecycle.MassLoss) { reports = append(reports, l) }})
+	clock.Advance(35 * time.Second)
+	evs, err := m.Sweep(ctx, time.Time{})
+	if err == nil || len(evs) != 12 {
+		t.Fatalf("sweep: %d transitions, %v; want the 12 and the sweep's running out of time", len(evs), err)
+	}
+	if len(reports) != 1 || reports[0].TenantID != lost || reports[0].Unhealthy != 12 {
+		t.Fatalf("mass-loss reports %+v, want one for the tenant that lost 12 of 12", reports)
+	}
+}
