@@ -15,8 +15,10 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/pgstore"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 )
 
@@ -276,4 +278,63 @@ func runConcurrent(b *testing.B, call func(ctx context.Context, i int) error) {
 	wg.Wait()
 	b.StopTimer()
 	b.ReportMetric((machineBusy(b)-before).Seconds()*1e6/float64(b.N), "busy-µs/op")
+}
+
+// BenchmarkSweepManyTenantsDue measures a sweep's work when many tenants
+// are due at once (a mass outage): 1,000 tenants of one silent server
+// each (two skills), half of them past 2I and half past 3I, cleared by
+// sweeps as the monitor makes them (the blind-window rule on, a batch of
+// DefaultSweepBatch) until every server moved, on plain PostgreSQL and on
+// the test Citus cluster. ns/transition is wall clock per transition,
+// busy-µs/transition the whole machine's busy CPU per transition, from
+// /proc/stat. Each pass puts the servers back first (not timed).
+func BenchmarkSweepManyTenantsDue(b *testing.B) {
+	const tenants = 1000
+	for _, e := range benchEngines {
+		b.Run(e.name, func(b *testing.B) {
+			ctx := context.Background()
+			db, st := e.open(b)
+			for i, tenant := range benchTenants(tenants) {
+				if _, _, _, err := st.Register(ctx, tenant, concurrentServer(i), 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			req := store.SweepRequest{Interval: 10 * time.Second, Limit: lifecycle.DefaultSweepBatch, BlindAfter: time.Hour}
+			var (
+				moved int
+				busy  time.Duration
+			)
+			b.ResetTimer()
+			for range b.N {
+				b.StopTimer()
+				now := time.Now()
+				if _, err := db.Admin.Exec(ctx, `UPDATE mcp_servers SET status = 'healthy',
+					last_heartbeat_at = CASE WHEN module_name < 'module-000500' THEN $1::timestamptz ELSE $2::timestamptz END`,
+					now.Add(-25*time.Second), now.Add(-35*time.Second)); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := db.Admin.Exec(ctx, `UPDATE mcp_skills SET available = true, unavailable_reason = NULL`); err != nil {
+					b.Fatal(err)
+				}
+				before := machineBusy(b)
+				b.StartTimer()
+				pass := 0
+				for sweeps := 0; pass < tenants; sweeps++ {
+					if sweeps == 100 {
+						b.Fatalf("100 sweeps moved %d of %d servers", pass, tenants)
+					}
+					res, err := st.Sweep(ctx, req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					pass += len(res.Events)
+				}
+				b.StopTimer()
+				busy += machineBusy(b) - before
+				moved += pass
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(moved), "ns/transition")
+			b.ReportMetric(busy.Seconds()*1e6/float64(moved), "busy-µs/transition")
+		})
+	}
 }
