@@ -118,6 +118,7 @@ BEGIN
             ORDER BY 1
         LOOP
             EXIT WHEN v_left <= 0;
+            v_cut := NULL;
             v_no_degraded := '{}';
             v_no_unhealthy := '{}';
             v_due_ids := '{}';
