@@ -1114,6 +1114,10 @@ DECLARE
     v_due_from text[];
     v_due_to   text[];
     v_cut      uuid;  -- the tenant of the first server due past the limit
+    v_locked   uuid[];  -- the shard's tenants whose rows the call holds
+    v_marked   uuid[];
+    v_opened   uuid[];  -- those whose blind window opens now
+    v_until    timestamptz;
     v_to_unhealthy uuid[];
     v_from_healthy uuid[];
     -- The servers moved; once sorted, in the order of (tenant_id,
@@ -1189,37 +1193,63 @@ BEGIN
             v_prt := '{}';
             v_skill_ids := '{}';
             v_skill_names := '{}';
+            -- The shard's tenants whose rows no other transaction holds,
+            -- locked; the others are left, to be swept alone.
+            v_locked := '{}';
+            FOR r IN
+                SELECT f.tenant_id FROM mcp_tenant_feed f WHERE f.tenant_id = ANY (v_group)
+                FOR UPDATE SKIP LOCKED
+            LOOP
+                v_locked := v_locked || r.tenant_id;
+            END LOOP;
+            CONTINUE WHEN cardinality(v_locked) = 0;
             IF p_blind_after IS NOT NULL AND p_blind_after > interval '0' THEN
-                -- v_stale computed apart: Citus refuses a stable operator
-                -- (timestamptz minus interval) on a column in an UPDATE.
-                UPDATE mcp_tenant_servers t
-                SET blind_until = CASE WHEN t.last_sweep_at IS NOT NULL AND t.last_sweep_at < v_stale
-                                       THEN v_now ELSE t.blind_until END,
-                    last_sweep_at = GREATEST(v_now, COALESCE(t.last_sweep_at, v_now))
-                WHERE t.tenant_id = ANY (v_group);
+                -- Each marked swept as mcp_sweep_tenant marks it: one not
+                -- swept for longer than p_blind_after opens its own blind
+                -- window now, and its servers wait for its wake.
+                v_marked := '{}';
+                v_opened := '{}';
                 FOR r IN
-                    SELECT t.tenant_id, t.blind_until FROM mcp_tenant_servers t
-                    WHERE t.tenant_id = ANY (v_group) AND t.blind_until > v_unhealthy_before
+                    SELECT t.tenant_id, t.last_sweep_at, t.blind_until FROM mcp_tenant_servers t
+                    WHERE t.tenant_id = ANY (v_locked)
+                    FOR UPDATE SKIP LOCKED
                 LOOP
-                    v_no_unhealthy := v_no_unhealthy || r.tenant_id;
-                    IF r.blind_until > v_degraded_before THEN
+                    v_marked := v_marked || r.tenant_id;
+                    v_until := r.blind_until;
+                    IF r.last_sweep_at IS NOT NULL AND r.last_sweep_at < v_stale THEN
+                        v_until := v_now;
+                        v_opened := v_opened || r.tenant_id;
+                    END IF;
+                    IF v_until > v_unhealthy_before THEN
+                        v_no_unhealthy := v_no_unhealthy || r.tenant_id;
+                    END IF;
+                    IF v_until > v_degraded_before THEN
                         v_no_degraded := v_no_degraded || r.tenant_id;
                     END IF;
                 END LOOP;
+                v_locked := v_marked;
+                CONTINUE WHEN cardinality(v_locked) = 0;
+                UPDATE mcp_tenant_servers t
+                SET blind_until = CASE WHEN t.tenant_id = ANY (v_opened) THEN v_now ELSE t.blind_until END,
+                    last_sweep_at = GREATEST(v_now, COALESCE(t.last_sweep_at, v_now))
+                WHERE t.tenant_id = ANY (v_locked);
             END IF;
 
+            -- The servers due, locked; one that another transaction holds
+            -- (a heartbeat) is not due now.
             FOR r IN
                 SELECT s.tenant_id, s.server_id, s.status,
                        CASE WHEN s.last_heartbeat_at <= v_unhealthy_before AND s.tenant_id <> ALL (v_no_unhealthy)
                             THEN 'unhealthy' ELSE 'degraded' END AS to_status
                 FROM mcp_servers s
-                WHERE s.tenant_id = ANY (v_group)
+                WHERE s.tenant_id = ANY (v_locked)
                   AND ((s.status = 'healthy' AND s.last_heartbeat_at <= v_degraded_before
                         AND s.tenant_id <> ALL (v_no_degraded))
                        OR (s.status = 'degraded' AND s.last_heartbeat_at <= v_unhealthy_before
                            AND s.tenant_id <> ALL (v_no_unhealthy)))
                 ORDER BY s.tenant_id, s.server_id
                 LIMIT v_left + 1
+                FOR UPDATE OF s SKIP LOCKED
             LOOP
                 IF cardinality(v_due_ids) >= v_left THEN
                     v_cut := r.tenant_id;
@@ -1229,17 +1259,17 @@ BEGIN
                 v_due_from := v_due_from || r.status;
                 v_due_to := v_due_to || r.to_status;
             END LOOP;
-            o_done := o_done || ARRAY(SELECT g FROM unnest(v_group) AS g WHERE v_cut IS NULL OR g < v_cut);
+            o_done := o_done || ARRAY(SELECT g FROM unnest(v_locked) AS g WHERE v_cut IS NULL OR g < v_cut);
 
             IF cardinality(v_due_ids) > 0 THEN
                 v_to_unhealthy := ARRAY(SELECT v_due_ids[k] FROM generate_subscripts(v_due_ids, 1) k WHERE v_due_to[k] = 'unhealthy');
                 v_from_healthy := ARRAY(SELECT v_due_ids[k] FROM generate_subscripts(v_due_ids, 1) k WHERE v_due_from[k] = 'healthy');
-                -- Each server as it was read, if still due.
+                -- Each server as it was read and locked.
                 FOR r IN
                     UPDATE mcp_servers s
                     SET status = CASE WHEN s.server_id = ANY (v_to_unhealthy) THEN 'unhealthy' ELSE 'degraded' END,
                         status_changed_at = v_now
-                    WHERE s.tenant_id = ANY (v_group) AND s.server_id = ANY (v_due_ids)
+                    WHERE s.tenant_id = ANY (v_locked) AND s.server_id = ANY (v_due_ids)
                       AND s.status = CASE WHEN s.server_id = ANY (v_from_healthy) THEN 'healthy' ELSE 'degraded' END
                       AND s.last_heartbeat_at <= CASE WHEN s.server_id = ANY (v_to_unhealthy)
                                                       THEN v_unhealthy_before ELSE v_degraded_before END
