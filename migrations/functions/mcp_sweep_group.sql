@@ -296,7 +296,8 @@ BEGIN
                                   THEN 'healthy' ELSE 'degraded' END ORDER BY k),
                    array_agg(gen_random_uuid() ORDER BY k),
                    array_agg(mcp_audit_body(v_ids[k], v_mod[k], v_to[k], v_ver[k],
-                                            ARRAY(SELECT jsonb_array_elements_text(v_prt[k])),
+                                            ARRAY(SELECT e FROM jsonb_array_elements_text(v_prt[k])
+                                                  WITH ORDINALITY AS a(e, n) ORDER BY n),
                                             CASE WHEN v_to[k] = 'unhealthy'
                                                  THEN v_skill_names[array_position(v_skill_ids, v_ids[k])] END)
                              ORDER BY k)
@@ -320,7 +321,9 @@ BEGIN
         END LOOP;
         v_together := true;
     EXCEPTION WHEN lock_not_available THEN
+        -- Undone: its moves give their share of the limit back.
         v_together := false;
+        v_left := p_limit;
     END;
 
     IF v_together THEN

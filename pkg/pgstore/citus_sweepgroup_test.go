@@ -150,23 +150,7 @@ func TestCitusSweepGroupLimit(t *testing.T) {
 	ctx := t.Context()
 	// Three tenants of one shard: a call takes a shard's tenants at a
 	// time, in the order of their ids.
-	var tenants []uuid.UUID
-	shards := map[int64][]uuid.UUID{}
-	for _, tenant := range c.TenantsOnWorker(t, db, 1, 4*pgtest.CitusShardCount) {
-		var shard int64
-		if err := db.Admin.QueryRow(ctx, `SELECT get_shard_id_for_distribution_column('mcp_servers', $1::uuid)`,
-			tenant).Scan(&shard); err != nil {
-			t.Fatal(err)
-		}
-		if shards[shard] = append(shards[shard], tenant); len(shards[shard]) == 3 {
-			tenants = shards[shard]
-			break
-		}
-	}
-	if tenants == nil {
-		t.Fatal("no three tenants of one shard")
-	}
-	slices.SortFunc(tenants, func(a, b uuid.UUID) int { return strings.Compare(a.String(), b.String()) })
+	tenants := sameShardTenants(t, c, db, 3)
 	// Each tenant's servers in the order of their ids.
 	ordered := make([][]string, len(tenants))
 	for i, tenant := range tenants {
@@ -335,4 +319,82 @@ func tenantHistory(t *testing.T, db *pgtest.DB, tenant uuid.UUID) string {
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+// A call of mcp_sweep_group whose shard-at-a-time work meets a lock held
+// past its lock_timeout (here a skill's row) undoes that work and sweeps
+// its tenants one after another with its whole limit: the moves undone
+// give their share back. The tenant whose row is held is left.
+func TestCitusSweepGroupUndoneKeepsItsLimit(t *testing.T) {
+	c, db, clock, st, _ := citusSweepStore(t)
+	ctx := t.Context()
+	tenants := sameShardTenants(t, c, db, 2)
+	first, held := tenants[0], tenants[1]
+	register(t, st, first, "a")
+	register(t, st, first, "b")
+	if _, _, _, err := st.Register(ctx, held, registry.ServerInfo{ModuleName: "c", Version: "1.0.0",
+		SupportedProtocols: []string{"2025-06-18"}, Skills: []registry.SkillInfo{{Name: "s"}}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	// The held tenant's server goes unhealthy (35 s > 3I), and its skill's
+	// row is held by another transaction.
+	hold, err := db.Admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hold.Rollback(ctx) }()
+	if _, err := hold.Exec(ctx, `SELECT 1 FROM mcp_skills WHERE tenant_id = $1 FOR UPDATE`, held); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(35 * time.Second)
+	rows, err := db.Admin.Query(ctx, `
+SELECT event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body
+FROM mcp_sweep_group($1, $2, $3, '20 seconds', '30 seconds', 3, '1 hour')`, first, tenants, clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		var (
+			id, tenant, server            *uuid.UUID
+			kind, module, from, to, trace *string
+			occurred                      *time.Time
+			body                          []byte
+		)
+		if err := r.Scan(&id, &tenant, &kind, &server, &module, &from, &to, &trace, &occurred, &body); err != nil {
+			return "", err
+		}
+		name := map[uuid.UUID]string{first: "first", held: "held"}[*tenant]
+		if id == nil {
+			return name + " left", nil
+		}
+		return name + " " + *module + " " + *to, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	if want := "[first a unhealthy first b unhealthy held left]"; fmt.Sprint(got) != want {
+		t.Errorf("limit 3, a skill's row held: %v, want %s", got, want)
+	}
+}
+
+// sameShardTenants returns n tenants of one shard of the first worker, in
+// the order of their ids.
+func sameShardTenants(t *testing.T, c *pgtest.Citus, db *pgtest.DB, n int) []uuid.UUID {
+	t.Helper()
+	shards := map[int64][]uuid.UUID{}
+	for _, tenant := range c.TenantsOnWorker(t, db, 0, (n+1)*pgtest.CitusShardCount) {
+		var shard int64
+		if err := db.Admin.QueryRow(t.Context(), `SELECT get_shard_id_for_distribution_column('mcp_servers', $1::uuid)`,
+			tenant).Scan(&shard); err != nil {
+			t.Fatal(err)
+		}
+		if shards[shard] = append(shards[shard], tenant); len(shards[shard]) == n {
+			tenants := shards[shard]
+			slices.SortFunc(tenants, func(a, b uuid.UUID) int { return strings.Compare(a.String(), b.String()) })
+			return tenants
+		}
+	}
+	t.Fatalf("no %d tenants of one shard", n)
+	return nil
 }
