@@ -338,14 +338,7 @@ func TestCitusSweepGroupsAWorkersTenants(t *testing.T) {
 	// Every server past 2I; one tenant's feed row held by another
 	// transaction.
 	held := tenants[1]
-	hold, err := db.Admin.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = hold.Rollback(ctx) }()
-	if _, err := hold.Exec(ctx, `SELECT 1 FROM mcp_tenant_feed WHERE tenant_id = $1 FOR UPDATE`, held); err != nil {
-		t.Fatal(err)
-	}
+	release := holdRows(t, db, `SELECT 1 FROM mcp_tenant_feed WHERE tenant_id = $1 FOR UPDATE`, held)
 	clock.Advance(interval + interval/2)
 	calls.reset()
 	type result struct {
@@ -383,7 +376,7 @@ func TestCitusSweepGroupsAWorkersTenants(t *testing.T) {
 		}
 	}
 
-	if err := hold.Rollback(ctx); err != nil {
+	if err := release(); err != nil {
 		t.Fatal(err)
 	}
 	r := <-done
@@ -542,14 +535,7 @@ func TestCitusSweepTakeoverAfterAReplicaDies(t *testing.T) {
 	// The dying replica's next sweep waits on a tenant's held row, and
 	// its sessions are ended meanwhile.
 	clock.Advance(6 * time.Second)
-	hold, err := db.Admin.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = hold.Rollback(ctx) }()
-	if _, err := hold.Exec(ctx, `SELECT 1 FROM mcp_tenant_servers WHERE tenant_id = $1 FOR UPDATE`, tenants[1]); err != nil {
-		t.Fatal(err)
-	}
+	release := holdRows(t, db, `SELECT 1 FROM mcp_tenant_servers WHERE tenant_id = $1 FOR UPDATE`, tenants[1])
 	done := make(chan error, 1)
 	go func() {
 		_, err := dying.Sweep(ctx, req())
@@ -568,7 +554,7 @@ func TestCitusSweepTakeoverAfterAReplicaDies(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-done
-	if err := hold.Rollback(ctx); err != nil {
+	if err := release(); err != nil {
 		t.Fatal(err)
 	}
 

@@ -50,42 +50,16 @@ func TestCitusSweepGroupAsEachTenantAlone(t *testing.T) {
 		reg(set[1], "c")
 		reg(set[2], "d", "s4")
 	}
-	const (
-		degraded   = "20 seconds"
-		unhealthy  = "30 seconds"
-		blindAfter = "30 seconds"
-	)
+	const blindAfter = "30 seconds"
 	// sweep sweeps the first set together and the second each alone, at
 	// the fake clock's time, and returns the events each call returned.
 	sweep := func() [2][]registry.Event {
 		t.Helper()
 		var out [2][]registry.Event
-		sorted := slices.Clone(together)
-		slices.SortFunc(sorted, func(a, b uuid.UUID) int { return strings.Compare(a.String(), b.String()) })
-		rows, err := db.Admin.Query(ctx, `
-SELECT event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body
-FROM mcp_sweep_group($1, $2, $3, $4::interval, $5::interval, 100, $6::interval)`,
-			sorted[0], sorted, clock.Now(), degraded, unhealthy, blindAfter)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[0], err = pgx.CollectRows(rows, scanGroupEvent)
-		if err != nil {
-			t.Fatal(err)
-		}
+		out[0] = sweepEvents(t, sweepGroupCall(t, db, together, clock.Now(), 100, blindAfter))
 		for _, tenant := range alone {
-			rows, err := db.Admin.Query(ctx, `
-SELECT event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body
-FROM mcp_sweep_tenant($1, $2, $3::interval, $4::interval, 100, $5::interval)`,
-				tenant, clock.Now(), degraded, unhealthy, blindAfter)
-			if err != nil {
-				t.Fatal(err)
-			}
-			evs, err := pgx.CollectRows(rows, scanGroupEvent)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out[1] = append(out[1], evs...)
+			out[1] = append(out[1], sweepEvents(t, querySweepRows(t, db, `mcp_sweep_tenant($1, $2, '20 seconds',
+				'30 seconds', 100, $3::interval)`, tenant, clock.Now(), blindAfter))...)
 		}
 		return out
 	}
@@ -147,7 +121,6 @@ FROM mcp_sweep_tenant($1, $2, $3::interval, $4::interval, 100, $5::interval)`,
 // whose servers the limit cut as left to sweep alone.
 func TestCitusSweepGroupLimit(t *testing.T) {
 	c, db, clock, st, _ := citusSweepStore(t)
-	ctx := t.Context()
 	// Three tenants of one shard: a call takes a shard's tenants at a
 	// time, in the order of their ids.
 	tenants := sameShardTenants(t, c, db, 3)
@@ -161,43 +134,14 @@ func TestCitusSweepGroupLimit(t *testing.T) {
 		}
 	}
 	clock.Advance(25 * time.Second)
-	rows, err := db.Admin.Query(ctx, `
-SELECT event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body
-FROM mcp_sweep_group($1, $2, $3, '20 seconds', '30 seconds', 3, '30 seconds')`, tenants[0], tenants, clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	type row struct {
-		ev   registry.Event
-		left bool
-	}
-	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
-		var (
-			id, tenant          *uuid.UUID
-			kind, module        *string
-			rest1, rest2, rest3 *string
-			server              *uuid.UUID
-			occurred            *time.Time
-			body                []byte
-		)
-		if err := r.Scan(&id, &tenant, &kind, &server, &module, &rest1, &rest2, &rest3, &occurred, &body); err != nil {
-			return row{}, err
-		}
-		if id == nil {
-			return row{ev: registry.Event{TenantID: *tenant}, left: true}, nil
-		}
-		return row{ev: registry.Event{TenantID: *tenant, Kind: registry.EventKind(*kind), ModuleName: *module}}, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := sweepGroupCall(t, db, tenants, clock.Now(), 3, "30 seconds")
 	var moved, left []string
 	name := map[uuid.UUID]string{tenants[0]: "t0", tenants[1]: "t1", tenants[2]: "t2"}
 	for _, r := range got {
 		if r.left {
-			left = append(left, name[r.ev.TenantID])
+			left = append(left, name[r.tenant])
 		} else {
-			moved = append(moved, name[r.ev.TenantID]+"/"+r.ev.ModuleName)
+			moved = append(moved, name[r.tenant]+"/"+r.ev.ModuleName)
 		}
 	}
 	if want := fmt.Sprint(append(ordered[0], ordered[1][0])); fmt.Sprint(moved) != want || fmt.Sprint(left) != "[t1 t2]" {
@@ -208,23 +152,68 @@ FROM mcp_sweep_group($1, $2, $3, '20 seconds', '30 seconds', 3, '30 seconds')`, 
 	}
 }
 
-// scanGroupEvent scans an event row of mcp_sweep_group or
-// mcp_sweep_tenant; a tenant left (no event) is a zero event.
-func scanGroupEvent(row pgx.CollectableRow) (registry.Event, error) {
-	var (
-		id, tenant, server     *uuid.UUID
-		kind, module, from, to *string
-		trace                  *string
-		occurred               *time.Time
-		body                   []byte
-	)
-	if err := row.Scan(&id, &tenant, &kind, &server, &module, &from, &to, &trace, &occurred, &body); err != nil {
-		return registry.Event{}, err
+// sweepRow is a row of mcp_sweep_group or mcp_sweep_tenant: a
+// transition, or (left) a tenant that the call left to sweep alone.
+type sweepRow struct {
+	tenant uuid.UUID
+	left   bool
+	ev     registry.Event // a transition's kind, module and statuses
+}
+
+// querySweepRows calls the sweep function call (its arguments args) as
+// the store does, as the database's superuser, and returns its rows.
+func querySweepRows(t *testing.T, db *pgtest.DB, call string, args ...any) []sweepRow {
+	t.Helper()
+	rows, err := db.Admin.Query(t.Context(), `
+SELECT event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body
+FROM `+call, args...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if id == nil {
-		return registry.Event{}, nil
+	got, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (sweepRow, error) {
+		var (
+			id, tenant, server     *uuid.UUID
+			kind, module, from, to *string
+			trace                  *string
+			occurred               *time.Time
+			body                   []byte
+		)
+		if err := row.Scan(&id, &tenant, &kind, &server, &module, &from, &to, &trace, &occurred, &body); err != nil {
+			return sweepRow{}, err
+		}
+		if id == nil {
+			return sweepRow{tenant: *tenant, left: true}, nil
+		}
+		return sweepRow{tenant: *tenant, ev: registry.Event{EventID: *id, TenantID: *tenant,
+			Kind: registry.EventKind(*kind), ModuleName: *module, ToStatus: registry.Status(*to)}}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return registry.Event{EventID: *id, TenantID: *tenant, Kind: registry.EventKind(*kind), ModuleName: *module}, nil
+	return got
+}
+
+// sweepGroupCall calls mcp_sweep_group for tenants (all of one worker) at
+// now, with lags of 2I and 3I for I = 10 s, the limit and blindAfter (an
+// interval).
+func sweepGroupCall(t *testing.T, db *pgtest.DB, tenants []uuid.UUID, now time.Time, limit int,
+	blindAfter string) []sweepRow {
+	t.Helper()
+	return querySweepRows(t, db, `mcp_sweep_group($1, $2, $3, '20 seconds', '30 seconds', $4, $5::interval)`,
+		tenants[0], tenants, now, limit, blindAfter)
+}
+
+// sweepEvents are the transitions of rows; a tenant left fails the test.
+func sweepEvents(t *testing.T, rows []sweepRow) []registry.Event {
+	t.Helper()
+	var evs []registry.Event
+	for _, r := range rows {
+		if r.left {
+			t.Fatalf("tenant %s left by the call", r.tenant)
+		}
+		evs = append(evs, r.ev)
+	}
+	return evs
 }
 
 // tenantHistory is what a tenant's sweeps wrote, without ids: its audit
@@ -338,39 +327,16 @@ func TestCitusSweepGroupUndoneKeepsItsLimit(t *testing.T) {
 	}
 	// The held tenant's server goes unhealthy (35 s > 3I), and its skill's
 	// row is held by another transaction.
-	hold, err := db.Admin.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = hold.Rollback(ctx) }()
-	if _, err := hold.Exec(ctx, `SELECT 1 FROM mcp_skills WHERE tenant_id = $1 FOR UPDATE`, held); err != nil {
-		t.Fatal(err)
-	}
+	holdRows(t, db, `SELECT 1 FROM mcp_skills WHERE tenant_id = $1 FOR UPDATE`, held)
 	clock.Advance(35 * time.Second)
-	rows, err := db.Admin.Query(ctx, `
-SELECT event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at, body
-FROM mcp_sweep_group($1, $2, $3, '20 seconds', '30 seconds', 3, '1 hour')`, first, tenants, clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
-		var (
-			id, tenant, server            *uuid.UUID
-			kind, module, from, to, trace *string
-			occurred                      *time.Time
-			body                          []byte
-		)
-		if err := r.Scan(&id, &tenant, &kind, &server, &module, &from, &to, &trace, &occurred, &body); err != nil {
-			return "", err
+	var got []string
+	for _, r := range sweepGroupCall(t, db, tenants, clock.Now(), 3, "1 hour") {
+		name := map[uuid.UUID]string{first: "first", held: "held"}[r.tenant]
+		if r.left {
+			got = append(got, name+" left")
+		} else {
+			got = append(got, name+" "+r.ev.ModuleName+" "+string(r.ev.ToStatus))
 		}
-		name := map[uuid.UUID]string{first: "first", held: "held"}[*tenant]
-		if id == nil {
-			return name + " left", nil
-		}
-		return name + " " + *module + " " + *to, nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	slices.Sort(got)
 	if want := "[first a unhealthy first b unhealthy held left]"; fmt.Sprint(got) != want {

@@ -41,14 +41,7 @@ func TestLockWaitGivenUpIsUnavailable(t *testing.T) {
 
 	// Another transaction holds the tenant's feed position, which every
 	// write of the tenant takes.
-	tx, err := db.Admin.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM mcp_tenant_feed WHERE tenant_id = $1 FOR UPDATE`, tenant); err != nil {
-		t.Fatal(err)
-	}
+	release := holdRows(t, db, `SELECT 1 FROM mcp_tenant_feed WHERE tenant_id = $1 FOR UPDATE`, tenant)
 
 	unavailable := func(what string, err error) {
 		t.Helper()
@@ -62,7 +55,7 @@ func TestLockWaitGivenUpIsUnavailable(t *testing.T) {
 	_, _, err = st.Deregister(ctx, tenant, srv.ServerID)
 	unavailable("Deregister", err)
 
-	if err := tx.Rollback(ctx); err != nil {
+	if err := release(); err != nil {
 		t.Fatal(err)
 	}
 	servers, err := st.Servers(ctx, tenant, registry.ServerFilter{Limit: 10})

@@ -63,6 +63,23 @@ func harnessOn(t *testing.T, db *pgtest.DB, pool *pgxpool.Pool) storetest.Harnes
 
 // register registers tenant's module (version 1.0.0, one protocol, no
 // skills) and returns the server, failing t on an error.
+// holdRows locks the rows that query (a SELECT ... FOR UPDATE, its
+// arguments args) reads, in a transaction of the database's superuser
+// that lasts until the test ends or the returned release is called.
+func holdRows(t *testing.T, db *pgtest.DB, query string, args ...any) (release func() error) {
+	t.Helper()
+	tx, err := db.Admin.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	release = func() error { return tx.Rollback(context.WithoutCancel(t.Context())) }
+	t.Cleanup(func() { _ = release() })
+	if _, err := tx.Exec(t.Context(), query, args...); err != nil {
+		t.Fatal(err)
+	}
+	return release
+}
+
 func register(t *testing.T, st *pgstore.Store, tenant uuid.UUID, module string) registry.Server {
 	t.Helper()
 	srv, _, _, err := st.Register(t.Context(), tenant, registry.ServerInfo{ModuleName: module, Version: "1.0.0",
