@@ -162,8 +162,10 @@ func TestRunSteadyLoadVerifies(t *testing.T) {
 	if sum.Verify == nil || sum.Verify.Checked != 20 || len(sum.Verify.Mismatches) != 0 || sum.VerifyFailed {
 		t.Fatalf("verify %+v failed %v", sum.Verify, sum.VerifyFailed)
 	}
+	// Left registered: live, and no longer heartbeating (the run's verify
+	// checked them healthy at its end; a sweep may have moved them since).
 	st := b.statuses(t)
-	if len(st) != 20 || st["sim-0001"] != registry.StatusHealthy || st["sim-0020"] != registry.StatusHealthy {
+	if len(st) != 20 || !live(st["sim-0001"]) || !live(st["sim-0020"]) {
 		t.Fatalf("servers left registered: %v", st)
 	}
 	p := progress.String()
@@ -207,14 +209,21 @@ events:
 	if sum.Verify.Checked != 20 || sum.Deregistered != 2 || sum.SkippedByScenario == 0 {
 		t.Fatalf("checked %d, deregistered %d, skipped %d", sum.Verify.Checked, sum.Deregistered, sum.SkippedByScenario)
 	}
+	// After the run: the stopped servers unhealthy, the deregistered ones
+	// deregistered, and those heartbeating until the end (which the run's
+	// verify checked healthy) left registered, live.
 	st := b.statuses(t)
 	for i, want := range map[int]registry.Status{
 		0: registry.StatusUnhealthy, 4: registry.StatusUnhealthy,
 		5: registry.StatusDeregistered, 6: registry.StatusDeregistered,
-		7: registry.StatusHealthy, 8: registry.StatusHealthy, 9: registry.StatusHealthy, 19: registry.StatusHealthy,
 	} {
 		if got := st[moduleName("sim", i)]; got != want {
 			t.Fatalf("server %d is %s, want %s (all: %v)", i, got, want, st)
+		}
+	}
+	for _, i := range []int{7, 8, 9, 19} {
+		if got := st[moduleName("sim", i)]; !live(got) {
+			t.Fatalf("server %d is %q, want it left registered (all: %v)", i, got, st)
 		}
 	}
 	// The stopped servers went through degraded to unhealthy, and 8, 9
@@ -701,20 +710,26 @@ func TestExpectWindows(t *testing.T) {
 		s := &sim{}
 		s.lastOK.Store(int64(now - tc.lag))
 		var got []string
-		for _, st := range r.expect(s, now) {
+		for _, st := range r.expect(s, now, now) {
 			got = append(got, string(st))
 		}
 		if strings.Join(got, " ") != tc.want {
 			t.Fatalf("lag %s: %v, want %s", tc.lag, got, tc.want)
 		}
 	}
+	// A list read that took 10 s: what the status may be at its end too.
+	s := &sim{}
+	s.lastOK.Store(int64(now - 14*time.Second))
+	if got := r.expect(s, now, now+10*time.Second); !slices.Equal(got, []registry.Status{registry.StatusHealthy, registry.StatusDegraded}) {
+		t.Fatalf("lag 14s to 24s: %v, want healthy degraded", got)
+	}
 	gone := &sim{}
 	gone.gone.Store(true)
-	if r.expect(gone, now) != nil {
+	if r.expect(gone, now, now) != nil {
 		t.Fatal("a failed deregistration has an expectation")
 	}
 	gone.deregOK.Store(true)
-	if got := r.expect(gone, now); !slices.Equal(got, []registry.Status{registry.StatusDeregistered}) {
+	if got := r.expect(gone, now, now); !slices.Equal(got, []registry.Status{registry.StatusDeregistered}) {
 		t.Fatalf("deregistered: %v", got)
 	}
 }
@@ -734,4 +749,9 @@ func (c *cancelAfterHeartbeats) Heartbeat(ctx context.Context, id uuid.UUID) (re
 		c.cancel()
 	}
 	return srv, err
+}
+
+// live reports whether st is the status of a registered server.
+func live(st registry.Status) bool {
+	return st == registry.StatusHealthy || st == registry.StatusDegraded || st == registry.StatusUnhealthy
 }

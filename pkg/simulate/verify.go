@@ -34,38 +34,41 @@ func level(s registry.Status) int {
 	return -1
 }
 
-// expect is the statuses that server s may have at now: one, or the
-// neighbours of a boundary; none when there is no expectation.
-func (r *runner) expect(s *sim, now time.Duration) []registry.Status {
+// expect is the statuses that server s may have at some time between
+// readStart and readEnd (the request and the answer of the list read):
+// one, or the neighbours of a boundary; none when there is no expectation.
+func (r *runner) expect(s *sim, readStart, readEnd time.Duration) []registry.Status {
 	if s.gone.Load() {
 		if s.deregOK.Load() {
 			return []registry.Status{registry.StatusDeregistered}
 		}
 		return nil
 	}
-	lag := now - time.Duration(s.lastOK.Load())
+	last := time.Duration(s.lastOK.Load())
 	early := time.Duration(earlySlackIntervals * float64(r.interval))
 	late := time.Duration(lateSlackIntervals * float64(r.interval))
-	lo := level(registry.Classify(lag-late, r.interval))
-	hi := level(registry.Classify(lag+early, r.interval))
+	lo := level(registry.Classify(readStart-last-late, r.interval))
+	hi := level(registry.Classify(readEnd-last+early, r.interval))
 	return slices.Clone(liveLevels[lo : hi+1])
 }
 
 // verify lists the tenant's servers and compares each simulated one with
-// what the run implies.
+// what the run implies at the time of the list: anywhere from its request
+// to its answer, which a loaded machine or a long list keeps apart.
 func (r *runner) verify(ctx context.Context) (*VerifyResult, error) {
-	now := r.since()
+	readStart := r.since()
 	servers, err := r.c.AllServers(ctx, client.ListServersParams{Limit: registry.MaxPageLimit})
 	if err != nil {
 		return nil, fmt.Errorf("verify: %w", err)
 	}
+	readEnd := r.since()
 	byID := make(map[uuid.UUID]registry.Server, len(servers))
 	for _, srv := range servers {
 		byID[srv.ServerID] = srv
 	}
 	v := &VerifyResult{Mismatches: []Mismatch{}}
 	for _, s := range r.sims {
-		want := r.expect(s, now)
+		want := r.expect(s, readStart, readEnd)
 		if len(want) == 0 {
 			v.Skipped++
 			continue
