@@ -225,17 +225,29 @@ func lifecycleOverHTTP(t *testing.T, db *pgtest.DB) {
 		}
 	}
 
-	// A heartbeat brings it back, skills too.
+	// A heartbeat brings it back, skills too. On a loaded machine the
+	// read of the skills may come 3I after the heartbeat, when the server
+	// is unhealthy again: each try heartbeats first.
 	if hb, err := c.Heartbeat(ctx, srv.ServerID); err != nil || hb.Status != registry.StatusHealthy {
 		t.Fatalf("heartbeat from unhealthy: %+v %v", hb, err)
 	}
-	skills, err = c.Skills(ctx, srv.ServerID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range skills {
-		if !s.Available {
-			t.Fatalf("skill %s not back after recovery", s.Name)
+	for try := 0; ; try++ {
+		skills, err = c.Skills(ctx, srv.ServerID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back := true
+		for _, s := range skills {
+			back = back && s.Available
+		}
+		if back {
+			break
+		}
+		if try == 20 {
+			t.Fatalf("skills not back after recovery, %d heartbeats: %+v", try+1, skills)
+		}
+		if hb, err := c.Heartbeat(ctx, srv.ServerID); err != nil || hb.Status != registry.StatusHealthy {
+			t.Fatalf("heartbeat: %+v %v", hb, err)
 		}
 	}
 
@@ -295,8 +307,13 @@ func lifecycleOverHTTP(t *testing.T, db *pgtest.DB) {
 	}
 	logs := p.stderr.String()
 	// At info level: the first heartbeat and the recovery, each with the
-	// trace id; the others are debug lines.
-	for _, msg := range []string{"first heartbeat", "heartbeat changed status"} {
+	// trace id; the others are debug lines. A first heartbeat that came
+	// 2I late was itself a recovery, logged as one.
+	msgs := []string{"heartbeat changed status"}
+	if onTimeTrail.MatchString(trail) {
+		msgs = append(msgs, "first heartbeat")
+	}
+	for _, msg := range msgs {
 		if !logLineWith(logs, `"msg":"`+msg+`"`, `"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736"`) {
 			t.Fatalf("no %q line with the trace id in the log:\n%s", msg, logs)
 		}
@@ -426,7 +443,11 @@ func TestDatabaseRestartSurvived(t *testing.T) {
 // silenceTrail is TestLifecycleOverHTTP's audit trail: the registrations
 // (and what a slow machine made of the time between them), the silence to
 // unhealthy, the recovery and the deregistration.
-var silenceTrail = regexp.MustCompile(`^registered( registered| degraded| unhealthy| recovered)* (degraded )?unhealthy recovered deregistered$`)
+var silenceTrail = regexp.MustCompile(`^registered( registered| degraded| unhealthy| recovered)* (degraded )?unhealthy recovered( degraded| unhealthy| recovered)* deregistered$`)
+
+// onTimeTrail is a silenceTrail in which no call came late: the first
+// heartbeat found the server healthy.
+var onTimeTrail = regexp.MustCompile(`^registered registered (degraded )?unhealthy recovered`)
 
 func get(t *testing.T, url string) string {
 	t.Helper()

@@ -508,6 +508,7 @@ func TestHeldReplicaKilledMidWindow(t *testing.T) {
 	if len(faults) > 0 {
 		t.Fatalf("%d transitions answered outside the contract before the kill, first: %s", len(faults), faults[0])
 	}
+	watchFrom := time.Now()
 	w0 := flushWrites(t, a, okWrites)
 	var flushed time.Time
 	for deadline := time.Now().Add(pollCap); time.Now().Before(deadline); {
@@ -630,8 +631,12 @@ func TestHeldReplicaKilledMidWindow(t *testing.T) {
 		killAt.Sub(flushed).Round(time.Millisecond), len(recovered), len(registered), len(deregged),
 		killAt.Sub(transitionsFrom).Round(time.Millisecond), lostServers, steadyN, lostBeatsN,
 		lostSpan.Round(time.Millisecond), movedIn.Round(time.Millisecond), falseN, late, outcomes)
-	if lostSpan > heldInterval {
-		t.Errorf("the kill lost heartbeats acknowledged up to %s before it, more than I = %s", lostSpan, heldInterval)
+	// The flush seen is known to have ended by flushed, not when it took
+	// its heartbeats: a loaded machine that took long to show it (its
+	// write and the reads of /metrics) stretches the bound by as much.
+	if bound := heldInterval + flushed.Sub(watchFrom); lostSpan > bound {
+		t.Errorf("the kill lost heartbeats acknowledged up to %s before it, more than I = %s (and the %s the flush took to show)",
+			lostSpan, heldInterval, flushed.Sub(watchFrom).Round(time.Millisecond))
 	}
 }
 

@@ -125,13 +125,14 @@ func (r *testRegistry) serve(w http.ResponseWriter, req *http.Request) {
 			}
 		}
 	}
-	if req.URL.Path == "/v1/mcp/servers/heartbeat" {
-		r.heartbeats.Add(1)
-	}
 	r.mu.Lock()
 	h := r.handler
 	r.mu.Unlock()
 	h.ServeHTTP(w, req)
+	// Counted once answered: a status read after it sees the heartbeat.
+	if req.URL.Path == "/v1/mcp/servers/heartbeat" {
+		r.heartbeats.Add(1)
+	}
 }
 
 // server returns the registered server of module; ok false when there is none.

@@ -452,8 +452,10 @@ func TestStreamKeepAlive(t *testing.T) {
 			t.Fatalf("%s: %d keepalives before the stream ended (%v)", name, len(at), sc.Err())
 		}
 		for i := 1; i < len(at); i++ {
-			// Loose: a shared machine under -race may be late.
-			if gap := at[i].Sub(at[i-1]); gap > 5*every {
+			// Loose: the times are the reader's, and a shared machine
+			// under -race may stall it; an interval not kept (mcpd's
+			// default of seconds) still shows.
+			if gap := at[i].Sub(at[i-1]); gap > 25*every {
 				t.Errorf("%s: %v between keepalives, want about %v", name, gap, every)
 			}
 		}
