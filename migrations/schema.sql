@@ -1,4 +1,4 @@
--- mcpd's schema after migration 30 (make schema), dumped by pg_dump 15
+-- mcpd's schema after migration 31 (make schema), dumped by pg_dump 15
 --
 -- PostgreSQL database dump
 --
@@ -129,6 +129,19 @@ CREATE FUNCTION public.mcp_audit_body(p_server_id uuid, p_module_name text, p_st
 $$;
 
 --
+-- Name: mcp_audit_seq(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_audit_seq() RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+BEGIN
+    RETURN nextval('mcp_audit_events_seq_seq');
+END
+$$;
+
+--
 -- Name: mcp_cursor_key(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -156,6 +169,8 @@ DECLARE
     v_ev       mcp_audit_events%ROWTYPE;
     v_position bigint;
     v_taken    jsonb;
+    v_seq      bigint;
+    v_event_id uuid;
 BEGIN
     PERFORM mcp_set_tenant(p_tenant);
     -- Locked first, so that the statements below see what a sweep
@@ -189,10 +204,15 @@ BEGIN
         SET available = false, unavailable_reason = 'server_deregistered'
         WHERE k.tenant_id = p_tenant AND k.server_id = p_server
           AND (k.available OR k.unavailable_reason = 'server_unhealthy');
+        -- Taken apart, so that the INSERT holds no volatile call and
+        -- Citus keeps its plan (mcp_audit_seq.sql).
+        v_seq := mcp_audit_seq();
+        v_event_id := gen_random_uuid();
         INSERT INTO mcp_audit_events
-            (event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at,
+            (seq, event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at,
              body, position)
-        VALUES (gen_random_uuid(), p_tenant, 'mcp.server.deregistered', v_srv.server_id, v_srv.module_name, v_from,
+        OVERRIDING SYSTEM VALUE
+        VALUES (v_seq, v_event_id, p_tenant, 'mcp.server.deregistered', v_srv.server_id, v_srv.module_name, v_from,
                 v_srv.status, v_srv.trace_id, v_srv.deregistered_at,
                 mcp_audit_body(v_srv.server_id, v_srv.module_name, v_srv.status, v_srv.version,
                                COALESCE(v_srv.supported_protocols, '{}'), v_taken),
@@ -619,6 +639,8 @@ DECLARE
     v_trace    character(32);
     v_version  text;
     v_protocols text[];
+    v_seq      bigint;
+    v_event_id uuid;
 BEGIN
     -- Lock first, in server_id order, as mcp_heartbeat does.
     SELECT array_agg(l.server_id ORDER BY l.server_id), array_agg(l.status ORDER BY l.server_id)
@@ -664,10 +686,15 @@ BEGIN
         INTO v_module, v_trace, v_version, v_protocols
         FROM mcp_servers s
         WHERE s.tenant_id = p_tenant AND s.server_id = v_rec[i];
+        -- Taken apart, so that the INSERT holds no volatile call and
+        -- Citus keeps its plan (mcp_audit_seq.sql).
+        v_seq := mcp_audit_seq();
+        v_event_id := gen_random_uuid();
         INSERT INTO mcp_audit_events
-            (event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
+            (seq, event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
              trace_id, occurred_at, body, position)
-        VALUES (gen_random_uuid(), p_tenant, 'mcp.server.recovered', v_rec[i], v_module, v_from[i], 'healthy',
+        OVERRIDING SYSTEM VALUE
+        VALUES (v_seq, v_event_id, p_tenant, 'mcp.server.recovered', v_rec[i], v_module, v_from[i], 'healthy',
                 v_trace, v_now, mcp_audit_body(v_rec[i], v_module, 'healthy', v_version, v_protocols, v_names),
                 v_first + i);
     END LOOP;
@@ -735,6 +762,8 @@ DECLARE
     v_position bigint;
     v_affected jsonb;
     v_skill_id uuid;
+    v_seq      bigint;
+    v_event_id uuid;
 BEGIN
     PERFORM mcp_set_tenant(p_tenant);
     -- A new module: its row. A registration of the module that commits
@@ -810,10 +839,15 @@ BEGIN
     v_position := mcp_feed_next(p_tenant, 'mcp.server.registered', v_from);
     -- Computed apart: Citus takes no subquery inside an INSERT.
     v_affected := to_jsonb(ARRAY(SELECT n FROM unnest(p_skills) AS n ORDER BY n COLLATE "C"));
+    -- Taken apart, so that the INSERT holds no volatile call and Citus
+    -- keeps its plan (mcp_audit_seq.sql).
+    v_seq := mcp_audit_seq();
+    v_event_id := gen_random_uuid();
     INSERT INTO mcp_audit_events
-        (event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at,
+        (seq, event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at,
          body, position)
-    VALUES (gen_random_uuid(), p_tenant, 'mcp.server.registered', v_srv.server_id, v_srv.module_name, v_from,
+    OVERRIDING SYSTEM VALUE
+    VALUES (v_seq, v_event_id, p_tenant, 'mcp.server.registered', v_srv.server_id, v_srv.module_name, v_from,
             v_srv.status, v_srv.trace_id, v_srv.last_heartbeat_at,
             mcp_audit_body(v_srv.server_id, v_srv.module_name, v_srv.status, v_srv.version,
                            v_srv.supported_protocols,
@@ -1588,6 +1622,8 @@ DECLARE
     v_trace    character(32);
     v_version  text;
     v_protocols text[];
+    v_seq      bigint;
+    v_event_id uuid;
 BEGIN
     IF p_blind_after IS NOT NULL AND p_blind_after > interval '0' THEN
         SELECT t.last_sweep_at, t.blind_until INTO v_swept, v_until
@@ -1661,10 +1697,15 @@ BEGIN
         INTO v_module, v_trace, v_version, v_protocols
         FROM mcp_servers s
         WHERE s.tenant_id = p_tenant AND s.server_id = v_ids[k];
+        -- Taken apart, so that the INSERT holds no volatile call and
+        -- Citus keeps its plan (mcp_audit_seq.sql).
+        v_seq := mcp_audit_seq();
+        v_event_id := gen_random_uuid();
         INSERT INTO mcp_audit_events
-            (event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
+            (seq, event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
              trace_id, occurred_at, body, position)
-        VALUES (gen_random_uuid(), p_tenant, 'mcp.server.' || v_to[k], v_ids[k], v_module, v_from[k], v_to[k],
+        OVERRIDING SYSTEM VALUE
+        VALUES (v_seq, v_event_id, p_tenant, 'mcp.server.' || v_to[k], v_ids[k], v_module, v_from[k], v_to[k],
                 v_trace, v_now, mcp_audit_body(v_ids[k], v_module, v_to[k], v_version, v_protocols, v_names),
                 v_pos[k]);
     END LOOP;
@@ -2132,6 +2173,13 @@ GRANT ALL ON FUNCTION public.mcp_alert_pending(p_destination text) TO cyberos_ap
 --
 
 GRANT ALL ON FUNCTION public.mcp_audit_body(p_server_id uuid, p_module_name text, p_status text, p_version text, p_protocols text[], p_skills_affected jsonb) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_audit_seq(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_audit_seq() FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_audit_seq() TO cyberos_app;
 
 --
 -- Name: FUNCTION mcp_cursor_key(); Type: ACL; Schema: public; Owner: -

@@ -32,6 +32,8 @@ DECLARE
     v_ev       mcp_audit_events%ROWTYPE;
     v_position bigint;
     v_taken    jsonb;
+    v_seq      bigint;
+    v_event_id uuid;
 BEGIN
     PERFORM mcp_set_tenant(p_tenant);
     -- Locked first, so that the statements below see what a sweep
@@ -65,10 +67,15 @@ BEGIN
         SET available = false, unavailable_reason = 'server_deregistered'
         WHERE k.tenant_id = p_tenant AND k.server_id = p_server
           AND (k.available OR k.unavailable_reason = 'server_unhealthy');
+        -- Taken apart, so that the INSERT holds no volatile call and
+        -- Citus keeps its plan (mcp_audit_seq.sql).
+        v_seq := mcp_audit_seq();
+        v_event_id := gen_random_uuid();
         INSERT INTO mcp_audit_events
-            (event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at,
+            (seq, event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at,
              body, position)
-        VALUES (gen_random_uuid(), p_tenant, 'mcp.server.deregistered', v_srv.server_id, v_srv.module_name, v_from,
+        OVERRIDING SYSTEM VALUE
+        VALUES (v_seq, v_event_id, p_tenant, 'mcp.server.deregistered', v_srv.server_id, v_srv.module_name, v_from,
                 v_srv.status, v_srv.trace_id, v_srv.deregistered_at,
                 mcp_audit_body(v_srv.server_id, v_srv.module_name, v_srv.status, v_srv.version,
                                COALESCE(v_srv.supported_protocols, '{}'), v_taken),

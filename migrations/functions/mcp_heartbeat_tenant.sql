@@ -20,6 +20,8 @@ DECLARE
     v_trace    character(32);
     v_version  text;
     v_protocols text[];
+    v_seq      bigint;
+    v_event_id uuid;
 BEGIN
     -- Lock first, in server_id order, as mcp_heartbeat does.
     SELECT array_agg(l.server_id ORDER BY l.server_id), array_agg(l.status ORDER BY l.server_id)
@@ -65,10 +67,15 @@ BEGIN
         INTO v_module, v_trace, v_version, v_protocols
         FROM mcp_servers s
         WHERE s.tenant_id = p_tenant AND s.server_id = v_rec[i];
+        -- Taken apart, so that the INSERT holds no volatile call and
+        -- Citus keeps its plan (mcp_audit_seq.sql).
+        v_seq := mcp_audit_seq();
+        v_event_id := gen_random_uuid();
         INSERT INTO mcp_audit_events
-            (event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
+            (seq, event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
              trace_id, occurred_at, body, position)
-        VALUES (gen_random_uuid(), p_tenant, 'mcp.server.recovered', v_rec[i], v_module, v_from[i], 'healthy',
+        OVERRIDING SYSTEM VALUE
+        VALUES (v_seq, v_event_id, p_tenant, 'mcp.server.recovered', v_rec[i], v_module, v_from[i], 'healthy',
                 v_trace, v_now, mcp_audit_body(v_rec[i], v_module, 'healthy', v_version, v_protocols, v_names),
                 v_first + i);
     END LOOP;

@@ -34,6 +34,8 @@ DECLARE
     v_position bigint;
     v_affected jsonb;
     v_skill_id uuid;
+    v_seq      bigint;
+    v_event_id uuid;
 BEGIN
     PERFORM mcp_set_tenant(p_tenant);
     -- A new module: its row. A registration of the module that commits
@@ -109,10 +111,15 @@ BEGIN
     v_position := mcp_feed_next(p_tenant, 'mcp.server.registered', v_from);
     -- Computed apart: Citus takes no subquery inside an INSERT.
     v_affected := to_jsonb(ARRAY(SELECT n FROM unnest(p_skills) AS n ORDER BY n COLLATE "C"));
+    -- Taken apart, so that the INSERT holds no volatile call and Citus
+    -- keeps its plan (mcp_audit_seq.sql).
+    v_seq := mcp_audit_seq();
+    v_event_id := gen_random_uuid();
     INSERT INTO mcp_audit_events
-        (event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at,
+        (seq, event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at,
          body, position)
-    VALUES (gen_random_uuid(), p_tenant, 'mcp.server.registered', v_srv.server_id, v_srv.module_name, v_from,
+    OVERRIDING SYSTEM VALUE
+    VALUES (v_seq, v_event_id, p_tenant, 'mcp.server.registered', v_srv.server_id, v_srv.module_name, v_from,
             v_srv.status, v_srv.trace_id, v_srv.last_heartbeat_at,
             mcp_audit_body(v_srv.server_id, v_srv.module_name, v_srv.status, v_srv.version,
                            v_srv.supported_protocols,

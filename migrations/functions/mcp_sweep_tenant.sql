@@ -27,6 +27,8 @@ DECLARE
     v_trace    character(32);
     v_version  text;
     v_protocols text[];
+    v_seq      bigint;
+    v_event_id uuid;
 BEGIN
     IF p_blind_after IS NOT NULL AND p_blind_after > interval '0' THEN
         SELECT t.last_sweep_at, t.blind_until INTO v_swept, v_until
@@ -100,10 +102,15 @@ BEGIN
         INTO v_module, v_trace, v_version, v_protocols
         FROM mcp_servers s
         WHERE s.tenant_id = p_tenant AND s.server_id = v_ids[k];
+        -- Taken apart, so that the INSERT holds no volatile call and
+        -- Citus keeps its plan (mcp_audit_seq.sql).
+        v_seq := mcp_audit_seq();
+        v_event_id := gen_random_uuid();
         INSERT INTO mcp_audit_events
-            (event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
+            (seq, event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
              trace_id, occurred_at, body, position)
-        VALUES (gen_random_uuid(), p_tenant, 'mcp.server.' || v_to[k], v_ids[k], v_module, v_from[k], v_to[k],
+        OVERRIDING SYSTEM VALUE
+        VALUES (v_seq, v_event_id, p_tenant, 'mcp.server.' || v_to[k], v_ids[k], v_module, v_from[k], v_to[k],
                 v_trace, v_now, mcp_audit_body(v_ids[k], v_module, v_to[k], v_version, v_protocols, v_names),
                 v_pos[k]);
     END LOOP;
