@@ -362,9 +362,11 @@ func TestCitusSweepGroupsAWorkersTenants(t *testing.T) {
 	}
 
 	// A second replica sweeping now proceeds with nothing.
-	// Bounded: a replica that proceeded would wait for the held row too.
+	// Bounded: a replica that proceeded would wait for the held row too
+	// (generously: a new store's first read of every shard on a loaded
+	// machine).
 	other, otherCalls := tracedStore(t, db, pgstore.Options{Clock: clock})
-	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	octx, cancel := context.WithTimeout(ctx, testwait.Cap)
 	defer cancel()
 	res, err := other.Sweep(octx, req())
 	if err != nil || len(res.Events) != 0 {
