@@ -7,7 +7,7 @@
 -- nextval, gen_random_uuid). On Citus the worker then keeps the INSERT's
 -- plan for the tenant's shard, as for the function's other statements,
 -- instead of planning it again at every call: a registration on the
--- worker 1.0-1.1 ms before, 0.7-0.8 ms after (pgbench, one client,
+-- worker 0.9-1.2 ms before, 0.65-0.8 ms after (pgbench, one client,
 -- 2026-12-06). As its owner: mcpd's role may not call nextval on the
 -- sequence, and a grant on it does not reach Citus's workers.
 CREATE OR REPLACE FUNCTION mcp_audit_seq()
