@@ -152,7 +152,7 @@ func newWorkerTenants(t *testing.T) *workerTenants {
 	t.Helper()
 	c := pgtest.SharedCitus(t)
 	db := c.NewDB(t)
-	st := pgstore.New(db.App, pgstore.Options{})
+	st := pgstore.New(db.App, pgstore.Options{WorkerStall: patientStall})
 	t.Cleanup(st.Close)
 	same := c.TenantsOnWorker(t, db, 0, 2)
 	return &workerTenants{t: t, db: db, st: st, a: same[0], b: same[1], other: c.TenantOnEachWorker(t, db)[1]}

@@ -122,7 +122,7 @@ func TestHorizonsReadEachTenant(t *testing.T) {
 					tenants = append(tenants, uuid.New())
 				}
 			}
-			st := pgstore.New(db.App, pgstore.Options{})
+			st := pgstore.New(db.App, pgstore.Options{WorkerStall: patientStall})
 			t.Cleanup(st.Close)
 			for i, tenant := range tenants {
 				for j := range i {
@@ -205,9 +205,9 @@ func storesOnAndOffTheWorkers(t *testing.T) (*pgtest.Citus, *pgtest.DB, *pgstore
 	t.Helper()
 	c := pgtest.SharedCitus(t)
 	db := c.NewDB(t)
-	onWorkers := pgstore.New(db.App, pgstore.Options{})
+	onWorkers := pgstore.New(db.App, pgstore.Options{WorkerStall: patientStall})
 	t.Cleanup(onWorkers.Close)
-	viaCoordinator := pgstore.New(db.App, pgstore.Options{CoordinatorReads: true})
+	viaCoordinator := pgstore.New(db.App, pgstore.Options{CoordinatorReads: true, WorkerStall: patientStall})
 	t.Cleanup(viaCoordinator.Close)
 	return c, db, onWorkers, viaCoordinator
 }

@@ -28,7 +28,7 @@ func TestHeldBatch(t *testing.T) {
 func heldBatch(t *testing.T, db *pgtest.DB) {
 	ctx := t.Context()
 	clock := clockwork.NewFakeClockAt(epoch)
-	st := pgstore.New(db.App, pgstore.Options{Clock: clock})
+	st := pgstore.New(db.App, pgstore.Options{Clock: clock, WorkerStall: patientStall})
 	t.Cleanup(st.Close)
 	reg := func(tenant uuid.UUID, module string) registry.Server { return register(t, st, tenant, module) }
 	const tenants = 30

@@ -14,6 +14,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/testing/storetest"
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
@@ -30,13 +31,20 @@ func harness(t *testing.T, db *pgtest.DB) storetest.Harness {
 	return harnessOn(t, db, db.App)
 }
 
+// patientStall is the worker stall (Options.WorkerStall) of the stores of
+// tests that are not about a worker that hangs: on a loaded machine a
+// Citus worker's call may take longer than the default 2 s, which would
+// answer ErrWorkerStalled for its share of a call that serves several
+// workers.
+const patientStall = testwait.Cap
+
 // harnessOn is harness with the store on pool, a pool of db's app role
 // (through a pooler, say).
 func harnessOn(t *testing.T, db *pgtest.DB, pool *pgxpool.Pool) storetest.Harness {
 	t.Helper()
 	{
 		clock := clockwork.NewFakeClockAt(epoch)
-		st := pgstore.New(pool, pgstore.Options{Clock: clock})
+		st := pgstore.New(pool, pgstore.Options{Clock: clock, WorkerStall: patientStall})
 		t.Cleanup(st.Close)
 		return storetest.Harness{
 			Store: st,
