@@ -236,19 +236,9 @@ func TestCitusHungWorker(t *testing.T) {
 	c.Workers[1].Freeze(t)
 	for i := range 4 { // 8 s: degraded at 2I, unhealthy at 3I
 		step()
-		// A sweep that a loaded machine kept past its 6 s is made again at
-		// the same time of the clock; one that waited for the hung
-		// worker every time would never fail it alone.
-		testwait.Until(t, fmt.Sprintf("a sweep that fails the hung worker's tenant alone (step %d)", i), testwait.Cap, func() bool {
-			_, err := sweep()
+		sweepUntil(t, fmt.Sprintf("a sweep that fails the hung worker's tenant alone (step %d)", i), sweep, func(err error) bool {
 			var partial *registry.PartialError
-			if errors.As(err, &partial) && partial.Failed == 1 {
-				return true
-			}
-			if !errors.Is(err, registry.ErrUnavailable) {
-				t.Fatalf("a sweep with a worker hung: %v; want the hung worker's tenant failed alone", err)
-			}
-			return false
+			return errors.As(err, &partial) && partial.Failed == 1
 		})
 	}
 	if moved := trailMoves(t, st, running); moved != silentMoves {
@@ -300,13 +290,7 @@ func TestCitusHungWorker(t *testing.T) {
 		return err == nil
 	})
 	step() // the hung tenant not swept for 10 s, past the blind window's 8 s
-	testwait.Until(t, "a whole sweep after the thaw", testwait.Cap, func() bool {
-		res, err := sweep()
-		if len(res.Events) != 0 {
-			t.Fatalf("the sweep after the thaw: %+v, %v; want nothing moved", res.Events, err)
-		}
-		return err == nil
-	})
+	untilWholeSweep(t, "a whole sweep after the thaw", sweep)
 	if srv, err := st.Server(ctx, frozen, still.ServerID); err != nil || srv.Status != registry.StatusHealthy {
 		t.Fatalf("the hung worker's server after the thaw: %+v, %v; want healthy", srv, err)
 	}
@@ -399,13 +383,7 @@ func newShortSweeps(t *testing.T, opts pgstore.Options) *shortSweeps {
 	register(t, h.st, h.running, "silent")
 	// A first sweep on a loaded machine may not fit in its second: one
 	// that does must follow, and none may move anything.
-	testwait.Until(t, "a whole first sweep", testwait.Cap, func() bool {
-		res, err := h.sweep(t)
-		if len(res.Events) != 0 {
-			t.Fatalf("sweep: %+v, %v; want nothing moved", res.Events, err)
-		}
-		return err == nil
-	})
+	untilWholeSweep(t, "a whole first sweep", func() (store.SweepResult, error) { return h.sweep(t) })
 	return h
 }
 
@@ -430,17 +408,43 @@ func (h *shortSweeps) sweepSilentServer(t *testing.T, want func(error) bool) {
 		if _, _, err := h.st.Heartbeat(t.Context(), h.running, h.alive.ServerID); err != nil {
 			t.Fatal(err)
 		}
-		testwait.Until(t, fmt.Sprintf("a 1 s sweep with a worker hung as wanted (step %d)", step), testwait.Cap, func() bool {
-			_, err := h.sweep(t)
-			if !want(err) && !errors.Is(err, registry.ErrUnavailable) {
-				t.Fatalf("a 1 s sweep with a worker hung (step %d): %v", step, err)
-			}
-			return want(err)
-		})
+		sweepUntil(t, fmt.Sprintf("a 1 s sweep with a worker hung as wanted (step %d)", step),
+			func() (store.SweepResult, error) { return h.sweep(t) }, want)
 	}
 	if moved := trailMoves(t, h.st, h.running); moved != silentMoves {
 		t.Fatalf("the running worker's sweeps: %s, want %s", moved, silentMoves)
 	}
+}
+
+// sweepUntil sweeps until a sweep's error is as want says, within
+// testwait.Cap: a sweep that a loaded machine kept past its time (an
+// ErrUnavailable) is made again at the same time of the clock; any other
+// error fails the test. A sweep that waited for a hung worker every time
+// would never end as wanted.
+func sweepUntil(t *testing.T, what string, sweep func() (store.SweepResult, error), want func(error) bool) {
+	t.Helper()
+	testwait.Until(t, what, testwait.Cap, func() bool {
+		_, err := sweep()
+		if !want(err) && !errors.Is(err, registry.ErrUnavailable) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return want(err)
+	})
+}
+
+// untilWholeSweep sweeps until a sweep succeeds whole, within
+// testwait.Cap, and fails the test on any transition of any of them,
+// whole or not: a worker just thawed, or a loaded machine, may fail the
+// first.
+func untilWholeSweep(t *testing.T, what string, sweep func() (store.SweepResult, error)) {
+	t.Helper()
+	testwait.Until(t, what, testwait.Cap, func() bool {
+		res, err := sweep()
+		if len(res.Events) != 0 {
+			t.Fatalf("%s: %+v, %v; want nothing moved", what, res.Events, err)
+		}
+		return err == nil
+	})
 }
 
 // silentMoves is trailMoves of a tenant whose server "silent" went
@@ -497,13 +501,7 @@ func hungWorkerShortSweeps(t *testing.T, stall time.Duration,
 		t.Fatal(err)
 	}
 	// The hung tenant not swept for 4 s, past its blind window's 2 s.
-	testwait.Until(t, "a whole sweep after the thaw", testwait.Cap, func() bool {
-		res, err := sweep()
-		if len(res.Events) != 0 {
-			t.Fatalf("the sweep after the thaw: %+v, %v; want nothing moved", res.Events, err)
-		}
-		return err == nil
-	})
+	untilWholeSweep(t, "a whole sweep after the thaw", sweep)
 	if srv, err := h.st.Server(ctx, frozen, still.ServerID); err != nil || srv.Status != registry.StatusHealthy {
 		t.Fatalf("the hung worker's server after the thaw: %+v, %v; want healthy", srv, err)
 	}

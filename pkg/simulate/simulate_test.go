@@ -752,6 +752,4 @@ func (c *cancelAfterHeartbeats) Heartbeat(ctx context.Context, id uuid.UUID) (re
 }
 
 // live reports whether st is the status of a registered server.
-func live(st registry.Status) bool {
-	return st == registry.StatusHealthy || st == registry.StatusDegraded || st == registry.StatusUnhealthy
-}
+func live(st registry.Status) bool { return level(st) >= 0 }
