@@ -281,7 +281,10 @@ func (r *runner) citusLoad(ctx context.Context, e *citusEngine) (CitusEngineResu
 	res := CitusEngineResult{Engine: e.name}
 	n := r.cfg.CitusServers
 	tenants := r.citusFleetTenants()
-	targets := make([]citusTarget, n)
+	// Every server registered heartbeats, those registered one after
+	// another too: silent, they would go degraded when the loads last
+	// longer than the sweep's threshold (-citus-duration 30s or more).
+	targets := make([]citusTarget, n+citusSerial(n))
 	var regErr atomic.Pointer[error]
 	register := func(ctx context.Context, i int) error {
 		tenant := tenants[i%len(tenants)]
@@ -290,9 +293,7 @@ func (r *runner) citusLoad(ctx context.Context, e *citusEngine) (CitusEngineResu
 			regErr.CompareAndSwap(nil, &err)
 			return err
 		}
-		if i < n {
-			targets[i] = citusTarget{tenant, srv.ServerID}
-		}
+		targets[i] = citusTarget{tenant, srv.ServerID}
 		return nil
 	}
 	r.log.Info("Citus row set: registering", "engine", e.name, "servers", n, "callers", citusRegClients)
@@ -326,9 +327,9 @@ func (r *runner) citusLoad(ctx context.Context, e *citusEngine) (CitusEngineResu
 	phase := func(name string, clients int) (LoadResult, float64, error) {
 		// Every server heartbeats once first: none is silent for long
 		// whatever the engine's pace.
-		warm := ClosedLoop(ctx, citusSatClients, time.Minute, int64(n), heartbeat)
-		if warm.Errors > 0 || warm.Calls < int64(n) {
-			return warm, 0, fmt.Errorf("%s: warm-up heartbeats: %d of %d, %s", e.name, warm.Calls-warm.Errors, n, warm.FirstError)
+		warm := ClosedLoop(ctx, citusSatClients, time.Minute, int64(len(targets)), heartbeat)
+		if warm.Errors > 0 || warm.Calls < int64(len(targets)) {
+			return warm, 0, fmt.Errorf("%s: warm-up heartbeats: %d of %d, %s", e.name, warm.Calls-warm.Errors, len(targets), warm.FirstError)
 		}
 		r.log.Info("Citus row set: heartbeats", "engine", e.name, "load", name, "callers", clients, "duration", r.cfg.CitusDuration)
 		stop := sweeps.start(ctx, e.store)
@@ -447,8 +448,9 @@ func (r *runner) citusReport(plain, citus CitusEngineResult) {
 		r.rep.add(citusRatio(id, measure, p, c, target, pgP, pgC))
 	}
 	n := groupThousands(float64(r.cfg.CitusServers))
+	beating := groupThousands(float64(r.cfg.CitusServers + citusSerial(r.cfg.CitusServers)))
 	ratio("citus_light", fmt.Sprintf("i. store path: heartbeats/s Citus ÷ plain, light load (%d callers, %s servers of %d tenants)",
-		citusLightClients, n, r.cfg.CitusTenants), plain.Light, citus.Light, targetCitusLight, plain.PGMicrosLight, citus.PGMicrosLight)
+		citusLightClients, beating, r.cfg.CitusTenants), plain.Light, citus.Light, targetCitusLight, plain.PGMicrosLight, citus.PGMicrosLight)
 	ratio("citus_saturation", fmt.Sprintf("i. store path: heartbeats/s Citus ÷ plain, saturation (%d callers)", citusSatClients),
 		plain.Saturation, citus.Saturation, targetCitusSat, plain.PGMicrosSat, citus.PGMicrosSat)
 	if plain.PGMicrosSat > 0 {
