@@ -186,9 +186,14 @@ func TestCitusHeldGroups(t *testing.T) {
 }
 
 // tracedStore returns a store on db's app role, with opts, whose
-// connections record their statements in the queryLog returned.
+// connections record their statements in the queryLog returned. None of
+// its tests is about a worker that hangs: without a WorkerStall of its
+// own, the store takes patientStall.
 func tracedStore(t *testing.T, db *pgtest.DB, opts pgstore.Options) (*pgstore.Store, *queryLog) {
 	t.Helper()
+	if opts.WorkerStall == 0 {
+		opts.WorkerStall = patientStall
+	}
 	pool, calls := tracedPool(t, db.AppURL)
 	st := pgstore.New(pool, opts)
 	t.Cleanup(st.Close)

@@ -461,6 +461,12 @@ func TestCitusSweepReadsKeepOneConnectionPerWorker(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The workers' sessions of this one carry its global pid in
+		// their application_name.
+		var gpid int64
+		if err := conn.QueryRow(ctx, `SELECT citus_backend_gpid()`).Scan(&gpid); err != nil {
+			t.Fatal(err)
+		}
 		for range 10 {
 			for _, q := range reads {
 				if _, err := conn.Exec(ctx, q, clock.Now()); err != nil {
@@ -468,21 +474,31 @@ func TestCitusSweepReadsKeepOneConnectionPerWorker(t *testing.T) {
 				}
 			}
 		}
-		_ = conn.Close(ctx) // and with it the session's worker connections
-		// A closed session's count reaches the statistics when it exits.
-		var n int64
-		testwait.Until(t, "the workers' session counts settled", testwait.Cap, func() bool {
-			prev := n
-			// Each poll its own snapshot of the statistics.
-			for _, conn := range workers {
-				if _, err := conn.Exec(ctx, `SELECT pg_stat_clear_snapshot()`); err != nil {
+		open := func() int64 {
+			var total int64
+			for _, w := range workers {
+				var n int64
+				if err := w.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`,
+					fmt.Sprintf("citus_internal gpid=%d", gpid)).Scan(&n); err != nil {
 					t.Fatal(err)
 				}
+				total += n
 			}
-			n = sessions() - before
-			return n == prev && n > 0
-		})
-		return n
+			return total
+		}
+		if open() == 0 {
+			t.Fatalf("no worker connection of the session (gpid %d) found open before it closed", gpid)
+		}
+		_ = conn.Close(ctx) // and with it the session's worker connections
+		// A worker session's count reaches the statistics as it exits,
+		// before it leaves pg_stat_activity.
+		testwait.Until(t, "the session's worker connections closed", testwait.Cap, func() bool { return open() == 0 })
+		for _, w := range workers {
+			if _, err := w.Exec(ctx, `SELECT pg_stat_clear_snapshot()`); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return sessions() - before
 	}
 	plain := opened(`SELECT count(*) FROM mcp_tenant_servers WHERE live > 0 AND $1::timestamptz IS NOT NULL`)
 	sweep := opened(`SELECT count(*) FROM mcp_sweep_tenants() WHERE $1::timestamptz IS NOT NULL`,
