@@ -194,11 +194,13 @@ func (r *running) stop(t *testing.T) error {
 	return r.err
 }
 
-// fastOptions are Options for tests: short waits throughout.
+// fastOptions are Options for tests: short waits throughout. A probe
+// gets more than the test interval (a ping that a loaded machine answers
+// late is not a server that hangs); a hung one still misses heartbeats.
 func fastOptions(reg *testRegistry, module string, target mcpinspect.Target) Options {
 	return Options{
 		Module: module, Target: target, Registry: reg.client,
-		ProbeTimeout: 100 * time.Millisecond, ConnectTimeout: 2 * time.Second, CallTimeout: time.Second,
+		ProbeTimeout: 500 * time.Millisecond, ConnectTimeout: 2 * time.Second, CallTimeout: time.Second,
 		DeregisterTimeout: time.Second, TerminateGrace: 200 * time.Millisecond,
 		RetryMin: 20 * time.Millisecond, RetryMax: 150 * time.Millisecond,
 		RestartMin: 50 * time.Millisecond, RestartMax: 300 * time.Millisecond,
