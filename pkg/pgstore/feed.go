@@ -27,8 +27,8 @@ func tenantPosition(epoch, position int64) registry.Position {
 const horizonSQL = `SELECT epoch, pos FROM mcp_feed_horizon($1)`
 
 // positionSQL reads a tenant's present position ($1) without its epoch:
-// the read made on a Citus worker, whose positions carry the
-// coordinator's epoch (readOnWorker).
+// the read made on a Citus worker, whose positions carry the cluster's
+// epoch (readEpoch).
 const positionSQL = `SELECT mcp_feed_position($1)`
 
 // Horizon returns tenant's present position. On Citus it is Horizons of
@@ -94,6 +94,14 @@ func (s *Store) horizons(ctx context.Context, tenants []uuid.UUID, inline int64)
 		}
 		return positions, errs
 	}
+	// The epoch before the reads (readEpoch).
+	epoch, err := s.readEpoch(ctx)
+	if err != nil {
+		for i := range errs {
+			errs[i] = translate(err)
+		}
+		return positions, errs
+	}
 	// One call per worker; one per tenant whose worker is not known, so
 	// that a worker that hangs holds up no tenant of another.
 	type call struct {
@@ -124,16 +132,13 @@ func (s *Store) horizons(ctx context.Context, tenants []uuid.UUID, inline int64)
 		c := calls[g]
 		var r read
 		r.err = s.workerCalls.onWorker(wctx, c.worker, func() error {
-			coordinator, err := s.readOnWorker(wctx, c.worker, func(db querier, onWorker bool) (err error) {
+			return s.readOnWorker(wctx, c.worker, func(db querier, onWorker bool) (err error) {
 				r.at, err = readHorizons(wctx, db, c.own, onWorker)
+				for j := range r.at {
+					r.at[j].Epoch = epoch
+				}
 				return err
 			})
-			if coordinator != 0 {
-				for j := range r.at {
-					r.at[j].Epoch = coordinator
-				}
-			}
-			return err
 		})
 		r.err = translate(r.err)
 		return r
@@ -332,7 +337,14 @@ func (s *Store) ReadFeed(ctx context.Context, tenants []uuid.UUID, after []regis
 	if !citus {
 		return s.readFeed(ctx, s.pool, `SELECT feed_tenant, `+feedColumns+` FROM mcp_feed_read($1, $2, $3)`, tenants, from, limit)
 	}
-	return s.readFeedPerWorker(ctx, tenants, from, limit)
+	// The epoch before the reads (readEpoch).
+	epoch, err := s.readEpoch(ctx)
+	if err != nil {
+		return nil, translate(err)
+	}
+	batches, err := s.readFeedPerWorker(ctx, tenants, from, limit)
+	withEpoch(batches, epoch)
+	return batches, err
 }
 
 // feedReadEachSQL reads the trails of tenants $1 after $2, at most $3
@@ -398,14 +410,10 @@ func (s *Store) readFeedPerWorker(ctx context.Context, tenants []uuid.UUID, from
 func (s *Store) readFeedOnWorker(ctx context.Context, worker int64, tenants []uuid.UUID, from []int64, limit int) ([]store.FeedBatch, error) {
 	var out []store.FeedBatch
 	err := s.workerCalls.onWorker(ctx, worker, func() error {
-		coordinator, err := s.readOnWorker(ctx, worker, func(db querier, _ bool) (err error) {
+		return s.readOnWorker(ctx, worker, func(db querier, _ bool) (err error) {
 			out, err = s.readFeed(ctx, db, feedReadEachSQL, tenants, from, limit)
 			return err
 		})
-		if coordinator != 0 {
-			withEpoch(out, coordinator)
-		}
-		return err
 	})
 	if err == nil || len(tenants) == 1 || !errors.Is(err, registry.ErrUnavailable) || errors.Is(err, ErrWorkerStalled) {
 		return out, err
@@ -413,8 +421,8 @@ func (s *Store) readFeedOnWorker(ctx context.Context, worker int64, tenants []uu
 	return s.readFeedEach(ctx, feedReadEachSQL, tenants, from, limit)
 }
 
-// withEpoch gives every position of batches, read on a worker, the
-// coordinator's epoch (coordinatorEpoch).
+// withEpoch gives every position of batches, read on Citus, the cluster's
+// epoch (readEpoch).
 func withEpoch(batches []store.FeedBatch, epoch uint64) {
 	for i := range batches {
 		batches[i].Horizon.Epoch = epoch

@@ -90,6 +90,8 @@ type Store struct {
 	// workerReads are the pools of the reads made on the Citus workers
 	// themselves (workerreads.go).
 	workerReads workerReads
+	// epochState is the cluster's epoch on Citus (epoch.go).
+	epochState epochState
 	// sweepCalls sizes the calls of a tenant's sweep on Citus
 	// (sweepsize.go).
 	sweepCalls sweepCallSize
@@ -254,6 +256,13 @@ func queryInTenant[T any](ctx context.Context, s *Store, tenant uuid.UUID, colle
 // from it misses nothing that the query's answer does not reflect.
 func queryInTenantAt[T any](ctx context.Context, s *Store, tenant uuid.UUID, collect pgx.RowToFunc[T], sql string, args ...any) ([]T, registry.Position, error) {
 	var epoch, pos int64
+	// On Citus the position carries the cluster's epoch, read before it.
+	var cluster uint64
+	if citus, err := s.onCitus(ctx); err == nil && citus {
+		if cluster, err = s.readEpoch(ctx); err != nil {
+			return nil, registry.Position{}, translate(err)
+		}
+	}
 	// The horizon before the tenant's settings: their plan_cache_mode
 	// would make mcp_feed_horizon plan its query again on every call.
 	out, err := queryInTenantAfter(ctx, s, horizonSQL, []any{tenant}, func(br pgx.BatchResults) error {
@@ -262,7 +271,11 @@ func queryInTenantAt[T any](ctx context.Context, s *Store, tenant uuid.UUID, col
 	if err != nil {
 		return nil, registry.Position{}, err
 	}
-	return out, tenantPosition(epoch, pos), nil
+	at := tenantPosition(epoch, pos)
+	if cluster != 0 {
+		at.Epoch = cluster
+	}
+	return out, at, nil
 }
 
 // queryInTenantAfter is queryInTenant with the statement first (none when

@@ -28,7 +28,7 @@ import (
 //
 // A read there sees what a read through the coordinator sees: a write
 // commits on the shard's worker before it is answered; its positions
-// carry the coordinator's epoch (coordinatorEpoch). A connection to a
+// carry the cluster's epoch (epoch.go). A connection to a
 // worker first proves that it reached that worker's group, a primary
 // (pg_dist_local_group, pg_is_in_recovery), or it is dropped. A worker
 // that mcpd cannot reach that way (a network where only the coordinator
@@ -65,10 +65,6 @@ type workerReads struct {
 	nodes   map[int64]*workerReadNode
 	readAt  time.Time
 	reading bool
-	// epoch is the coordinator's epoch as read at epochAt
-	// (coordinatorEpoch).
-	epoch   int64
-	epochAt time.Time
 	// made counts the reads made on a worker, writes the calls of
 	// delegated functions (writeConn).
 	made, writes atomic.Int64
@@ -319,53 +315,20 @@ type querier interface {
 // worker's own pool when the store has one (workerPool), else through the
 // coordinator; also when no connection of that pool could be had in time
 // (the worker not reachable so, or no longer proved: unreachable). What
-// the read itself returns, on either, is the worker's answer. A read made
-// on the worker returns the coordinator's epoch, which its positions must
-// carry (coordinatorEpoch); through the coordinator, epoch is 0 and the
-// read's own positions stand. read is told which of the two db is
-// (onWorker).
-func (s *Store) readOnWorker(ctx context.Context, worker int64, read func(db querier, onWorker bool) error) (epoch uint64, err error) {
+// the read itself returns, on either, is the worker's answer; its
+// positions carry the cluster's epoch, which the caller reads before it
+// (readEpoch). read is told which of the two db is (onWorker).
+func (s *Store) readOnWorker(ctx context.Context, worker int64, read func(db querier, onWorker bool) error) error {
 	if direct := s.workerPool(worker); direct != nil {
 		conn, err := direct.Acquire(ctx)
 		if err == nil {
 			defer conn.Release()
 			s.workerReads.made.Add(1)
-			if err := read(conn, true); err != nil {
-				return 0, err
-			}
-			return s.coordinatorEpoch(ctx)
+			return read(conn, true)
 		}
 		s.unreachable(worker, direct, err)
 	}
-	return 0, read(s.pool, false)
-}
-
-// coordinatorEpochTTL is how long a read of the coordinator's epoch
-// labels the positions read on the workers.
-const coordinatorEpochTTL = time.Second
-
-// coordinatorEpoch returns the feed's epoch as the coordinator gives it
-// (mcp_feed_epoch: its WAL timeline), read at most coordinatorEpochTTL
-// ago. A position read on a worker carries it instead of the worker's
-// own timeline, so that every position mcpd hands out on Citus has the
-// coordinator's epoch, as when it is read through the coordinator; after
-// a failover of the coordinator, positions read on the workers keep the
-// old epoch for that long at most.
-func (s *Store) coordinatorEpoch(ctx context.Context) (uint64, error) {
-	w := &s.workerReads
-	w.mu.Lock()
-	epoch, at := w.epoch, w.epochAt
-	w.mu.Unlock()
-	if !at.IsZero() && time.Since(at) < coordinatorEpochTTL {
-		return uint64(epoch), nil
-	}
-	if err := s.pool.QueryRow(ctx, `SELECT mcp_feed_epoch()`).Scan(&epoch); err != nil {
-		return 0, err
-	}
-	w.mu.Lock()
-	w.epoch, w.epochAt = epoch, time.Now()
-	w.mu.Unlock()
-	return uint64(epoch), nil
+	return read(s.pool, false)
 }
 
 // closeDropped closes pool, which its worker's node no longer holds, in

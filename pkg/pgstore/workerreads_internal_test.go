@@ -172,11 +172,12 @@ func closedPort(t *testing.T) uint16 {
 	return uint16(port)
 }
 
-// A position read on a worker carries the coordinator's epoch, not the
-// worker's own WAL timeline: with the coordinator's epoch known as 1<<20,
-// the store's reads on the worker (a position, a trail) give it, and a
-// store that reads through the coordinator gives the coordinator's own.
-func TestWorkerReadsCarryTheCoordinatorsEpoch(t *testing.T) {
+// A position read on a worker carries the cluster's epoch (epoch.go), not
+// the worker's own WAL timeline: with the coordinator's timeline known as
+// 1<<20 and no worker's past its first, the store's reads on the worker (a
+// position, a trail) give it, and a store that reads through the
+// coordinator gives the cluster's own.
+func TestWorkerReadsCarryTheClustersEpoch(t *testing.T) {
 	_, db, s, tenant := storeWithOneEvent(t)
 	ctx := t.Context()
 	testwait.Until(t, "a read on the worker", 30*time.Second, func() bool {
@@ -187,10 +188,11 @@ func TestWorkerReadsCarryTheCoordinatorsEpoch(t *testing.T) {
 		return s.workerReads.made.Load() > made
 	})
 	const known = 1 << 20
-	w := &s.workerReads
-	w.mu.Lock()
-	w.epoch, w.epochAt = known, time.Now().Add(time.Hour)
-	w.mu.Unlock()
+	e := &s.epochState
+	e.mu.Lock()
+	e.coordinator, e.coordinatorAt = known, time.Now().Add(time.Hour)
+	e.timelines, e.timelinesAt = map[int64]int64{1: 1, 2: 1}, time.Now().Add(time.Hour)
+	e.mu.Unlock()
 	p, err := s.Horizon(ctx, tenant)
 	if err != nil || p.Epoch != known || p.Seq != 1 {
 		t.Fatalf("a position read on the worker: %+v, %v; want epoch %d, seq 1", p, err, known)

@@ -39,6 +39,9 @@ type Citus struct {
 	Coordinator *Cluster
 	// Workers hold the shards.
 	Workers []*Cluster
+	// spares are the nodes that are no longer, or not yet, workers: the
+	// standbys of WorkerStandby, the workers FailOverWorker replaced.
+	spares []*Cluster
 
 	tmplOnce sync.Once
 	tmplErr  error
@@ -215,7 +218,7 @@ func (c *Citus) nodes() []*Cluster { return append([]*Cluster{c.Coordinator}, c.
 func (c *Citus) destroy() error {
 	c.stopDrops()
 	var errs []error
-	for _, n := range c.nodes() {
+	for _, n := range append(c.nodes(), c.spares...) {
 		if n != nil {
 			errs = append(errs, n.Destroy())
 		}

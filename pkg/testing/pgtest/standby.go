@@ -29,7 +29,7 @@ func (c *Cluster) StartStandby(t testing.TB, sync bool) *Cluster {
 		t.Fatalf("pgtest: %v", err)
 	}
 	start := time.Now()
-	s, err := c.startStandby()
+	s, err := c.startStandby(nil)
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
@@ -48,7 +48,9 @@ func (c *Cluster) StartStandby(t testing.TB, sync bool) *Cluster {
 	return s
 }
 
-func (c *Cluster) startStandby() (s *Cluster, err error) {
+// startStandby makes and starts the standby, with settings (-c name=value)
+// on top of the defaults.
+func (c *Cluster) startStandby(settings []string) (s *Cluster, err error) {
 	root, err := os.MkdirTemp(tempBase(false), "pgtest-standby-")
 	if err != nil {
 		return nil, fmt.Errorf("temporary directory: %w", err)
@@ -64,6 +66,7 @@ func (c *Cluster) startStandby() (s *Cluster, err error) {
 		appPass:   c.appPass,
 		superuser: c.superuser,
 		serverNum: c.serverNum,
+		settings:  settings,
 	}
 	s.tmplOnce.Do(func() {}) // the template and the app role came with the copy
 	defer func() {

@@ -1,0 +1,60 @@
+package pgtest
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// WorkerStandby makes a streaming standby of worker i of a private Citus
+// cluster (NewCitus), for FailOverWorker: pg_basebackup -R from the worker,
+// started on a loopback port of its own. With sync, the worker commits only
+// what the standby has received. It is removed with the cluster.
+func (c *Citus) WorkerStandby(t testing.TB, i int, sync bool) *Cluster {
+	t.Helper()
+	w := c.Workers[i]
+	start := time.Now()
+	// The worker's settings (Citus's library, its worker processes), which
+	// a standby needs as its primary has them.
+	s, err := w.startStandby(w.settings)
+	if err != nil {
+		t.Fatalf("pgtest: standby of worker %d: %v", i, err)
+	}
+	c.spares = append(c.spares, s)
+	if sync {
+		if err := w.syncTo(); err != nil {
+			t.Fatalf("pgtest: %v", err)
+		}
+	}
+	t.Logf("pgtest: standby of worker %d (port %d) on 127.0.0.1:%d (synchronous: %v) ready in %v",
+		i, w.port, s.port, sync, time.Since(start).Round(time.Millisecond))
+	return s
+}
+
+// FailOverWorker fails worker i over onto standby (WorkerStandby), as an
+// operator does: the worker stopped, the standby promoted, and the
+// coordinator's metadata in database told the new address
+// (citus_update_node). The standby then is worker i.
+func (c *Citus) FailOverWorker(t testing.TB, i int, database string, standby *Cluster) {
+	t.Helper()
+	old := c.Workers[i]
+	old.Stop(t)
+	standby.Promote(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pool, err := newPool(ctx, c.Coordinator.connString("", "", database))
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `SELECT citus_update_node(nodeid, '127.0.0.1', $2) FROM pg_dist_node WHERE nodeport = $1`,
+		old.port, standby.port); err != nil {
+		t.Fatalf("pgtest: citus_update_node from port %d to %d: %v", old.port, standby.port, err)
+	}
+	c.Workers[i] = standby
+	for j, s := range c.spares {
+		if s == standby {
+			c.spares[j] = old
+		}
+	}
+}
