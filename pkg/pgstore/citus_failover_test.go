@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/cyberos/mcpd/pkg/pgstore"
 	"github.com/cyberos/mcpd/pkg/registry"
@@ -18,22 +19,27 @@ import (
 // moves on (epoch.go): every position handed out before answers 410
 // (ErrPositionExpired) once, the worker's tenants' and the others' alike,
 // as after a failover of plain PostgreSQL; positions read after it resume,
-// and the tenants' trails go on on the promoted worker. Both with the
-// store's pools to the workers and with every read through the
-// coordinator (--citus-worker-reads=false), where the workers' timelines
-// are read through the coordinator too.
+// and the tenants' trails go on on the promoted worker. With the store's
+// pools to the workers and with every read through the coordinator
+// (--citus-worker-reads=false), where the workers' timelines are read
+// through the coordinator too; and onto a standby that did not receive the
+// worker's last event, whose position the promoted worker then gives to
+// another event.
 func TestCitusWorkerFailoverExpiresPositions(t *testing.T) {
 	for _, tc := range []struct {
-		name             string
-		coordinatorReads bool
-	}{{"worker reads", false}, {"coordinator reads", true}} {
-		t.Run(tc.name, func(t *testing.T) {
-			workerFailoverExpiresPositions(t, pgstore.Options{WorkerStall: patientStall, CoordinatorReads: tc.coordinatorReads})
-		})
+		name string
+		opts pgstore.Options
+		lost bool
+	}{
+		{"worker reads", pgstore.Options{WorkerStall: patientStall}, false},
+		{"coordinator reads", pgstore.Options{WorkerStall: patientStall, CoordinatorReads: true}, false},
+		{"an event lost", pgstore.Options{WorkerStall: patientStall}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) { workerFailoverExpiresPositions(t, tc.opts, tc.lost) })
 	}
 }
 
-func workerFailoverExpiresPositions(t *testing.T, opts pgstore.Options) {
+func workerFailoverExpiresPositions(t *testing.T, opts pgstore.Options, lost bool) {
 	c := pgtest.NewCitus(t)
 	db := c.NewDB(t)
 	st := pgstore.New(db.App, opts)
@@ -43,11 +49,37 @@ func workerFailoverExpiresPositions(t *testing.T, opts pgstore.Options) {
 	for _, tenant := range tenants {
 		register(t, st, tenant, "before")
 	}
-	standby := c.WorkerStandby(t, 0, true)
+	standby := c.WorkerStandby(t, 0, !lost)
+	if lost {
+		// The standby stops receiving: the worker's next event is not on it.
+		conn, err := pgx.Connect(ctx, standby.URL("", "postgres"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []string{`ALTER SYSTEM SET primary_conninfo = ''`, `SELECT pg_reload_conf()`} {
+			if _, err := conn.Exec(ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		testwait.Eventually(t, "the standby stopped receiving", func() bool {
+			var n int
+			return conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_wal_receiver`).Scan(&n) == nil && n == 0
+		})
+		_ = conn.Close(ctx)
+		register(t, st, tenants[0], "lost")
+	}
+	if !opts.CoordinatorReads {
+		testwait.Eventually(t, "a read on the worker", func() bool {
+			made := st.ReadsOnWorkers()
+			_, err := st.Horizon(ctx, tenants[0])
+			return err == nil && st.ReadsOnWorkers() > made
+		})
+	}
+	want := map[bool]int64{false: 1, true: 2}[lost]
 	before := make([]registry.Position, len(tenants))
 	for i, tenant := range tenants {
 		p, err := st.Horizon(ctx, tenant)
-		if err != nil || p.Seq != 1 {
+		if err != nil || i == 0 && p.Seq != want || i == 1 && p.Seq != 1 {
 			t.Fatalf("tenant %d before the failover: %+v, %v", i, p, err)
 		}
 		if _, err := st.CheckPosition(ctx, tenant, p); err != nil {
@@ -93,8 +125,13 @@ func workerFailoverExpiresPositions(t *testing.T, opts pgstore.Options) {
 			}
 		}
 	}
+	// Lost, the worker's last event has its position taken by the next.
 	if now, _ := st.Horizon(ctx, tenants[0]); now.Seq != 2 {
 		t.Errorf("the failed-over worker's tenant: position %d, want 2 (its registration before and after)", now.Seq)
+	}
+	batches, err := st.ReadFeed(ctx, tenants[:1], []registry.Position{{}}, 10)
+	if err != nil || len(batches) != 1 || len(batches[0].Events) != 2 || batches[0].Events[1].ModuleName != "after" {
+		t.Fatalf("the failed-over worker's tenant's trail: %+v, %v; want before, after", batches, err)
 	}
 	// A list's position agrees (the registry's ETag and watch_cursor).
 	page, err := st.Servers(ctx, tenants[1], registry.ServerFilter{Limit: 10})

@@ -28,31 +28,35 @@ import (
 // labels positions of the new history with the old epoch, which the next
 // read's change of epoch expires, never the reverse. The coordinator's
 // timeline is read at most clusterEpochTTL before; the workers' in the
-// background, once the last read is that old, on the worker's own pool when
-// the store has one, else through the coordinator (run_command_on_workers),
-// each bounded by workerTimelineTimeout (the first read, which the first
-// positions wait for, by firstTimelinesTimeout): a worker that cannot be
-// read keeps the timeline last read of it (the first timeline when none
-// was), so that a worker down or hung changes no epoch. After a worker's
-// failover the epoch moves on within about clusterEpochTTL of reads.
+// background, once the last read is that old, each worker's on its own
+// (on the worker's own pool when the store has one, else through the
+// coordinator, master_run_on_worker), each try bounded by
+// workerTimelineTimeout; the first read, which the first positions wait
+// for, by firstTimelinesTimeout. A worker that cannot be read, or whose
+// calls stall, keeps the timeline last read of it (the first timeline
+// when none was), so that a worker down or hung changes no epoch; a
+// worker that mcpd starts beside while it hangs, and that had failed over
+// before, moves the epoch once it is read (one more 410). After a
+// worker's failover the epoch moves on within about clusterEpochTTL of
+// reads. The worker replaced must be stopped (fenced) before the
+// coordinator is given the new address, as Citus itself needs.
 
 // clusterEpochTTL is how long a read of the coordinator's epoch, and of the
 // workers' timelines, labels the positions read.
 const clusterEpochTTL = time.Second
 
-// workerTimelineTimeout bounds the background read of the workers'
-// timelines.
-const workerTimelineTimeout = 2 * time.Second
+// workerTimelineTimeout bounds each read of a worker's timeline (on its
+// own pool, through the coordinator) and of the workers' list.
+const workerTimelineTimeout = time.Second
 
 // firstTimelinesTimeout bounds the first read of the workers' timelines,
 // which the first read of positions waits for.
 const firstTimelinesTimeout = 500 * time.Millisecond
 
-// workerTimelinesSQL reads, through the coordinator, the WAL timeline of
-// each primary worker (mcp_feed_epoch on the worker), by group.
-const workerTimelinesSQL = `SELECT n.groupid, r.result FROM run_command_on_workers('SELECT mcp_feed_epoch()') r
-	JOIN pg_dist_node n ON n.nodename = r.nodename AND n.nodeport = r.nodeport
-	WHERE r.success AND n.noderole = 'primary' AND n.isactive AND n.groupid <> 0`
+// workerTimelineSQL reads, through the coordinator, the WAL timeline of
+// the worker at $1:$2 (mcp_feed_epoch there).
+const workerTimelineSQL = `SELECT success, result FROM master_run_on_worker(ARRAY[$1::text], ARRAY[$2::integer],
+	ARRAY['SELECT mcp_feed_epoch()'], false)`
 
 // epochState is the store's last read of the cluster's epoch on Citus.
 type epochState struct {
@@ -142,63 +146,61 @@ func (s *Store) readEpoch(ctx context.Context) (uint64, error) {
 	return e.epoch(), nil
 }
 
+// citusEpoch is readEpoch on Citus, and 0 on plain PostgreSQL, where the
+// read's own epoch (mcp_feed_epoch) stands.
+func (s *Store) citusEpoch(ctx context.Context) (uint64, error) {
+	if citus, err := s.onCitus(ctx); err != nil || !citus {
+		return 0, nil
+	}
+	epoch, err := s.readEpoch(ctx)
+	if err != nil {
+		return 0, translate(err)
+	}
+	return epoch, nil
+}
+
 // readWorkerTimelines reads each primary worker's timeline and keeps those
-// read: on the worker's own pool when the store has one, else, for the
-// rest, through the coordinator.
+// read, each worker's on its own (a worker that hangs holds up only its
+// own): on the worker's own pool when the store has one, else, or when
+// that read fails, through the coordinator at the address it lists; a
+// worker whose calls stall (stall.go) is not read. A group the coordinator
+// no longer lists is forgotten.
 func (s *Store) readWorkerTimelines(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, workerTimelineTimeout)
-	defer cancel()
+	nodes, err := s.primaryWorkers(ctx)
 	read := make(map[int64]int64)
-	groups, err := s.workerGroupList(ctx)
+	var mu sync.Mutex
 	if err == nil {
-		var (
-			mu sync.Mutex
-			wg sync.WaitGroup
-		)
-		for _, g := range groups {
-			pool := s.workerPool(g)
-			if pool == nil {
+		var wg sync.WaitGroup
+		for _, n := range nodes {
+			if s.workerCalls.stalled(n.group) {
 				continue
 			}
 			wg.Go(func() {
-				var tl int64
-				if err := pool.QueryRow(ctx, `SELECT mcp_feed_epoch()`).Scan(&tl); err == nil {
+				if tl, ok := s.workerTimeline(ctx, n); ok {
 					mu.Lock()
-					read[g] = tl
+					read[n.group] = tl
 					mu.Unlock()
 				}
 			})
 		}
 		wg.Wait()
 	}
-	// The groups not read on a pool of their own (none yet, or one that
-	// failed: a worker replaced at another address), through the
-	// coordinator, at the addresses it lists.
-	if err != nil || len(read) < len(groups) {
-		if rows, qerr := s.pool.Query(ctx, workerTimelinesSQL); qerr == nil {
-			for rows.Next() {
-				var (
-					g      int64
-					result string
-				)
-				if rows.Scan(&g, &result) != nil {
-					continue
-				}
-				if _, ok := read[g]; ok {
-					continue
-				}
-				if tl, perr := strconv.ParseInt(result, 10, 64); perr == nil {
-					read[g] = tl
-				}
-			}
-			rows.Close()
-		}
-	}
 	e := &s.epochState
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.timelines == nil {
 		e.timelines = make(map[int64]int64)
+	}
+	if err == nil {
+		listed := make(map[int64]bool, len(nodes))
+		for _, n := range nodes {
+			listed[n.group] = true
+		}
+		for g := range e.timelines {
+			if !listed[g] {
+				delete(e.timelines, g)
+			}
+		}
 	}
 	for g, tl := range read {
 		e.timelines[g] = tl
@@ -212,20 +214,56 @@ func (s *Store) readWorkerTimelines(ctx context.Context) {
 	e.timelinesAt, e.reading = time.Now(), false
 }
 
-// workerGroupList lists the groups of the primary workers.
-func (s *Store) workerGroupList(ctx context.Context) ([]int64, error) {
-	rows, err := s.pool.Query(ctx, `SELECT groupid FROM pg_dist_node WHERE noderole = 'primary' AND isactive AND groupid <> 0`)
+// workerTimeline reads worker n's timeline (mcp_feed_epoch there), each
+// try within workerTimelineTimeout: on its own pool, else through the
+// coordinator (master_run_on_worker, at the address it lists).
+func (s *Store) workerTimeline(ctx context.Context, n workerNode) (int64, bool) {
+	var tl int64
+	if pool := s.workerPool(n.group); pool != nil {
+		pctx, cancel := context.WithTimeout(ctx, workerTimelineTimeout)
+		err := pool.QueryRow(pctx, `SELECT mcp_feed_epoch()`).Scan(&tl)
+		cancel()
+		if err == nil {
+			return tl, true
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, workerTimelineTimeout)
+	defer cancel()
+	var (
+		ok     bool
+		result string
+	)
+	if err := s.pool.QueryRow(cctx, workerTimelineSQL, n.host, int32(n.port)).Scan(&ok, &result); err != nil || !ok {
+		return 0, false
+	}
+	tl, err := strconv.ParseInt(result, 10, 64)
+	return tl, err == nil
+}
+
+// workerNode is a primary worker's group and address, as the coordinator
+// lists it.
+type workerNode struct {
+	group int64
+	host  string
+	port  int
+}
+
+// primaryWorkers lists the primary workers (workerNodesSQL).
+func (s *Store) primaryWorkers(ctx context.Context) ([]workerNode, error) {
+	lctx, cancel := context.WithTimeout(ctx, workerTimelineTimeout)
+	defer cancel()
+	rows, err := s.pool.Query(lctx, workerNodesSQL)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var groups []int64
+	var nodes []workerNode
 	for rows.Next() {
-		var g int64
-		if err := rows.Scan(&g); err != nil {
+		var n workerNode
+		if err := rows.Scan(&n.group, &n.host, &n.port); err != nil {
 			return nil, err
 		}
-		groups = append(groups, g)
+		nodes = append(nodes, n)
 	}
-	return groups, rows.Err()
+	return nodes, rows.Err()
 }

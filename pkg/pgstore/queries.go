@@ -163,6 +163,11 @@ func (s *Store) Events(ctx context.Context, tenant uuid.UUID, f registry.EventFi
 	if f.ModuleName != "" {
 		module = &f.ModuleName
 	}
+	// On Citus the positions carry the cluster's epoch, read before them.
+	cluster, err := s.citusEpoch(ctx)
+	if err != nil {
+		return registry.EventPage{}, err
+	}
 	// The horizon is one row, computed once, materialized so that the
 	// planner does not evaluate it again per event.
 	rows, err := queryInTenant(ctx, s, tenant, collectFeedRow, `
@@ -188,6 +193,12 @@ ORDER BY e.position`, tenant, max(f.After.Seq, 0), f.ServerID, module, kind, lim
 	}
 	var page registry.EventPage
 	page.Events, page.Horizon = feedEvents(rows)
+	if cluster != 0 {
+		page.Horizon.Epoch = cluster
+		for i := range page.Events {
+			page.Events[i].Position.Epoch = cluster
+		}
+	}
 	// Never before the page's start.
 	page.Horizon = page.Horizon.Max(f.After)
 	if len(page.Events) > limit {

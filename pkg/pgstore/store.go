@@ -257,11 +257,9 @@ func queryInTenant[T any](ctx context.Context, s *Store, tenant uuid.UUID, colle
 func queryInTenantAt[T any](ctx context.Context, s *Store, tenant uuid.UUID, collect pgx.RowToFunc[T], sql string, args ...any) ([]T, registry.Position, error) {
 	var epoch, pos int64
 	// On Citus the position carries the cluster's epoch, read before it.
-	var cluster uint64
-	if citus, err := s.onCitus(ctx); err == nil && citus {
-		if cluster, err = s.readEpoch(ctx); err != nil {
-			return nil, registry.Position{}, translate(err)
-		}
+	cluster, err := s.citusEpoch(ctx)
+	if err != nil {
+		return nil, registry.Position{}, err
 	}
 	// The horizon before the tenant's settings: their plan_cache_mode
 	// would make mcp_feed_horizon plan its query again on every call.
