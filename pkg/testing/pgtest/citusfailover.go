@@ -34,7 +34,9 @@ func (c *Citus) WorkerStandby(t testing.TB, i int, sync bool) *Cluster {
 // FailOverWorker fails worker i over onto standby (WorkerStandby), as an
 // operator does: the worker stopped, the standby promoted, and the
 // coordinator's metadata in database told the new address
-// (citus_update_node). The standby then is worker i.
+// (citus_update_node). The standby then is worker i. Only database's
+// metadata follows: the cluster's other databases, its template's too,
+// still list the stopped worker, so a test makes no NewDB after it.
 func (c *Citus) FailOverWorker(t testing.TB, i int, database string, standby *Cluster) {
 	t.Helper()
 	old := c.Workers[i]
