@@ -166,7 +166,9 @@ func (s *Store) citusEpoch(ctx context.Context) (uint64, error) {
 // worker whose calls stall (stall.go) is not read. A group the coordinator
 // no longer lists is forgotten.
 func (s *Store) readWorkerTimelines(ctx context.Context) {
-	nodes, err := s.primaryWorkers(ctx)
+	lctx, cancel := context.WithTimeout(ctx, workerTimelineTimeout)
+	nodes, err := s.primaryWorkers(lctx)
+	cancel()
 	read := make(map[int64]int64)
 	var mu sync.Mutex
 	if err == nil {
@@ -206,10 +208,7 @@ func (s *Store) readWorkerTimelines(ctx context.Context) {
 		e.timelines[g] = tl
 	}
 	if e.timelinesAt.IsZero() {
-		if e.read == nil {
-			e.read = make(chan struct{})
-		}
-		close(e.read)
+		close(e.read) // made by readEpoch, which starts every read
 	}
 	e.timelinesAt, e.reading = time.Now(), false
 }
@@ -250,9 +249,7 @@ type workerNode struct {
 
 // primaryWorkers lists the primary workers (workerNodesSQL).
 func (s *Store) primaryWorkers(ctx context.Context) ([]workerNode, error) {
-	lctx, cancel := context.WithTimeout(ctx, workerTimelineTimeout)
-	defer cancel()
-	rows, err := s.pool.Query(lctx, workerNodesSQL)
+	rows, err := s.pool.Query(ctx, workerNodesSQL)
 	if err != nil {
 		return nil, err
 	}

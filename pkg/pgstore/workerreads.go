@@ -149,21 +149,9 @@ func (s *Store) readWorkerNodes(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, workerReadOpenTimeout)
 	defer cancel()
 	read := make(map[int64]workerReadNode)
-	rows, err := s.pool.Query(ctx, workerNodesSQL)
-	if err == nil {
-		for rows.Next() {
-			var (
-				group int64
-				host  string
-				port  int64
-			)
-			if err = rows.Scan(&group, &host, &port); err != nil {
-				break
-			}
-			read[group] = workerReadNode{host: host, port: uint16(port)}
-		}
-		rows.Close()
-		err = cmpErr(err, rows.Err())
+	nodes, err := s.primaryWorkers(ctx)
+	for _, n := range nodes {
+		read[n.group] = workerReadNode{host: n.host, port: uint16(n.port)}
 	}
 	var moved []*pgxpool.Pool
 	defer func() { closePools(moved) }()
@@ -197,16 +185,6 @@ func closePools(pools []*pgxpool.Pool) {
 	for _, p := range pools {
 		p.Close()
 	}
-}
-
-// cmpErr returns the first of errs that is not nil.
-func cmpErr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // openWorkerPool opens n's pool for worker and keeps it once a
