@@ -178,21 +178,7 @@ func TestCitusWorkerStoppedAcrossReplicas(t *testing.T) {
 		t.Fatalf("watched %d events, the trail has %d; first difference at %d", len(got), len(want), firstDiff(got, want))
 	}
 	for _, tenant := range []uuid.UUID{stopped, running} {
-		rows, err := db.Admin.Query(ctx, `SELECT position FROM mcp_audit_events WHERE tenant_id = $1 ORDER BY position`, tenant)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var n int64
-		for rows.Next() {
-			var p int64
-			if err := rows.Scan(&p); err != nil {
-				t.Fatal(err)
-			}
-			if n++; p != n {
-				t.Fatalf("tenant %s: event %d at position %d", tenant, n, p)
-			}
-		}
-		rows.Close()
+		assertGapless(t, db, tenant)
 	}
 	t.Logf("worker down %s: stopped tenant %v, running tenant %v; %d events of the running tenant watched once; "+
 		"%d servers marked after their own heartbeats were late", citusDown, outcomes, rOutcomes, len(want), late)
