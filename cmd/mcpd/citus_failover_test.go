@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cyberos/mcpd/pkg/api"
 	"github.com/cyberos/mcpd/pkg/apiwire"
@@ -79,162 +80,199 @@ func (w *expiringWatch) end() error {
 // A list read after it gives a cursor whose watch has every later event
 // exactly once. No heartbeating server of either tenant is marked, no
 // heartbeat gets an answer the contract does not allow (the failed
-// worker's tenant's answer 503 while it is down), the failed tenant's
-// heartbeats and registrations go on on the promoted worker, and each
-// tenant's positions stay gapless.
+// worker's tenant's answer 503 while it is down, the other tenant's 200
+// throughout), the failed tenant's heartbeats and registrations go on on
+// the promoted worker, and each tenant's positions stay gapless.
 func TestCitusWorkerFailoverOverHTTP(t *testing.T) {
 	t.Parallel()
 	c := pgtest.NewCitus(t)
 	db := c.NewDB(t)
+	standby := c.WorkerStandby(t, 0, true)
+	citusFailoverOverHTTP(t, c, db, db.AppURL, []bool{false, true}, func(t *testing.T, _ []*client.Client) *pgxpool.Pool {
+		c.FailOverWorker(t, 0, db.Name, standby)
+		return db.Admin
+	})
+}
+
+// The same with the coordinator: it crashes, and after three intervals
+// its synchronous standby is promoted and the cluster told its address
+// (citus_update_node), mcpd reaching it through a two-host URL with
+// target_session_attrs=read-write. Both replicas answer /readyz 503
+// meanwhile; both tenants' heartbeats answer 503 (or 200, held, until a
+// flush fails) and 200 after; the rest as for a worker.
+func TestCitusCoordinatorFailoverOverHTTP(t *testing.T) {
+	t.Parallel()
+	c := pgtest.NewCitus(t)
+	db := c.NewDB(t)
+	old := c.Coordinator
+	standby := c.CoordinatorStandby(t, true)
+	url := twoHostURL(t, db.AppURL, old, standby)
+	citusFailoverOverHTTP(t, c, db, url, []bool{false, false}, func(t *testing.T, replicas []*client.Client) *pgxpool.Pool {
+		old.Crash(t)
+		// As a failover manager would, promote only after a while:
+		// meanwhile neither replica is ready.
+		testwait.Throughout(t, 3*citusInterval, func() {
+			for _, cl := range replicas {
+				if err := cl.Readyz(t.Context()); !isUnavailable(err) {
+					t.Fatalf("readyz with no coordinator: %v; want 503", err)
+				}
+			}
+		})
+		c.PromoteCoordinator(t, db.Name, standby)
+		admin, err := pgxpool.New(t.Context(), standby.DBURL(db.Name, false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(admin.Close)
+		return admin
+	})
+}
+
+// citusFailoverOverHTTP runs two mcpd replicas on url, a tenant on each
+// of c's workers, and calls failover, which returns an admin pool of db
+// after it and is given a client of each replica; up[i] says that tenant
+// i's heartbeats answer 200 throughout.
+func citusFailoverOverHTTP(t *testing.T, c *pgtest.Citus, db *pgtest.DB, url string, up []bool,
+	failover func(t *testing.T, replicas []*client.Client) *pgxpool.Pool) {
 	ctx := t.Context()
 	tenants := c.TenantOnEachWorker(t, db)
-	failed, running := tenants[0], tenants[1] // failed is on worker 0
-	standby := c.WorkerStandby(t, 0, true)
+	admin := db.Admin
 
 	args := []string{"--heartbeat-interval", citusInterval.String(), "--monitor-period", (citusInterval / 4).String()}
-	a, b := startMcpd(t, db.AppURL, args...), startMcpd(t, db.AppURL, args...)
-	fc, rc := a.client(t, failed), b.client(t, running)
-	for _, cl := range []*client.Client{fc, rc} {
-		testwait.Until(t, "ready", pollCap, func() bool { return cl.Readyz(ctx) == nil })
-	}
-	fIDs := registerN(t, []*client.Client{fc}, "f", 3, 1)
-	rIDs := registerN(t, []*client.Client{rc}, "r", 3, 1)
-	fb := startBeater(t, fc, fIDs, citusInterval/2)
-	rb := startBeater(t, rc, rIDs, citusInterval/2)
-	testwait.Until(t, "every server heartbeated", pollCap, func() bool {
-		return fb.allOKSince(fIDs, time.Time{}) && rb.allOKSince(rIDs, time.Time{})
-	})
-
-	// Each tenant's watch, on the replica of the other tenant's client
-	// too, from a list's cursor: the tenant's events after it.
-	type watched struct {
+	replicas := []*proc{startMcpd(t, url, args...), startMcpd(t, url, args...)}
+	type tenantRun struct {
 		tenant uuid.UUID
-		cl     *client.Client
-		cursor string // the list's, before the failover
-		base   int    // the trail's length at the list
-		w      *expiringWatch
+		cl     *client.Client // writes, on replica i
+		ids    []uuid.UUID
+		beat   *beater
+		// The tenant's watch, on the other replica, from a list's cursor:
+		// the tenant's events after it.
+		watchCl *client.Client
+		cursor  string // the list's, before the failover
+		base    int    // the trail's length at the list
+		w       *expiringWatch
 	}
-	var watches []*watched
-	for _, g := range []struct {
-		tenant uuid.UUID
-		p      *proc
-	}{{failed, b}, {running, a}} {
-		cl := g.p.client(t, g.tenant)
-		list, base := stableList(t, db, cl, g.tenant)
-		watches = append(watches, &watched{tenant: g.tenant, cl: cl, cursor: list.WatchCursor, base: base,
-			w: startExpiringWatch(ctx, cl, list.WatchCursor)})
+	runs := make([]*tenantRun, len(tenants))
+	for i, tenant := range tenants {
+		r := &tenantRun{tenant: tenant, cl: replicas[i%2].client(t, tenant), watchCl: replicas[(i+1)%2].client(t, tenant)}
+		testwait.Until(t, "ready", pollCap, func() bool { return r.cl.Readyz(ctx) == nil })
+		r.ids = registerN(t, []*client.Client{r.cl}, "s", 3, 1)
+		r.beat = startBeater(t, r.cl, r.ids, citusInterval/2)
+		runs[i] = r
+	}
+	for _, r := range runs {
+		testwait.Until(t, "every server heartbeated", pollCap, func() bool { return r.beat.allOKSince(r.ids, time.Time{}) })
+		list, base := stableList(t, admin, r.watchCl, r.tenant)
+		r.cursor, r.base, r.w = list.WatchCursor, base, startExpiringWatch(ctx, r.watchCl, list.WatchCursor)
 	}
 	// An event of each tenant before the failover, which its watch sees.
-	for _, cl := range []*client.Client{fc, rc} {
-		registerN(t, []*client.Client{cl}, "before", 1, 1)
-	}
-	for _, wt := range watches {
+	for _, r := range runs {
+		registerN(t, []*client.Client{r.cl}, "before", 1, 1)
 		testwait.Until(t, "the watch has the event before the failover", pollCap, func() bool {
-			return len(wt.w.got.snapshot()) >= len(trailOf(t, db, wt.tenant))-wt.base
+			return len(r.w.got.snapshot()) >= len(trailIn(t, admin, r.tenant))-r.base
 		})
 	}
 
-	fb.phase.Store(1)
-	rb.phase.Store(1)
+	for _, r := range runs {
+		r.beat.phase.Store(1)
+	}
 	start := time.Now()
-	c.FailOverWorker(t, 0, db.Name, standby)
+	admin = failover(t, []*client.Client{runs[0].cl, runs[1].cl})
 	promoted := time.Now()
-	fb.phase.Store(2)
-	rb.phase.Store(2)
-	t.Logf("worker 0 failed over in %v", promoted.Sub(start).Round(time.Millisecond))
+	for _, r := range runs {
+		r.beat.phase.Store(2)
+	}
+	t.Logf("failed over in %v", promoted.Sub(start).Round(time.Millisecond))
 
 	// Every watch ends with 410 once, after its tenant's events so far
 	// exactly once, in commit order.
-	for _, wt := range watches {
-		testwait.Until(t, "the watch answered 410 after the failover", pollCap, func() bool { return wt.w.expiredCount() > 0 })
-		if err := wt.w.end(); err != nil {
-			t.Fatalf("tenant %s's watch: %v", wt.tenant, err)
+	for _, r := range runs {
+		testwait.Until(t, "the watch answered 410 after the failover", pollCap, func() bool { return r.w.expiredCount() > 0 })
+		if err := r.w.end(); err != nil {
+			t.Fatalf("tenant %s's watch: %v", r.tenant, err)
 		}
-		got, want := wt.w.got.snapshot(), trailOf(t, db, wt.tenant)[wt.base:]
+		got, want := r.w.got.snapshot(), trailIn(t, admin, r.tenant)[r.base:]
 		if len(got) > len(want) || !slices.Equal(got, want[:len(got)]) || len(got) == 0 {
 			t.Fatalf("tenant %s: watched %d events before the 410, the trail has %d after the list; first difference at %d",
-				wt.tenant, len(got), len(want), firstDiff(got, want))
+				r.tenant, len(got), len(want), firstDiff(got, want))
 		}
 		// A cursor from before the failover answers 410 too.
-		old := startExpiringWatch(ctx, wt.cl, wt.cursor)
+		old := startExpiringWatch(ctx, r.watchCl, r.cursor)
 		testwait.Until(t, "the old cursor answered 410", pollCap, func() bool { return old.expiredCount() > 0 })
 		if err := old.end(); err != nil {
 			t.Fatal(err)
 		}
 		if n := len(old.got.snapshot()); n > 0 {
-			t.Fatalf("tenant %s: a cursor from before the failover was answered %d events, then 410", wt.tenant, n)
+			t.Fatalf("tenant %s: a cursor from before the failover was answered %d events, then 410", r.tenant, n)
 		}
 	}
 
-	// The failed tenant's heartbeats go on on the promoted worker.
-	testwait.Until(t, "the failed worker's tenant's heartbeats answered again", citusDown, func() bool {
-		return fb.allOKSince(fIDs, promoted)
-	})
-	// Watches from lists read now have every later event exactly once.
-	for _, wt := range watches {
-		list, base := stableList(t, db, wt.cl, wt.tenant)
-		wt.base, wt.w = base, startExpiringWatch(ctx, wt.cl, list.WatchCursor)
+	// Heartbeats go on after the failover; watches from lists read now
+	// have every later event exactly once.
+	for _, r := range runs {
+		testwait.Until(t, "the heartbeats answered again", citusDown, func() bool { return r.beat.allOKSince(r.ids, promoted) })
 	}
-	for _, cl := range []*client.Client{fc, rc} {
-		id := registerN(t, []*client.Client{cl}, "after", 1, 1)[0]
-		if _, err := cl.Deregister(ctx, id); err != nil {
+	for _, r := range runs {
+		list, base := stableList(t, admin, r.watchCl, r.tenant)
+		r.base, r.w = base, startExpiringWatch(ctx, r.watchCl, list.WatchCursor)
+	}
+	for _, r := range runs {
+		id := registerN(t, []*client.Client{r.cl}, "after", 1, 1)[0]
+		if _, err := r.cl.Deregister(ctx, id); err != nil {
 			t.Fatalf("deregister after the failover: %v", err)
 		}
 	}
 	time.Sleep(6 * citusInterval) // past 3I: time for the monitor to mark anyone it would
-	fb.halt()
-	rb.halt()
-	for _, wt := range watches {
-		want := trailOf(t, db, wt.tenant)[wt.base:]
+	for _, r := range runs {
+		r.beat.halt()
+	}
+	for _, r := range runs {
+		want := trailIn(t, admin, r.tenant)[r.base:]
 		testwait.Until(t, "the watch after the failover has every event", pollCap, func() bool {
-			return len(wt.w.got.snapshot()) >= len(want)
+			return len(r.w.got.snapshot()) >= len(want)
 		})
-		if err := wt.w.end(); err != nil {
-			t.Fatalf("tenant %s's watch after the failover: %v", wt.tenant, err)
+		if err := r.w.end(); err != nil {
+			t.Fatalf("tenant %s's watch after the failover: %v", r.tenant, err)
 		}
-		if got := wt.w.got.snapshot(); !slices.Equal(got, want) || wt.w.expiredCount() > 0 || len(got) < 2 {
+		if got := r.w.got.snapshot(); !slices.Equal(got, want) || r.w.expiredCount() > 0 || len(got) < 2 {
 			t.Fatalf("tenant %s after the failover: watched %d events (410: %d), the trail has %d; first difference at %d",
-				wt.tenant, len(got), wt.w.expiredCount(), len(want), firstDiff(got, want))
+				r.tenant, len(got), r.w.expiredCount(), len(want), firstDiff(got, want))
 		}
 	}
 
-	fOut, fBad := fb.report()
-	rOut, rBad := rb.report()
-	if len(fBad)+len(rBad) > 0 {
-		t.Fatalf("heartbeats got answers the contract does not allow: %v %v", fBad, rBad)
-	}
-	for outcome := range rOut[1] {
-		if outcome != statusOf(nil) {
-			t.Fatalf("the running worker's tenant's heartbeats during the failover: %v; want every one ok", rOut[1])
+	st := readState(t, admin)
+	outcomes := make([][3]map[string]int, len(runs))
+	for i, r := range runs {
+		out, bad := r.beat.report()
+		if len(bad) > 0 {
+			t.Fatalf("tenant %s's heartbeats got answers the contract does not allow: %v", r.tenant, bad)
 		}
-	}
-	st := readState(t, db.Admin)
-	for _, g := range []struct {
-		b   *beater
-		ids []uuid.UUID
-	}{{fb, fIDs}, {rb, rIDs}} {
-		if m := g.b.marks(st, g.ids, 0, citusInterval); m.degraded+m.unhealthy > 0 {
-			t.Fatalf("servers heartbeating throughout were marked: %d degraded, %d unhealthy (failover %s to %s)",
-				m.degraded, m.unhealthy, start.Format(time.RFC3339Nano), promoted.Format(time.RFC3339Nano))
+		for outcome := range out[1] {
+			if up[i] && outcome != statusOf(nil) {
+				t.Fatalf("tenant %s's heartbeats during the failover: %v; want every one ok", r.tenant, out[1])
+			}
 		}
+		if m := r.beat.marks(st, r.ids, 0, citusInterval); m.degraded+m.unhealthy > 0 {
+			t.Fatalf("tenant %s: servers heartbeating throughout were marked: %d degraded, %d unhealthy (failover %s to %s)",
+				r.tenant, m.degraded, m.unhealthy, start.Format(time.RFC3339Nano), promoted.Format(time.RFC3339Nano))
+		}
+		assertGapless(t, admin, r.tenant)
+		outcomes[i] = out
 	}
-	for _, tenant := range tenants {
-		assertGapless(t, db, tenant)
-	}
-	t.Logf("failed worker's tenant: %v; running worker's tenant: %v", fOut, rOut)
+	t.Logf("heartbeats before, during and after, by tenant: %v", outcomes)
 }
 
 // stableList reads cl's tenant's list with no event committed beside it:
 // the list, and how many events the tenant's trail had at it.
-func stableList(t *testing.T, db *pgtest.DB, cl *client.Client, tenant uuid.UUID) (apiwire.ServerList, int) {
+func stableList(t *testing.T, admin *pgxpool.Pool, cl *client.Client, tenant uuid.UUID) (apiwire.ServerList, int) {
 	t.Helper()
 	for range 50 {
-		before := len(trailOf(t, db, tenant))
+		before := len(trailIn(t, admin, tenant))
 		list, err := cl.Servers(t.Context(), client.ListServersParams{})
 		if err != nil {
 			t.Fatalf("list: %v", err)
 		}
-		if len(trailOf(t, db, tenant)) == before {
+		if len(trailIn(t, admin, tenant)) == before {
 			return list, before
 		}
 	}
@@ -243,9 +281,9 @@ func stableList(t *testing.T, db *pgtest.DB, cl *client.Client, tenant uuid.UUID
 }
 
 // assertGapless fails unless tenant's events hold positions 1, 2, ...
-func assertGapless(t *testing.T, db *pgtest.DB, tenant uuid.UUID) {
+func assertGapless(t *testing.T, admin *pgxpool.Pool, tenant uuid.UUID) {
 	t.Helper()
-	rows, err := db.Admin.Query(t.Context(), `SELECT position FROM mcp_audit_events WHERE tenant_id = $1 ORDER BY position`, tenant)
+	rows, err := admin.Query(t.Context(), `SELECT position FROM mcp_audit_events WHERE tenant_id = $1 ORDER BY position`, tenant)
 	if err != nil {
 		t.Fatal(err)
 	}

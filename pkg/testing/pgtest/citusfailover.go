@@ -60,3 +60,54 @@ func (c *Citus) FailOverWorker(t testing.TB, i int, database string, standby *Cl
 		}
 	}
 }
+
+// CoordinatorStandby makes a streaming standby of the coordinator of a
+// private Citus cluster (NewCitus), for PromoteCoordinator: as
+// WorkerStandby does for a worker.
+func (c *Citus) CoordinatorStandby(t testing.TB, sync bool) *Cluster {
+	t.Helper()
+	co := c.Coordinator
+	start := time.Now()
+	s, err := co.startStandby(co.settings)
+	if err != nil {
+		t.Fatalf("pgtest: standby of the coordinator: %v", err)
+	}
+	c.spares = append(c.spares, s)
+	if sync {
+		if err := co.syncTo(); err != nil {
+			t.Fatalf("pgtest: %v", err)
+		}
+	}
+	t.Logf("pgtest: standby of the coordinator (port %d) on 127.0.0.1:%d (synchronous: %v) ready in %v",
+		co.port, s.port, sync, time.Since(start).Round(time.Millisecond))
+	return s
+}
+
+// PromoteCoordinator makes standby (CoordinatorStandby) the coordinator,
+// as an operator does once the coordinator is gone (Crash or Stop): the
+// standby promoted, and the cluster's metadata in database, the
+// workers' copies too, told the coordinator's new address
+// (citus_update_node). The standby then is the coordinator; only
+// database's metadata follows, as with FailOverWorker.
+func (c *Citus) PromoteCoordinator(t testing.TB, database string, standby *Cluster) {
+	t.Helper()
+	old := c.Coordinator
+	standby.Promote(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pool, err := newPool(ctx, standby.connString("", "", database))
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `SELECT citus_update_node(nodeid, '127.0.0.1', $2) FROM pg_dist_node WHERE groupid = 0 AND nodeport = $1`,
+		old.port, standby.port); err != nil {
+		t.Fatalf("pgtest: citus_update_node of the coordinator from port %d to %d: %v", old.port, standby.port, err)
+	}
+	c.Coordinator = standby
+	for j, s := range c.spares {
+		if s == standby {
+			c.spares[j] = old
+		}
+	}
+}
