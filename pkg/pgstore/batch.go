@@ -39,7 +39,9 @@ import (
 // the heartbeats of at most one batch, as before, up to the flushers' count.
 // On Citus a batch is a call per worker, each answering its own
 // heartbeats, and a worker that stalls holds up only its own tenants'
-// (stall.go).
+// (stall.go); and the heartbeats of a worker that mcpd reaches directly
+// go in batches of their own (batcherFor), so that one worker's next
+// batch does not wait for another worker's call.
 
 // heartbeatHealthySQL records the heartbeats of the (tenant, server) pairs
 // $1, $2 at $3 (NULL: now()) whose server is healthy under that tenant, and
@@ -74,6 +76,36 @@ type heartbeatRequest struct {
 	done             chan heartbeatResult // buffered, 1
 	// span, when traced, is told the size of the batch that applied it.
 	span trace.Span
+}
+
+// batcherFor returns the batcher of tenant's heartbeats: on Citus, once
+// the store knows tenant's worker (TenantNode) and has a pool to it
+// (workerPool), that worker's own, so that one worker's batch never waits
+// for another worker's call to end before its turn (each worker's
+// heartbeats still go in batches that grow with its load, and its own
+// pool bounds its calls); else the store's, whose batches are a call per
+// worker (applyPerWorker), which learns the tenants' workers, and whose
+// flushers bound the calls that the coordinator's pool carries.
+func (s *Store) batcherFor(ctx context.Context, tenant uuid.UUID) *batcher {
+	worker := s.TenantNode(ctx, tenant)
+	if worker <= 0 || s.workerPool(worker) == nil {
+		return s.batcher
+	}
+	s.workerBatchersMu.Lock()
+	defer s.workerBatchersMu.Unlock()
+	if s.batchersClosed {
+		return s.batcher // closed: its submit answers ErrUnavailable
+	}
+	b := s.workerBatchers[worker]
+	if b == nil {
+		if s.workerBatchers == nil {
+			s.workerBatchers = make(map[int64]*batcher)
+		}
+		o := s.batcherOpts
+		b = newBatcher(s, o.Flushers, o.MaxBatch, o.BatchWait, o.BatchOverlap)
+		s.workerBatchers[worker] = b
+	}
+	return b
 }
 
 // batcher gathers heartbeats and applies them in batches.

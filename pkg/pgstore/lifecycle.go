@@ -120,12 +120,12 @@ const quotaExceededCode = "MCQ01"
 // degraded or unhealthy. Concurrent heartbeats share one commit.
 func (s *Store) Heartbeat(ctx context.Context, tenant, serverID uuid.UUID) (registry.Server, *registry.Event, error) {
 	if !trace.SpanFromContext(ctx).IsRecording() {
-		return s.batcher.submit(ctx, tenant, serverID, nil)
+		return s.batcherFor(ctx, tenant).submit(ctx, tenant, serverID, nil)
 	}
 	ctx, span := s.tracer.Start(ctx, "heartbeat batch", trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(dbSystem, attribute.String("db.operation.name", "mcp_heartbeat_healthy")))
 	defer span.End()
-	srv, ev, err := s.batcher.submit(ctx, tenant, serverID, span)
+	srv, ev, err := s.batcherFor(ctx, tenant).submit(ctx, tenant, serverID, span)
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, "heartbeat failed")

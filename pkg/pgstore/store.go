@@ -30,7 +30,8 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxBatch bounds the heartbeats applied by one statement (default
 	// DefaultMaxBatch); Flushers bounds the batches in flight at once
-	// (default DefaultFlushers).
+	// (default DefaultFlushers), on Citus the batches of each worker that
+	// the store reaches directly and, apart, the others.
 	MaxBatch int
 	Flushers int
 	// BatchWait is how long a batch waits for more heartbeats before it is
@@ -66,6 +67,13 @@ type Store struct {
 	batcher      *batcher
 	batchTimeout time.Duration
 	tracer       trace.Tracer
+	// workerBatchers are, on Citus, the batchers of the tenants of each
+	// worker reached directly (batcherFor); batcherOpts what each is made
+	// with.
+	workerBatchersMu sync.Mutex
+	workerBatchers   map[int64]*batcher
+	batchersClosed   bool
+	batcherOpts      Options
 
 	// engineMu guards engineKnown and citus: whether the database is a
 	// Citus coordinator, asked once (onCitus).
@@ -196,6 +204,7 @@ func New(pool *pgxpool.Pool, opts Options) *Store {
 	// settings say nothing of how to reach the workers safely (TLS).
 	s.workerReads.init(opts.CoordinatorReads || strings.HasPrefix(pool.Config().ConnConfig.Host, "/"))
 
+	s.batcherOpts = opts
 	s.batcher = newBatcher(s, opts.Flushers, opts.MaxBatch, opts.BatchWait, opts.BatchOverlap)
 	return s
 }
@@ -206,6 +215,13 @@ func New(pool *pgxpool.Pool, opts Options) *Store {
 // pools of reads on them. It does not close the pool.
 func (s *Store) Close() {
 	s.batcher.close()
+	s.workerBatchersMu.Lock()
+	s.batchersClosed = true
+	workerBatchers := s.workerBatchers
+	s.workerBatchersMu.Unlock()
+	for _, b := range workerBatchers {
+		b.close()
+	}
 	s.registerGroups.close()
 	s.sweepProbes.close()
 	s.workerReads.close()
