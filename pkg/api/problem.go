@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"time"
@@ -34,18 +33,6 @@ const (
 	ProblemRateLimited          = apiwire.ProblemRateLimited
 	ProblemCursorExpired        = apiwire.ProblemCursorExpired
 )
-
-// A 503's Retry-After is drawn from 1 to 3 seconds for each answer, so
-// that a fleet refused at once does not come back at once.
-const (
-	retryAfterMinSeconds = 1
-	retryAfterMaxSeconds = 3
-)
-
-// unavailableRetryAfter is the Retry-After of one 503, in whole seconds.
-func unavailableRetryAfter() int {
-	return retryAfterMinSeconds + rand.IntN(retryAfterMaxSeconds-retryAfterMinSeconds+1)
-}
 
 func newProblem(status int, typ, title, detail string) *Problem {
 	return &Problem{Type: typ, Title: title, Status: status, Detail: detail}
@@ -78,7 +65,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
 	case p.RetryAfter > 0:
 		h.Set("Retry-After", strconv.Itoa(retryAfterWhole(p.RetryAfter)))
 	case p.Status == http.StatusServiceUnavailable:
-		h.Set("Retry-After", strconv.Itoa(unavailableRetryAfter()))
+		h.Set("Retry-After", strconv.Itoa(apiwire.UnavailableRetryAfter()))
 	}
 	b, err := json.Marshal(p)
 	if err != nil {

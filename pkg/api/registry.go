@@ -67,10 +67,14 @@ func badRegistryQuery(format string, args ...any) *registryError {
 // writeRegistryError sends e as {"error": "..."}, with the tag of that
 // body: the contract puts an ETag on every answer. Errors are never
 // answered 304 (RFC 9110, section 13.2.1: If-None-Match counts only when
-// the answer would be 2xx), and no-store keeps them out of caches.
+// the answer would be 2xx), and no-store keeps them out of caches. A 503
+// carries the contract's jittered Retry-After.
 func writeRegistryError(w http.ResponseWriter, e *registryError) {
 	body := apiwire.RegistryError{Error: e.msg}
 	b, _ := json.Marshal(body)
+	if e.status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", strconv.Itoa(apiwire.UnavailableRetryAfter()))
+	}
 	w.Header().Set("Content-Type", ContentTypeJSON)
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("ETag", contentTag(body))
@@ -82,9 +86,6 @@ func writeRegistryError(w http.ResponseWriter, e *registryError) {
 // logging what is not the client's doing.
 func (h *handler) registryStoreError(w http.ResponseWriter, r *http.Request, err error) {
 	p := h.errorProblem(r, err)
-	if p.Status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", strconv.Itoa(unavailableRetryAfter()))
-	}
 	writeRegistryError(w, &registryError{p.Status, p.Title})
 }
 

@@ -300,3 +300,7 @@ func (s *faultStore) Heartbeat(ctx context.Context, tenant, id uuid.UUID) (regis
 func (s *faultStore) Server(ctx context.Context, tenant, id uuid.UUID) (registry.Server, error) {
 	return registry.Server{}, s.fail(ctx)
 }
+
+func (s *faultStore) Catalog(ctx context.Context, tenant uuid.UUID, f registry.CatalogFilter) (registry.CatalogPage, error) {
+	return registry.CatalogPage{}, s.fail(ctx)
+}

@@ -2,6 +2,7 @@ package apiwire
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"time"
 )
 
@@ -70,3 +71,16 @@ const (
 	// from; list again and watch from the list's watch_cursor.
 	ProblemCursorExpired = ProblemTypeBase + "cursor-expired"
 )
+
+// The contract's Retry-After of a 503, in whole seconds: drawn from this
+// range for each answer, so that a fleet refused at once does not come
+// back at once.
+const (
+	RetryAfterMinSeconds = 1
+	RetryAfterMaxSeconds = 3
+)
+
+// UnavailableRetryAfter is the Retry-After of one 503, in whole seconds.
+func UnavailableRetryAfter() int {
+	return RetryAfterMinSeconds + rand.IntN(RetryAfterMaxSeconds-RetryAfterMinSeconds+1)
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"syscall"
 
 	"github.com/jackc/pgerrcode"
@@ -34,7 +35,7 @@ func translate(err error) error {
 		if pgErr.Code == quotaExceededCode {
 			return registry.ErrQuotaExceeded
 		}
-		if unavailableCode(pgErr.Code) {
+		if unavailableCode(pgErr.Code) || citusNodeFailure(pgErr) {
 			return fmt.Errorf("%w: %w", registry.ErrUnavailable, err)
 		}
 		return err
@@ -68,6 +69,35 @@ func unavailableCode(code string) bool {
 		return true
 	}
 	return pgerrcode.IsConnectionException(code) || pgerrcode.IsInsufficientResources(code)
+}
+
+// citusNodeFailures begin the messages of the errors by which Citus says
+// that a node it needed failed during the statement: a connection that
+// broke in the middle of a distributed transaction, a node it could not
+// reach to fetch a result or to prepare a commit, the node shutting down.
+// Citus raises them as internal errors (XX000), not as connection
+// exceptions; a black-box run saw "failure on connection marked as
+// essential" answered 500 at the moment a worker stopped.
+var citusNodeFailures = []string{
+	"failure on connection marked as essential",
+	"cannot connect to ",
+	"failed to read result ",
+	"failed to prepare transaction ",
+	"postmaster was shut down",
+}
+
+// citusNodeFailure reports whether err is one of citusNodeFailures: like
+// a lost connection, the database cannot serve now.
+func citusNodeFailure(err *pgconn.PgError) bool {
+	if err.Code != pgerrcode.InternalError {
+		return false
+	}
+	for _, prefix := range citusNodeFailures {
+		if strings.HasPrefix(err.Message, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // ErrReadOnly is the cause of registry.ErrUnavailable when the database
