@@ -101,8 +101,13 @@ func (s *Store) batcherFor(ctx context.Context, tenant uuid.UUID) *batcher {
 		if s.workerBatchers == nil {
 			s.workerBatchers = make(map[int64]*batcher)
 		}
+		// Half the flushers (one at least): a worker's batches overlap
+		// only when one is slow; with the store's count each, small
+		// batches applied beside each other at saturation cost Citus a
+		// third more CPU per heartbeat (BenchmarkHeartbeatCallers,
+		// docs/performance.md).
 		o := s.batcherOpts
-		b = newBatcher(s, o.Flushers, o.MaxBatch, o.BatchWait, o.BatchOverlap)
+		b = newBatcher(s, max(cmp.Or(o.Flushers, DefaultFlushers)/2, 1), o.MaxBatch, o.BatchWait, o.BatchOverlap)
 		s.workerBatchers[worker] = b
 	}
 	return b

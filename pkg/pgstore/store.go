@@ -30,8 +30,8 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxBatch bounds the heartbeats applied by one statement (default
 	// DefaultMaxBatch); Flushers bounds the batches in flight at once
-	// (default DefaultFlushers), on Citus the batches of each worker that
-	// the store reaches directly and, apart, the others.
+	// (default DefaultFlushers); on Citus each worker that the store
+	// reaches directly has batches of its own, half as many in flight.
 	MaxBatch int
 	Flushers int
 	// BatchWait is how long a batch waits for more heartbeats before it is
