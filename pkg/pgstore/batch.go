@@ -159,6 +159,12 @@ func (b *batcher) close() {
 func (b *batcher) submit(ctx context.Context, tenant, serverID uuid.UUID, span trace.Span) (registry.Server, *registry.Event, error) {
 	req := &heartbeatRequest{tenant: tenant, serverID: serverID, done: make(chan heartbeatResult, 1), span: span}
 	select {
+	case <-b.stop:
+		// Closed: no flusher would take the heartbeat off the queue.
+		return registry.Server{}, nil, registry.ErrUnavailable
+	default:
+	}
+	select {
 	case b.queue <- req:
 	case <-ctx.Done():
 		return registry.Server{}, nil, translate(ctx.Err())

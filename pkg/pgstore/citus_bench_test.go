@@ -53,8 +53,7 @@ func BenchmarkCitusVsPlain(b *testing.B) {
 			ctx := context.Background()
 			_, st := e.open(b)
 			tenants := []uuid.UUID{uuid.New(), uuid.New()}
-			type target struct{ tenant, server uuid.UUID }
-			var targets []target
+			var targets []benchTarget
 			start := time.Now()
 			for i := range 2000 {
 				tenant := tenants[i%2]
@@ -63,33 +62,44 @@ func BenchmarkCitusVsPlain(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				targets = append(targets, target{tenant, srv.ServerID})
+				targets = append(targets, benchTarget{tenant, srv.ServerID})
 			}
 			registered := time.Since(start)
-			b.ResetTimer()
-			var (
-				wg   sync.WaitGroup
-				next = make(chan int)
-			)
-			for range 16 {
-				wg.Go(func() {
-					for i := range next {
-						t := targets[i%len(targets)]
-						if _, _, err := st.Heartbeat(ctx, t.tenant, t.server); err != nil {
-							b.Error(err)
-						}
-					}
-				})
-			}
-			for i := 0; b.Loop(); i++ {
-				next <- i
-			}
-			close(next)
-			wg.Wait()
+			heartbeatFrom(b, st, targets, 16)
 			b.StopTimer()
 			b.ReportMetric(registered.Seconds(), "register-2000-s")
 		})
 	}
+}
+
+// benchTarget is a server a benchmark heartbeats.
+type benchTarget struct{ tenant, server uuid.UUID }
+
+// heartbeatFrom times b.N heartbeats of targets, in turn, from callers
+// side by side.
+func heartbeatFrom(b *testing.B, st *pgstore.Store, targets []benchTarget, callers int) {
+	b.Helper()
+	ctx := context.Background()
+	var (
+		wg   sync.WaitGroup
+		next = make(chan int)
+	)
+	b.ResetTimer()
+	for range callers {
+		wg.Go(func() {
+			for i := range next {
+				t := targets[i%len(targets)]
+				if _, _, err := st.Heartbeat(ctx, t.tenant, t.server); err != nil {
+					b.Error(err)
+				}
+			}
+		})
+	}
+	for i := 0; b.Loop(); i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 }
 
 // BenchmarkHorizon measures the read a held heartbeat waits for (the
@@ -350,12 +360,11 @@ func BenchmarkHeartbeatCallers(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/callers=%d", e.name, callers), func(b *testing.B) {
 				ctx := context.Background()
 				_, st := e.open(b)
-				type target struct{ tenant, server uuid.UUID }
 				tenants := make([]uuid.UUID, 20)
 				for i := range tenants {
 					tenants[i] = uuid.New()
 				}
-				var targets []target
+				var targets []benchTarget
 				for i := range 400 {
 					tenant := tenants[i%len(tenants)]
 					srv, _, _, err := st.Register(ctx, tenant, registry.ServerInfo{ModuleName: fmt.Sprintf("m%04d", i),
@@ -363,7 +372,7 @@ func BenchmarkHeartbeatCallers(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					targets = append(targets, target{tenant, srv.ServerID})
+					targets = append(targets, benchTarget{tenant, srv.ServerID})
 				}
 				// Every server once: the tenants' workers known.
 				for _, t := range targets {
@@ -371,26 +380,7 @@ func BenchmarkHeartbeatCallers(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				var (
-					wg   sync.WaitGroup
-					next = make(chan int)
-				)
-				b.ResetTimer()
-				for range callers {
-					wg.Go(func() {
-						for i := range next {
-							t := targets[i%len(targets)]
-							if _, _, err := st.Heartbeat(ctx, t.tenant, t.server); err != nil {
-								b.Error(err)
-							}
-						}
-					})
-				}
-				for i := 0; b.Loop(); i++ {
-					next <- i
-				}
-				close(next)
-				wg.Wait()
+				heartbeatFrom(b, st, targets, callers)
 			})
 		}
 	}
