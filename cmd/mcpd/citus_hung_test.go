@@ -46,7 +46,7 @@ func TestCitusHungWorkerOthersSwept(t *testing.T) {
 	silent := registerN(t, []*client.Client{rc}, "silent", 2, 1)
 	registered := time.Now()
 	marked := map[registry.Status]time.Duration{}
-	testwait.Until(t, "the running tenant's silent servers unhealthy while the other worker hangs", testwait.Cap, func() bool {
+	testwait.Until(t, "the running tenant's silent servers unhealthy while the other worker hangs", 2*testwait.Cap, func() bool {
 		for _, want := range []registry.Status{registry.StatusDegraded, registry.StatusUnhealthy} {
 			if _, ok := marked[want]; ok {
 				continue

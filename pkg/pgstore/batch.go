@@ -80,12 +80,15 @@ type heartbeatRequest struct {
 
 // batcherFor returns the batcher of tenant's heartbeats: on Citus, once
 // the store knows tenant's worker (TenantNode) and has a pool to it
-// (workerPool), that worker's own, so that one worker's batch never waits
-// for another worker's call to end before its turn (each worker's
-// heartbeats still go in batches that grow with its load, and its own
-// pool bounds its calls); else the store's, whose batches are a call per
-// worker (applyPerWorker), which learns the tenants' workers, and whose
-// flushers bound the calls that the coordinator's pool carries.
+// (workerPool: the store reaches the workers directly), that worker's
+// own, so that one worker's batch never waits for another worker's call
+// to end before its turn (each worker's heartbeats still go in batches
+// that grow with its load); else the store's, whose batches are a call
+// per worker (applyPerWorker) and which learns the tenants' workers. The
+// calls go through the coordinator's pool either way: a worker's batcher
+// has half the store's flushers, so that W workers' batchers hold at
+// most 2W of its connections, where the store's batcher alone held up to
+// four per worker.
 func (s *Store) batcherFor(ctx context.Context, tenant uuid.UUID) *batcher {
 	worker := s.TenantNode(ctx, tenant)
 	if worker <= 0 || s.workerPool(worker) == nil {
@@ -126,6 +129,10 @@ type batcher struct {
 	stop    chan struct{}
 	wg      sync.WaitGroup
 	once    sync.Once
+	// closing is held to queue a heartbeat and taken whole by close, so
+	// that no heartbeat is queued once the flushers may have drained.
+	closing sync.RWMutex
+	closed  bool
 }
 
 func newBatcher(s *Store, flushers, maxBatch int, wait, overlap time.Duration) *batcher {
@@ -149,6 +156,9 @@ func newBatcher(s *Store, flushers, maxBatch int, wait, overlap time.Duration) *
 
 func (b *batcher) close() {
 	b.once.Do(func() {
+		b.closing.Lock()
+		b.closed = true
+		b.closing.Unlock()
 		close(b.stop)
 		b.wg.Wait()
 	})
@@ -158,18 +168,8 @@ func (b *batcher) close() {
 // when not nil, is the heartbeat's span.
 func (b *batcher) submit(ctx context.Context, tenant, serverID uuid.UUID, span trace.Span) (registry.Server, *registry.Event, error) {
 	req := &heartbeatRequest{tenant: tenant, serverID: serverID, done: make(chan heartbeatResult, 1), span: span}
-	select {
-	case <-b.stop:
-		// Closed: no flusher would take the heartbeat off the queue.
-		return registry.Server{}, nil, registry.ErrUnavailable
-	default:
-	}
-	select {
-	case b.queue <- req:
-	case <-ctx.Done():
-		return registry.Server{}, nil, translate(ctx.Err())
-	case <-b.stop:
-		return registry.Server{}, nil, registry.ErrUnavailable
+	if err := b.enqueue(ctx, req); err != nil {
+		return registry.Server{}, nil, err
 	}
 	select {
 	case res := <-req.done:
@@ -178,6 +178,22 @@ func (b *batcher) submit(ctx context.Context, tenant, serverID uuid.UUID, span t
 		// The batch may still commit; the heartbeat is then applied but
 		// not acknowledged, which a retry makes harmless.
 		return registry.Server{}, nil, translate(ctx.Err())
+	}
+}
+
+// enqueue queues req for a flusher, unless b is closed: a heartbeat
+// queued once the flushers drained would wait for its context alone.
+func (b *batcher) enqueue(ctx context.Context, req *heartbeatRequest) error {
+	b.closing.RLock()
+	defer b.closing.RUnlock()
+	if b.closed {
+		return registry.ErrUnavailable
+	}
+	select {
+	case b.queue <- req:
+		return nil
+	case <-ctx.Done():
+		return translate(ctx.Err())
 	}
 }
 

@@ -61,7 +61,8 @@ func TestCitusHeartbeatBatchesPerWorker(t *testing.T) {
 	defer func() { _ = w1.Close(context.Background()) }()
 	testwait.Eventually(t, "the locked tenant's heartbeat waits for the row", func() bool {
 		var n int
-		return w1.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'`).Scan(&n) == nil && n > 0
+		return w1.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%mcp_heartbeat%'`).Scan(&n) == nil && n > 0
 	})
 
 	hctx, cancel := context.WithTimeout(ctx, testwait.Cap)

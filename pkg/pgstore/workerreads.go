@@ -12,8 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // A held heartbeat waits for a read of its tenant's position (Horizon).
@@ -37,10 +35,7 @@ import (
 // reaches the workers, a pg_hba.conf that admits the coordinator alone)
 // is read through the coordinator, as before, and tried again after
 // workerReadRetry; a read that gets no connection in time is made
-// through the coordinator at once. A worker that takes a connection and
-// never answers it (it hangs: the pool's connect timeout passes) is not
-// one mcpd cannot reach: the read or call fails, as it would through the
-// coordinator, and the pool stays (writeConn).
+// through the coordinator at once.
 
 // workerReadRetry is how long a worker that could not be reached directly
 // is read through the coordinator before it is tried again.
@@ -296,9 +291,8 @@ type querier interface {
 
 // readOnWorker runs read, a read of worker's tenants, on a connection of
 // worker's own pool when the store has one (workerPool), else through the
-// coordinator; also when that pool gave no connection (the worker not
-// reachable so, or no longer proved: unreachable), unless the worker took
-// the connection and never answered it (it hangs): the read then fails. What
+// coordinator; also when no connection of that pool could be had in time
+// (the worker not reachable so, or no longer proved: unreachable). What
 // the read itself returns, on either, is the worker's answer; its
 // positions carry the cluster's epoch, which the caller reads before it
 // (readEpoch). read is told which of the two db is (onWorker).
@@ -309,11 +303,6 @@ func (s *Store) readOnWorker(ctx context.Context, worker int64, read func(db que
 			defer conn.Release()
 			s.workerReads.made.Add(1)
 			return read(conn, true)
-		}
-		if ctx.Err() == nil && pgconn.Timeout(err) {
-			// A worker that hangs (writeConn): the coordinator would
-			// wait for it too; the pool stays.
-			return fmt.Errorf("%w: %w", registry.ErrUnavailable, err)
 		}
 		s.unreachable(worker, direct, err)
 	}

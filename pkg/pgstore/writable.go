@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cyberos/mcpd/pkg/registry"
@@ -152,20 +151,6 @@ func (s *Store) writeConn(ctx context.Context, worker int64) (*pgxpool.Conn, err
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, err
-		}
-		if pgconn.Timeout(err) {
-			// The worker took the connection and did not answer in its
-			// connect timeout: it hangs, and the coordinator would wait
-			// for it too, answering only the call's cancel, which would
-			// never make the worker silent (stall.go). The call fails as
-			// a call to a worker that does not answer, and the pool stays
-			// for the next call to ask again. (Before, the pool was
-			// dropped and every call went through the coordinator for
-			// workerReadRetry: a held flush then waited the stall time on
-			// the worker at every flush, and the monitor's sweep, which
-			// flushes first, ran out of its time at each, marking no
-			// tenant of any worker while one hung.)
-			return nil, fmt.Errorf("%w: %w", registry.ErrUnavailable, err)
 		}
 		s.unreachable(worker, direct, err)
 		return s.acquireWritable(ctx)

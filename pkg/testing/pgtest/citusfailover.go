@@ -100,9 +100,13 @@ func (c *Citus) PromoteCoordinator(t testing.TB, database string, standby *Clust
 		t.Fatalf("pgtest: %v", err)
 	}
 	defer pool.Close()
-	if _, err := pool.Exec(ctx, `SELECT citus_update_node(nodeid, '127.0.0.1', $2) FROM pg_dist_node WHERE groupid = 0 AND nodeport = $1`,
-		old.port, standby.port); err != nil {
+	tag, err := pool.Exec(ctx, `SELECT citus_update_node(nodeid, '127.0.0.1', $2) FROM pg_dist_node WHERE groupid = 0 AND nodeport = $1`,
+		old.port, standby.port)
+	if err != nil {
 		t.Fatalf("pgtest: citus_update_node of the coordinator from port %d to %d: %v", old.port, standby.port, err)
+	}
+	if tag.RowsAffected() != 1 {
+		t.Fatalf("pgtest: the coordinator's node of port %d is not in the metadata of %s", old.port, database)
 	}
 	c.Coordinator = standby
 	for j, s := range c.spares {
