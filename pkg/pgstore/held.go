@@ -280,7 +280,7 @@ func (s *Store) writeHeldPerWorker(ctx context.Context, batch []store.TenantHeld
 	// held the flush's lock that long each time, and the monitor's sweep,
 	// which flushes first, waited for that lock past its own time at
 	// every sweep: no tenant of any worker was swept while one hung (a
-	// black-box run, 2026-12-07; TestCitusHungWorkerOthersSwept).
+	// black-box run, 2026-12-07). Not enough yet: docs/scaling.md.
 	hung := s.hungWorkers()
 	writes, done := awaitWorkers(ctx, s.workerCalls.stall, len(groups), func(wctx context.Context, g int) groupWrite {
 		var w groupWrite
