@@ -2,6 +2,7 @@ package pgtest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -12,22 +13,36 @@ import (
 // what the standby has received. It is removed with the cluster.
 func (c *Citus) WorkerStandby(t testing.TB, i int, sync bool) *Cluster {
 	t.Helper()
-	w := c.Workers[i]
+	return c.standbyOf(t, c.Workers[i], fmt.Sprintf("worker %d", i), sync)
+}
+
+// CoordinatorStandby makes a streaming standby of the coordinator of a
+// private Citus cluster (NewCitus), for PromoteCoordinator: as
+// WorkerStandby does for a worker.
+func (c *Citus) CoordinatorStandby(t testing.TB, sync bool) *Cluster {
+	t.Helper()
+	return c.standbyOf(t, c.Coordinator, "the coordinator", sync)
+}
+
+// standbyOf makes a streaming standby of node, one of c's, named name in
+// messages; it is removed with the cluster.
+func (c *Citus) standbyOf(t testing.TB, node *Cluster, name string, sync bool) *Cluster {
+	t.Helper()
 	start := time.Now()
-	// The worker's settings (Citus's library, its worker processes), which
+	// The node's settings (Citus's library, its worker processes), which
 	// a standby needs as its primary has them.
-	s, err := w.startStandby(w.settings)
+	s, err := node.startStandby(node.settings)
 	if err != nil {
-		t.Fatalf("pgtest: standby of worker %d: %v", i, err)
+		t.Fatalf("pgtest: standby of %s: %v", name, err)
 	}
 	c.spares = append(c.spares, s)
 	if sync {
-		if err := w.syncTo(); err != nil {
+		if err := node.syncTo(); err != nil {
 			t.Fatalf("pgtest: %v", err)
 		}
 	}
-	t.Logf("pgtest: standby of worker %d (port %d) on 127.0.0.1:%d (synchronous: %v) ready in %v",
-		i, w.port, s.port, sync, time.Since(start).Round(time.Millisecond))
+	t.Logf("pgtest: standby of %s (port %d) on 127.0.0.1:%d (synchronous: %v) ready in %v",
+		name, node.port, s.port, sync, time.Since(start).Round(time.Millisecond))
 	return s
 }
 
@@ -42,45 +57,8 @@ func (c *Citus) FailOverWorker(t testing.TB, i int, database string, standby *Cl
 	old := c.Workers[i]
 	old.Stop(t)
 	standby.Promote(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	pool, err := newPool(ctx, c.Coordinator.connString("", "", database))
-	if err != nil {
-		t.Fatalf("pgtest: %v", err)
-	}
-	defer pool.Close()
-	if _, err := pool.Exec(ctx, `SELECT citus_update_node(nodeid, '127.0.0.1', $2) FROM pg_dist_node WHERE nodeport = $1`,
-		old.port, standby.port); err != nil {
-		t.Fatalf("pgtest: citus_update_node from port %d to %d: %v", old.port, standby.port, err)
-	}
+	c.moveNode(t, c.Coordinator, database, old, standby)
 	c.Workers[i] = standby
-	for j, s := range c.spares {
-		if s == standby {
-			c.spares[j] = old
-		}
-	}
-}
-
-// CoordinatorStandby makes a streaming standby of the coordinator of a
-// private Citus cluster (NewCitus), for PromoteCoordinator: as
-// WorkerStandby does for a worker.
-func (c *Citus) CoordinatorStandby(t testing.TB, sync bool) *Cluster {
-	t.Helper()
-	co := c.Coordinator
-	start := time.Now()
-	s, err := co.startStandby(co.settings)
-	if err != nil {
-		t.Fatalf("pgtest: standby of the coordinator: %v", err)
-	}
-	c.spares = append(c.spares, s)
-	if sync {
-		if err := co.syncTo(); err != nil {
-			t.Fatalf("pgtest: %v", err)
-		}
-	}
-	t.Logf("pgtest: standby of the coordinator (port %d) on 127.0.0.1:%d (synchronous: %v) ready in %v",
-		co.port, s.port, sync, time.Since(start).Round(time.Millisecond))
-	return s
 }
 
 // PromoteCoordinator makes standby (CoordinatorStandby) the coordinator,
@@ -93,22 +71,31 @@ func (c *Citus) PromoteCoordinator(t testing.TB, database string, standby *Clust
 	t.Helper()
 	old := c.Coordinator
 	standby.Promote(t)
+	c.moveNode(t, standby, database, old, standby)
+	c.Coordinator = standby
+}
+
+// moveNode tells the metadata of database, through the coordinator
+// coord, that the node of old is now at standby's port
+// (citus_update_node), and makes old a spare, removed with the cluster,
+// in standby's place.
+func (c *Citus) moveNode(t testing.TB, coord *Cluster, database string, old, standby *Cluster) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	pool, err := newPool(ctx, standby.connString("", "", database))
+	pool, err := newPool(ctx, coord.connString("", "", database))
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
 	defer pool.Close()
-	tag, err := pool.Exec(ctx, `SELECT citus_update_node(nodeid, '127.0.0.1', $2) FROM pg_dist_node WHERE groupid = 0 AND nodeport = $1`,
+	tag, err := pool.Exec(ctx, `SELECT citus_update_node(nodeid, '127.0.0.1', $2) FROM pg_dist_node WHERE nodeport = $1`,
 		old.port, standby.port)
 	if err != nil {
-		t.Fatalf("pgtest: citus_update_node of the coordinator from port %d to %d: %v", old.port, standby.port, err)
+		t.Fatalf("pgtest: citus_update_node from port %d to %d: %v", old.port, standby.port, err)
 	}
 	if tag.RowsAffected() != 1 {
-		t.Fatalf("pgtest: the coordinator's node of port %d is not in the metadata of %s", old.port, database)
+		t.Fatalf("pgtest: the node of port %d is not in the metadata of %s", old.port, database)
 	}
-	c.Coordinator = standby
 	for j, s := range c.spares {
 		if s == standby {
 			c.spares[j] = old
