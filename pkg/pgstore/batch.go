@@ -336,16 +336,24 @@ func (s *Store) applyPerWorker(ctx context.Context, reqs []*heartbeatRequest, pa
 			greqs = append(greqs, own[p]...)
 		}
 		results := make(map[batchKey]heartbeatResult, len(group))
-		err := s.workerCalls.onWorker(wctx, workers[g], func() error {
+		err := s.workerCalls.onWorker(wctx, workers[g], group[0].tenant, func(cctx context.Context) error {
 			var err error
 			for attempt := 0; attempt < 2; attempt++ {
-				if err = s.heartbeatOnWorker(wctx, pending(group, results), now, results); !isRetryable(err) {
+				if err = s.heartbeatOnWorker(cctx, pending(group, results), now, results); !isRetryable(err) {
 					break
 				}
 			}
 			return err
 		})
-		if err != nil && !errors.Is(err, ErrWorkerStalled) && workerFault(err) && wctx.Err() == nil {
+		if errors.Is(err, ErrWorkerStalled) {
+			// Ended because the worker was found hung: the failed pairs
+			// hold the end's context.Canceled.
+			for p, res := range results {
+				if res.err != nil {
+					results[p] = heartbeatResult{err: err}
+				}
+			}
+		} else if err != nil && workerFault(err) && wctx.Err() == nil {
 			s.forgetWorkers(group)
 		}
 		answerBatch(greqs, len(pairs), results, err)

@@ -512,7 +512,9 @@ func hungWorkerShortSweeps(t *testing.T, stall time.Duration,
 // side, so that batches mix them: the running worker's tenant has every
 // heartbeat answered well within the batch's time, its position and feed
 // read, and its held heartbeats written, while the hung worker's tenant's
-// calls fail as unavailable, at once once a call of its got no answer.
+// calls fail with ErrWorkerStalled, none by its deadline: a call that ran
+// the stall time has the worker probed, and once the probe goes
+// unanswered the calls in flight end and the next fail at once.
 // After the thaw the hung tenant's heartbeats are answered again.
 func TestCitusHungWorkerHeartbeats(t *testing.T) {
 	c := pgtest.NewCitus(t)
@@ -550,6 +552,10 @@ func TestCitusHungWorkerHeartbeats(t *testing.T) {
 		runOK    int
 		hangErrs = map[string]int{}
 		stalled  int
+		// waited counts the hung tenant's heartbeats that failed
+		// otherwise than as the worker's (ErrWorkerStalled): by their
+		// deadline, the coordinator's answer to their cancel.
+		waited int
 	)
 	// Each server's heartbeats one after another (a bounded count each),
 	// past the batch's time and the driver's second of waiting for the
@@ -581,6 +587,8 @@ func TestCitusHungWorkerHeartbeats(t *testing.T) {
 						hangErrs["answered"]++
 					case !errors.Is(err, registry.ErrUnavailable):
 						hangErrs[err.Error()]++
+					case !errors.Is(err, pgstore.ErrWorkerStalled):
+						waited++
 					case took < stall:
 						stalled++
 					}
@@ -606,9 +614,10 @@ func TestCitusHungWorkerHeartbeats(t *testing.T) {
 	if len(runErrs) > 0 || runOK == 0 {
 		t.Fatalf("the running worker's heartbeats with the other worker hung: %d ok, errors %v", runOK, runErrs)
 	}
-	if len(hangErrs) > 0 || stalled == 0 {
-		t.Fatalf("the hung worker's heartbeats: %v other answers, %d failed at once; want unavailable only, some at once",
-			hangErrs, stalled)
+	if len(hangErrs) > 0 || stalled == 0 || waited > 0 {
+		t.Fatalf("the hung worker's heartbeats: %v other answers, %d failed at once, %d waited for their deadline; "+
+			"want ErrWorkerStalled only (a call in flight ends once the worker's probe goes unanswered), some at once",
+			hangErrs, stalled, waited)
 	}
 
 	// A flush of held heartbeats of both tenants: the running tenant's

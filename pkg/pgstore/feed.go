@@ -131,9 +131,9 @@ func (s *Store) horizons(ctx context.Context, tenants []uuid.UUID, inline int64)
 	readCall := func(wctx context.Context, g int) read {
 		c := calls[g]
 		var r read
-		r.err = s.workerCalls.onWorker(wctx, c.worker, func() error {
-			return s.readOnWorker(wctx, c.worker, func(db querier, onWorker bool) (err error) {
-				r.at, err = readHorizons(wctx, db, c.own, onWorker)
+		r.err = s.workerCalls.onWorker(wctx, c.worker, c.own[0], func(cctx context.Context) error {
+			return s.readOnWorker(cctx, c.worker, func(db querier, onWorker bool) (err error) {
+				r.at, err = readHorizons(cctx, db, c.own, onWorker)
 				for j := range r.at {
 					r.at[j].Epoch = epoch
 				}
@@ -409,9 +409,9 @@ func (s *Store) readFeedPerWorker(ctx context.Context, tenants []uuid.UUID, from
 // shard is elsewhere (a stale placement) is still read.
 func (s *Store) readFeedOnWorker(ctx context.Context, worker int64, tenants []uuid.UUID, from []int64, limit int) ([]store.FeedBatch, error) {
 	var out []store.FeedBatch
-	err := s.workerCalls.onWorker(ctx, worker, func() error {
-		return s.readOnWorker(ctx, worker, func(db querier, _ bool) (err error) {
-			out, err = s.readFeed(ctx, db, feedReadEachSQL, tenants, from, limit)
+	err := s.workerCalls.onWorker(ctx, worker, firstOf(tenants), func(cctx context.Context) error {
+		return s.readOnWorker(cctx, worker, func(db querier, _ bool) (err error) {
+			out, err = s.readFeed(cctx, db, feedReadEachSQL, tenants, from, limit)
 			return err
 		})
 	})

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"slices"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -274,22 +273,16 @@ func (s *Store) writeHeldPerWorker(ctx context.Context, batch []store.TenantHeld
 		written map[batchKey]bool
 		err     error
 	}
-	// A worker that the sweep's probe finds hung (sweepprobe.go) is not
-	// called: its tenants' shares fail at once and stay held for the next
-	// flush. A flush that waited the stall time for it at every window
-	// held the flush's lock that long each time, and the monitor's sweep,
-	// which flushes first, waited for that lock past its own time at
-	// every sweep: no tenant of any worker was swept while one hung (a
-	// black-box run, 2026-12-07). Not enough yet: docs/scaling.md.
-	hung := s.hungWorkers()
+	// A worker found hung (stall.go) is not called: its tenants' shares
+	// fail at once and stay held for the next flush. A flush that waited
+	// the stall time for it at every window held the flush's lock that
+	// long each time, and the monitor's sweep, which flushes first,
+	// waited for that lock past its own time at every sweep: no tenant of
+	// any worker was swept while one hung (a black-box run, 2026-12-07).
 	writes, done := awaitWorkers(ctx, s.workerCalls.stall, len(groups), func(wctx context.Context, g int) groupWrite {
 		var w groupWrite
-		if hung[workers[g]] {
-			w.err = ErrWorkerStalled
-			return w
-		}
-		w.err = s.workerCalls.onWorker(wctx, workers[g], func() (err error) {
-			w.written, err = s.writeHeldGroup(wctx, groups[g], ages)
+		w.err = s.workerCalls.onWorker(wctx, workers[g], groups[g][0].tenant, func(cctx context.Context) (err error) {
+			w.written, err = s.writeHeldGroup(cctx, groups[g], ages)
 			return err
 		})
 		if w.err != nil && !errors.Is(w.err, ErrWorkerStalled) && workerFault(w.err) && wctx.Err() == nil {
@@ -297,12 +290,6 @@ func (s *Store) writeHeldPerWorker(ctx context.Context, batch []store.TenantHeld
 		}
 		return w
 	})
-	if slices.Contains(done, false) {
-		// A worker's call ran the stall time: have the sweep's probe ask
-		// each worker whether it hangs (as a sweep that runs out of its
-		// time does), so that the next flushes and sweeps skip it.
-		s.probeWorkersInBackground()
-	}
 	rest := make([][]store.HeldHeartbeat, len(batch))
 	for g, w := range writes {
 		if !done[g] {

@@ -33,6 +33,17 @@ import (
 //     every other call of its tenants fails at once with ErrWorkerStalled
 //     (503), so one call at a time goes on asking, and the first answer
 //     (a result or any error the database sent) ends the silence.
+//   - Calls through the coordinator get its answer to their cancel even
+//     when the worker behind it hangs, so they never make it silent: a
+//     counted call that has run the stall time starts the sweep's probe of
+//     the workers (sweepprobe.go), and once a worker's probe has gone
+//     unanswered for minWorkerShare the worker is hung: its calls in
+//     flight end at once with ErrWorkerStalled, and every call of its
+//     tenants fails at once until the probe gets an answer. Before, the
+//     held flushes waited the stall time for it at every window, holding
+//     up the monitor's sweeps of every tenant, and the tenant's
+//     heartbeats waited for their whole deadline (a black-box run,
+//     2026-12-07).
 //
 // A worker that is merely slow (a loaded machine) answers, if late, and
 // the cancel of a call past its deadline comes back as an error: it is
@@ -54,6 +65,10 @@ var ErrWorkerStalled = fmt.Errorf("%w: the tenant's Citus worker is not answerin
 // workerCalls counts the calls in flight to each Citus worker.
 type workerCalls struct {
 	stall time.Duration
+	// onStall, when set, is called once for each counted call that has
+	// run the stall time, while it runs, with the call's worker and one
+	// of the tenants it serves.
+	onStall func(worker int64, tenant uuid.UUID)
 
 	mu      sync.Mutex
 	workers map[int64]*workerInFlight
@@ -67,10 +82,16 @@ type workerInFlight struct {
 	// ended ran the stall time or longer and got no answer.
 	inFlight int
 	silent   bool
+	// hung: the sweep's probe of the worker has gone unanswered for
+	// minWorkerShare (setHung).
+	hung bool
+	// calls ends each call in flight, with ErrWorkerStalled as its
+	// cause, once the worker is hung.
+	calls map[*context.CancelCauseFunc]struct{}
 }
 
 // stalled reports whether calls to w fail at once.
-func (w *workerInFlight) stalled() bool { return w.silent && w.inFlight > 0 }
+func (w *workerInFlight) stalled() bool { return w.hung || (w.silent && w.inFlight > 0) }
 
 // worker returns what c knows of worker; c.mu is held.
 func (c *workerCalls) worker(worker int64) *workerInFlight {
@@ -86,48 +107,97 @@ func (c *workerCalls) worker(worker int64) *workerInFlight {
 }
 
 // enter counts a call to worker in flight, once a slot is free, and
-// returns the function that ends it with the call's error; or
-// ErrWorkerStalled when the worker is silent, or ctx's error. A negative
-// worker (not known) is not counted.
-func (c *workerCalls) enter(ctx context.Context, worker int64) (leave func(err error), err error) {
+// returns the context the call runs on (ended with ErrWorkerStalled as its
+// cause when the worker is found hung meanwhile) and the function that
+// ends it with the call's error, which it returns (ErrWorkerStalled for a
+// call ended so); or ErrWorkerStalled when the worker is silent or hung,
+// or ctx's error. A negative worker (not known) is not counted.
+func (c *workerCalls) enter(ctx context.Context, worker int64, tenant uuid.UUID) (callCtx context.Context, leave func(err error) error, err error) {
 	if worker < 0 {
-		return func(error) {}, nil
+		return ctx, func(err error) error { return err }, nil
 	}
 	c.mu.Lock()
 	w := c.worker(worker)
 	stalled := w.stalled()
 	c.mu.Unlock()
 	if stalled {
-		return nil, ErrWorkerStalled
+		return nil, nil, ErrWorkerStalled
 	}
 	select {
 	case w.slots <- struct{}{}:
 	case <-ctx.Done():
-		return nil, translate(ctx.Err())
+		return nil, nil, translate(ctx.Err())
 	}
+	callCtx, cancel := context.WithCancelCause(ctx)
 	c.mu.Lock()
 	if w.stalled() {
 		c.mu.Unlock()
 		<-w.slots
-		return nil, ErrWorkerStalled
+		cancel(nil)
+		return nil, nil, ErrWorkerStalled
 	}
 	w.inFlight++
+	if w.calls == nil {
+		w.calls = make(map[*context.CancelCauseFunc]struct{})
+	}
+	w.calls[&cancel] = struct{}{}
 	c.mu.Unlock()
+	var stallTimer *time.Timer
+	if c.onStall != nil {
+		stallTimer = time.AfterFunc(c.stall, func() { c.onStall(worker, tenant) })
+	}
 	began := time.Now()
-	return func(err error) {
+	return callCtx, func(err error) error {
 		ran := time.Since(began)
+		if stallTimer != nil {
+			stallTimer.Stop()
+		}
+		endedHung := ctx.Err() == nil && errors.Is(context.Cause(callCtx), ErrWorkerStalled)
 		var pgErr *pgconn.PgError
 		c.mu.Lock()
 		w.inFlight--
+		delete(w.calls, &cancel)
 		switch {
+		case endedHung:
 		case err == nil || errors.As(err, &pgErr):
 			w.silent = false
 		case ran >= c.stall && !errors.Is(err, context.Canceled):
 			w.silent = true
 		}
 		c.mu.Unlock()
+		cancel(nil)
 		<-w.slots
+		if endedHung && err != nil {
+			return ErrWorkerStalled
+		}
+		return err
 	}, nil
+}
+
+// firstOf returns the first of tenants, uuid.Nil when there is none.
+func firstOf(tenants []uuid.UUID) uuid.UUID {
+	if len(tenants) == 0 {
+		return uuid.Nil
+	}
+	return tenants[0]
+}
+
+// setHung records whether worker's probe has gone unanswered
+// (sweepprobe.go); a worker found hung ends its calls in flight with
+// ErrWorkerStalled.
+func (c *workerCalls) setHung(worker int64, hung bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.worker(worker)
+	if w.hung == hung {
+		return
+	}
+	w.hung = hung
+	if hung {
+		for cancel := range w.calls {
+			(*cancel)(ErrWorkerStalled)
+		}
+	}
 }
 
 // stalled reports whether calls to worker fail at once now.
@@ -150,16 +220,15 @@ func (c *workerCalls) anyStalled() bool {
 	return false
 }
 
-// onWorker runs call as a call to worker (enter), unless the worker is
-// silent.
-func (c *workerCalls) onWorker(ctx context.Context, worker int64, call func() error) error {
-	leave, err := c.enter(ctx, worker)
+// onWorker runs call as a call to worker (enter) for tenant (one of the
+// worker's tenants it serves), on the context enter gives it, unless the
+// worker is silent or hung.
+func (c *workerCalls) onWorker(ctx context.Context, worker int64, tenant uuid.UUID, call func(ctx context.Context) error) error {
+	callCtx, leave, err := c.enter(ctx, worker, tenant)
 	if err != nil {
 		return err
 	}
-	err = call()
-	leave(err)
-	return err
+	return leave(call(callCtx))
 }
 
 // tenantWorker returns the worker of tenant on Citus (-1 when it cannot be

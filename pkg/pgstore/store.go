@@ -199,6 +199,7 @@ func New(pool *pgxpool.Pool, opts Options) *Store {
 		s.batchTimeout = 5 * time.Second
 	}
 	s.workerCalls.stall = cmp.Or(max(opts.WorkerStall, 0), DefaultWorkerStall)
+	s.workerCalls.onStall = s.probeWorkerInBackground
 	s.sweepProbes.init()
 	// Over a Unix socket the coordinator is on mcpd's host, and its
 	// settings say nothing of how to reach the workers safely (TLS).

@@ -22,11 +22,14 @@ import (
 // minWorkerShare or longer without an answer, the next sweeps take the
 // worker as one that did not answer its probe: no read of every shard
 // (the last list of tenants is swept), no call for its tenants (they
-// fail, as in an outage), and the other workers' tenants are swept. An
-// answer ends it; so does the limit, after which the next sweep that runs
-// out of time probes again. A worker with no tenant in the list has no
-// probe: a sweep waits at most half its time for the read of every shard,
-// which then goes on alone (readSweepTenants), and sweeps the last list.
+// fail, as in an outage), and the other workers' tenants are swept; the
+// heartbeat path's calls to it end and fail at once too (stall.go). A
+// call of the heartbeat path that has run the stall time starts these
+// probes as well. An answer ends it; so does the limit, after which the
+// next sweep that runs out of time probes again. A worker with no tenant
+// in the list has no probe: a sweep waits at most half its time for the
+// read of every shard, which then goes on alone (readSweepTenants), and
+// sweeps the last list.
 
 // sweepProbeLimit bounds a background probe of a worker.
 const sweepProbeLimit = 10 * time.Minute
@@ -74,14 +77,29 @@ func (s *Store) hungWorkers() map[int64]bool {
 	return out
 }
 
-// connected records that worker's probe has a connection, unless it had
-// one before.
-func (p *sweepProbes) connected(worker int64) {
+// probeConnected records that worker's probe has a connection, unless it
+// had one before, and makes the worker hung (workerCalls.setHung) if the
+// probe is still unanswered half the stall time later (minWorkerShare at
+// least): longer than the sweeps wait to skip the worker, as a worker
+// found hung fails its tenants' heartbeats, and a probe on a loaded
+// machine can be slow.
+func (s *Store) probeConnected(worker int64) {
+	p := &s.sweepProbes
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if since, ok := p.since[worker]; ok && since.IsZero() {
-		p.since[worker] = time.Now()
+	since, ok := p.since[worker]
+	if !ok || !since.IsZero() {
+		return
 	}
+	since = time.Now()
+	p.since[worker] = since
+	time.AfterFunc(max(minWorkerShare, s.workerCalls.stall/2), func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.since[worker].Equal(since) {
+			s.workerCalls.setHung(worker, true)
+		}
+	})
 }
 
 // probeWorkersInBackground starts a probe of each worker of the last list
@@ -118,6 +136,23 @@ func (s *Store) probeWorkersInBackground() {
 	p.mu.Unlock()
 }
 
+// probeWorkerInBackground starts a probe of worker, a read of tenant's
+// position, unless one is in flight: a call of the heartbeat path that has
+// run the stall time asks so.
+func (s *Store) probeWorkerInBackground(worker int64, tenant uuid.UUID) {
+	p := &s.sweepProbes
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, probing := p.since[worker]; probing || worker < 0 || tenant == uuid.Nil || p.closed {
+		return
+	}
+	if p.since == nil {
+		p.since = make(map[int64]time.Time)
+	}
+	p.since[worker] = time.Time{}
+	p.run(func(ctx context.Context) { s.probeWorker(ctx, worker, tenant) })
+}
+
 // run runs f in the background, on a context that ends at close or after
 // sweepProbeLimit; p.mu is held, and p is not closed.
 func (p *sweepProbes) run(f func(ctx context.Context)) {
@@ -137,6 +172,7 @@ func (s *Store) probeWorker(ctx context.Context, worker int64, tenant uuid.UUID)
 	defer func() {
 		p.mu.Lock()
 		delete(p.since, worker)
+		s.workerCalls.setHung(worker, false)
 		p.mu.Unlock()
 	}()
 	read := func() error {
@@ -145,7 +181,7 @@ func (s *Store) probeWorker(ctx context.Context, worker int64, tenant uuid.UUID)
 			return err
 		}
 		defer c.Release()
-		p.connected(worker)
+		s.probeConnected(worker)
 		var epoch, pos int64
 		return c.QueryRow(ctx, horizonSQL, tenant).Scan(&epoch, &pos)
 	}
