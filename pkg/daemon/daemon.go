@@ -206,6 +206,7 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 		MassLossShare: d.cfg.MassLossShare, MassLossMin: d.cfg.MassLossMin, OnMassLoss: guard.massLoss,
 		Trace: sweepTracer(tp),
 		Grace: lifecycle.SweepGrace(flush), BeforeSweep: registrar.Flush,
+		Unwritten: registrar.Unwritten,
 	})
 	cursorKey := backend.CursorKey
 	if d.cfg.Dev && (d.cfg.AuthJWTSecretFile != "" || d.cfg.AuthJWKSFile != "") {

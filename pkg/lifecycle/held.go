@@ -282,6 +282,20 @@ func (h *holder) read(ev registry.Event) {
 	delete(t.known, ev.ServerID)
 }
 
+// unwritten returns the tenants whose last write failed and whose
+// heartbeats it kept are still held.
+func (h *holder) unwritten() []uuid.UUID {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []uuid.UUID
+	for id, t := range h.tenants {
+		if t.failing && len(t.beats) > 0 {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // forgetTenant forgets every server of tenant (uuid.Nil: of every
 // tenant); held heartbeats stay, to be written.
 func (h *holder) forgetTenant(tenant uuid.UUID) {

@@ -3,6 +3,7 @@ package lifecycle_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,6 +46,22 @@ type heldStore struct {
 	writes atomic.Int64
 	// onHeartbeat, when set, runs before a heartbeat is answered.
 	onHeartbeat func()
+	// skipped holds each sweep's SweepRequest.Skip.
+	skipMu  sync.Mutex
+	skipped [][]uuid.UUID
+}
+
+func (s *heldStore) Sweep(ctx context.Context, req store.SweepRequest) (store.SweepResult, error) {
+	s.skipMu.Lock()
+	s.skipped = append(s.skipped, req.Skip)
+	s.skipMu.Unlock()
+	return s.Store.Sweep(ctx, req)
+}
+
+func (s *heldStore) lastSkip() []uuid.UUID {
+	s.skipMu.Lock()
+	defer s.skipMu.Unlock()
+	return s.skipped[len(s.skipped)-1]
 }
 
 func (s *heldStore) Heartbeat(ctx context.Context, tenant, id uuid.UUID) (registry.Server, *registry.Event, error) {
@@ -470,5 +487,40 @@ func TestMonitorFlushesBeforeSweep(t *testing.T) {
 	e.clock.Advance(time.Second)
 	if _, err := m.Sweep(e.ctx, time.Time{}); err != nil {
 		t.Fatalf("sweep with a failing flush: %v", err)
+	}
+}
+
+// A tenant whose held heartbeats were answered and could not be written
+// (its Citus worker hangs or is down) is not swept: the store's heartbeat
+// times of its servers are older than what they were told, and a sweep's
+// call sent to a worker that hangs runs when it thaws. Once its heartbeats
+// are written, it is swept again.
+func TestMonitorSkipsTenantsWithUnwrittenHeartbeats(t *testing.T) {
+	e := newHeldEnv(t, 0)
+	down := e.register("calendar")
+	e.heartbeat(down.ServerID)
+	e.tenant = uuid.New()
+	up := e.register("mail")
+	e.heartbeat(up.ServerID)
+	m := lifecycle.NewMonitor(lifecycle.MonitorOptions{Store: e.store, Clock: e.clock,
+		HeartbeatInterval: registry.DefaultHeartbeatInterval, BlindAfter: -1,
+		BeforeSweep: e.reg.Flush, Unwritten: e.reg.Unwritten})
+	e.clock.Advance(time.Second)
+	e.heartbeat(up.ServerID) // held
+	e.tenant = down.TenantID
+	e.heartbeat(down.ServerID) // held
+	e.store.failTenant.Store(&down.TenantID)
+	if _, err := m.Sweep(e.ctx, time.Time{}); err != nil {
+		t.Fatalf("sweep: %v", err)
+	}
+	if got := e.store.lastSkip(); len(got) != 1 || got[0] != down.TenantID {
+		t.Fatalf("sweep skipped %v; want the tenant whose write failed, %s", got, down.TenantID)
+	}
+	e.store.failTenant.Store(nil)
+	if _, err := m.Sweep(e.ctx, time.Time{}); err != nil {
+		t.Fatalf("sweep: %v", err)
+	}
+	if got := e.store.lastSkip(); len(got) != 0 {
+		t.Fatalf("sweep after the write succeeded skipped %v; want none", got)
 	}
 }

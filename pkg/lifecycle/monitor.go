@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jonboulle/clockwork"
 
 	"github.com/cyberos/mcpd/pkg/registry"
@@ -53,6 +54,7 @@ type Monitor struct {
 	sweepTimeout  time.Duration
 	grace         time.Duration
 	beforeSweep   func(ctx context.Context) error
+	unwritten     func() []uuid.UUID
 
 	mu       sync.Mutex
 	stop     chan struct{} // closed by Stop
@@ -108,6 +110,10 @@ type MonitorOptions struct {
 	// that this replica's held heartbeats are written); its error is
 	// logged and the sweep runs.
 	BeforeSweep func(ctx context.Context) error
+	// Unwritten, when set, returns after BeforeSweep the tenants of which
+	// this replica holds heartbeats it answered and could not write
+	// (Registrar.Unwritten): the sweep skips them (SweepRequest.Skip).
+	Unwritten func() []uuid.UUID
 }
 
 // DefaultBlindAfter is the gap between successful sweeps that counts as a
@@ -130,6 +136,7 @@ func NewMonitor(opts MonitorOptions) *Monitor {
 		trace:        opts.Trace,
 		grace:        max(opts.Grace, 0),
 		beforeSweep:  opts.BeforeSweep,
+		unwritten:    opts.Unwritten,
 	}
 	m.blindAfter, m.onBlind = opts.BlindAfter, opts.OnBlind
 	switch {
@@ -266,10 +273,20 @@ func (m *Monitor) Sweep(ctx context.Context, now time.Time) (all []registry.Even
 			m.logger.WarnContext(ctx, "sweep: writing held heartbeats first failed", "err", err)
 		}
 	}
+	// A tenant whose held heartbeats were answered and not written is not
+	// swept: its stored heartbeat times are older than what its servers
+	// were told. Its write may fail because its Citus worker hangs, and a
+	// sweep's call to that worker would then run when it thaws, judging
+	// the tenant's servers on those old times (a test of a hung worker,
+	// 2026-12-07: a heartbeating server marked unhealthy at the thaw).
+	var skip []uuid.UUID
+	if m.unwritten != nil {
+		skip = m.unwritten()
+	}
 	for range maxSweepBatches {
 		var res store.SweepResult
 		res, err = m.store.Sweep(ctx, store.SweepRequest{Now: now, Interval: m.interval, Limit: m.batch,
-			BlindAfter: m.blindAfter, Grace: m.grace})
+			BlindAfter: m.blindAfter, Grace: m.grace, Skip: skip})
 		evs := res.Events
 		if err == nil && res.Opened != nil {
 			m.reportBlind(ctx, *res.Opened)

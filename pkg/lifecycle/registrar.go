@@ -126,6 +126,16 @@ func (r *Registrar) Flush(ctx context.Context) error {
 	return r.held.flush(ctx)
 }
 
+// Unwritten returns the tenants of which heartbeats were answered from
+// memory and their last write failed (kept for the next flush): the
+// monitor does not sweep them until they are written.
+func (r *Registrar) Unwritten() []uuid.UUID {
+	if r.held == nil {
+		return nil
+	}
+	return r.held.unwritten()
+}
+
 // Read is an event the change feed read (feed.Observer): the held
 // heartbeats forget its server's status.
 func (r *Registrar) Read(ev registry.Event) {

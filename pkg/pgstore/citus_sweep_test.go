@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -584,5 +585,64 @@ func TestCitusSweepTakeoverAfterAReplicaDies(t *testing.T) {
 	}
 	if res.Opened != nil {
 		t.Fatalf("the survivor's sweep 6 s after the dying replica's began opened a blind window %+v", *res.Opened)
+	}
+}
+
+// A tenant the sweep is told to skip (a replica holds heartbeats of its
+// that it answered and could not write: store.SweepRequest.Skip) gets no
+// call and no mark: its silent server stays healthy, the sweep fails for
+// it alone, and the other tenant's silent server moves. Swept again after
+// more than BlindAfter, the skipped tenant opens its blind window, so that
+// its servers get their full intervals before any moves.
+func TestCitusSweepSkipsTenantsItIsTold(t *testing.T) {
+	c, db, clock, st, calls := citusSweepStore(t)
+	ctx := t.Context()
+	tenants := c.TenantOnEachWorker(t, db)
+	skipped, swept := tenants[0], tenants[1]
+	held := register(t, st, skipped, "held")
+	silent := register(t, st, swept, "silent")
+	const interval = 10 * time.Second
+	sweep := func(skip ...uuid.UUID) (store.SweepResult, error) {
+		return st.Sweep(ctx, store.SweepRequest{Now: clock.Now(), Interval: interval, Limit: 100,
+			BlindAfter: 2 * interval, Skip: skip})
+	}
+	if _, err := sweep(); err != nil {
+		t.Fatal(err)
+	}
+	calls.reset()
+	var events []registry.Event
+	for range 5 { // 25 s: past 2I for both servers
+		clock.Advance(5 * time.Second)
+		res, err := sweep(skipped)
+		var partial *registry.PartialError
+		if !errors.As(err, &partial) || partial.Failed != 1 {
+			t.Fatalf("a sweep skipping one tenant of two: %v; want it failed for that tenant alone", err)
+		}
+		events = append(events, res.Events...)
+	}
+	if len(events) != 1 || events[0].ServerID != silent.ServerID || events[0].Kind != registry.KindDegraded {
+		t.Fatalf("sweeps skipping one tenant: %+v; want the other tenant's silent server degraded", events)
+	}
+	for _, name := range []string{"mcp_sweep_tenant(", "mcp_sweep_group(", "mcp_sweep_mark_group("} {
+		for _, tenant := range calls.tenants(name) {
+			if tenant == skipped {
+				t.Errorf("the skipped tenant got a call of %s", name)
+			}
+		}
+	}
+	if srv, err := st.Server(ctx, skipped, held.ServerID); err != nil || srv.Status != registry.StatusHealthy {
+		t.Fatalf("the skipped tenant's server: %+v, %v; want healthy", srv, err)
+	}
+	// Swept again 25 s after its last sweep (BlindAfter 20 s): its blind
+	// window opens, and its server, silent for 25 s, does not move yet.
+	clock.Advance(time.Second)
+	res, err := sweep()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range res.Events {
+		if ev.TenantID == skipped {
+			t.Fatalf("the skipped tenant's first sweep moved %+v; want its blind window to hold it", ev)
+		}
 	}
 }

@@ -171,8 +171,20 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 		return res, err
 	}
 	// Every tenant of the list is this sweep's: those marked swept or
-	// found with nothing due count as swept.
+	// found with nothing due count as swept, those skipped as failed.
 	listed := len(tenants)
+	var (
+		left          = req.Limit
+		tried, failed int
+		firstErr      error
+		cut           bool
+	)
+	if skipped := 0; len(req.Skip) > 0 {
+		tenants, skipped = withoutTenants(tenants, req.Skip)
+		if skipped > 0 {
+			failed, firstErr = skipped, errHeldUnwritten
+		}
+	}
 	// The tenants' workers, from the coordinator's metadata: a worker that
 	// hangs is called once a sweep. Unknown (the read failed): each tenant
 	// is called.
@@ -199,12 +211,6 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 		// the workers that answer.
 		tenants = s.sweepDue(ctx, tenants, fresh, at, degLag, unhLag, req.BlindAfter, workers)
 	}
-	var (
-		left          = req.Limit
-		tried, failed int
-		firstErr      error
-		cut           bool
-	)
 	// One call per worker for its tenants, again for those a round left
 	// while the round moved any (the limit of its calls reached); those
 	// left by a round that moved none (held rows, a failed call) are swept
@@ -304,6 +310,26 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 		return res, &registry.PartialError{Failed: failed, Tenants: max(tried, listed), Err: firstErr}
 	}
 	return res, firstErr
+}
+
+// errHeldUnwritten fails the sweep of a tenant skipped
+// (store.SweepRequest.Skip).
+var errHeldUnwritten = fmt.Errorf("%w: the tenant's heartbeats answered are not written yet", registry.ErrUnavailable)
+
+// withoutTenants returns tenants without those of skip, and how many it
+// left out.
+func withoutTenants(tenants, skip []uuid.UUID) ([]uuid.UUID, int) {
+	left := make(map[uuid.UUID]bool, len(skip))
+	for _, t := range skip {
+		left[t] = true
+	}
+	out := make([]uuid.UUID, 0, len(tenants))
+	for _, t := range tenants {
+		if !left[t] {
+			out = append(out, t)
+		}
+	}
+	return out, len(tenants) - len(out)
 }
 
 // The transaction-level advisory lock that a Citus sweep holds while it

@@ -52,6 +52,15 @@ type SweepRequest struct {
 	// flush window of held heartbeats, so that a heartbeat a replica took
 	// before the 2I boundary and has not written yet never yields degraded.
 	Grace time.Duration
+	// Skip are tenants not to sweep this time: a replica holds heartbeats
+	// of theirs that it answered and could not write, so that the store's
+	// heartbeat times of their servers are older than what was answered.
+	// A tenant skipped counts as one whose sweep failed (a Citus worker
+	// that hangs or is down), and its blind window opens when it is swept
+	// again. Honoured where one tenant's write can fail alone (Citus); on
+	// plain PostgreSQL a write fails for every tenant, and so does the
+	// sweep.
+	Skip []uuid.UUID
 }
 
 // BlindWindow is a time during which the registry could not observe
