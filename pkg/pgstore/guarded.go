@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -648,6 +649,24 @@ func (s *Store) learnSweepTenants(ctx context.Context) {
 	if !known {
 		_, _, _ = s.sweepTenants(ctx, false)
 	}
+}
+
+// learnSweptTenant adds tenant, which now has a live server, to the last
+// list of tenants the sweep read, when it is not in it: while a worker
+// hangs or is down, the read of every shard fails and the sweep sweeps
+// that list, so that a tenant registered since the last read (on a worker
+// that answers) was never swept while the other worker hung (a test of a
+// hung worker, 2026-12-07: every server was registered after the last
+// read). Another replica's registrations are not learnt here: they wait
+// for a read of every shard.
+func (s *Store) learnSweptTenant(tenant uuid.UUID) {
+	s.engineMu.Lock()
+	defer s.engineMu.Unlock()
+	if s.sweptTenants == nil || slices.Contains(s.sweptTenants, tenant) {
+		return
+	}
+	// A new array: sweeps may hold the list.
+	s.sweptTenants = append(slices.Clip(s.sweptTenants), tenant)
 }
 
 // sweepTenant sweeps one tenant's servers in a transaction of its own,

@@ -39,6 +39,9 @@ func (s *Store) Register(ctx context.Context, tenant uuid.UUID, info registry.Se
 	} else {
 		res = s.registerOne(ctx, reg)
 	}
+	if res.err == nil && citus {
+		s.learnSweptTenant(tenant)
+	}
 	return res.srv, res.created, res.ev, res.err
 }
 
