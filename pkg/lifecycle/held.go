@@ -282,14 +282,24 @@ func (h *holder) read(ev registry.Event) {
 	delete(t.known, ev.ServerID)
 }
 
-// unwritten returns the tenants whose last write failed and whose
-// heartbeats it kept are still held.
-func (h *holder) unwritten() []uuid.UUID {
+// unwritten returns the tenants whose last write failed and that have a
+// heartbeat it kept, held or being written, received within the last
+// within: an older one would not keep its server from being marked.
+func (h *holder) unwritten(within time.Duration) []uuid.UUID {
+	now := h.clock.Now()
+	recent := func(beats map[uuid.UUID]time.Time) bool {
+		for _, at := range beats {
+			if now.Sub(at) < within {
+				return true
+			}
+		}
+		return false
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []uuid.UUID
 	for id, t := range h.tenants {
-		if t.failing && len(t.beats) > 0 {
+		if t.failing && (recent(t.beats) || recent(t.writing)) {
 			out = append(out, id)
 		}
 	}

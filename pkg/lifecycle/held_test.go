@@ -516,7 +516,18 @@ func TestMonitorSkipsTenantsWithUnwrittenHeartbeats(t *testing.T) {
 	if got := e.store.lastSkip(); len(got) != 1 || got[0] != down.TenantID {
 		t.Fatalf("sweep skipped %v; want the tenant whose write failed, %s", got, down.TenantID)
 	}
+	// Still failing once its kept heartbeat is older than 3I and the
+	// grace: it could not keep a server from being marked any more, and
+	// the tenant is swept, so that its dead servers move.
+	e.clock.Advance(registry.UnhealthyAfter(registry.DefaultHeartbeatInterval))
+	if _, err := m.Sweep(e.ctx, time.Time{}); err != nil {
+		t.Fatalf("sweep: %v", err)
+	}
+	if got := e.store.lastSkip(); len(got) != 0 {
+		t.Fatalf("sweep 3I after the kept heartbeat skipped %v; want none", got)
+	}
 	e.store.failTenant.Store(nil)
+	e.heartbeat(down.ServerID)
 	if _, err := m.Sweep(e.ctx, time.Time{}); err != nil {
 		t.Fatalf("sweep: %v", err)
 	}

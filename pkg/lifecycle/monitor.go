@@ -54,7 +54,7 @@ type Monitor struct {
 	sweepTimeout  time.Duration
 	grace         time.Duration
 	beforeSweep   func(ctx context.Context) error
-	unwritten     func() []uuid.UUID
+	unwritten     func(within time.Duration) []uuid.UUID
 
 	mu       sync.Mutex
 	stop     chan struct{} // closed by Stop
@@ -111,9 +111,11 @@ type MonitorOptions struct {
 	// logged and the sweep runs.
 	BeforeSweep func(ctx context.Context) error
 	// Unwritten, when set, returns after BeforeSweep the tenants of which
-	// this replica holds heartbeats it answered and could not write
-	// (Registrar.Unwritten): the sweep skips them (SweepRequest.Skip).
-	Unwritten func() []uuid.UUID
+	// this replica holds heartbeats it answered and could not write, one
+	// of them received within the last within (Registrar.Unwritten): the
+	// sweep skips them (SweepRequest.Skip). Another replica's are not
+	// known here.
+	Unwritten func(within time.Duration) []uuid.UUID
 }
 
 // DefaultBlindAfter is the gap between successful sweeps that counts as a
@@ -279,9 +281,12 @@ func (m *Monitor) Sweep(ctx context.Context, now time.Time) (all []registry.Even
 	// sweep's call to that worker would then run when it thaws, judging
 	// the tenant's servers on those old times (a test of a hung worker,
 	// 2026-12-07: a heartbeating server marked unhealthy at the thaw).
+	// Only while a heartbeat kept could still keep a server from being
+	// marked unhealthy: a tenant whose writes keep failing is swept in the
+	// end, as its dead servers must move.
 	var skip []uuid.UUID
 	if m.unwritten != nil {
-		skip = m.unwritten()
+		skip = m.unwritten(registry.UnhealthyAfter(m.interval) + m.grace)
 	}
 	for range maxSweepBatches {
 		var res store.SweepResult

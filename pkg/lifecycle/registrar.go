@@ -127,13 +127,15 @@ func (r *Registrar) Flush(ctx context.Context) error {
 }
 
 // Unwritten returns the tenants of which heartbeats were answered from
-// memory and their last write failed (kept for the next flush): the
-// monitor does not sweep them until they are written.
-func (r *Registrar) Unwritten() []uuid.UUID {
+// memory and their last write failed (kept for the next flush), one of
+// them received within the last within: the monitor does not sweep them
+// until they are written, or until the heartbeats are too old to keep a
+// server from being marked.
+func (r *Registrar) Unwritten(within time.Duration) []uuid.UUID {
 	if r.held == nil {
 		return nil
 	}
-	return r.held.unwritten()
+	return r.held.unwritten(within)
 }
 
 // Read is an event the change feed read (feed.Observer): the held

@@ -345,9 +345,18 @@ func (s *Store) applyPerWorker(ctx context.Context, reqs []*heartbeatRequest, pa
 			}
 			return err
 		})
+		if wctx.Err() == nil {
+			// Ended because the worker was found hung (the only cancel
+			// of the call's own context): the pairs it failed hold
+			// context.Canceled, also when the call itself returned nil
+			// (heartbeatRest answers each tenant's failure in results).
+			for p, res := range results {
+				if errors.Is(res.err, context.Canceled) {
+					results[p] = heartbeatResult{err: ErrWorkerStalled}
+				}
+			}
+		}
 		if errors.Is(err, ErrWorkerStalled) {
-			// Ended because the worker was found hung: the failed pairs
-			// hold the end's context.Canceled.
 			for p, res := range results {
 				if res.err != nil {
 					results[p] = heartbeatResult{err: err}

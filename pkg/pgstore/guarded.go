@@ -177,14 +177,12 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 	var (
 		left          = req.Limit
 		tried, failed int
+		skipped       int
 		firstErr      error
 		cut           bool
 	)
-	if skipped := 0; len(req.Skip) > 0 {
+	if len(req.Skip) > 0 {
 		tenants, skipped = withoutTenants(tenants, req.Skip)
-		if skipped > 0 {
-			failed, firstErr = skipped, errHeldUnwritten
-		}
 	}
 	// The tenants' workers, from the coordinator's metadata: a worker that
 	// hangs is called once a sweep. Unknown (the read failed): each tenant
@@ -304,6 +302,13 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 	// the monitor does not read the short result as nothing more due.
 	if ctx.Err() != nil && (cut || failed > 0) {
 		return res, translate(ctx.Err())
+	}
+	// Skipped tenants count as failed ones; the error is a call's, when
+	// one failed.
+	if skipped > 0 {
+		failed += skipped
+		tried += skipped
+		firstErr = cmp.Or(firstErr, errHeldUnwritten)
 	}
 	// Some tenants swept (or marked), or some transitions committed, and
 	// then a failure: partial.

@@ -35,11 +35,12 @@ import (
 //     (a result or any error the database sent) ends the silence.
 //   - Calls through the coordinator get its answer to their cancel even
 //     when the worker behind it hangs, so they never make it silent: a
-//     counted call that has run the stall time starts the sweep's probe of
-//     the workers (sweepprobe.go), and once a worker's probe has gone
-//     unanswered for minWorkerShare the worker is hung: its calls in
-//     flight end at once with ErrWorkerStalled, and every call of its
-//     tenants fails at once until the probe gets an answer. Before, the
+//     counted call that has run the stall time starts a probe of its
+//     worker (sweepprobe.go), and once the probe has gone unanswered for
+//     half the stall time, with no counted call to the worker answered
+//     meanwhile, the worker is hung: its calls in flight end at once with
+//     ErrWorkerStalled, and every call of its tenants fails at once until
+//     the probe ends (an answer, or sweepProbeLimit). Before, the
 //     held flushes waited the stall time for it at every window, holding
 //     up the monitor's sweeps of every tenant, and the tenant's
 //     heartbeats waited for their whole deadline (a black-box run,
@@ -47,7 +48,8 @@ import (
 //
 // A worker that is merely slow (a loaded machine) answers, if late, and
 // the cancel of a call past its deadline comes back as an error: it is
-// never silent, and its calls are never failed for it.
+// never silent; and while its probe waits some call of it succeeds, so
+// that it is not found hung either.
 
 // DefaultWorkerStall is how long a caller that serves several Citus
 // workers waits for one worker's call before it answers the others, and
@@ -59,7 +61,7 @@ const DefaultWorkerStall = 2 * time.Second
 const maxWorkerCalls = DefaultFlushers + 2
 
 // ErrWorkerStalled answers a call for a tenant whose Citus worker is
-// silent; it is a registry.ErrUnavailable.
+// silent or hung; it is a registry.ErrUnavailable.
 var ErrWorkerStalled = fmt.Errorf("%w: the tenant's Citus worker is not answering", registry.ErrUnavailable)
 
 // workerCalls counts the calls in flight to each Citus worker.
@@ -82,9 +84,10 @@ type workerInFlight struct {
 	// ended ran the stall time or longer and got no answer.
 	inFlight int
 	silent   bool
-	// hung: the sweep's probe of the worker has gone unanswered for
-	// minWorkerShare (setHung).
-	hung bool
+	// hung: the worker's probe has gone unanswered, and no call
+	// succeeded meanwhile (setHung); lastOK is when a call last succeeded.
+	hung   bool
+	lastOK time.Time
 	// calls ends each call in flight, with ErrWorkerStalled as its
 	// cause, once the worker is hung.
 	calls map[*context.CancelCauseFunc]struct{}
@@ -161,6 +164,9 @@ func (c *workerCalls) enter(ctx context.Context, worker int64, tenant uuid.UUID)
 		case endedHung:
 		case err == nil || errors.As(err, &pgErr):
 			w.silent = false
+			if err == nil {
+				w.lastOK = time.Now()
+			}
 		case ran >= c.stall && !errors.Is(err, context.Canceled):
 			w.silent = true
 		}
@@ -180,6 +186,15 @@ func firstOf(tenants []uuid.UUID) uuid.UUID {
 		return uuid.Nil
 	}
 	return tenants[0]
+}
+
+// succeededSince reports whether a call to worker succeeded at or after
+// since.
+func (c *workerCalls) succeededSince(worker int64, since time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.workers[worker]
+	return w != nil && !w.lastOK.Before(since)
 }
 
 // setHung records whether worker's probe has gone unanswered

@@ -80,9 +80,11 @@ func (s *Store) hungWorkers() map[int64]bool {
 // probeConnected records that worker's probe has a connection, unless it
 // had one before, and makes the worker hung (workerCalls.setHung) if the
 // probe is still unanswered half the stall time later (minWorkerShare at
-// least): longer than the sweeps wait to skip the worker, as a worker
-// found hung fails its tenants' heartbeats, and a probe on a loaded
-// machine can be slow.
+// least: longer than the sweeps wait to skip the worker, as a worker
+// found hung fails its tenants' heartbeats) and no call to the worker
+// succeeded in between; else it looks again as long later, while the
+// probe lasts. A worker that is slow on a loaded machine answers some
+// call meanwhile.
 func (s *Store) probeConnected(worker int64) {
 	p := &s.sweepProbes
 	p.mu.Lock()
@@ -93,13 +95,23 @@ func (s *Store) probeConnected(worker int64) {
 	}
 	since = time.Now()
 	p.since[worker] = since
-	time.AfterFunc(max(minWorkerShare, s.workerCalls.stall/2), func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if p.since[worker].Equal(since) {
+	wait := max(minWorkerShare, s.workerCalls.stall/2)
+	var check func(from time.Time)
+	check = func(from time.Time) {
+		time.AfterFunc(wait, func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if !p.since[worker].Equal(since) || p.closed {
+				return
+			}
+			if s.workerCalls.succeededSince(worker, from) {
+				check(time.Now())
+				return
+			}
 			s.workerCalls.setHung(worker, true)
-		}
-	})
+		})
+	}
+	check(since)
 }
 
 // probeWorkersInBackground starts a probe of each worker of the last list

@@ -59,7 +59,7 @@ type SweepRequest struct {
 	// that hangs or is down), and its blind window opens when it is swept
 	// again. Honoured where one tenant's write can fail alone (Citus); on
 	// plain PostgreSQL a write fails for every tenant, and so does the
-	// sweep.
+	// sweep. The sweeping replica knows its own held heartbeats only.
 	Skip []uuid.UUID
 }
 
