@@ -345,24 +345,17 @@ func (s *Store) applyPerWorker(ctx context.Context, reqs []*heartbeatRequest, pa
 			}
 			return err
 		})
-		if wctx.Err() == nil {
-			// Ended because the worker was found hung (the only cancel
-			// of the call's own context): the pairs it failed hold
-			// context.Canceled, also when the call itself returned nil
-			// (heartbeatRest answers each tenant's failure in results).
-			for p, res := range results {
-				if errors.Is(res.err, context.Canceled) {
-					results[p] = heartbeatResult{err: ErrWorkerStalled}
-				}
+		// A call ended because its worker was found hung (the only cancel
+		// of the call's own context) leaves context.Canceled in the pairs
+		// it failed, also when it returned nil (heartbeatRest answers each
+		// tenant's failure in results): those answer ErrWorkerStalled.
+		stalled := errors.Is(err, ErrWorkerStalled)
+		for p, res := range results {
+			if res.err != nil && (stalled || wctx.Err() == nil && errors.Is(res.err, context.Canceled)) {
+				results[p] = heartbeatResult{err: ErrWorkerStalled}
 			}
 		}
-		if errors.Is(err, ErrWorkerStalled) {
-			for p, res := range results {
-				if res.err != nil {
-					results[p] = heartbeatResult{err: err}
-				}
-			}
-		} else if err != nil && workerFault(err) && wctx.Err() == nil {
+		if !stalled && err != nil && workerFault(err) && wctx.Err() == nil {
 			s.forgetWorkers(group)
 		}
 		answerBatch(greqs, len(pairs), results, err)
