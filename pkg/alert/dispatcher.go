@@ -44,9 +44,9 @@ const holdFactor = 3
 const (
 	ackTimeout     = 5 * time.Second
 	pendingTimeout = 2 * time.Second
-	// slowSend is how long a send may take before the next ones stop
+	// defaultSlowSend is how long a send may take before the next ones stop
 	// holding the claim while they wait.
-	slowSend = time.Second
+	defaultSlowSend = time.Second
 	// massLossQueue bounds the mass-loss alerts waiting for a destination.
 	massLossQueue = 64
 )
@@ -80,6 +80,9 @@ type DispatcherOptions struct {
 	// request to the destination carries; nil is OpenTelemetry's no-op
 	// provider: spans that record nothing.
 	Tracer trace.TracerProvider
+
+	// slowSend overrides defaultSlowSend when set (tests on a loaded machine).
+	slowSend time.Duration
 }
 
 // Dispatcher delivers the alert outbox to its destinations, each in a
@@ -94,6 +97,7 @@ type Dispatcher struct {
 	batch      int
 	backoffMin time.Duration
 	backoffMax time.Duration
+	slowSend   time.Duration
 	dests      []*destination
 	tracer     trace.Tracer // no-op when tracing is off
 	running    atomic.Bool
@@ -141,6 +145,10 @@ func NewDispatcher(opts DispatcherOptions) (*Dispatcher, error) {
 	d := &Dispatcher{
 		outbox: opts.Outbox, skills: opts.SkillAlerts, logger: opts.Logger, clock: opts.Clock, poll: opts.PollInterval,
 		resend: opts.ResendInterval, batch: opts.Batch, backoffMin: opts.BackoffMin, backoffMax: opts.BackoffMax,
+		slowSend: opts.slowSend,
+	}
+	if d.slowSend <= 0 {
+		d.slowSend = defaultSlowSend
 	}
 	if d.logger == nil {
 		d.logger = slog.New(slog.DiscardHandler)
@@ -382,6 +390,8 @@ func (d *Dispatcher) round(ctx context.Context, ds *destination) (more bool, err
 	held := !ds.failing && !ds.slow
 	if !held {
 		claim.Release(ctx)
+		d.logger.DebugContext(ctx, "alert destination sent to without its claim", "destination", ds.name,
+			"failing", ds.failing, "slow", ds.slow, "events", len(events))
 		if len(alerts) == 0 && !d.resendDue(ds) {
 			return false, nil
 		}
@@ -395,7 +405,7 @@ func (d *Dispatcher) round(ctx context.Context, ds *destination) (more bool, err
 	if sendErr == nil && d.resendDue(ds) {
 		sendErr = d.resendFiring(ctx, ds, alerts)
 	}
-	ds.slow = d.clock.Since(began) > slowSend
+	ds.slow = d.clock.Since(began) > d.slowSend
 
 	ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
 	defer cancel()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/alert"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
@@ -151,6 +152,30 @@ func start(t *testing.T, opts alert.DispatcherOptions) (*alert.Dispatcher, func(
 	}
 	t.Cleanup(stop)
 	return d, stop
+}
+
+// startReplica runs, until the test ends, a dispatcher of outbox to
+// webhooks at hooks that claims several batches in turn: one of several
+// mcpd replicas.
+func startReplica(t *testing.T, outbox store.AlertOutbox, hooks ...*receiver) {
+	t.Helper()
+	client := httpClient(t)
+	var dests []alert.Destination
+	for _, h := range hooks {
+		w, err := alert.NewWebhook(h.srv.URL, nil, client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dests = append(dests, w)
+	}
+	opts := fast(alert.DispatcherOptions{Outbox: outbox, Destinations: dests})
+	opts.Batch = 7 // several batches, claimed in turn
+	// A send that a loaded machine made slower than a second would make
+	// the next round deliver without the claim, and another replica
+	// deliver the same events too (at least once, by design): the tests
+	// of replicas are of the claim.
+	opts = alert.WithSlowSend(opts, time.Minute)
+	start(t, opts)
 }
 
 // startOnClock runs a dispatcher on a fake clock (opts.Clock) until the

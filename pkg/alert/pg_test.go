@@ -143,20 +143,7 @@ func TestTwoReplicas(t *testing.T) {
 	f := newPGFixture(t)
 	hookA := newReceiver(t, nil)
 	hookB := newReceiver(t, nil)
-	client := httpClient(t)
-	replica := func(outbox store.AlertOutbox) {
-		var dests []alert.Destination
-		for _, u := range []string{hookA.srv.URL, hookB.srv.URL} {
-			w, err := alert.NewWebhook(u, nil, client)
-			if err != nil {
-				t.Fatal(err)
-			}
-			dests = append(dests, w)
-		}
-		opts := fast(alert.DispatcherOptions{Outbox: outbox, Destinations: dests})
-		opts.Batch = 7 // several batches, claimed in turn
-		start(t, opts)
-	}
+	replica := func(outbox store.AlertOutbox) { startReplica(t, outbox, hookA, hookB) }
 	replica(f.store)
 	replica(f.newStore(t, f.newPool(t)))
 

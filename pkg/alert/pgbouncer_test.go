@@ -5,7 +5,6 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
-	"github.com/cyberos/mcpd/pkg/alert"
 	"github.com/cyberos/mcpd/pkg/pgstore"
 	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
@@ -29,20 +28,7 @@ func TestTwoReplicasThroughPgBouncer(t *testing.T) {
 	f.store = through()
 	hookA := newReceiver(t, nil)
 	hookB := newReceiver(t, nil)
-	client := httpClient(t)
-	replica := func(outbox store.AlertOutbox) {
-		var dests []alert.Destination
-		for _, u := range []string{hookA.srv.URL, hookB.srv.URL} {
-			w, err := alert.NewWebhook(u, nil, client)
-			if err != nil {
-				t.Fatal(err)
-			}
-			dests = append(dests, w)
-		}
-		opts := fast(alert.DispatcherOptions{Outbox: outbox, Destinations: dests})
-		opts.Batch = 7 // several batches, claimed in turn
-		start(t, opts)
-	}
+	replica := func(outbox store.AlertOutbox) { startReplica(t, outbox, hookA, hookB) }
 	replica(f.store)
 	replica(through())
 
