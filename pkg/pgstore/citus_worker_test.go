@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -723,5 +724,81 @@ func TestCitusSweepWithAWorkerDownReadsTheOthersDue(t *testing.T) {
 			srv.TenantID, srv.ServerID).Scan(&status); err != nil || status != "healthy" {
 			t.Errorf("quiet server %s: %s, %v; want healthy", srv.ServerID, status, err)
 		}
+	}
+}
+
+// A tenant registered after the last sweep, whose worker stops before any
+// sweep reaches it, has no sweep of its own to measure a blind window
+// from. Its server, whose heartbeats are refused while the worker is down,
+// still gets its full intervals when the worker returns: the replica that
+// tried to sweep the tenant marks it swept at its first failed sweep
+// (unswept.go), so the tenant's own window opens. A server of it that
+// stays silent is marked after that window, as any other.
+func TestCitusStoppedWorkerTenantNeverSwept(t *testing.T) {
+	c, db, clock, st := privateCitusStore(t)
+	ctx := t.Context()
+	tenants := c.TenantOnEachWorker(t, db)
+	stopped, other := tenants[0], tenants[1]
+	b := register(t, st, other, "bravo")
+	const interval = 10 * time.Second
+	sweep := func() (store.SweepResult, error) {
+		return st.Sweep(ctx, store.SweepRequest{Now: clock.Now(), Interval: interval, Limit: 100, BlindAfter: 2 * interval})
+	}
+	if _, err := sweep(); err != nil {
+		t.Fatal(err)
+	}
+	// Registered after that sweep: the tenant was never swept.
+	a := register(t, st, stopped, "alpha")
+	silent := register(t, st, stopped, "silent")
+
+	c.Workers[0].Stop(t)
+	for range 6 { // 30 s
+		clock.Advance(5 * time.Second)
+		if _, _, err := st.Heartbeat(ctx, other, b.ServerID); err != nil {
+			t.Fatalf("heartbeat on the running worker: %v", err)
+		}
+		if _, _, err := st.Heartbeat(ctx, stopped, a.ServerID); !errors.Is(err, registry.ErrUnavailable) {
+			t.Fatalf("heartbeat on the stopped worker: %v, want ErrUnavailable", err)
+		}
+		if res, err := sweep(); !errors.Is(err, registry.ErrUnavailable) || len(res.Events) != 0 {
+			t.Fatalf("sweep with a worker down: %+v, %v; want no transition and ErrUnavailable", res.Events, err)
+		}
+	}
+	c.Workers[0].Start(t)
+	clock.Advance(time.Second)
+	var res store.SweepResult
+	testwait.Poll(t, "a sweep after the worker returned", testwait.Cap, func() (err error) {
+		res, err = sweep()
+		return err
+	})
+	if len(res.Events) != 0 {
+		t.Fatalf("first sweep after the worker returned: %+v, want no transition (the tenant's own blind window)", res.Events)
+	}
+	// alpha heartbeats again; silent does not, and is marked 2I and 3I
+	// after the window's end.
+	var marks []string
+	for at := 5 * time.Second; at <= 35*time.Second; at += 5 * time.Second {
+		clock.Advance(5 * time.Second)
+		for _, srv := range []struct {
+			tenant, id uuid.UUID
+		}{{stopped, a.ServerID}, {other, b.ServerID}} {
+			if _, _, err := st.Heartbeat(ctx, srv.tenant, srv.id); err != nil {
+				t.Fatalf("heartbeat after the worker returned: %v", err)
+			}
+		}
+		res, err := sweep()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range res.Events {
+			if ev.ServerID != silent.ServerID {
+				t.Fatalf("%s marked %s at +%s, want only the silent server marked", ev.ModuleName, ev.Kind, at)
+			}
+			marks = append(marks, string(ev.Kind)+"@"+at.String())
+		}
+	}
+	want := []string{"mcp.server.degraded@20s", "mcp.server.unhealthy@30s"}
+	if !slices.Equal(marks, want) {
+		t.Fatalf("silent server's marks %v, want %v (2I and 3I after the window's end)", marks, want)
 	}
 }

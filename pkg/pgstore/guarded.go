@@ -171,6 +171,9 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 	if err != nil {
 		return res, err
 	}
+	if fresh {
+		s.unswept.keepOnly(tenants)
+	}
 	// Every tenant of the list is this sweep's: those marked swept or
 	// found with nothing due count as swept, those skipped as failed.
 	listed := len(tenants)
@@ -180,9 +183,12 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 		skipped       int
 		firstErr      error
 		cut           bool
+		failedTenants []uuid.UUID
 	)
 	if len(req.Skip) > 0 {
-		tenants, skipped = withoutTenants(tenants, req.Skip)
+		kept, n := withoutTenants(tenants, req.Skip)
+		s.unswept.failed(leaveOut(tenants, kept), sweepNow(at))
+		tenants, skipped = kept, n
 	}
 	// The tenants' workers, from the coordinator's metadata: a worker that
 	// hangs is called once a sweep. Unknown (the read failed): each tenant
@@ -193,6 +199,7 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 		// A worker hangs and which tenants are its is not known: a
 		// write to one of them would run when it thaws, and close the
 		// blind window its tenants' outage opened.
+		s.unswept.failed(tenants, sweepNow(at))
 		return res, fmt.Errorf("%w: the tenants' Citus workers unread while a worker hangs", registry.ErrUnavailable)
 	}
 	if !fresh {
@@ -200,6 +207,33 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 		// again what that read just told.
 		s.probeWorkers(ctx, tenants, workers, hung)
 	}
+	if req.BlindAfter > 0 {
+		// A tenant back from a long failure is marked swept at its
+		// first failure (unswept.go), before any sweep of it.
+		var unmarked []uuid.UUID
+		tenants, unmarked, err = s.markUnswept(ctx, at, req.BlindAfter, tenants, workers)
+		if len(unmarked) > 0 {
+			failed += len(unmarked)
+			tried += len(unmarked)
+			firstErr = err
+		}
+	}
+	// The tenants whose sweep failed are remembered, the others that their
+	// worker answered forgotten (unswept.go); not when cut short.
+	reachable := tenants
+	defer func() {
+		s.unswept.failed(failedTenants, sweepNow(at))
+		if ctx.Err() != nil {
+			return
+		}
+		var reached []uuid.UUID
+		for _, t := range leaveOut(reachable, failedTenants) {
+			if workers.failure(t) == nil {
+				reached = append(reached, t)
+			}
+		}
+		s.unswept.swept(reached)
+	}()
 	if req.BlindAfter > 0 {
 		// Run before the sweep's lock is let go (deferred earlier).
 		defer s.markReached(ctx, at, started, req, tenants, workers, deg, unh)
@@ -224,6 +258,7 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 		}
 	}
 	type swept struct {
+		tenant uuid.UUID
 		events []registry.Event
 		err    error
 		limit  int // the call's limit: all of it moved, the tenant may have more due
@@ -232,7 +267,7 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 	// and of the calls' present size (sweepCallSize).
 	sweep := func(tenant uuid.UUID, want int) swept {
 		if err := workers.failure(tenant); err != nil {
-			return swept{err: err}
+			return swept{tenant: tenant, err: err}
 		}
 		var r swept
 		s.sweepCalls.timed(ctx, want, func(limit int) (int, error) {
@@ -240,7 +275,7 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 			if hung {
 				workers.fail(tenant, err)
 			}
-			r = swept{evs, err, limit}
+			r = swept{tenant, evs, err, limit}
 			return len(evs), err
 		})
 		return r
@@ -252,6 +287,7 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 		if r.err != nil {
 			failed++
 			firstErr = cmp.Or(firstErr, translate(r.err))
+			failedTenants = append(failedTenants, r.tenant)
 			return
 		}
 		res.Events = append(res.Events, r.events...)

@@ -82,6 +82,9 @@ type Store struct {
 	citus       bool
 	// sweptTenants is the last list of tenants the Citus sweep read.
 	sweptTenants []uuid.UUID
+	// unswept are the tenants whose Citus sweep failed, since when
+	// (unswept.go).
+	unswept unsweptTenants
 	// placementMu guards placements: the worker of each tenant on Citus,
 	// by which heartbeat batches are grouped (tenantWorkers).
 	placementMu sync.Mutex

@@ -1,0 +1,177 @@
+package pgstore
+
+import (
+	"cmp"
+	"context"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Tenants the Citus sweep could not reach. A tenant's blind window opens
+// from its last sweep (mcp_tenant_servers.last_sweep_at), and a tenant
+// never swept has none: a worker that stopped or hung right after a
+// tenant's first registration, before any sweep reached it, left that
+// tenant with no window, so that a server whose heartbeats were refused
+// meanwhile (503) was marked unhealthy by the first sweep after the
+// worker returned (seen by TestCitusHungWorkerOthersSwept with a tenant
+// registered 0.2 s before the hang). The database cannot know of sweeps
+// that never reached it; the replica that tried them does. So the sweep
+// remembers, for each tenant whose sweep failed (its worker down or hung,
+// or the tenant skipped), when it first failed since the tenant was last
+// swept; when the tenant's worker answers again more than BlindAfter
+// later, the sweep first marks the tenant swept at that first failure
+// (mcp_sweep_mark_group, which leaves a later mark as it is), and the
+// tenant's own sweep then opens its window, as for a tenant swept before.
+// A tenant whose mark fails is left out of that sweep, as failed. What
+// another replica tried is not known here: a replica that sweeps for the
+// first time after the worker returns marks as before.
+
+// unsweptTenants records when each tenant's sweep first failed since it
+// last succeeded.
+type unsweptTenants struct {
+	mu    sync.Mutex
+	since map[uuid.UUID]time.Time
+}
+
+// failed records that tenants' sweep failed at at, keeping an earlier
+// failure.
+func (u *unsweptTenants) failed(tenants []uuid.UUID, at time.Time) {
+	if len(tenants) == 0 {
+		return
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.since == nil {
+		u.since = make(map[uuid.UUID]time.Time)
+	}
+	for _, t := range tenants {
+		if _, seen := u.since[t]; !seen {
+			u.since[t] = at
+		}
+	}
+}
+
+// swept forgets tenants' failures.
+func (u *unsweptTenants) swept(tenants []uuid.UUID) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, t := range tenants {
+		delete(u.since, t)
+	}
+}
+
+// keepOnly forgets every tenant but those of tenants (a list read now:
+// the others have no live server left).
+func (u *unsweptTenants) keepOnly(tenants []uuid.UUID) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.since) == 0 {
+		return
+	}
+	keep := make(map[uuid.UUID]bool, len(tenants))
+	for _, t := range tenants {
+		keep[t] = true
+	}
+	for t := range u.since {
+		if !keep[t] {
+			delete(u.since, t)
+		}
+	}
+}
+
+// longer returns, of tenants, those whose sweep has failed since more
+// than d before now, with when it first failed.
+func (u *unsweptTenants) longer(tenants []uuid.UUID, now time.Time, d time.Duration) map[uuid.UUID]time.Time {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var out map[uuid.UUID]time.Time
+	for _, t := range tenants {
+		if since, ok := u.since[t]; ok && now.Sub(since) > d {
+			if out == nil {
+				out = make(map[uuid.UUID]time.Time)
+			}
+			out[t] = since
+		}
+	}
+	return out
+}
+
+// sweepNow is the sweep's time on this process's clock: the store's clock
+// when it has one (at), else the wall clock.
+func sweepNow(at *time.Time) time.Time {
+	if at != nil {
+		return *at
+	}
+	return time.Now()
+}
+
+// markUnswept marks, before a sweep at at, the tenants of tenants whose
+// worker answers and whose sweep has failed for longer than blindAfter,
+// swept at their first failure (see above). It returns tenants without
+// those whose mark failed, these, and the first mark's error.
+func (s *Store) markUnswept(ctx context.Context, at *time.Time, blindAfter time.Duration, tenants []uuid.UUID,
+	workers *sweepWorkers) (kept, unmarked []uuid.UUID, err error) {
+	since := s.unswept.longer(tenants, sweepNow(at), blindAfter)
+	var due []uuid.UUID
+	for _, t := range tenants {
+		if _, ok := since[t]; ok && workers.answered(t) {
+			due = append(due, t)
+		}
+	}
+	if len(due) == 0 {
+		return tenants, nil, nil
+	}
+	// The marks' times on the database's clock: at, or its now() less the
+	// time since each failure on this process's (monotonic) clock.
+	base := sweepNow(at)
+	if at == nil {
+		if err := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&base); err != nil {
+			return leaveOut(tenants, due), due, translate(err)
+		}
+	}
+	groups, err := s.workerGroups(ctx, tenantKeys(due))
+	if err != nil {
+		return leaveOut(tenants, due), due, err
+	}
+	errs := s.callWorkers(ctx, groups, func(g int) error {
+		group := keyTenants(groups[g])
+		// The group's earliest failure: a later one would open a window
+		// of the same end for a tenant swept before, and only a shorter
+		// one for a tenant never swept.
+		first := since[group[0]]
+		for _, t := range group[1:] {
+			if since[t].Before(first) {
+				first = since[t]
+			}
+		}
+		mark := base.Add(-sweepNow(at).Sub(first)).UTC().Truncate(time.Microsecond)
+		hung, err := s.onWorkerConn(ctx, true, func(sctx context.Context, c *pgxpool.Conn) error {
+			_, err := c.Exec(sctx, `SELECT mcp_sweep_mark_group($1::uuid, $2::uuid[], $3::timestamptz,
+				$4::bigint * interval '1 microsecond')`, group[0], group, mark, blindAfter.Microseconds())
+			return err
+		})
+		if hung {
+			workers.fail(group[0], err)
+		}
+		return err
+	})
+	for g, gerr := range errs {
+		group := keyTenants(groups[g])
+		if gerr != nil {
+			unmarked = append(unmarked, group...)
+			err = cmp.Or(err, translate(gerr))
+			continue
+		}
+		s.unswept.swept(group)
+	}
+	return leaveOut(tenants, unmarked), unmarked, err
+}
+
+// leaveOut returns tenants without those of out.
+func leaveOut(tenants, out []uuid.UUID) []uuid.UUID {
+	kept, _ := withoutTenants(tenants, out)
+	return kept
+}
