@@ -727,18 +727,21 @@ func TestCitusSweepWithAWorkerDownReadsTheOthersDue(t *testing.T) {
 	}
 }
 
-// A tenant registered after the last sweep, whose worker stops before any
-// sweep reaches it, has no sweep of its own to measure a blind window
-// from. Its server, whose heartbeats are refused while the worker is down,
-// still gets its full intervals when the worker returns: the replica that
-// tried to sweep the tenant marks it swept at its first failed sweep
-// (unswept.go), so the tenant's own window opens. A server of it that
-// stays silent is marked after that window, as any other.
+// Tenants registered after the last sweep, whose worker stops before any
+// sweep reaches them, have no sweep of their own to measure a blind
+// window from. Their servers, whose heartbeats are refused while the
+// worker is down, still get their full intervals when the worker
+// returns: the replica that sweeps marks each such tenant swept at its
+// first failed sweep (unswept.go), so the tenant's own window opens; one
+// registered through another replica, which the sweeping replica did not
+// know while the list of tenants could not be read, counts as failed
+// since that list was first unread. A server of them that stays silent
+// is marked after the window, as any other.
 func TestCitusStoppedWorkerTenantNeverSwept(t *testing.T) {
 	c, db, clock, st := privateCitusStore(t)
 	ctx := t.Context()
-	tenants := c.TenantOnEachWorker(t, db)
-	stopped, other := tenants[0], tenants[1]
+	other := c.TenantOnEachWorker(t, db)[1]
+	stopped := c.TenantsOnWorker(t, db, 0, 2)
 	b := register(t, st, other, "bravo")
 	const interval = 10 * time.Second
 	sweep := func() (store.SweepResult, error) {
@@ -747,9 +750,20 @@ func TestCitusStoppedWorkerTenantNeverSwept(t *testing.T) {
 	if _, err := sweep(); err != nil {
 		t.Fatal(err)
 	}
-	// Registered after that sweep: the tenant was never swept.
-	a := register(t, st, stopped, "alpha")
-	silent := register(t, st, stopped, "silent")
+	// Registered after that sweep, one tenant through this replica, the
+	// other through a second one: neither was ever swept.
+	replica := pgstore.New(db.App, pgstore.Options{Clock: clock})
+	t.Cleanup(replica.Close)
+	type server struct {
+		tenant, id uuid.UUID
+	}
+	var beating, silent []server
+	for i, reg := range []*pgstore.Store{st, replica} {
+		a := register(t, reg, stopped[i], "alpha")
+		q := register(t, reg, stopped[i], "silent")
+		beating = append(beating, server{stopped[i], a.ServerID})
+		silent = append(silent, server{stopped[i], q.ServerID})
+	}
 
 	c.Workers[0].Stop(t)
 	for range 6 { // 30 s
@@ -757,8 +771,10 @@ func TestCitusStoppedWorkerTenantNeverSwept(t *testing.T) {
 		if _, _, err := st.Heartbeat(ctx, other, b.ServerID); err != nil {
 			t.Fatalf("heartbeat on the running worker: %v", err)
 		}
-		if _, _, err := st.Heartbeat(ctx, stopped, a.ServerID); !errors.Is(err, registry.ErrUnavailable) {
-			t.Fatalf("heartbeat on the stopped worker: %v, want ErrUnavailable", err)
+		for _, srv := range beating {
+			if _, _, err := st.Heartbeat(ctx, srv.tenant, srv.id); !errors.Is(err, registry.ErrUnavailable) {
+				t.Fatalf("heartbeat on the stopped worker: %v, want ErrUnavailable", err)
+			}
 		}
 		if res, err := sweep(); !errors.Is(err, registry.ErrUnavailable) || len(res.Events) != 0 {
 			t.Fatalf("sweep with a worker down: %+v, %v; want no transition and ErrUnavailable", res.Events, err)
@@ -772,16 +788,15 @@ func TestCitusStoppedWorkerTenantNeverSwept(t *testing.T) {
 		return err
 	})
 	if len(res.Events) != 0 {
-		t.Fatalf("first sweep after the worker returned: %+v, want no transition (the tenant's own blind window)", res.Events)
+		t.Fatalf("first sweep after the worker returned: %+v, want no transition (the tenants' own blind windows)", res.Events)
 	}
 	// alpha heartbeats again; silent does not, and is marked 2I and 3I
 	// after the window's end.
-	var marks []string
+	isSilent := map[uuid.UUID]bool{silent[0].id: true, silent[1].id: true}
+	marks := map[uuid.UUID][]string{}
 	for at := 5 * time.Second; at <= 35*time.Second; at += 5 * time.Second {
 		clock.Advance(5 * time.Second)
-		for _, srv := range []struct {
-			tenant, id uuid.UUID
-		}{{stopped, a.ServerID}, {other, b.ServerID}} {
+		for _, srv := range append([]server{{other, b.ServerID}}, beating...) {
 			if _, _, err := st.Heartbeat(ctx, srv.tenant, srv.id); err != nil {
 				t.Fatalf("heartbeat after the worker returned: %v", err)
 			}
@@ -791,14 +806,17 @@ func TestCitusStoppedWorkerTenantNeverSwept(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, ev := range res.Events {
-			if ev.ServerID != silent.ServerID {
-				t.Fatalf("%s marked %s at +%s, want only the silent server marked", ev.ModuleName, ev.Kind, at)
+			if !isSilent[ev.ServerID] {
+				t.Fatalf("%s of %s marked %s at +%s, want only the silent servers marked", ev.ModuleName, ev.TenantID, ev.Kind, at)
 			}
-			marks = append(marks, string(ev.Kind)+"@"+at.String())
+			marks[ev.TenantID] = append(marks[ev.TenantID], string(ev.Kind)+"@"+at.String())
 		}
 	}
 	want := []string{"mcp.server.degraded@20s", "mcp.server.unhealthy@30s"}
-	if !slices.Equal(marks, want) {
-		t.Fatalf("silent server's marks %v, want %v (2I and 3I after the window's end)", marks, want)
+	for i, tenant := range stopped {
+		if !slices.Equal(marks[tenant], want) {
+			t.Errorf("silent server of the tenant registered through replica %d: marks %v, want %v (2I and 3I after the window's end)",
+				i+1, marks[tenant], want)
+		}
 	}
 }

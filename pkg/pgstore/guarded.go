@@ -92,9 +92,16 @@ FROM mcp_sweep_guarded($1::timestamptz, $2::bigint * interval '1 microsecond', $
 // shard and each worker's or tenant's call has at most its workerShare of
 // the time left: a worker that hangs fails its first call, its other
 // tenants are not called again in this sweep, and the rest of the time
-// goes to the other workers' tenants.
+// goes to the other workers' tenants. A tenant back from a failure
+// longer than BlindAfter is first marked swept at its first failure
+// (markUnswept), so that it opens its own blind window even if it was
+// never swept before.
 func (s *Store) sweepPerTenant(ctx context.Context, at *time.Time, req store.SweepRequest) (store.SweepResult, error) {
 	started := time.Now()
+	// When a tenant this sweep fails counts as failed since (unswept.go):
+	// the sweep's start, as a tenant swept before measures its window
+	// from the start of its last sweep.
+	failedAt := sweepNow(at)
 	var res store.SweepResult
 	deg := degradedLag(req).Microseconds()
 	unh := unhealthyLag(req).Microseconds()
@@ -167,12 +174,17 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 		}
 	}()
 	hung := s.hungWorkers()
+	s.engineMu.Lock()
+	previous := s.sweptTenants
+	s.engineMu.Unlock()
 	tenants, fresh, err := s.sweepTenants(ctx, len(hung) > 0)
+	if fresh {
+		s.unswept.read(previous, tenants)
+	} else {
+		s.unswept.unread(failedAt)
+	}
 	if err != nil {
 		return res, err
-	}
-	if fresh {
-		s.unswept.keepOnly(tenants)
 	}
 	// Every tenant of the list is this sweep's: those marked swept or
 	// found with nothing due count as swept, those skipped as failed.
@@ -187,7 +199,7 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 	)
 	if len(req.Skip) > 0 {
 		kept, n := withoutTenants(tenants, req.Skip)
-		s.unswept.failed(leaveOut(tenants, kept), sweepNow(at))
+		s.unswept.failed(leaveOut(tenants, kept), failedAt)
 		tenants, skipped = kept, n
 	}
 	// The tenants' workers, from the coordinator's metadata: a worker that
@@ -199,7 +211,7 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 		// A worker hangs and which tenants are its is not known: a
 		// write to one of them would run when it thaws, and close the
 		// blind window its tenants' outage opened.
-		s.unswept.failed(tenants, sweepNow(at))
+		s.unswept.failed(tenants, failedAt)
 		return res, fmt.Errorf("%w: the tenants' Citus workers unread while a worker hangs", registry.ErrUnavailable)
 	}
 	if !fresh {
@@ -218,21 +230,23 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 			firstErr = err
 		}
 	}
-	// The tenants whose sweep failed are remembered, the others that their
-	// worker answered forgotten (unswept.go); not when cut short.
+	// The tenants whose sweep failed, or whose worker did not answer
+	// (called or not), are remembered; the others, their worker known and
+	// answering, forgotten (unswept.go); none when cut short.
 	reachable := tenants
 	defer func() {
-		s.unswept.failed(failedTenants, sweepNow(at))
-		if ctx.Err() != nil {
-			return
-		}
 		var reached []uuid.UUID
 		for _, t := range leaveOut(reachable, failedTenants) {
-			if workers.failure(t) == nil {
+			if workers.failure(t) != nil {
+				failedTenants = append(failedTenants, t)
+			} else if workers.answered(t) {
 				reached = append(reached, t)
 			}
 		}
-		s.unswept.swept(reached)
+		s.unswept.failed(failedTenants, failedAt)
+		if ctx.Err() == nil {
+			s.unswept.swept(reached)
+		}
 	}()
 	if req.BlindAfter > 0 {
 		// Run before the sweep's lock is let go (deferred earlier).

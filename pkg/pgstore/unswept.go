@@ -3,11 +3,14 @@ package pgstore
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cyberos/mcpd/pkg/registry"
 )
 
 // Tenants the Citus sweep could not reach. A tenant's blind window opens
@@ -25,15 +28,68 @@ import (
 // later, the sweep first marks the tenant swept at that first failure
 // (mcp_sweep_mark_group, which leaves a later mark as it is), and the
 // tenant's own sweep then opens its window, as for a tenant swept before.
-// A tenant whose mark fails is left out of that sweep, as failed. What
-// another replica tried is not known here: a replica that sweeps for the
-// first time after the worker returns marks as before.
+// A tenant whose mark fails, or whose worker is not known, is left out of
+// that sweep, as failed. A tenant this replica did not know while the
+// list of tenants could not be read (registered through another replica
+// meanwhile) counts as failed since that list was first unread: its
+// window opens too, which at worst delays the marks of a tenant new on a
+// worker that answered by one window. What another replica tried is not
+// known here: a replica that sweeps for the first time after the worker
+// returns marks as before.
 
 // unsweptTenants records when each tenant's sweep first failed since it
 // last succeeded.
 type unsweptTenants struct {
 	mu    sync.Mutex
 	since map[uuid.UUID]time.Time
+	// listUnread is when the list of tenants was first not read (a worker
+	// down or hung) since it last was; zero: read.
+	listUnread time.Time
+}
+
+// unread records that the sweep at at could not read the list of tenants.
+func (u *unsweptTenants) unread(at time.Time) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.listUnread.IsZero() {
+		u.listUnread = at
+	}
+}
+
+// read records a list of tenants read now, after the list previous: the
+// tenants of tenants that were not in it count as failed since the list
+// was first unread, when it was; the others with no live server left are
+// forgotten.
+func (u *unsweptTenants) read(previous, tenants []uuid.UUID) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if !u.listUnread.IsZero() {
+		known := make(map[uuid.UUID]bool, len(previous))
+		for _, t := range previous {
+			known[t] = true
+		}
+		for _, t := range tenants {
+			if _, seen := u.since[t]; !known[t] && !seen {
+				if u.since == nil {
+					u.since = make(map[uuid.UUID]time.Time)
+				}
+				u.since[t] = u.listUnread
+			}
+		}
+		u.listUnread = time.Time{}
+	}
+	if len(u.since) == 0 {
+		return
+	}
+	keep := make(map[uuid.UUID]bool, len(tenants))
+	for _, t := range tenants {
+		keep[t] = true
+	}
+	for t := range u.since {
+		if !keep[t] {
+			delete(u.since, t)
+		}
+	}
 }
 
 // failed records that tenants' sweep failed at at, keeping an earlier
@@ -60,25 +116,6 @@ func (u *unsweptTenants) swept(tenants []uuid.UUID) {
 	defer u.mu.Unlock()
 	for _, t := range tenants {
 		delete(u.since, t)
-	}
-}
-
-// keepOnly forgets every tenant but those of tenants (a list read now:
-// the others have no live server left).
-func (u *unsweptTenants) keepOnly(tenants []uuid.UUID) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if len(u.since) == 0 {
-		return
-	}
-	keep := make(map[uuid.UUID]bool, len(tenants))
-	for _, t := range tenants {
-		keep[t] = true
-	}
-	for t := range u.since {
-		if !keep[t] {
-			delete(u.since, t)
-		}
 	}
 }
 
@@ -111,36 +148,49 @@ func sweepNow(at *time.Time) time.Time {
 // markUnswept marks, before a sweep at at, the tenants of tenants whose
 // worker answers and whose sweep has failed for longer than blindAfter,
 // swept at their first failure (see above). It returns tenants without
-// those whose mark failed, these, and the first mark's error.
+// those whose mark failed or whose worker is not known, these, and the
+// first error.
 func (s *Store) markUnswept(ctx context.Context, at *time.Time, blindAfter time.Duration, tenants []uuid.UUID,
 	workers *sweepWorkers) (kept, unmarked []uuid.UUID, err error) {
 	since := s.unswept.longer(tenants, sweepNow(at), blindAfter)
 	var due []uuid.UUID
 	for _, t := range tenants {
-		if _, ok := since[t]; ok && workers.answered(t) {
+		if _, ok := since[t]; !ok {
+			continue
+		}
+		switch _, known := workers.worker(t); {
+		case !known:
+			// Not marked, and swept without its window: left out.
+			unmarked = append(unmarked, t)
+		case workers.failure(t) == nil:
 			due = append(due, t)
 		}
 	}
+	if len(unmarked) > 0 {
+		err = fmt.Errorf("%w: the Citus worker of %d tenants back from a failure is not known", registry.ErrUnavailable, len(unmarked))
+	}
 	if len(due) == 0 {
-		return tenants, nil, nil
+		return leaveOut(tenants, unmarked), unmarked, err
 	}
 	// The marks' times on the database's clock: at, or its now() less the
 	// time since each failure on this process's (monotonic) clock.
 	base := sweepNow(at)
 	if at == nil {
-		if err := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&base); err != nil {
-			return leaveOut(tenants, due), due, translate(err)
+		if qerr := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&base); qerr != nil {
+			unmarked = append(unmarked, due...)
+			return leaveOut(tenants, unmarked), unmarked, cmp.Or(err, translate(qerr))
 		}
 	}
-	groups, err := s.workerGroups(ctx, tenantKeys(due))
-	if err != nil {
-		return leaveOut(tenants, due), due, err
+	groups, gerr := s.workerGroups(ctx, tenantKeys(due))
+	if gerr != nil {
+		unmarked = append(unmarked, due...)
+		return leaveOut(tenants, unmarked), unmarked, cmp.Or(err, gerr)
 	}
 	errs := s.callWorkers(ctx, groups, func(g int) error {
 		group := keyTenants(groups[g])
-		// The group's earliest failure: a later one would open a window
-		// of the same end for a tenant swept before, and only a shorter
-		// one for a tenant never swept.
+		// One mark for the group, at its earliest failure: every tenant
+		// of it has failed for longer than blindAfter, so its own sweep
+		// opens the same window from either.
 		first := since[group[0]]
 		for _, t := range group[1:] {
 			if since[t].Before(first) {
