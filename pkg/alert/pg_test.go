@@ -158,10 +158,54 @@ func TestTwoReplicas(t *testing.T) {
 	assertDeliveredOnce(t, evs, map[string]*receiver{"a": hookA, "b": hookB})
 }
 
-// The outbox behaves the same on both stores: one claim per destination,
-// partial acknowledgement, pending counts, unhealthy servers.
-func TestOutboxConformance(t *testing.T) {
-	stores := map[string]func(t *testing.T) (store.Store, store.AlertOutbox, *clockwork.FakeClock){
+// Two replicas deliver each event once per destination also when a batch
+// holds events of tenants whose shards are on different Citus workers (8
+// tenants: on two workers but once in 128 runs). Acknowledging such a
+// batch moves positions on both workers, which Citus commits in two
+// phases after the coordinator, where the claim is: released in the same
+// transaction, the claim could be taken by the other replica before a
+// worker's new position was visible to it, and that replica delivered the
+// batch again.
+func TestTwoReplicasTenantsOnEveryWorker(t *testing.T) {
+	f := newPGFixture(t)
+	hookA := newReceiver(t, nil)
+	hookB := newReceiver(t, nil)
+	var evs []registry.Event
+	type server struct{ tenant, id uuid.UUID }
+	var servers []server
+	for range 8 {
+		tenant := uuid.New()
+		for i := range 5 {
+			srv, _, _, err := f.store.Register(f.ctx, tenant, serverInfo(fmt.Sprintf("m%02d", i)), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			servers = append(servers, server{tenant, srv.ServerID})
+		}
+	}
+	result, err := f.store.Sweep(f.ctx, store.SweepRequest{Now: f.clock.Now().Add(35 * time.Second), Interval: interval, Limit: 1000})
+	if err != nil || len(result.Events) != len(servers) {
+		t.Fatalf("sweep: %d events, %v; want %d", len(result.Events), err, len(servers))
+	}
+	evs = append(evs, result.Events...)
+	startReplica(t, f.store, hookA, hookB)
+	startReplica(t, f.newStore(t, f.newPool(t)), hookA, hookB)
+	for _, srv := range servers[:len(servers)/2] {
+		_, ev, err := f.store.Heartbeat(f.ctx, srv.tenant, srv.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, *ev)
+	}
+	time.Sleep(5 * time.Second)
+	t.Logf("events %d, a %d, b %d", len(evs), len(hookA.requests()), len(hookB.requests()))
+	assertDeliveredOnce(t, evs, map[string]*receiver{"a": hookA, "b": hookB})
+}
+
+// outboxStores open each store with an alert outbox, on a fake clock at
+// epoch.
+func outboxStores() map[string]func(t *testing.T) (store.Store, store.AlertOutbox, *clockwork.FakeClock) {
+	return map[string]func(t *testing.T) (store.Store, store.AlertOutbox, *clockwork.FakeClock){
 		"memory": func(t *testing.T) (store.Store, store.AlertOutbox, *clockwork.FakeClock) {
 			clock := clockwork.NewFakeClockAt(epoch)
 			s := memstore.New(clock)
@@ -172,7 +216,75 @@ func TestOutboxConformance(t *testing.T) {
 			return f.store, f.store, f.clock
 		},
 	}
-	for name, open := range stores {
+}
+
+// A tenant's events whose times are not in position order (a held
+// heartbeat's recovery carries when it was received; a transaction's
+// now(), when it began) are claimed in position order, and batches cut
+// between tenants deliver every event once. Ordered by time alone, a batch
+// of PostgreSQL's took a tenant's recovery before its earlier unhealthy
+// event, and the acknowledgement of the recovery passed over the other:
+// an alert lost.
+func TestOutboxTenantOrderAcrossTimes(t *testing.T) {
+	for name, open := range outboxStores() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			st, outbox, clock := open(t)
+			// Ordered by id, so that the batch ends where it lost the
+			// event: the first tenant's unhealthy event sorts before the
+			// second's at the same time.
+			first := uuid.MustParse("00000000-0000-4000-8000-000000000001")
+			second := uuid.MustParse("ffffffff-ffff-4fff-bfff-ffffffffffff")
+			var recovering registry.Server
+			for _, tenant := range []uuid.UUID{first, second} {
+				srv, _, _, err := st.Register(ctx, tenant, serverInfo("alpha"), 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				recovering = srv
+			}
+			// Both unhealthy 35 s on; the second tenant's server then
+			// recovers by a heartbeat stamped at the clock's time, before
+			// its unhealthy event's.
+			if _, err := st.Sweep(ctx, store.SweepRequest{Now: clock.Now().Add(35 * time.Second), Interval: interval, Limit: 1000}); err != nil {
+				t.Fatal(err)
+			}
+			if _, ev, err := st.Heartbeat(ctx, second, recovering.ServerID); err != nil || ev == nil || ev.Kind != registry.KindRecovered {
+				t.Fatalf("heartbeat: %+v, %v; want a recovery", ev, err)
+			}
+			claimed := map[uuid.UUID][]string{}
+			for round := range 5 {
+				c, err := outbox.ClaimAlerts(ctx, "d", 2)
+				if err != nil || c == nil {
+					t.Fatalf("claim %d: %v, %v", round, c, err)
+				}
+				evs := c.Events()
+				for _, ev := range evs {
+					claimed[ev.TenantID] = append(claimed[ev.TenantID], string(ev.Kind))
+				}
+				if err := c.Ack(ctx, len(evs)); err != nil {
+					t.Fatal(err)
+				}
+				if len(evs) == 0 {
+					break
+				}
+			}
+			want := map[uuid.UUID][]string{
+				first:  {string(registry.KindUnhealthy)},
+				second: {string(registry.KindUnhealthy), string(registry.KindRecovered)},
+			}
+			if fmt.Sprint(claimed) != fmt.Sprint(want) {
+				t.Fatalf("claimed %v, want %v: every event once, each tenant's in order", claimed, want)
+			}
+		})
+	}
+}
+
+// The outbox behaves the same on both stores: one claim per destination,
+// partial acknowledgement, pending counts, unhealthy servers.
+func TestOutboxConformance(t *testing.T) {
+	for name, open := range outboxStores() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
