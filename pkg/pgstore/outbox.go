@@ -64,8 +64,23 @@ func (c *alertClaim) Ack(ctx context.Context, n int) error {
 		tenants = append(tenants, t)
 		positions = append(positions, p)
 	}
-	_, err := c.pool.Exec(ctx, `SELECT mcp_alert_ack($1, $2, $3, $4)`, c.destination, c.claimant, tenants, positions)
-	return translate(err)
+	// The positions first, in a transaction of their own, then the
+	// claim released. On Citus the positions of tenants on several
+	// workers commit in two phases, after the coordinator, which holds the
+	// claim: released in the same transaction, the claim could be taken by
+	// another replica and a worker's position read by it before that
+	// worker's commit, and that replica delivered the events again.
+	// mcp_alert_ack releases the claim of the claimant it is given, and a
+	// claimant that holds none (uuid.Nil) releases nothing.
+	if _, err := c.pool.Exec(ctx, `SELECT mcp_alert_ack($1, $2, $3, $4)`, c.destination, uuid.Nil, tenants, positions); err != nil {
+		// The claim is left to run out (AlertLease), as before: what
+		// was sent is sent again, at least once.
+		return translate(err)
+	}
+	// A release that fails leaves the lease to run out; the events are
+	// acknowledged.
+	_, _ = c.pool.Exec(ctx, `SELECT mcp_alert_ack($1, $2, NULL::uuid[], NULL::bigint[])`, c.destination, c.claimant)
+	return nil
 }
 
 func (c *alertClaim) Release(ctx context.Context) {
