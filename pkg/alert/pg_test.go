@@ -159,13 +159,14 @@ func TestTwoReplicas(t *testing.T) {
 }
 
 // Two replicas deliver each event once per destination also when a batch
-// holds events of tenants whose shards are on different Citus workers (8
-// tenants: on two workers but once in 128 runs). Acknowledging such a
-// batch moves positions on both workers, which Citus commits in two
-// phases after the coordinator, where the claim is: released in the same
-// transaction, the claim could be taken by the other replica before a
-// worker's new position was visible to it, and that replica delivered the
-// batch again.
+// holds events of several tenants: on Citus, tenants whose shards are on
+// different workers (8 tenants: on two workers but once in 128 runs),
+// whose positions an acknowledgement moves on both. The recoveries carry
+// the fake clock's time, before their unhealthy events': this test found
+// the claim that ordered by time alone and lost 20 of 60 alerts
+// (TestOutboxTenantOrderAcrossTimes). The claim's release after the
+// positions commit (pgstore's alertClaim.Ack) is reasoned, not shown here:
+// with it undone, 4 runs on Citus passed.
 func TestTwoReplicasTenantsOnEveryWorker(t *testing.T) {
 	f := newPGFixture(t)
 	hookA := newReceiver(t, nil)
@@ -197,8 +198,6 @@ func TestTwoReplicasTenantsOnEveryWorker(t *testing.T) {
 		}
 		evs = append(evs, *ev)
 	}
-	time.Sleep(5 * time.Second)
-	t.Logf("events %d, a %d, b %d", len(evs), len(hookA.requests()), len(hookB.requests()))
 	assertDeliveredOnce(t, evs, map[string]*receiver{"a": hookA, "b": hookB})
 }
 
