@@ -16,11 +16,12 @@ BEGIN
     -- order, so that what is delivered of a tenant is always the first of
     -- its events and the acknowledgement (the tenant's last position
     -- delivered) skips none: events are ordered by the latest time of
-    -- their tenant's events up to them. A tenant's times are not in
-    -- position order (a held heartbeat's recovery carries when it was
-    -- received, a transaction's now() when it began), and ordering by
-    -- the time alone cut a batch after a tenant's later event and before
-    -- an earlier one, which the acknowledgement then passed over.
+    -- their tenant's events up to them. A tenant's times are not always
+    -- in position order (each transaction stamps its events with its own
+    -- time, and takes its positions when it locks the tenant's counter),
+    -- and ordering by the time alone cut a batch after a tenant's later
+    -- event and before an earlier one, which the acknowledgement then
+    -- passed over.
     RETURN QUERY
     SELECT e.position, e.seq, e.event_id, e.tenant_id, e.kind, e.server_id, e.module_name,
            e.from_status, e.to_status, e.trace_id, e.occurred_at, e.body

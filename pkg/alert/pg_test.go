@@ -217,9 +217,9 @@ func outboxStores() map[string]func(t *testing.T) (store.Store, store.AlertOutbo
 	}
 }
 
-// A tenant's events whose times are not in position order (a held
-// heartbeat's recovery carries when it was received; a transaction's
-// now(), when it began) are claimed in position order, and batches cut
+// A tenant's events whose times are not in position order (each
+// transaction stamps its own time, and takes its positions when it locks
+// the tenant's counter) are claimed in position order, and batches cut
 // between tenants deliver every event once. Ordered by time alone, a batch
 // of PostgreSQL's took a tenant's recovery before its earlier unhealthy
 // event, and the acknowledgement of the recovery passed over the other:
