@@ -248,7 +248,12 @@ func (s *Store) newWorkerPool(ctx context.Context, group int64, host string, por
 				return err
 			}
 		}
-		return proveWorker(ctx, conn, group)
+		// Bounded as a new connection is: one the pool opens in the
+		// background has no deadline of its own, and a worker that
+		// hangs after it accepted the connection would hold it forever.
+		pctx, cancel := context.WithTimeout(ctx, workerConnectTimeout)
+		defer cancel()
+		return proveWorker(pctx, conn, group)
 	}
 	ctx, cancel := context.WithTimeout(ctx, workerReadOpenTimeout)
 	defer cancel()
