@@ -179,9 +179,9 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 	s.engineMu.Unlock()
 	tenants, fresh, err := s.sweepTenants(ctx, len(hung) > 0)
 	if fresh {
-		s.unswept.read(previous, tenants)
+		s.unswept.read(tenants)
 	} else {
-		s.unswept.unread(failedAt)
+		s.unswept.unread(failedAt, previous)
 	}
 	if err != nil {
 		return res, err
@@ -196,6 +196,7 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 		firstErr      error
 		cut           bool
 		failedTenants []uuid.UUID
+		reached       []uuid.UUID
 	)
 	if len(req.Skip) > 0 {
 		kept, n := withoutTenants(tenants, req.Skip)
@@ -231,22 +232,17 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 		}
 	}
 	// The tenants whose sweep failed, or whose worker did not answer
-	// (called or not), are remembered; the others, their worker known and
-	// answering, forgotten (unswept.go); none when cut short.
+	// (called or not), are remembered; those marked swept or swept by a
+	// call of their own (reached) forgotten (unswept.go).
 	reachable := tenants
 	defer func() {
-		var reached []uuid.UUID
 		for _, t := range leaveOut(reachable, failedTenants) {
 			if workers.failure(t) != nil {
 				failedTenants = append(failedTenants, t)
-			} else if workers.answered(t) {
-				reached = append(reached, t)
 			}
 		}
 		s.unswept.failed(failedTenants, failedAt)
-		if ctx.Err() == nil {
-			s.unswept.swept(reached)
-		}
+		s.unswept.swept(leaveOut(reached, failedTenants))
 	}()
 	if req.BlindAfter > 0 {
 		// Run before the sweep's lock is let go (deferred earlier).
@@ -256,7 +252,9 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 		// A list read now: every shard answers, so the due read can too.
 		// The last list (a worker down): the due read of the tenants of
 		// the workers that answer.
-		tenants = s.sweepDue(ctx, tenants, fresh, at, degLag, unhLag, req.BlindAfter, workers)
+		var marked []uuid.UUID
+		tenants, marked = s.sweepDue(ctx, tenants, fresh, at, degLag, unhLag, req.BlindAfter, workers)
+		reached = append(reached, marked...)
 	}
 	// One call per worker for its tenants, again for those a round left
 	// while the round moved any (the limit of its calls reached); those
@@ -306,6 +304,7 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 		}
 		res.Events = append(res.Events, r.events...)
 		left -= len(r.events)
+		reached = append(reached, r.tenant)
 	}
 	// The tenants in chunks of at most what is left of the limit: first
 	// every tenant of the chunk at once (tenantParallelism at a time), each
@@ -458,11 +457,12 @@ const dueMargin = time.Second
 // that answered moved while the other was down; found by a black-box run,
 // 2026-12-06.) deg and unh are the lags in microseconds. A worker that did
 // not answer (workers) gets no mark, and one whose mark hangs is recorded
-// there; their tenants are among those returned.
+// there; their tenants are among those returned. marked are the tenants
+// marked swept.
 func (s *Store) sweepDue(ctx context.Context, tenants []uuid.UUID, fresh bool, at *time.Time, deg, unh int64,
-	blindAfter time.Duration, workers *sweepWorkers) []uuid.UUID {
+	blindAfter time.Duration, workers *sweepWorkers) (due, marked []uuid.UUID) {
 	if len(tenants) == 0 {
-		return tenants
+		return tenants, nil
 	}
 	// Not fresh: the tenants of the workers that answered are read, the
 	// others (a worker down, or not known) are each swept, or fail, on
@@ -501,7 +501,7 @@ SELECT tenant_id FROM mcp_sweep_due_of($1::uuid[], $2::timestamptz, $3::bigint *
 		}
 		return err
 	}); err != nil {
-		return tenants
+		return tenants, nil
 	}
 	isDue := make(map[uuid.UUID]bool, len(read)+len(unread))
 	for _, t := range read {
@@ -510,18 +510,17 @@ SELECT tenant_id FROM mcp_sweep_due_of($1::uuid[], $2::timestamptz, $3::bigint *
 	for _, t := range unread {
 		isDue[t] = true
 	}
-	var due []uuid.UUID
 	for _, t := range tenants {
 		if isDue[t] {
 			due = append(due, t)
 		}
 	}
 	if blindAfter <= 0 {
-		return due
+		return due, nil
 	}
 	groups, err := s.workerGroups(ctx, tenantKeys(tenants))
 	if err != nil {
-		return tenants
+		return tenants, nil
 	}
 	// unmarked adds the tenants of group that are not due to those swept
 	// one by one.
@@ -548,9 +547,11 @@ SELECT tenant_id FROM mcp_sweep_due_of($1::uuid[], $2::timestamptz, $3::bigint *
 		if err != nil {
 			// Unmarked: swept one by one.
 			unmarked(groups[g])
+			continue
 		}
+		marked = append(marked, keyTenants(groups[g])...)
 	}
-	return due
+	return due, marked
 }
 
 // markSwept marks the tenants of each group (those of one worker) swept at

@@ -72,15 +72,15 @@ func (c *alertClaim) Ack(ctx context.Context, n int) error {
 	// worker's commit, and that replica delivered the events again.
 	// mcp_alert_ack releases the claim of the claimant it is given, and a
 	// claimant that holds none (uuid.Nil) releases nothing.
-	if _, err := c.pool.Exec(ctx, `SELECT mcp_alert_ack($1, $2, $3, $4)`, c.destination, uuid.Nil, tenants, positions); err != nil {
-		// The claim is left to run out (AlertLease), as before: what
-		// was sent is sent again, at least once.
-		return translate(err)
-	}
-	// A release that fails leaves the lease to run out; the events are
-	// acknowledged.
-	_, _ = c.pool.Exec(ctx, `SELECT mcp_alert_ack($1, $2, NULL::uuid[], NULL::bigint[])`, c.destination, c.claimant)
-	return nil
+	_, err := c.pool.Exec(ctx, `SELECT mcp_alert_ack($1, $2, $3, $4)`, c.destination, uuid.Nil, tenants, positions)
+	// The claim is released either way: when the positions did not move,
+	// what was sent is sent again (at least once), by whichever replica
+	// claims next instead of after AlertLease. A release that fails leaves
+	// the lease to run out.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+	defer cancel()
+	_, _ = c.pool.Exec(rctx, `SELECT mcp_alert_ack($1, $2, NULL::uuid[], NULL::bigint[])`, c.destination, c.claimant)
+	return translate(err)
 }
 
 func (c *alertClaim) Release(ctx context.Context) {

@@ -43,29 +43,34 @@ type unsweptTenants struct {
 	mu    sync.Mutex
 	since map[uuid.UUID]time.Time
 	// listUnread is when the list of tenants was first not read (a worker
-	// down or hung) since it last was; zero: read.
+	// down or hung) since it last was; zero: read. listKnown is the list
+	// the sweep had then: a read that ends in the background meanwhile
+	// (sweepprobe.go) may replace the store's list with one that holds the
+	// tenants registered since, which the sweep never tried.
 	listUnread time.Time
+	listKnown  []uuid.UUID
 }
 
-// unread records that the sweep at at could not read the list of tenants.
-func (u *unsweptTenants) unread(at time.Time) {
+// unread records that the sweep at at could not read the list of tenants,
+// known being the list it had.
+func (u *unsweptTenants) unread(at time.Time, known []uuid.UUID) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.listUnread.IsZero() {
-		u.listUnread = at
+		u.listUnread, u.listKnown = at, known
 	}
 }
 
-// read records a list of tenants read now, after the list previous: the
-// tenants of tenants that were not in it count as failed since the list
-// was first unread, when it was; the others with no live server left are
+// read records a list of tenants read now: the tenants of it that were not
+// in the list the sweep had when the list was first unread count as failed
+// since then, when it was; the others with no live server left are
 // forgotten.
-func (u *unsweptTenants) read(previous, tenants []uuid.UUID) {
+func (u *unsweptTenants) read(tenants []uuid.UUID) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if !u.listUnread.IsZero() {
-		known := make(map[uuid.UUID]bool, len(previous))
-		for _, t := range previous {
+		known := make(map[uuid.UUID]bool, len(u.listKnown))
+		for _, t := range u.listKnown {
 			known[t] = true
 		}
 		for _, t := range tenants {
@@ -76,7 +81,7 @@ func (u *unsweptTenants) read(previous, tenants []uuid.UUID) {
 				u.since[t] = u.listUnread
 			}
 		}
-		u.listUnread = time.Time{}
+		u.listUnread, u.listKnown = time.Time{}, nil
 	}
 	if len(u.since) == 0 {
 		return
