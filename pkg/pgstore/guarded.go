@@ -199,9 +199,8 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 		reached       []uuid.UUID
 	)
 	if len(req.Skip) > 0 {
-		kept, n := withoutTenants(tenants, req.Skip)
-		s.unswept.failed(leaveOut(tenants, kept), failedAt)
-		tenants, skipped = kept, n
+		s.unswept.failed(req.Skip, failedAt)
+		tenants, skipped = withoutTenants(tenants, req.Skip)
 	}
 	// The tenants' workers, from the coordinator's metadata: a worker that
 	// hangs is called once a sweep. Unknown (the read failed): each tenant

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cyberos/mcpd/pkg/registry"
 )
@@ -177,8 +176,9 @@ func (s *Store) markUnswept(ctx context.Context, at *time.Time, blindAfter time.
 	if len(due) == 0 {
 		return leaveOut(tenants, unmarked), unmarked, err
 	}
-	// The marks' times on the database's clock: at, or its now() less the
-	// time since each failure on this process's (monotonic) clock.
+	// The mark's time on the database's clock: at, or its now() less the
+	// time since the earliest failure on this process's (monotonic)
+	// clock.
 	base := sweepNow(at)
 	if at == nil {
 		if qerr := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&base); qerr != nil {
@@ -191,28 +191,17 @@ func (s *Store) markUnswept(ctx context.Context, at *time.Time, blindAfter time.
 		unmarked = append(unmarked, due...)
 		return leaveOut(tenants, unmarked), unmarked, cmp.Or(err, gerr)
 	}
-	errs := s.callWorkers(ctx, groups, func(g int) error {
-		group := keyTenants(groups[g])
-		// One mark for the group, at its earliest failure: every tenant
-		// of it has failed for longer than blindAfter, so its own sweep
-		// opens the same window from either.
-		first := since[group[0]]
-		for _, t := range group[1:] {
-			if since[t].Before(first) {
-				first = since[t]
-			}
+	// One mark, at the earliest failure: every tenant marked has failed
+	// for longer than blindAfter, so its own sweep opens the same window
+	// from either, and a later mark of a tenant swept since is kept.
+	var first time.Time
+	for _, t := range due {
+		if first.IsZero() || since[t].Before(first) {
+			first = since[t]
 		}
-		mark := base.Add(-sweepNow(at).Sub(first)).UTC().Truncate(time.Microsecond)
-		hung, err := s.onWorkerConn(ctx, true, func(sctx context.Context, c *pgxpool.Conn) error {
-			_, err := c.Exec(sctx, `SELECT mcp_sweep_mark_group($1::uuid, $2::uuid[], $3::timestamptz,
-				$4::bigint * interval '1 microsecond')`, group[0], group, mark, blindAfter.Microseconds())
-			return err
-		})
-		if hung {
-			workers.fail(group[0], err)
-		}
-		return err
-	})
+	}
+	mark := base.Add(-sweepNow(at).Sub(first)).UTC().Truncate(time.Microsecond)
+	errs := s.markSwept(ctx, groups, &mark, blindAfter, workers)
 	for g, gerr := range errs {
 		group := keyTenants(groups[g])
 		if gerr != nil {
