@@ -1,4 +1,4 @@
--- mcpd's schema after migration 31 (make schema), dumped by pg_dump 15
+-- mcpd's schema after migration 32 (make schema), dumped by pg_dump 15
 --
 -- PostgreSQL database dump
 --
@@ -81,6 +81,59 @@ BEGIN
             LIMIT p_limit
         ) a
         WHERE f.alert_position > COALESCE(p.position, 0)
+    ) e
+    ORDER BY e.tenant_time, e.tenant_id, e.position
+    LIMIT p_limit;
+END
+$$;
+
+--
+-- Name: mcp_alert_claim_of(text, uuid, integer, uuid[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_alert_claim_of(p_destination text, p_claimant uuid, p_limit integer, p_tenants uuid[]) RETURNS TABLE(event_position bigint, seq bigint, event_id uuid, tenant_id uuid, kind text, server_id uuid, module_name text, from_status text, to_status text, trace_id text, occurred_at timestamp with time zone, body jsonb)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM 1 FROM mcp_alert_cursors c
+    WHERE c.destination = p_destination AND c.claimed_by = p_claimant;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    -- Oldest first across tenants, and each tenant's events in position
+    -- order, so that what is delivered of a tenant is always the first of
+    -- its events and the acknowledgement (the tenant's last position
+    -- delivered) skips none: events are ordered by the latest time of
+    -- their tenant's events up to them. A tenant's times are not always
+    -- in position order (each transaction stamps its events with its own
+    -- time, and takes its positions when it locks the tenant's counter),
+    -- and ordering by the time alone cut a batch after a tenant's later
+    -- event and before an earlier one, which the acknowledgement then
+    -- passed over.
+    RETURN QUERY
+    SELECT e.position, e.seq, e.event_id, e.tenant_id, e.kind, e.server_id, e.module_name,
+           e.from_status, e.to_status, e.trace_id, e.occurred_at, e.body
+    FROM (
+        SELECT a.position, a.seq, a.event_id, a.tenant_id, a.kind, a.server_id, a.module_name,
+               a.from_status, a.to_status, a.trace_id::text AS trace_id, a.occurred_at, a.body,
+               max(a.occurred_at) OVER (PARTITION BY a.tenant_id ORDER BY a.position) AS tenant_time
+        FROM mcp_tenant_feed f
+        LEFT JOIN mcp_alert_positions p ON p.destination = p_destination AND p.tenant_id = f.tenant_id
+                                       AND p.tenant_id = ANY (p_tenants)
+        CROSS JOIN LATERAL (
+            SELECT a.* FROM mcp_audit_events a
+            WHERE a.tenant_id = f.tenant_id AND a.tenant_id = ANY (p_tenants)
+              AND (a.kind IN ('mcp.server.unhealthy', 'mcp.server.recovered', 'mcp.server.deregistered')
+                   OR (a.kind = 'mcp.server.registered' AND a.from_status = 'unhealthy'))
+              AND a.position > COALESCE(p.position, 0)
+            ORDER BY a.position
+            LIMIT p_limit
+        ) a
+        WHERE f.tenant_id = ANY (p_tenants)
+          AND f.alert_position > COALESCE(p.position, 0)
     ) e
     ORDER BY e.tenant_time, e.tenant_id, e.position
     LIMIT p_limit;
@@ -968,6 +1021,27 @@ END
 $$;
 
 --
+-- Name: mcp_skill_alerts_firing_of(text, uuid[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_skill_alerts_firing_of(p_destination text, p_tenants uuid[]) RETURNS TABLE(tenant_id uuid, skill text, available boolean, firing_since timestamp with time zone)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT a.tenant_id, a.skill,
+               EXISTS (SELECT 1 FROM mcp_skills s WHERE s.tenant_id = a.tenant_id AND s.tenant_id = ANY (p_tenants) AND s.name = a.skill AND s.available),
+               a.since
+        FROM mcp_skill_alerts a
+        WHERE a.tenant_id = ANY (p_tenants) AND a.destination = p_destination
+        ORDER BY a.tenant_id, a.skill;
+END
+$$;
+
+--
 -- Name: mcp_skill_alerts_record(text, uuid[], text[], timestamp with time zone[], uuid[], text[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1765,6 +1839,26 @@ BEGIN
 END
 $$;
 
+--
+-- Name: mcp_unhealthy_servers_of(uuid[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_unhealthy_servers_of(p_tenants uuid[]) RETURNS TABLE(server_id uuid, tenant_id uuid, module_name text, version text, last_heartbeat_at timestamp with time zone, trace_id text, unhealthy_since timestamp with time zone)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT s.server_id, s.tenant_id, s.module_name, s.version, s.last_heartbeat_at, s.trace_id::text,
+               (SELECT max(e.occurred_at) FROM mcp_audit_events e
+                 WHERE e.tenant_id = s.tenant_id AND e.tenant_id = ANY (p_tenants) AND e.server_id = s.server_id AND e.kind = 'mcp.server.unhealthy')
+        FROM mcp_servers s
+        WHERE s.tenant_id = ANY (p_tenants) AND s.status = 'unhealthy';
+END
+$$;
+
 SET default_table_access_method = heap;
 
 --
@@ -2170,6 +2264,13 @@ REVOKE ALL ON FUNCTION public.mcp_alert_claim(p_destination text, p_claimant uui
 GRANT ALL ON FUNCTION public.mcp_alert_claim(p_destination text, p_claimant uuid, p_limit integer) TO cyberos_app;
 
 --
+-- Name: FUNCTION mcp_alert_claim_of(p_destination text, p_claimant uuid, p_limit integer, p_tenants uuid[]); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_alert_claim_of(p_destination text, p_claimant uuid, p_limit integer, p_tenants uuid[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_alert_claim_of(p_destination text, p_claimant uuid, p_limit integer, p_tenants uuid[]) TO cyberos_app;
+
+--
 -- Name: FUNCTION mcp_alert_lease(p_destination text, p_claimant uuid, p_lease interval); Type: ACL; Schema: public; Owner: -
 --
 
@@ -2343,6 +2444,13 @@ REVOKE ALL ON FUNCTION public.mcp_skill_alerts_firing(p_destination text) FROM P
 GRANT ALL ON FUNCTION public.mcp_skill_alerts_firing(p_destination text) TO cyberos_app;
 
 --
+-- Name: FUNCTION mcp_skill_alerts_firing_of(p_destination text, p_tenants uuid[]); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_skill_alerts_firing_of(p_destination text, p_tenants uuid[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_skill_alerts_firing_of(p_destination text, p_tenants uuid[]) TO cyberos_app;
+
+--
 -- Name: FUNCTION mcp_skill_alerts_record(p_destination text, p_tenants uuid[], p_skills text[], p_since timestamp with time zone[], p_resolved_tenants uuid[], p_resolved_skills text[]); Type: ACL; Schema: public; Owner: -
 --
 
@@ -2425,6 +2533,13 @@ GRANT ALL ON FUNCTION public.mcp_sweep_tenants() TO cyberos_app;
 
 REVOKE ALL ON FUNCTION public.mcp_unhealthy_servers() FROM PUBLIC;
 GRANT ALL ON FUNCTION public.mcp_unhealthy_servers() TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_unhealthy_servers_of(p_tenants uuid[]); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_unhealthy_servers_of(p_tenants uuid[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_unhealthy_servers_of(p_tenants uuid[]) TO cyberos_app;
 
 --
 -- Name: TABLE mcp_audit_events; Type: ACL; Schema: public; Owner: -

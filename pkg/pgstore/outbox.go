@@ -95,7 +95,13 @@ func (c *alertClaim) Release(ctx context.Context) {
 // ClaimAlerts takes destination's lease and returns the alert events after
 // its cursor; nil when another replica holds the lease. The lease and the
 // read are one implicit transaction, in one round trip.
+//
+// On Citus, while a worker is down or hangs, the claim is of the tenants
+// of the workers that answer (claimAlertsPerWorker).
 func (s *Store) ClaimAlerts(ctx context.Context, destination string, limit int) (store.AlertClaim, error) {
+	if s.workerHangs(ctx) {
+		return s.claimAlertsPerWorker(ctx, destination, limit)
+	}
 	claim := &alertClaim{pool: s.pool, destination: destination, claimant: uuid.New()}
 	var pb pgx.Batch
 	pb.Queue(`SELECT mcp_alert_lease($1, $2, $3)`, destination, claim.claimant, AlertLease)
@@ -120,11 +126,15 @@ FROM mcp_alert_claim($1, $2, $3)`, destination, claim.claimant, limit)
 		// context): give it up, or it would keep the destination from the
 		// next mcpd for AlertLease. Releasing a lease not held is a no-op.
 		claim.Release(ctx)
+		if s.perWorkerAlerts(ctx, err) {
+			return s.claimAlertsPerWorker(ctx, destination, limit)
+		}
 		return nil, translate(err)
 	}
 	if !leased {
 		return nil, nil // another replica holds the lease
 	}
+	s.alertTenants.sawEvents(claim.events)
 	return claim, nil
 }
 
@@ -138,23 +148,31 @@ func readClaim(br pgx.BatchResults, claim *alertClaim) (leased bool, err error) 
 	if err != nil {
 		return leased, err
 	}
+	claim.events, err = scanClaimRows(rows)
+	return leased, err
+}
+
+// scanClaimRows reads the rows of mcp_alert_claim or mcp_alert_claim_of
+// as events, and closes them.
+func scanClaimRows(rows pgx.Rows) ([]registry.Event, error) {
 	defer rows.Close()
+	var events []registry.Event
 	for rows.Next() {
 		var (
 			position int64
 			r        eventRow
 		)
 		if err := rows.Scan(r.appendDest(append(make([]any, 0, 12), &position))...); err != nil {
-			return leased, err
+			return nil, err
 		}
 		ev, _, err := r.event()
 		if err != nil {
-			return leased, err
+			return nil, err
 		}
 		ev.Position = registry.Position{Seq: position}
-		claim.events = append(claim.events, ev)
+		events = append(events, ev)
 	}
-	return leased, rows.Err()
+	return events, rows.Err()
 }
 
 // PendingAlerts counts destination's unacknowledged alert events.
@@ -172,29 +190,45 @@ func (s *Store) PendingAlerts(ctx context.Context, destination string) (int64, t
 	return n, oldest.UTC(), nil
 }
 
-// UnhealthyServers lists every tenant's unhealthy servers.
+// UnhealthyServers lists every tenant's unhealthy servers. On Citus,
+// while a worker is down or hangs, its tenants' are the last ones read
+// (unhealthyPerWorker).
 func (s *Store) UnhealthyServers(ctx context.Context) ([]store.UnhealthyServer, error) {
+	if s.workerHangs(ctx) {
+		return s.unhealthyPerWorker(ctx, ErrWorkerStalled)
+	}
 	rows, err := s.pool.Query(ctx, `
 SELECT server_id, tenant_id, module_name, version, last_heartbeat_at, trace_id, unhealthy_since
 FROM mcp_unhealthy_servers()`)
+	var out []store.UnhealthyServer
+	if err == nil {
+		out, err = pgx.CollectRows(rows, scanUnhealthyServer)
+	}
 	if err != nil {
+		if s.perWorkerAlerts(ctx, err) {
+			return s.unhealthyPerWorker(ctx, translate(err))
+		}
 		return nil, translate(err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.UnhealthyServer, error) {
-		var (
-			u     store.UnhealthyServer
-			trace *string
-			since *time.Time
-		)
-		err := row.Scan(&u.ServerID, &u.TenantID, &u.ModuleName, &u.Version, &u.LastHeartbeatAt, &trace, &since)
-		u.LastHeartbeatAt = u.LastHeartbeatAt.UTC()
-		if trace != nil {
-			u.TraceID = strings.TrimSpace(*trace)
-		}
-		if since != nil {
-			u.UnhealthySince = since.UTC()
-		}
-		return u, err
-	})
-	return out, translate(err)
+	s.rememberUnhealthy(out)
+	return out, nil
+}
+
+// scanUnhealthyServer reads a row of mcp_unhealthy_servers or
+// mcp_unhealthy_servers_of.
+func scanUnhealthyServer(row pgx.CollectableRow) (store.UnhealthyServer, error) {
+	var (
+		u     store.UnhealthyServer
+		trace *string
+		since *time.Time
+	)
+	err := row.Scan(&u.ServerID, &u.TenantID, &u.ModuleName, &u.Version, &u.LastHeartbeatAt, &trace, &since)
+	u.LastHeartbeatAt = u.LastHeartbeatAt.UTC()
+	if trace != nil {
+		u.TraceID = strings.TrimSpace(*trace)
+	}
+	if since != nil {
+		u.UnhealthySince = since.UTC()
+	}
+	return u, err
 }

@@ -34,15 +34,27 @@ SELECT tenant_id, skill, available, firing_since FROM mcp_skill_alert_states($1,
 }
 
 // FiringSkillAlerts lists destination's firing MCPSkillUnavailable alerts,
-// each with whether a skill of its name is available again.
+// each with whether a skill of its name is available again. On Citus,
+// while a worker is down or hangs, its tenants' are the last ones read
+// (firingPerWorker).
 func (s *Store) FiringSkillAlerts(ctx context.Context, destination string) ([]store.SkillAlertState, error) {
+	if s.workerHangs(ctx) {
+		return s.firingPerWorker(ctx, destination, ErrWorkerStalled)
+	}
 	rows, err := s.pool.Query(ctx, `
 SELECT tenant_id, skill, available, firing_since FROM mcp_skill_alerts_firing($1)`, destination)
+	var out []store.SkillAlertState
+	if err == nil {
+		out, err = pgx.CollectRows(rows, scanSkillAlertState)
+	}
 	if err != nil {
+		if s.perWorkerAlerts(ctx, err) {
+			return s.firingPerWorker(ctx, destination, translate(err))
+		}
 		return nil, translate(err)
 	}
-	out, err := pgx.CollectRows(rows, scanSkillAlertState)
-	return out, translate(err)
+	s.rememberFiring(destination, out)
+	return out, nil
 }
 
 // RecordSkillAlerts records that destination accepted the raise of the

@@ -106,6 +106,9 @@ type Store struct {
 	// sweepCalls sizes the calls of a tenant's sweep on Citus
 	// (sweepsize.go).
 	sweepCalls sweepCallSize
+	// alertTenants are the tenants with alert work read so far, for the
+	// alert reads per worker on Citus (alertworkers.go).
+	alertTenants alertTenants
 }
 
 // onCitus reports whether the database has the citus extension: there the

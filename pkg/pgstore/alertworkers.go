@@ -1,0 +1,370 @@
+package pgstore
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/store"
+)
+
+// Alerts while a Citus worker is down. The alert dispatcher's reads span
+// every tenant: the claim, the unhealthy servers and a destination's
+// firing skill alerts each read every shard, and fail while any worker is
+// down or hangs, so that no tenant's alert was delivered until it
+// returned. Such a read is then made per worker instead, for the tenants
+// the store knows (alertTenants), with the functions *_of (migration
+// 0032) whose filter on the distribution column reaches that worker's
+// shards alone; the workers that answer are read, the others left:
+//
+//   - the claim gets the answering workers' tenants' events, in the
+//     claim's order; the down worker's wait for it (late, not lost: their
+//     positions do not move);
+//   - the unhealthy servers and the firing skill alerts of a worker that
+//     does not answer are the last ones read of its tenants, so that a
+//     destination that holds firing alerts keeps them firing meanwhile.
+//
+// The tenants known are the sweep's last list (those with live servers)
+// and those of the alert events, unhealthy servers and firing skill
+// alerts read before: a tenant this store never read, with no live
+// server, waits for the worker to return as before.
+
+// alertTenants are the tenants the store has read alert work of, and the
+// last answers of the reads of every tenant, kept for the tenants whose
+// worker does not answer a later read.
+type alertTenants struct {
+	mu        sync.Mutex
+	seen      map[uuid.UUID]struct{}
+	unhealthy []store.UnhealthyServer
+	// firing is each destination's last firing skill alerts.
+	firing map[string][]store.SkillAlertState
+}
+
+// saw records tenants as having alert work.
+func (a *alertTenants) saw(tenants ...uuid.UUID) {
+	if len(tenants) == 0 {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.seen == nil {
+		a.seen = make(map[uuid.UUID]struct{})
+	}
+	for _, t := range tenants {
+		a.seen[t] = struct{}{}
+	}
+}
+
+// sawEvents records the tenants of events.
+func (a *alertTenants) sawEvents(events []registry.Event) {
+	tenants := make([]uuid.UUID, 0, len(events))
+	for i := range events {
+		if i == 0 || events[i].TenantID != events[i-1].TenantID {
+			tenants = append(tenants, events[i].TenantID)
+		}
+	}
+	a.saw(tenants...)
+}
+
+// alertWorkTenants returns the tenants known to have or have had alert
+// work: the sweep's last list, and those alertTenants saw.
+func (s *Store) alertWorkTenants() []uuid.UUID {
+	s.engineMu.Lock()
+	out := slices.Clone(s.sweptTenants)
+	s.engineMu.Unlock()
+	a := &s.alertTenants
+	a.mu.Lock()
+	for t := range a.seen {
+		out = append(out, t)
+	}
+	a.mu.Unlock()
+	return sortedTenants(out)
+}
+
+// alertReadOf is one worker's answer to a read of its tenants.
+type alertReadOf[T any] struct {
+	rows []T
+	err  error
+}
+
+// readWorkersOf reads tenants per Citus worker, the workers side by side,
+// with read(ctx, tenants of one worker); a worker that hangs (hungWorkers)
+// is not called, and a call is waited for at most the stall time
+// (awaitWorkers). It returns the answers of the workers that answered,
+// the tenants of those that did not (with those whose worker is not
+// known) and the first error of those.
+func readWorkersOf[T any](ctx context.Context, s *Store, tenants []uuid.UUID,
+	read func(ctx context.Context, tenants []uuid.UUID) ([]T, error),
+) (answers [][]T, unanswered []uuid.UUID, firstErr error) {
+	order, index := s.tenantsByWorker(ctx, tenants)
+	hung := s.hungWorkers()
+	var calls [][]uuid.UUID
+	for _, w := range order {
+		of := make([]uuid.UUID, len(index[w]))
+		for j, i := range index[w] {
+			of[j] = tenants[i]
+		}
+		if w < 0 || hung[w] {
+			unanswered = append(unanswered, of...)
+			firstErr = cmp.Or(firstErr, error(ErrWorkerStalled))
+			continue
+		}
+		calls = append(calls, of)
+	}
+	results, done := awaitWorkers(ctx, s.workerCalls.stall, len(calls),
+		func(wctx context.Context, g int) alertReadOf[T] {
+			rows, err := read(wctx, calls[g])
+			return alertReadOf[T]{rows, err}
+		})
+	for g, of := range calls {
+		switch {
+		case !done[g]:
+			unanswered = append(unanswered, of...)
+			firstErr = cmp.Or(firstErr, cmp.Or(translate(ctx.Err()), error(ErrWorkerStalled)))
+		case results[g].err != nil:
+			unanswered = append(unanswered, of...)
+			firstErr = cmp.Or(firstErr, translate(results[g].err))
+		default:
+			answers = append(answers, results[g].rows)
+		}
+	}
+	return answers, unanswered, firstErr
+}
+
+// perWorkerAlerts reports whether a read of every tenant's alert work
+// that failed with err is to be made per worker instead: on Citus, for a
+// fault that may be a worker's.
+func (s *Store) perWorkerAlerts(ctx context.Context, err error) bool {
+	if !workerFault(err) || ctx.Err() != nil {
+		return false
+	}
+	citus, cerr := s.onCitus(ctx)
+	return cerr == nil && citus
+}
+
+// workerHangs reports whether, on Citus, a worker is known not to answer:
+// a read of every shard would wait for it.
+func (s *Store) workerHangs(ctx context.Context) bool {
+	s.engineMu.Lock()
+	citus := s.engineKnown && s.citus
+	s.engineMu.Unlock()
+	return citus && len(s.hungWorkers()) > 0
+}
+
+// claimAlertsPerWorker is ClaimAlerts of the tenants of the workers that
+// answer: the lease alone, then each worker's tenants' events
+// (mcp_alert_claim_of), merged in the claim's order and cut at limit.
+// Each worker's answer holds the first events of each of its tenants, and
+// so does the merge. It fails when no worker answered.
+func (s *Store) claimAlertsPerWorker(ctx context.Context, destination string, limit int) (store.AlertClaim, error) {
+	claim := &alertClaim{pool: s.pool, destination: destination, claimant: uuid.New()}
+	// As ClaimAlerts: not cut by the caller's context.
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+	defer cancel()
+	var leased bool
+	if err := s.pool.QueryRow(bctx, `SELECT mcp_alert_lease($1, $2, $3)`,
+		destination, claim.claimant, AlertLease).Scan(&leased); err != nil {
+		claim.Release(ctx)
+		return nil, translate(err)
+	}
+	if !leased {
+		return nil, nil
+	}
+	tenants := s.alertWorkTenants()
+	answers, unanswered, err := readWorkersOf(bctx, s, tenants,
+		func(wctx context.Context, of []uuid.UUID) ([]registry.Event, error) {
+			rows, err := s.pool.Query(wctx, `
+SELECT event_position, seq, event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
+       trace_id, occurred_at, body
+FROM mcp_alert_claim_of($1, $2, $3, $4)`, destination, claim.claimant, limit, of)
+			if err != nil {
+				return nil, err
+			}
+			return scanClaimRows(rows)
+		})
+	if len(answers) == 0 && len(unanswered) > 0 {
+		claim.Release(ctx)
+		return nil, err
+	}
+	if len(unanswered) > 0 {
+		s.logger.DebugContext(ctx, "alerts claimed of the Citus workers that answer", "destination", destination,
+			"tenants_waiting", len(unanswered), "error", err)
+	}
+	claim.events = mergeClaimed(answers, limit)
+	s.alertTenants.sawEvents(claim.events)
+	return claim, nil
+}
+
+// mergeClaimed merges the answers of mcp_alert_claim_of, each in the
+// claim's order (the latest time of the tenant's events up to the event,
+// then tenant, then position) and of tenants of its own, into that order,
+// and cuts the result at limit.
+func mergeClaimed(answers [][]registry.Event, limit int) []registry.Event {
+	type keyed struct {
+		ev         registry.Event
+		tenantTime time.Time
+	}
+	var all []keyed
+	for _, events := range answers {
+		latest := make(map[uuid.UUID]time.Time)
+		for _, ev := range events {
+			t := latest[ev.TenantID]
+			if ev.OccurredAt.After(t) {
+				t = ev.OccurredAt
+			}
+			latest[ev.TenantID] = t
+			all = append(all, keyed{ev, t})
+		}
+	}
+	slices.SortStableFunc(all, func(a, b keyed) int {
+		if c := a.tenantTime.Compare(b.tenantTime); c != 0 {
+			return c
+		}
+		if c := bytes.Compare(a.ev.TenantID[:], b.ev.TenantID[:]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ev.Position.Seq, b.ev.Position.Seq)
+	})
+	out := make([]registry.Event, 0, min(len(all), max(limit, 0)))
+	for _, k := range all[:min(len(all), max(limit, 0))] {
+		out = append(out, k.ev)
+	}
+	return out
+}
+
+// unhealthyPerWorker is UnhealthyServers per worker
+// (mcp_unhealthy_servers_of); the tenants of a worker that does not
+// answer keep their last unhealthy servers read. full is the error of
+// the read of every shard, returned when no worker answered.
+func (s *Store) unhealthyPerWorker(ctx context.Context, full error) ([]store.UnhealthyServer, error) {
+	a := &s.alertTenants
+	a.mu.Lock()
+	last := a.unhealthy
+	a.mu.Unlock()
+	tenants := s.alertWorkTenants()
+	for _, u := range last {
+		tenants = append(tenants, u.TenantID)
+	}
+	tenants = sortedTenants(tenants)
+	answers, unanswered, err := readWorkersOf(ctx, s, tenants,
+		func(wctx context.Context, of []uuid.UUID) ([]store.UnhealthyServer, error) {
+			rows, err := s.pool.Query(wctx, `
+SELECT server_id, tenant_id, module_name, version, last_heartbeat_at, trace_id, unhealthy_since
+FROM mcp_unhealthy_servers_of($1)`, of)
+			if err != nil {
+				return nil, err
+			}
+			return pgx.CollectRows(rows, scanUnhealthyServer)
+		})
+	if len(answers) == 0 && len(unanswered) > 0 {
+		return nil, errors.Join(full, err)
+	}
+	var out []store.UnhealthyServer
+	for _, rows := range answers {
+		out = append(out, rows...)
+	}
+	waiting := tenantSet(unanswered)
+	for _, u := range last {
+		if _, ok := waiting[u.TenantID]; ok {
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}
+
+// firingPerWorker is FiringSkillAlerts per worker
+// (mcp_skill_alerts_firing_of), as unhealthyPerWorker.
+func (s *Store) firingPerWorker(ctx context.Context, destination string, full error) ([]store.SkillAlertState, error) {
+	a := &s.alertTenants
+	a.mu.Lock()
+	last := a.firing[destination]
+	a.mu.Unlock()
+	tenants := s.alertWorkTenants()
+	for _, f := range last {
+		tenants = append(tenants, f.TenantID)
+	}
+	tenants = sortedTenants(tenants)
+	answers, unanswered, err := readWorkersOf(ctx, s, tenants,
+		func(wctx context.Context, of []uuid.UUID) ([]store.SkillAlertState, error) {
+			rows, err := s.pool.Query(wctx, `
+SELECT tenant_id, skill, available, firing_since FROM mcp_skill_alerts_firing_of($1, $2)`, destination, of)
+			if err != nil {
+				return nil, err
+			}
+			return pgx.CollectRows(rows, scanSkillAlertState)
+		})
+	if len(answers) == 0 && len(unanswered) > 0 {
+		return nil, errors.Join(full, err)
+	}
+	var out []store.SkillAlertState
+	for _, rows := range answers {
+		out = append(out, rows...)
+	}
+	waiting := tenantSet(unanswered)
+	for _, f := range last {
+		if _, ok := waiting[f.TenantID]; ok {
+			out = append(out, f)
+		}
+	}
+	slices.SortFunc(out, func(x, y store.SkillAlertState) int {
+		if c := bytes.Compare(x.TenantID[:], y.TenantID[:]); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.Skill, y.Skill)
+	})
+	return out, nil
+}
+
+// rememberUnhealthy keeps list, a read of every tenant, for the reads
+// per worker, and records its tenants.
+func (s *Store) rememberUnhealthy(list []store.UnhealthyServer) {
+	a := &s.alertTenants
+	tenants := make([]uuid.UUID, len(list))
+	for i, u := range list {
+		tenants[i] = u.TenantID
+	}
+	a.saw(tenants...)
+	a.mu.Lock()
+	a.unhealthy = list
+	a.mu.Unlock()
+}
+
+// rememberFiring keeps destination's firing skill alerts, a read of every
+// tenant, for the reads per worker, and records their tenants.
+func (s *Store) rememberFiring(destination string, list []store.SkillAlertState) {
+	a := &s.alertTenants
+	tenants := make([]uuid.UUID, len(list))
+	for i, f := range list {
+		tenants[i] = f.TenantID
+	}
+	a.saw(tenants...)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.firing == nil {
+		a.firing = make(map[string][]store.SkillAlertState)
+	}
+	a.firing[destination] = list
+}
+
+// sortedTenants sorts tenants and drops the repeated ones.
+func sortedTenants(tenants []uuid.UUID) []uuid.UUID {
+	slices.SortFunc(tenants, func(x, y uuid.UUID) int { return bytes.Compare(x[:], y[:]) })
+	return slices.Compact(tenants)
+}
+
+// tenantSet is tenants as a set.
+func tenantSet(tenants []uuid.UUID) map[uuid.UUID]struct{} {
+	out := make(map[uuid.UUID]struct{}, len(tenants))
+	for _, t := range tenants {
+		out[t] = struct{}{}
+	}
+	return out
+}
