@@ -114,7 +114,7 @@ func readWorkersOf[T any](ctx context.Context, s *Store, tenants []uuid.UUID,
 		}
 		if w < 0 || hung[w] {
 			unanswered = append(unanswered, of...)
-			firstErr = cmp.Or(firstErr, error(ErrWorkerStalled))
+			firstErr = cmp.Or(firstErr, ErrWorkerStalled)
 			continue
 		}
 		calls = append(calls, of)
@@ -128,7 +128,7 @@ func readWorkersOf[T any](ctx context.Context, s *Store, tenants []uuid.UUID,
 		switch {
 		case !done[g]:
 			unanswered = append(unanswered, of...)
-			firstErr = cmp.Or(firstErr, cmp.Or(translate(ctx.Err()), error(ErrWorkerStalled)))
+			firstErr = cmp.Or(firstErr, cmp.Or(translate(ctx.Err()), ErrWorkerStalled))
 		case results[g].err != nil:
 			unanswered = append(unanswered, of...)
 			firstErr = cmp.Or(firstErr, translate(results[g].err))
