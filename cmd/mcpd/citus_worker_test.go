@@ -26,8 +26,9 @@ const (
 // Two mcpd replicas on a Citus cluster, a tenant on each worker. One
 // worker stops for 30 intervals: its tenant's heartbeats answer 503 (never
 // an error the contract does not allow), while the other tenant heartbeats,
-// registers, has its silent server swept on time and its watch, on the
-// replica that also serves the stopped tenant, goes on. When the worker
+// registers, has its silent server swept on time (its alert delivered)
+// and its watch, on the replica that also serves the stopped tenant, goes
+// on. When the worker
 // returns: no false transition for either tenant's heartbeating servers;
 // a replica is SIGKILLed and the watch resumes on the other; every event of
 // the running tenant watched exactly once, in commit order, and each
@@ -42,7 +43,9 @@ func TestCitusWorkerStoppedAcrossReplicas(t *testing.T) {
 	tenants := c.TenantOnEachWorker(t, db)
 	stopped, running := tenants[0], tenants[1]
 
-	args := []string{"--heartbeat-interval", citusInterval.String(), "--monitor-period", (citusInterval / 4).String()}
+	hook := newEventReceiver(t)
+	args := []string{"--heartbeat-interval", citusInterval.String(), "--monitor-period", (citusInterval / 4).String(),
+		"--alert-webhook-url", hook.srv.URL}
 	a, b := startMcpd(t, db.AppURL, args...), startMcpd(t, db.AppURL, args...)
 	sc, rc := a.client(t, stopped), b.client(t, running)
 	watchA, watchB := a.client(t, running), b.client(t, running)
@@ -98,6 +101,15 @@ func TestCitusWorkerStoppedAcrossReplicas(t *testing.T) {
 	testwait.Until(t, "the running tenant's silent server unhealthy", citusDown, func() bool {
 		srv, err := rc.Server(ctx, silent.ServerID)
 		return err == nil && srv.Status == registry.StatusUnhealthy
+	})
+	// Its alert is delivered while the other worker is down (until
+	// 2026-12-07 the claim read every shard, and no tenant's alert went
+	// out until the worker returned).
+	var unhealthy uuid.UUID
+	testwait.Until(t, "the running tenant's unhealthy alert delivered while the other worker is down", citusDown, func() bool {
+		_ = db.Admin.QueryRow(ctx, `SELECT event_id FROM mcp_audit_events
+			WHERE tenant_id = $1 AND server_id = $2 AND kind = 'mcp.server.unhealthy'`, running, silent.ServerID).Scan(&unhealthy)
+		return unhealthy != uuid.Nil && hook.count(unhealthy) > 0
 	})
 	testwait.Until(t, "the watch goes on", citusDown, func() bool {
 		return len(watched.snapshot()) == len(since()) && len(watched.snapshot()) >= 3
