@@ -127,11 +127,19 @@ type destination struct {
 	lastResend time.Time
 	// lastSkillCheck is when ds's firing skill alerts were last reconciled.
 	lastSkillCheck time.Time
+	// skillFiring is ds's firing skill alerts as last reconciled, at
+	// skillFiringAt, and kept up with what rounds recorded since
+	// (keptSkillFiring).
+	skillFiring   []store.SkillAlertState
+	skillFiringAt time.Time
 	// unhealthy is the store's list of unhealthy servers as fetched in
-	// round fetched, for Resending destinations.
+	// round fetched, at fetchedAt, for Resending destinations; unanswered
+	// are the tenants that fetch had no answer for (fetchUnhealthy).
 	unhealthy     []store.UnhealthyServer
 	unhealthyByID map[uuid.UUID]store.UnhealthyServer
 	fetched       int64
+	fetchedAt     time.Time
+	unanswered    map[uuid.UUID]bool
 	// massPending are mass-loss alerts not yet delivered.
 	massPending []Alert
 }
@@ -398,6 +406,7 @@ func (d *Dispatcher) round(ctx context.Context, ds *destination) (more bool, err
 	}
 	began := d.clock.Now()
 	handled, sendErr := d.send(ctx, ds, alerts)
+	ds.forgetResolved(alerts[:handled])
 	delivered := len(events)
 	if handled < len(alerts) {
 		delivered = eventOf[handled]
@@ -493,6 +502,7 @@ func (d *Dispatcher) alertsFor(ctx context.Context, ds *destination, events []re
 					continue
 				}
 				a.LastHeartbeatAt = ds.unhealthyByID[ev.ServerID].LastHeartbeatAt
+				ds.keepUnanswered(ev)
 			}
 		case spec.Alert != registry.AlertNone && ev.FromStatus != nil && *ev.FromStatus == registry.StatusUnhealthy:
 			// A recovery, a deregistration or a registration again.
@@ -510,17 +520,75 @@ func (d *Dispatcher) alertsFor(ctx context.Context, ds *destination, events []re
 }
 
 // stillUnhealthy reports whether ds's list has ev's server unhealthy since
-// ev.
+// ev, or has no answer for its tenant.
 func (ds *destination) stillUnhealthy(ev *registry.Event) bool {
 	u, ok := ds.unhealthyByID[ev.ServerID]
-	return ok && u.UnhealthySince.Equal(ev.OccurredAt)
+	return (ok && u.UnhealthySince.Equal(ev.OccurredAt)) || ds.unanswered[ev.TenantID]
 }
 
+// keepUnanswered adds ev's server, which fires, to ds's list when its
+// tenant had no answer (fetchUnhealthy), so that it is resent with the
+// servers kept of that tenant.
+func (ds *destination) keepUnanswered(ev *registry.Event) {
+	if !ds.unanswered[ev.TenantID] {
+		return
+	}
+	if u, ok := ds.unhealthyByID[ev.ServerID]; ok && !u.UnhealthySince.Before(ev.OccurredAt) {
+		return
+	}
+	u := store.UnhealthyServer{ServerID: ev.ServerID, TenantID: ev.TenantID, ModuleName: ev.ModuleName,
+		Version: ev.Body.Version, TraceID: ev.TraceID, UnhealthySince: ev.OccurredAt}
+	ds.unhealthy = slices.DeleteFunc(ds.unhealthy, func(v store.UnhealthyServer) bool { return v.ServerID == ev.ServerID })
+	ds.unhealthy = append(ds.unhealthy, u)
+	ds.unhealthyByID[ev.ServerID] = u
+}
+
+// forgetResolved drops from ds's list the servers that resolved, of
+// alerts: a list kept for tenants with no answer (fetchUnhealthy) must not
+// fire them again.
+func (ds *destination) forgetResolved(alerts []Alert) {
+	for _, a := range alerts {
+		if a.Firing || a.Event == nil {
+			continue
+		}
+		if u, ok := ds.unhealthyByID[a.ServerID]; ok && !u.UnhealthySince.After(a.Event.OccurredAt) {
+			delete(ds.unhealthyByID, a.ServerID)
+			ds.unhealthy = slices.DeleteFunc(ds.unhealthy, func(v store.UnhealthyServer) bool { return v.ServerID == a.ServerID })
+		}
+	}
+}
+
+// fetchUnhealthy reads the unhealthy servers into ds. A read that had no
+// answer for some tenants (on Citus, those of a worker that is down:
+// store.PartialReadError) keeps their servers of the last list, when that
+// list is younger than the alerts' hold: their firing alerts are resent
+// and do not lapse while their events wait for the worker, and their
+// claimed events fire (stillUnhealthy cannot tell).
 func (d *Dispatcher) fetchUnhealthy(ctx context.Context, ds *destination) error {
 	list, err := d.outbox.UnhealthyServers(ctx)
-	if err != nil {
+	var partial *store.PartialReadError
+	switch {
+	case errors.As(err, &partial):
+		unanswered := make(map[uuid.UUID]bool, len(partial.Unanswered))
+		for _, t := range partial.Unanswered {
+			unanswered[t] = true
+		}
+		if !ds.fetchedAt.IsZero() && d.clock.Since(ds.fetchedAt) < holdFactor*d.resend {
+			for _, u := range ds.unhealthy {
+				if unanswered[u.TenantID] {
+					list = append(list, u)
+				}
+			}
+		}
+		ds.unanswered = unanswered
+		d.logger.DebugContext(ctx, "unhealthy servers of some tenants not read", "destination", ds.name,
+			"tenants", len(partial.Unanswered), "err", partial.Err)
+	case err != nil:
 		return fmt.Errorf("list unhealthy servers: %w", err)
+	default:
+		ds.unanswered = nil
 	}
+	ds.fetchedAt = d.clock.Now()
 	ds.unhealthy = list
 	ds.unhealthyByID = make(map[uuid.UUID]store.UnhealthyServer, len(list))
 	for _, u := range list {

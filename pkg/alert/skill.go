@@ -2,7 +2,9 @@ package alert
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -83,11 +85,22 @@ func (d *Dispatcher) skillRound(ctx context.Context, ds *destination, events []r
 			return fmt.Errorf("skill alert states: %w", err)
 		}
 	}
+	// kept are the firing alerts of tenants the reconcile had no answer
+	// for: resent only, neither raised, resolved nor recorded.
+	var kept []store.SkillAlertState
 	if reconcile {
 		firing, err := d.skills.FiringSkillAlerts(ctx, ds.name)
-		if err != nil {
+		var partial *store.PartialReadError
+		switch {
+		case errors.As(err, &partial):
+			kept = ds.keptSkillFiring(partial.Unanswered, now, holdFactor*d.resend)
+			d.logger.DebugContext(ctx, "firing skill alerts of some tenants not read", "destination", ds.name,
+				"tenants", len(partial.Unanswered), "err", partial.Err)
+		case err != nil:
 			return fmt.Errorf("firing skill alerts: %w", err)
 		}
+		ds.skillFiring = append(slices.Clip(firing), kept...)
+		ds.skillFiringAt = now
 		looked := make(map[store.SkillKey]bool, len(states))
 		for _, st := range states {
 			looked[st.SkillKey] = true
@@ -126,6 +139,15 @@ func (d *Dispatcher) skillRound(ctx context.Context, ds *destination, events []r
 		}
 	}
 
+	if periodic && ds.resending {
+		for _, st := range kept {
+			alerts = append(alerts, Alert{
+				Firing: true, TenantID: st.TenantID, StartsAt: st.FiringSince, EndsAt: hold,
+				Skill: &SkillOutage{Skill: st.Skill, ID: skillAlertID(st.SkillKey, st.FiringSince, true), Resend: true},
+			})
+		}
+	}
+
 	handled := 0
 	var sendErr error
 	for handled < len(alerts) && sendErr == nil {
@@ -153,6 +175,7 @@ func (d *Dispatcher) skillRound(ctx context.Context, ds *destination, events []r
 	if err := d.skills.RecordSkillAlerts(recCtx, ds.name, raised, resolved); err != nil {
 		return fmt.Errorf("record skill alerts: %w", err)
 	}
+	ds.recordedSkillAlerts(raised, resolved)
 	if sendErr != nil {
 		return fmt.Errorf("send skill alerts: %w", sendErr)
 	}
@@ -161,4 +184,41 @@ func (d *Dispatcher) skillRound(ctx context.Context, ds *destination, events []r
 		ds.lastSkillCheck = now
 	}
 	return nil
+}
+
+// keptSkillFiring returns the firing skill alerts of tenants in ds's last
+// reconcile, when it is younger than hold (before, they would have lapsed
+// at the destination anyway).
+func (ds *destination) keptSkillFiring(tenants []uuid.UUID, now time.Time, hold time.Duration) []store.SkillAlertState {
+	if ds.skillFiringAt.IsZero() || now.Sub(ds.skillFiringAt) >= hold {
+		return nil
+	}
+	of := make(map[uuid.UUID]bool, len(tenants))
+	for _, t := range tenants {
+		of[t] = true
+	}
+	var out []store.SkillAlertState
+	for _, st := range ds.skillFiring {
+		if of[st.TenantID] && !st.FiringSince.IsZero() {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// recordedSkillAlerts brings ds's last reconciled firing set up to what a
+// round recorded: raised fire, resolved no longer.
+func (ds *destination) recordedSkillAlerts(raised []store.SkillAlertState, resolved []store.SkillKey) {
+	if ds.skillFiringAt.IsZero() {
+		return
+	}
+	gone := make(map[store.SkillKey]bool, len(resolved)+len(raised))
+	for _, k := range resolved {
+		gone[k] = true
+	}
+	for _, r := range raised {
+		gone[r.SkillKey] = true
+	}
+	ds.skillFiring = slices.DeleteFunc(ds.skillFiring, func(st store.SkillAlertState) bool { return gone[st.SkillKey] })
+	ds.skillFiring = append(ds.skillFiring, raised...)
 }

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -21,31 +22,35 @@ import (
 // firing skill alerts each read every shard, and fail while any worker is
 // down or hangs, so that no tenant's alert was delivered until it
 // returned. Such a read is then made per worker instead, for the tenants
-// the store knows (alertTenants), with the functions *_of (migration
+// the store knows (alertWorkTenants), with the functions *_of (migration
 // 0032) whose filter on the distribution column reaches that worker's
 // shards alone; the workers that answer are read, the others left:
 //
 //   - the claim gets the answering workers' tenants' events, in the
-//     claim's order; the down worker's wait for it (late, not lost: their
-//     positions do not move);
-//   - the unhealthy servers and the firing skill alerts of a worker that
-//     does not answer are the last ones read of its tenants, so that a
-//     destination that holds firing alerts keeps them firing meanwhile.
+//     claim's order; the others' wait for their worker (late, not lost:
+//     their positions do not move);
+//   - the unhealthy servers and the firing skill alerts are the answering
+//     workers' tenants', with a *store.PartialReadError that names the
+//     other tenants (the dispatcher keeps what it last read of them).
 //
-// The tenants known are the sweep's last list (those with live servers)
-// and those of the alert events, unhealthy servers and firing skill
-// alerts read before: a tenant this store never read, with no live
-// server, waits for the worker to return as before.
+// The tenants known are this replica's sweep's last list (those with live
+// servers when it was read) and those of the alert events, unhealthy
+// servers and firing skill alerts this store read before: a tenant not
+// among them (registered through another replica since this one's list
+// was read, or with no live server and never read here) waits for the
+// worker to return, as every tenant did before.
 
-// alertTenants are the tenants the store has read alert work of, and the
-// last answers of the reads of every tenant, kept for the tenants whose
-// worker does not answer a later read.
+// alertReadTimeout bounds a read of the unhealthy servers or the firing
+// skill alerts, and each of its reads per worker: a worker that hangs
+// before it is known to (hungWorkers) would hold the read, and the
+// destination's round, for as long as TCP waits.
+const alertReadTimeout = claimTimeout
+
+// alertTenants are the tenants with alert work that the store has read,
+// on Citus.
 type alertTenants struct {
-	mu        sync.Mutex
-	seen      map[uuid.UUID]struct{}
-	unhealthy []store.UnhealthyServer
-	// firing is each destination's last firing skill alerts.
-	firing map[string][]store.SkillAlertState
+	mu   sync.Mutex
+	seen map[uuid.UUID]struct{}
 }
 
 // saw records tenants as having alert work.
@@ -63,15 +68,22 @@ func (a *alertTenants) saw(tenants ...uuid.UUID) {
 	}
 }
 
-// sawEvents records the tenants of events.
-func (a *alertTenants) sawEvents(events []registry.Event) {
-	tenants := make([]uuid.UUID, 0, len(events))
-	for i := range events {
-		if i == 0 || events[i].TenantID != events[i-1].TenantID {
-			tenants = append(tenants, events[i].TenantID)
+// sawTenantsOf records, on Citus, the tenants of rows (tenant(i) of each
+// i below n) as having alert work.
+func (s *Store) sawTenantsOf(n int, tenant func(i int) uuid.UUID) {
+	s.engineMu.Lock()
+	citus := s.engineKnown && s.citus
+	s.engineMu.Unlock()
+	if !citus || n == 0 {
+		return
+	}
+	tenants := make([]uuid.UUID, 0, n)
+	for i := range n {
+		if t := tenant(i); len(tenants) == 0 || tenants[len(tenants)-1] != t {
+			tenants = append(tenants, t)
 		}
 	}
-	a.saw(tenants...)
+	s.alertTenants.saw(tenants...)
 }
 
 // alertWorkTenants returns the tenants known to have or have had alert
@@ -112,7 +124,12 @@ func readWorkersOf[T any](ctx context.Context, s *Store, tenants []uuid.UUID,
 		for j, i := range index[w] {
 			of[j] = tenants[i]
 		}
-		if w < 0 || hung[w] {
+		if w < 0 {
+			unanswered = append(unanswered, of...)
+			firstErr = cmp.Or(firstErr, errWorkersUnknown)
+			continue
+		}
+		if hung[w] {
 			unanswered = append(unanswered, of...)
 			firstErr = cmp.Or(firstErr, ErrWorkerStalled)
 			continue
@@ -139,6 +156,11 @@ func readWorkersOf[T any](ctx context.Context, s *Store, tenants []uuid.UUID,
 	return answers, unanswered, firstErr
 }
 
+// errWorkersUnknown is the failure of the tenants whose Citus worker could
+// not be read from the coordinator's metadata.
+var errWorkersUnknown = fmt.Errorf("%w: the tenants' Citus workers could not be read from the coordinator",
+	registry.ErrUnavailable)
+
 // perWorkerAlerts reports whether a read of every tenant's alert work
 // that failed with err is to be made per worker instead: on Citus, for a
 // fault that may be a worker's.
@@ -163,7 +185,8 @@ func (s *Store) workerHangs(ctx context.Context) bool {
 // answer: the lease alone, then each worker's tenants' events
 // (mcp_alert_claim_of), merged in the claim's order and cut at limit.
 // Each worker's answer holds the first events of each of its tenants, and
-// so does the merge. It fails when no worker answered.
+// so does the merge. It fails when no worker it called answered; with no
+// tenant known it claims nothing.
 func (s *Store) claimAlertsPerWorker(ctx context.Context, destination string, limit int) (store.AlertClaim, error) {
 	claim := &alertClaim{pool: s.pool, destination: destination, claimant: uuid.New()}
 	// As ClaimAlerts: not cut by the caller's context.
@@ -196,10 +219,10 @@ FROM mcp_alert_claim_of($1, $2, $3, $4)`, destination, claim.claimant, limit, of
 	}
 	if len(unanswered) > 0 {
 		s.logger.DebugContext(ctx, "alerts claimed of the Citus workers that answer", "destination", destination,
-			"tenants_waiting", len(unanswered), "error", err)
+			"tenants_waiting", len(unanswered), "err", err)
 	}
 	claim.events = mergeClaimed(answers, limit)
-	s.alertTenants.sawEvents(claim.events)
+	s.sawTenantsOf(len(claim.events), func(i int) uuid.UUID { return claim.events[i].TenantID })
 	return claim, nil
 }
 
@@ -241,20 +264,13 @@ func mergeClaimed(answers [][]registry.Event, limit int) []registry.Event {
 }
 
 // unhealthyPerWorker is UnhealthyServers per worker
-// (mcp_unhealthy_servers_of); the tenants of a worker that does not
-// answer keep their last unhealthy servers read. full is the error of
-// the read of every shard, returned when no worker answered.
+// (mcp_unhealthy_servers_of): the answering workers' tenants' unhealthy
+// servers, with a *store.PartialReadError naming the others'. full is the
+// error of the read of every shard, returned when no worker answered.
 func (s *Store) unhealthyPerWorker(ctx context.Context, full error) ([]store.UnhealthyServer, error) {
-	a := &s.alertTenants
-	a.mu.Lock()
-	last := a.unhealthy
-	a.mu.Unlock()
-	tenants := s.alertWorkTenants()
-	for _, u := range last {
-		tenants = append(tenants, u.TenantID)
-	}
-	tenants = sortedTenants(tenants)
-	answers, unanswered, err := readWorkersOf(ctx, s, tenants,
+	rctx, cancel := context.WithTimeout(ctx, alertReadTimeout)
+	defer cancel()
+	answers, unanswered, err := readWorkersOf(rctx, s, s.alertWorkTenants(),
 		func(wctx context.Context, of []uuid.UUID) ([]store.UnhealthyServer, error) {
 			rows, err := s.pool.Query(wctx, `
 SELECT server_id, tenant_id, module_name, version, last_heartbeat_at, trace_id, unhealthy_since
@@ -264,35 +280,15 @@ FROM mcp_unhealthy_servers_of($1)`, of)
 			}
 			return pgx.CollectRows(rows, scanUnhealthyServer)
 		})
-	if len(answers) == 0 && len(unanswered) > 0 {
-		return nil, errors.Join(full, err)
-	}
-	var out []store.UnhealthyServer
-	for _, rows := range answers {
-		out = append(out, rows...)
-	}
-	waiting := tenantSet(unanswered)
-	for _, u := range last {
-		if _, ok := waiting[u.TenantID]; ok {
-			out = append(out, u)
-		}
-	}
-	return out, nil
+	return partialRead(answers, unanswered, err, full)
 }
 
 // firingPerWorker is FiringSkillAlerts per worker
 // (mcp_skill_alerts_firing_of), as unhealthyPerWorker.
 func (s *Store) firingPerWorker(ctx context.Context, destination string, full error) ([]store.SkillAlertState, error) {
-	a := &s.alertTenants
-	a.mu.Lock()
-	last := a.firing[destination]
-	a.mu.Unlock()
-	tenants := s.alertWorkTenants()
-	for _, f := range last {
-		tenants = append(tenants, f.TenantID)
-	}
-	tenants = sortedTenants(tenants)
-	answers, unanswered, err := readWorkersOf(ctx, s, tenants,
+	rctx, cancel := context.WithTimeout(ctx, alertReadTimeout)
+	defer cancel()
+	answers, unanswered, err := readWorkersOf(rctx, s, s.alertWorkTenants(),
 		func(wctx context.Context, of []uuid.UUID) ([]store.SkillAlertState, error) {
 			rows, err := s.pool.Query(wctx, `
 SELECT tenant_id, skill, available, firing_since FROM mcp_skill_alerts_firing_of($1, $2)`, destination, of)
@@ -301,70 +297,36 @@ SELECT tenant_id, skill, available, firing_since FROM mcp_skill_alerts_firing_of
 			}
 			return pgx.CollectRows(rows, scanSkillAlertState)
 		})
-	if len(answers) == 0 && len(unanswered) > 0 {
-		return nil, errors.Join(full, err)
-	}
-	var out []store.SkillAlertState
-	for _, rows := range answers {
-		out = append(out, rows...)
-	}
-	waiting := tenantSet(unanswered)
-	for _, f := range last {
-		if _, ok := waiting[f.TenantID]; ok {
-			out = append(out, f)
-		}
-	}
+	out, err := partialRead(answers, unanswered, err, full)
 	slices.SortFunc(out, func(x, y store.SkillAlertState) int {
 		if c := bytes.Compare(x.TenantID[:], y.TenantID[:]); c != 0 {
 			return c
 		}
 		return cmp.Compare(x.Skill, y.Skill)
 	})
+	return out, err
+}
+
+// partialRead joins the answers of a read per worker: an error when no
+// worker answered and some were asked (the read of every shard's, full,
+// with the first worker's), a *store.PartialReadError beside the answers
+// when some did not.
+func partialRead[T any](answers [][]T, unanswered []uuid.UUID, firstErr, full error) ([]T, error) {
+	if len(answers) == 0 && len(unanswered) > 0 {
+		return nil, errors.Join(full, firstErr)
+	}
+	var out []T
+	for _, rows := range answers {
+		out = append(out, rows...)
+	}
+	if len(unanswered) > 0 {
+		return out, &store.PartialReadError{Unanswered: unanswered, Err: firstErr}
+	}
 	return out, nil
-}
-
-// rememberUnhealthy keeps list, a read of every tenant, for the reads
-// per worker, and records its tenants.
-func (s *Store) rememberUnhealthy(list []store.UnhealthyServer) {
-	a := &s.alertTenants
-	tenants := make([]uuid.UUID, len(list))
-	for i, u := range list {
-		tenants[i] = u.TenantID
-	}
-	a.saw(tenants...)
-	a.mu.Lock()
-	a.unhealthy = list
-	a.mu.Unlock()
-}
-
-// rememberFiring keeps destination's firing skill alerts, a read of every
-// tenant, for the reads per worker, and records their tenants.
-func (s *Store) rememberFiring(destination string, list []store.SkillAlertState) {
-	a := &s.alertTenants
-	tenants := make([]uuid.UUID, len(list))
-	for i, f := range list {
-		tenants[i] = f.TenantID
-	}
-	a.saw(tenants...)
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.firing == nil {
-		a.firing = make(map[string][]store.SkillAlertState)
-	}
-	a.firing[destination] = list
 }
 
 // sortedTenants sorts tenants and drops the repeated ones.
 func sortedTenants(tenants []uuid.UUID) []uuid.UUID {
 	slices.SortFunc(tenants, func(x, y uuid.UUID) int { return bytes.Compare(x[:], y[:]) })
 	return slices.Compact(tenants)
-}
-
-// tenantSet is tenants as a set.
-func tenantSet(tenants []uuid.UUID) map[uuid.UUID]struct{} {
-	out := make(map[uuid.UUID]struct{}, len(tenants))
-	for _, t := range tenants {
-		out[t] = struct{}{}
-	}
-	return out
 }

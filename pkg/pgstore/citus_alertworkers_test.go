@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -18,10 +19,10 @@ import (
 // worker returned (found 2026-12-07). Now the claim is made per worker
 // for the tenants the store knows (the sweep's list, and tenants of
 // earlier claims, as one whose last server deregistered); the unhealthy
-// servers and the firing skill alerts of the stopped worker's tenants are
-// their last ones read, so that a destination that holds firing alerts
-// keeps them. When the worker returns, its tenants' events come, and
-// nothing is delivered twice.
+// servers and the firing skill alerts are the running worker's tenants',
+// with the stopped worker's named as unanswered; the skill alerts' reads
+// and records of a round reach the running worker alone. When the worker
+// returns, its tenants' events come, and nothing is delivered twice.
 func TestCitusAlertsWithAWorkerDown(t *testing.T) {
 	c, db, clock, st := privateCitusStore(t)
 	ctx := t.Context()
@@ -80,13 +81,28 @@ func TestCitusAlertsWithAWorkerDown(t *testing.T) {
 	if again := claimAll(t, st, destination); len(again) != 0 {
 		t.Fatalf("claim after the ack: %v, want none", kindsByTenant(again))
 	}
+	// The unhealthy servers and the firing skill alerts: the running
+	// worker's tenants', and the stopped one's tenant named as unanswered.
 	un, err := st.UnhealthyServers(ctx)
-	if err != nil || len(un) != 2 {
-		t.Fatalf("unhealthy servers with a worker down: %+v, %v; want the running worker's and the last read of the stopped one's", un, err)
+	if !unanswered(err, stopped) || len(un) != 1 || un[0].TenantID != live {
+		t.Fatalf("unhealthy servers with a worker down: %+v, %v; want the running worker's, the stopped one's unanswered", un, err)
 	}
 	f, err := st.FiringSkillAlerts(ctx, destination)
-	if err != nil || len(f) != 2 {
-		t.Fatalf("firing skill alerts with a worker down: %+v, %v; want 2", f, err)
+	if !unanswered(err, stopped) || len(f) != 1 || f[0].TenantID != live {
+		t.Fatalf("firing skill alerts with a worker down: %+v, %v; want the running worker's, the stopped one's unanswered", f, err)
+	}
+	// A round's skill alert reads and records of the running worker's
+	// tenants reach no other worker.
+	key := store.SkillKey{TenantID: live, Skill: "search"}
+	if states, err := st.SkillAlertStates(ctx, destination, []store.SkillKey{key}); err != nil || len(states) != 1 {
+		t.Fatalf("skill alert states with a worker down: %+v, %v", states, err)
+	}
+	raise := []store.SkillAlertState{{SkillKey: store.SkillKey{TenantID: gone, Skill: "fetch"}, FiringSince: clock.Now()}}
+	if err := st.RecordSkillAlerts(ctx, destination, raise, []store.SkillKey{key}); err != nil {
+		t.Fatalf("record skill alerts with a worker down: %v", err)
+	}
+	if err := st.RecordSkillAlerts(ctx, destination, raise, nil); err != nil {
+		t.Fatalf("record a raise alone with a worker down: %v", err)
 	}
 
 	c.Workers[0].Start(t)
@@ -98,6 +114,13 @@ func TestCitusAlertsWithAWorkerDown(t *testing.T) {
 	if !equalKinds(got, want) {
 		t.Fatalf("claim after the worker returned: %v, want %v (the stopped tenant's pending event, nothing twice)", got, want)
 	}
+}
+
+// unanswered reports whether err is a partial read that names tenant, and
+// tenant alone, as unanswered.
+func unanswered(err error, tenant uuid.UUID) bool {
+	var partial *store.PartialReadError
+	return errors.As(err, &partial) && slices.Equal(partial.Unanswered, []uuid.UUID{tenant})
 }
 
 // deregisterNew registers a server of module in tenant and deregisters

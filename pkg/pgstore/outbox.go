@@ -94,7 +94,8 @@ func (c *alertClaim) Release(ctx context.Context) {
 
 // ClaimAlerts takes destination's lease and returns the alert events after
 // its cursor; nil when another replica holds the lease. The lease and the
-// read are one implicit transaction, in one round trip.
+// read are one implicit transaction, in one round trip (but on Citus
+// while a worker is down: claimAlertsPerWorker).
 //
 // On Citus, while a worker is down or hangs, the claim is of the tenants
 // of the workers that answer (claimAlertsPerWorker).
@@ -134,7 +135,7 @@ FROM mcp_alert_claim($1, $2, $3)`, destination, claim.claimant, limit)
 	if !leased {
 		return nil, nil // another replica holds the lease
 	}
-	s.alertTenants.sawEvents(claim.events)
+	s.sawTenantsOf(len(claim.events), func(i int) uuid.UUID { return claim.events[i].TenantID })
 	return claim, nil
 }
 
@@ -191,13 +192,15 @@ func (s *Store) PendingAlerts(ctx context.Context, destination string) (int64, t
 }
 
 // UnhealthyServers lists every tenant's unhealthy servers. On Citus,
-// while a worker is down or hangs, its tenants' are the last ones read
-// (unhealthyPerWorker).
+// while a worker is down or known to hang, those of the workers that
+// answer, with a *store.PartialReadError (unhealthyPerWorker).
 func (s *Store) UnhealthyServers(ctx context.Context) ([]store.UnhealthyServer, error) {
 	if s.workerHangs(ctx) {
 		return s.unhealthyPerWorker(ctx, ErrWorkerStalled)
 	}
-	rows, err := s.pool.Query(ctx, `
+	rctx, cancel := context.WithTimeout(ctx, alertReadTimeout)
+	defer cancel()
+	rows, err := s.pool.Query(rctx, `
 SELECT server_id, tenant_id, module_name, version, last_heartbeat_at, trace_id, unhealthy_since
 FROM mcp_unhealthy_servers()`)
 	var out []store.UnhealthyServer
@@ -210,7 +213,7 @@ FROM mcp_unhealthy_servers()`)
 		}
 		return nil, translate(err)
 	}
-	s.rememberUnhealthy(out)
+	s.sawTenantsOf(len(out), func(i int) uuid.UUID { return out[i].TenantID })
 	return out, nil
 }
 

@@ -35,13 +35,15 @@ SELECT tenant_id, skill, available, firing_since FROM mcp_skill_alert_states($1,
 
 // FiringSkillAlerts lists destination's firing MCPSkillUnavailable alerts,
 // each with whether a skill of its name is available again. On Citus,
-// while a worker is down or hangs, its tenants' are the last ones read
-// (firingPerWorker).
+// while a worker is down or known to hang, those of the workers that
+// answer, with a *store.PartialReadError (firingPerWorker).
 func (s *Store) FiringSkillAlerts(ctx context.Context, destination string) ([]store.SkillAlertState, error) {
 	if s.workerHangs(ctx) {
 		return s.firingPerWorker(ctx, destination, ErrWorkerStalled)
 	}
-	rows, err := s.pool.Query(ctx, `
+	rctx, cancel := context.WithTimeout(ctx, alertReadTimeout)
+	defer cancel()
+	rows, err := s.pool.Query(rctx, `
 SELECT tenant_id, skill, available, firing_since FROM mcp_skill_alerts_firing($1)`, destination)
 	var out []store.SkillAlertState
 	if err == nil {
@@ -53,7 +55,7 @@ SELECT tenant_id, skill, available, firing_since FROM mcp_skill_alerts_firing($1
 		}
 		return nil, translate(err)
 	}
-	s.rememberFiring(destination, out)
+	s.sawTenantsOf(len(out), func(i int) uuid.UUID { return out[i].TenantID })
 	return out, nil
 }
 

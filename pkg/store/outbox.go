@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -21,9 +22,27 @@ type AlertOutbox interface {
 	// acknowledged, and when the oldest of them occurred (zero if none).
 	PendingAlerts(ctx context.Context, destination string) (int64, time.Time, error)
 	// UnhealthyServers lists every tenant's unhealthy servers, for
-	// re-sending firing alerts.
+	// re-sending firing alerts; a *PartialReadError when some tenants'
+	// are missing.
 	UnhealthyServers(ctx context.Context) ([]UnhealthyServer, error)
 }
+
+// PartialReadError is a read across tenants (UnhealthyServers,
+// FiringSkillAlerts) that answered for some tenants only: on Citus, those
+// of the workers that answered. The rows returned with it are the other
+// tenants' whole answer; Unanswered's are missing.
+type PartialReadError struct {
+	// Unanswered are the tenants the read has no answer for.
+	Unanswered []uuid.UUID
+	// Err is the first failure.
+	Err error
+}
+
+func (e *PartialReadError) Error() string {
+	return fmt.Sprintf("no answer for %d tenants: %v", len(e.Unanswered), e.Err)
+}
+
+func (e *PartialReadError) Unwrap() error { return e.Err }
 
 // AlertClaim is a claimed batch of alert events for one destination.
 // Exactly one of Ack or Release ends it.

@@ -16,7 +16,8 @@ type SkillAlerts interface {
 	// about it fires (zero: not firing).
 	SkillAlertStates(ctx context.Context, destination string, keys []SkillKey) ([]SkillAlertState, error)
 	// FiringSkillAlerts lists destination's firing alerts, each with
-	// whether a skill of its name is available again.
+	// whether a skill of its name is available again; a
+	// *PartialReadError when some tenants' are missing.
 	FiringSkillAlerts(ctx context.Context, destination string) ([]SkillAlertState, error)
 	// RecordSkillAlerts records that destination accepted the raise of
 	// raised (firing since their FiringSince) and the resolution of
