@@ -111,6 +111,15 @@ func TestCitusWorkerStoppedAcrossReplicas(t *testing.T) {
 			WHERE tenant_id = $1 AND server_id = $2 AND kind = 'mcp.server.unhealthy'`, running, silent.ServerID).Scan(&unhealthy)
 		return unhealthy != uuid.Nil && hook.count(unhealthy) > 0
 	})
+	// And acknowledged: the round's skill alert records reached no other
+	// worker (a record that did failed the round, which sent it again).
+	testwait.Until(t, "the running tenant's unhealthy alert acknowledged", citusDown, func() bool {
+		var acked bool
+		_ = db.Admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM mcp_alert_positions p
+			JOIN mcp_audit_events a ON a.tenant_id = $1 AND a.tenant_id = p.tenant_id AND a.event_id = $2
+			WHERE p.tenant_id = $1 AND p.position >= a.position)`, running, unhealthy).Scan(&acked)
+		return acked
+	})
 	testwait.Until(t, "the watch goes on", citusDown, func() bool {
 		return len(watched.snapshot()) == len(since()) && len(watched.snapshot()) >= 3
 	})
