@@ -387,7 +387,12 @@ func (d *Dispatcher) round(ctx context.Context, ds *destination) (more bool, err
 		return false, fmt.Errorf("claim alerts: %w", err)
 	}
 	if claim == nil {
-		return false, nil // another replica is delivering to ds
+		// Another replica is delivering to ds, and may resolve what ds
+		// last read: what ds keeps of tenants with no answer
+		// (fetchUnhealthy, keptSkillFiring) is not to be resent once it
+		// claims again.
+		ds.fetchedAt, ds.skillFiringAt = time.Time{}, time.Time{}
+		return false, nil
 	}
 	events := claim.Events()
 	alerts, eventOf, err := d.alertsFor(ctx, ds, events)
@@ -520,17 +525,17 @@ func (d *Dispatcher) alertsFor(ctx context.Context, ds *destination, events []re
 }
 
 // stillUnhealthy reports whether ds's list has ev's server unhealthy since
-// ev, or has no answer for its tenant.
+// ev, or, read in this round, has no answer for its tenant.
 func (ds *destination) stillUnhealthy(ev *registry.Event) bool {
 	u, ok := ds.unhealthyByID[ev.ServerID]
-	return (ok && u.UnhealthySince.Equal(ev.OccurredAt)) || ds.unanswered[ev.TenantID]
+	return (ok && u.UnhealthySince.Equal(ev.OccurredAt)) || (ds.fetched == ds.round && ds.unanswered[ev.TenantID])
 }
 
 // keepUnanswered adds ev's server, which fires, to ds's list when its
 // tenant had no answer (fetchUnhealthy), so that it is resent with the
 // servers kept of that tenant.
 func (ds *destination) keepUnanswered(ev *registry.Event) {
-	if !ds.unanswered[ev.TenantID] {
+	if ds.fetched != ds.round || !ds.unanswered[ev.TenantID] {
 		return
 	}
 	if u, ok := ds.unhealthyByID[ev.ServerID]; ok && !u.UnhealthySince.Before(ev.OccurredAt) {
@@ -551,7 +556,7 @@ func (ds *destination) forgetResolved(alerts []Alert) {
 		if a.Firing || a.Event == nil {
 			continue
 		}
-		if u, ok := ds.unhealthyByID[a.ServerID]; ok && !u.UnhealthySince.After(a.Event.OccurredAt) {
+		if u, ok := ds.unhealthyByID[a.ServerID]; ok && u.UnhealthySince.Before(a.Event.OccurredAt) {
 			delete(ds.unhealthyByID, a.ServerID)
 			ds.unhealthy = slices.DeleteFunc(ds.unhealthy, func(v store.UnhealthyServer) bool { return v.ServerID == a.ServerID })
 		}

@@ -25,6 +25,24 @@ type partialOutbox struct {
 	*memstore.Store
 	mu   sync.Mutex
 	down []uuid.UUID
+	// elsewhere: another replica holds every claim.
+	elsewhere bool
+}
+
+func (o *partialOutbox) setElsewhere(v bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.elsewhere = v
+}
+
+func (o *partialOutbox) ClaimAlerts(ctx context.Context, destination string, limit int) (store.AlertClaim, error) {
+	o.mu.Lock()
+	elsewhere := o.elsewhere
+	o.mu.Unlock()
+	if elsewhere {
+		return nil, nil
+	}
+	return o.Store.ClaimAlerts(ctx, destination, limit)
 }
 
 func (o *partialOutbox) setDown(tenants ...uuid.UUID) {
@@ -142,5 +160,113 @@ func TestResendWhileTenantsUnanswered(t *testing.T) {
 		if got := firing(); got["calendar"] || got["skill create-event"] || !got["mail"] {
 			t.Fatalf("resend after calendar recovered: firing %v; want mail (and its skills) alone", got)
 		}
+	}
+}
+
+// amFiring returns, of am's requests after the first seen ones, the
+// modules whose server alerts fire at now and "skill NAME" for the skill
+// alerts that fire, and those resolved; seen moves past them.
+func amFiring(t *testing.T, am *receiver, seen *int, now time.Time) (firing, resolved map[string]bool) {
+	t.Helper()
+	reqs := am.requests()
+	firing, resolved = make(map[string]bool), make(map[string]bool)
+	for _, r := range reqs[*seen:] {
+		for _, a := range amAlerts(t, r) {
+			labels, _ := a["labels"].(map[string]any)
+			end, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(a["endsAt"]))
+			key := fmt.Sprint(labels["module_name"])
+			if labels["skill"] != nil {
+				key = "skill " + fmt.Sprint(labels["skill"])
+			}
+			if end.After(now) {
+				firing[key] = true
+			} else {
+				resolved[key] = true
+			}
+		}
+	}
+	*seen = len(reqs)
+	return firing, resolved
+}
+
+// startPartial starts a dispatcher to one Alertmanager on f's store as a
+// partialOutbox, resending every minute, and waits for its first round.
+func startPartial(t *testing.T, f *memFixture) (*partialOutbox, *receiver, func()) {
+	t.Helper()
+	outbox := &partialOutbox{Store: f.store}
+	am := newReceiver(t, nil)
+	dests, err := alert.NewDestinations([]string{am.srv.URL}, "", "", httpClient(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rounds := startOnClock(t, alert.DispatcherOptions{Outbox: outbox, SkillAlerts: outbox, Destinations: dests,
+		Clock: f.clock, PollInterval: time.Minute, ResendInterval: time.Minute})
+	settle := func() { rounds.settle(dests[0].Name()) }
+	settle()
+	return outbox, am, settle
+}
+
+// What the dispatcher keeps of a tenant with no answer is as old as its
+// last read: a dispatcher whose last read is older than the alerts' hold
+// (three resend intervals) resends nothing of it, as a replica that takes
+// the destination over does; the alerts lapse at Alertmanager.
+func TestResendUnansweredPastTheHold(t *testing.T) {
+	f := newMemFixture(t)
+	f.unhealthy(t)
+	outbox, am, settle := startPartial(t, f)
+	seen := 0
+	if firing, _ := amFiring(t, am, &seen, f.clock.Now()); !firing["calendar"] || !firing["skill create-event"] {
+		t.Fatalf("before the outage: firing %v, want calendar and its skill", firing)
+	}
+	outbox.setDown(f.tenant)
+	f.clock.Advance(4 * time.Minute) // one round, past the hold
+	settle()
+	if firing, _ := amFiring(t, am, &seen, f.clock.Now()); len(firing) != 0 {
+		t.Fatalf("a round past the hold of the last read: firing %v, want nothing resent", firing)
+	}
+}
+
+// A skill outage of a tenant with no answer that a round's own events
+// resolve (its server recovered; the states of those events' skills are
+// read fresh) is resolved, and not resent as firing from what the
+// dispatcher kept of the tenant.
+func TestSkillResolvedWhileTenantUnanswered(t *testing.T) {
+	f := newMemFixture(t)
+	f.unhealthy(t)
+	outbox, am, settle := startPartial(t, f)
+	seen := 0
+	outbox.setDown(f.tenant)
+	f.clock.Advance(time.Minute)
+	settle()
+	if firing, _ := amFiring(t, am, &seen, f.clock.Now()); !firing["skill create-event"] {
+		t.Fatalf("a resend with the tenant unanswered: firing %v, want its skill", firing)
+	}
+	f.heartbeat(t)
+	f.clock.Advance(time.Minute) // a periodic round, with the recovery
+	settle()
+	firing, resolved := amFiring(t, am, &seen, f.clock.Now())
+	if !resolved["calendar"] || !resolved["skill create-event"] || firing["skill create-event"] || firing["calendar"] {
+		t.Fatalf("the round of the recovery: firing %v, resolved %v; want calendar and its skill resolved alone", firing, resolved)
+	}
+}
+
+// A dispatcher that found another replica holding the claim keeps nothing
+// of the tenants with no answer once it claims again: the other may have
+// resolved what it last read.
+func TestResendUnansweredAfterAnotherReplica(t *testing.T) {
+	f := newMemFixture(t)
+	f.unhealthy(t)
+	outbox, am, settle := startPartial(t, f)
+	seen := 0
+	amFiring(t, am, &seen, f.clock.Now())
+	outbox.setDown(f.tenant)
+	outbox.setElsewhere(true)
+	f.clock.Advance(time.Minute)
+	settle()
+	outbox.setElsewhere(false)
+	f.clock.Advance(time.Minute)
+	settle()
+	if firing, _ := amFiring(t, am, &seen, f.clock.Now()); len(firing) != 0 {
+		t.Fatalf("a resend after another replica held the claim: firing %v, want nothing resent", firing)
 	}
 }

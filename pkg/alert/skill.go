@@ -105,6 +105,9 @@ func (d *Dispatcher) skillRound(ctx context.Context, ds *destination, events []r
 		for _, st := range states {
 			looked[st.SkillKey] = true
 		}
+		// A key of this round's events was read fresh: it is raised or
+		// resolved from that, never resent from what was kept.
+		kept = slices.DeleteFunc(kept, func(st store.SkillAlertState) bool { return looked[st.SkillKey] })
 		for _, st := range firing {
 			if !looked[st.SkillKey] {
 				states = append(states, st)
@@ -199,7 +202,8 @@ func (ds *destination) keptSkillFiring(tenants []uuid.UUID, now time.Time, hold 
 	}
 	var out []store.SkillAlertState
 	for _, st := range ds.skillFiring {
-		if of[st.TenantID] && !st.FiringSince.IsZero() {
+		// One available again whose resolution is not recorded lapses.
+		if of[st.TenantID] && !st.FiringSince.IsZero() && !st.Available {
 			out = append(out, st)
 		}
 	}
@@ -209,7 +213,7 @@ func (ds *destination) keptSkillFiring(tenants []uuid.UUID, now time.Time, hold 
 // recordedSkillAlerts brings ds's last reconciled firing set up to what a
 // round recorded: raised fire, resolved no longer.
 func (ds *destination) recordedSkillAlerts(raised []store.SkillAlertState, resolved []store.SkillKey) {
-	if ds.skillFiringAt.IsZero() {
+	if ds.skillFiringAt.IsZero() || len(raised)+len(resolved) == 0 {
 		return
 	}
 	gone := make(map[store.SkillKey]bool, len(resolved)+len(raised))

@@ -94,11 +94,9 @@ func (c *alertClaim) Release(ctx context.Context) {
 
 // ClaimAlerts takes destination's lease and returns the alert events after
 // its cursor; nil when another replica holds the lease. The lease and the
-// read are one implicit transaction, in one round trip (but on Citus
-// while a worker is down: claimAlertsPerWorker).
-//
-// On Citus, while a worker is down or hangs, the claim is of the tenants
-// of the workers that answer (claimAlertsPerWorker).
+// read are one implicit transaction, in one round trip. On Citus, while a
+// worker is down or known to hang, the claim is of the tenants of the
+// workers that answer (claimAlertsPerWorker).
 func (s *Store) ClaimAlerts(ctx context.Context, destination string, limit int) (store.AlertClaim, error) {
 	if s.workerHangs(ctx) {
 		return s.claimAlertsPerWorker(ctx, destination, limit)

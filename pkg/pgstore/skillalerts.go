@@ -23,7 +23,9 @@ func (s *Store) SkillAlertStates(ctx context.Context, destination string, keys [
 	for i, k := range keys {
 		tenants[i], skills[i] = k.TenantID, k.Skill
 	}
-	rows, err := s.pool.Query(ctx, `
+	rctx, cancel := context.WithTimeout(ctx, alertReadTimeout)
+	defer cancel()
+	rows, err := s.pool.Query(rctx, `
 SELECT tenant_id, skill, available, firing_since FROM mcp_skill_alert_states($1, $2, $3)`,
 		destination, tenants, skills)
 	if err != nil {

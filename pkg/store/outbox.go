@@ -28,9 +28,10 @@ type AlertOutbox interface {
 }
 
 // PartialReadError is a read across tenants (UnhealthyServers,
-// FiringSkillAlerts) that answered for some tenants only: on Citus, those
-// of the workers that answered. The rows returned with it are the other
-// tenants' whole answer; Unanswered's are missing.
+// FiringSkillAlerts) that answered for some tenants only: on Citus, while
+// a worker is down, the tenants of the workers that answered. The rows
+// returned with it are those tenants' whole answer; Unanswered's are
+// missing, and so are those of tenants the store did not know of.
 type PartialReadError struct {
 	// Unanswered are the tenants the read has no answer for.
 	Unanswered []uuid.UUID
