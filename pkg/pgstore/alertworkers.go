@@ -108,17 +108,21 @@ type alertReadOf[T any] struct {
 }
 
 // readWorkersOf reads tenants per Citus worker, the workers side by side,
-// with read(ctx, tenants of one worker); a worker that hangs (hungWorkers)
-// is not called, and a call is waited for at most the stall time
-// (awaitWorkers). It returns the answers of the workers that answered,
-// the tenants of those that did not (with those whose worker is not
-// known) and the first error of those.
+// with read(ctx, tenants of one worker), each a counted call of its worker
+// (workerCalls); a worker that hangs (hungWorkers) is not called, and a
+// call is waited for at most the stall time (awaitWorkers). It returns
+// the answers of the workers that answered, the tenants of those that
+// did not (with those whose worker is not known) and the first error of
+// those.
 func readWorkersOf[T any](ctx context.Context, s *Store, tenants []uuid.UUID,
 	read func(ctx context.Context, tenants []uuid.UUID) ([]T, error),
 ) (answers [][]T, unanswered []uuid.UUID, firstErr error) {
 	order, index := s.tenantsByWorker(ctx, tenants)
 	hung := s.hungWorkers()
-	var calls [][]uuid.UUID
+	var (
+		calls   [][]uuid.UUID
+		workers []int64
+	)
 	for _, w := range order {
 		of := make([]uuid.UUID, len(index[w]))
 		for j, i := range index[w] {
@@ -134,11 +138,19 @@ func readWorkersOf[T any](ctx context.Context, s *Store, tenants []uuid.UUID,
 			firstErr = cmp.Or(firstErr, ErrWorkerStalled)
 			continue
 		}
-		calls = append(calls, of)
+		calls, workers = append(calls, of), append(workers, w)
 	}
 	results, done := awaitWorkers(ctx, s.workerCalls.stall, len(calls),
 		func(wctx context.Context, g int) alertReadOf[T] {
-			rows, err := read(wctx, calls[g])
+			// Counted as the worker's other calls (stall.go): a call
+			// that stalls has the worker probed, and one to a worker
+			// found hung meanwhile ends.
+			var rows []T
+			err := s.workerCalls.onWorker(wctx, workers[g], calls[g][0], func(cctx context.Context) error {
+				var err error
+				rows, err = read(cctx, calls[g])
+				return err
+			})
 			return alertReadOf[T]{rows, err}
 		})
 	for g, of := range calls {
