@@ -38,7 +38,7 @@ var FS embed.FS
 
 // Latest is the schema version this build expects; /readyz reports not ready
 // while the database is at any other version.
-const Latest uint = 32
+const Latest uint = 33
 
 //go:embed functions/*.sql
 var functionsFS embed.FS

@@ -1,4 +1,4 @@
--- mcpd's schema after migration 32 (make schema), dumped by pg_dump 15
+-- mcpd's schema after migration 33 (make schema), dumped by pg_dump 15
 --
 -- PostgreSQL database dump
 --
@@ -1828,6 +1828,36 @@ END
 $$;
 
 --
+-- Name: mcp_sweep_tenants_save(uuid[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_sweep_tenants_save(p_tenants uuid[]) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+BEGIN
+    DELETE FROM mcp_sweep_tenant_list l WHERE NOT (l.tenant_id = ANY (p_tenants));
+    INSERT INTO mcp_sweep_tenant_list (tenant_id)
+    SELECT t FROM unnest(p_tenants) AS t
+    ON CONFLICT (tenant_id) DO NOTHING;
+END
+$$;
+
+--
+-- Name: mcp_sweep_tenants_saved(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.mcp_sweep_tenants_saved() RETURNS TABLE(tenant_id uuid)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY SELECT l.tenant_id FROM mcp_sweep_tenant_list l ORDER BY l.tenant_id;
+END
+$$;
+
+--
 -- Name: mcp_unhealthy_servers(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -2017,6 +2047,14 @@ CREATE TABLE public.mcp_skills (
 WITH (fillfactor='80');
 
 --
+-- Name: mcp_sweep_tenant_list; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.mcp_sweep_tenant_list (
+    tenant_id uuid NOT NULL
+);
+
+--
 -- Name: mcp_tenant_feed; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -2125,6 +2163,13 @@ ALTER TABLE ONLY public.mcp_skills
 
 ALTER TABLE ONLY public.mcp_skills
     ADD CONSTRAINT mcp_skills_tenant_id_server_id_name_key UNIQUE (tenant_id, server_id, name);
+
+--
+-- Name: mcp_sweep_tenant_list mcp_sweep_tenant_list_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.mcp_sweep_tenant_list
+    ADD CONSTRAINT mcp_sweep_tenant_list_pkey PRIMARY KEY (tenant_id);
 
 --
 -- Name: mcp_tenant_feed mcp_tenant_feed_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -2533,6 +2578,20 @@ GRANT ALL ON FUNCTION public.mcp_sweep_tenant(p_tenant uuid, p_now timestamp wit
 
 REVOKE ALL ON FUNCTION public.mcp_sweep_tenants() FROM PUBLIC;
 GRANT ALL ON FUNCTION public.mcp_sweep_tenants() TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_sweep_tenants_save(p_tenants uuid[]); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_sweep_tenants_save(p_tenants uuid[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_sweep_tenants_save(p_tenants uuid[]) TO cyberos_app;
+
+--
+-- Name: FUNCTION mcp_sweep_tenants_saved(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.mcp_sweep_tenants_saved() FROM PUBLIC;
+GRANT ALL ON FUNCTION public.mcp_sweep_tenants_saved() TO cyberos_app;
 
 --
 -- Name: FUNCTION mcp_unhealthy_servers(); Type: ACL; Schema: public; Owner: -

@@ -417,6 +417,11 @@ func (s *Store) sweepTenants(ctx context.Context, hung bool) (tenants []uuid.UUI
 		}
 	}
 	tenants, err = s.readSweepTenants(ctx)
+	if err != nil && ctx.Err() == nil {
+		// A replica that has read no list yet (started while a worker is
+		// down) sweeps the one the sweep saved last.
+		s.loadSavedSweepTenants(ctx)
+	}
 	s.engineMu.Lock()
 	defer s.engineMu.Unlock()
 	if err != nil {

@@ -80,8 +80,10 @@ type Store struct {
 	engineMu    sync.Mutex
 	engineKnown bool
 	citus       bool
-	// sweptTenants is the last list of tenants the Citus sweep read.
+	// sweptTenants is the last list of tenants the Citus sweep read;
+	// savedTenants the last it saved on the coordinator (unswept.go).
 	sweptTenants []uuid.UUID
+	savedTenants []uuid.UUID
 	// unswept are the tenants whose Citus sweep failed, since when
 	// (unswept.go).
 	unswept unsweptTenants

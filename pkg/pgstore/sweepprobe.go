@@ -258,6 +258,7 @@ func (s *Store) readSweepTenants(ctx context.Context) ([]uuid.UUID, error) {
 			s.engineMu.Lock()
 			s.sweptTenants = r.tenants
 			s.engineMu.Unlock()
+			s.saveSweepTenants(rctx, r.tenants)
 		}
 		p.mu.Lock()
 		p.list = nil

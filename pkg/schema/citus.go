@@ -29,6 +29,8 @@ var tenantTables = []string{
 // mcp_monitor_state (the blind window) and mcp_alert_cursors (the leases),
 // stay plain tables of the coordinator: a write of a reference table needs
 // every node, and a worker that is down would stop every tenant's sweep.
+// So does mcp_sweep_tenant_list, the sweep's last list of tenants, read
+// while a worker is down.
 var referenceTables = []string{"mcp_cursor_keys"}
 
 // widenKeys are the keys of the design that do not include tenant_id,

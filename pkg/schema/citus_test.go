@@ -21,7 +21,8 @@ var (
 	citusReferenceTables = []string{"mcp_cursor_keys"}
 	// Written by every sweep and alert claim: plain tables of the
 	// coordinator, which a worker that is down does not stop.
-	citusCoordinatorTables = []string{"mcp_alert_cursors", "mcp_monitor_state", "mcp_schema_functions"}
+	citusCoordinatorTables = []string{"mcp_alert_cursors", "mcp_monitor_state", "mcp_schema_functions",
+		"mcp_sweep_tenant_list"}
 )
 
 // migrate up on a Citus coordinator distributes the tenant tables by
