@@ -33,12 +33,13 @@ import (
 //     workers' tenants', with a *store.PartialReadError that names the
 //     other tenants (the dispatcher keeps what it last read of them).
 //
-// The tenants known are this replica's sweep's last list (those with live
-// servers when it was read) and those of the alert events, unhealthy
-// servers and firing skill alerts this store read before: a tenant not
-// among them (registered through another replica since this one's list
-// was read, or with no live server and never read here) waits for the
-// worker to return, as every tenant did before.
+// The tenants known are the sweep's last list (those with live servers
+// when it was read, by this replica or, for one started since, by the
+// replica that saved it: sweeplist.go) and those of the alert events,
+// unhealthy servers and firing skill alerts this store read before: a
+// tenant not among them (registered through another replica since the
+// list was read, or with no live server and never read here) waits for
+// the worker to return, as every tenant did before.
 
 // alertReadTimeout bounds a read of the unhealthy servers or the firing
 // skill alerts, and each of its reads per worker: a worker that hangs
