@@ -8,7 +8,11 @@ CREATE OR REPLACE FUNCTION mcp_sweep_tenants_save(p_tenants uuid[])
  SET search_path TO 'public', 'pg_temp'
 AS $function$
 BEGIN
-    DELETE FROM mcp_sweep_tenant_list l WHERE NOT (l.tenant_id = ANY (p_tenants));
+    -- Saves of several replicas one at a time: a DELETE and an INSERT of
+    -- two at once could mix their lists, or deadlock.
+    LOCK TABLE mcp_sweep_tenant_list IN EXCLUSIVE MODE;
+    DELETE FROM mcp_sweep_tenant_list l
+    WHERE NOT EXISTS (SELECT 1 FROM unnest(p_tenants) AS t WHERE t = l.tenant_id);
     INSERT INTO mcp_sweep_tenant_list (tenant_id)
     SELECT t FROM unnest(p_tenants) AS t
     ON CONFLICT (tenant_id) DO NOTHING;

@@ -8,6 +8,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/pgstore"
 	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/store"
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 // A replica that starts while a Citus worker is down cannot read the list
@@ -59,4 +60,24 @@ func TestCitusReplicaStartedWithAWorkerDown(t *testing.T) {
 		t.Fatalf("claim of a replica started with a worker down: %v, want the running tenant's unhealthy event", got)
 	}
 	claim.Release(ctx)
+}
+
+// A replica started while a worker hangs (a frozen host: its read of
+// every shard never ends, where a stopped worker's fails at once) loads
+// the saved list before that read, so that its sweeps fall back on it
+// after half their time instead of waiting for the read until they run
+// out of it: the running worker's silent server moves on time.
+func TestCitusReplicaStartedWithAWorkerHung(t *testing.T) {
+	h := newShortSweeps(t, pgstore.Options{})
+	testwait.Until(t, "the first replica's list saved", testwait.Cap, func() bool {
+		var n int
+		_ = h.db.Admin.QueryRow(t.Context(), `SELECT count(*) FROM mcp_sweep_tenant_list`).Scan(&n)
+		return n > 0
+	})
+	h.c.Workers[1].Freeze(t)
+	started := pgstore.New(h.db.App, pgstore.Options{Clock: h.clock})
+	t.Cleanup(started.Close)
+	h.st = started
+	h.sweepSilentServer(t, func(err error) bool { return err == nil })
+	h.c.Workers[1].Thaw(t)
 }

@@ -174,6 +174,9 @@ FROM mcp_sweep_guard($1::timestamptz, $2::bigint * interval '1 microsecond', $3:
 		}
 	}()
 	hung := s.hungWorkers()
+	// A replica that has read no list yet sweeps the saved one if the
+	// read fails or hangs (sweeplist.go): it is its list before the read.
+	s.loadSavedSweepTenants(ctx)
 	s.engineMu.Lock()
 	previous := s.sweptTenants
 	s.engineMu.Unlock()
@@ -416,12 +419,10 @@ func (s *Store) sweepTenants(ctx context.Context, hung bool) (tenants []uuid.UUI
 			return known, false, nil
 		}
 	}
+	// A replica that has read no list yet (started while a worker is
+	// down or hangs) falls back on the one saved last.
+	s.loadSavedSweepTenants(ctx)
 	tenants, err = s.readSweepTenants(ctx)
-	if err != nil && ctx.Err() == nil {
-		// A replica that has read no list yet (started while a worker is
-		// down) sweeps the one the sweep saved last.
-		s.loadSavedSweepTenants(ctx)
-	}
 	s.engineMu.Lock()
 	defer s.engineMu.Unlock()
 	if err != nil {

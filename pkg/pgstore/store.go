@@ -81,9 +81,11 @@ type Store struct {
 	engineKnown bool
 	citus       bool
 	// sweptTenants is the last list of tenants the Citus sweep read;
-	// savedTenants the last it saved on the coordinator (unswept.go).
+	// savedTenants the last it saved on the coordinator (sweeplist.go).
 	sweptTenants []uuid.UUID
 	savedTenants []uuid.UUID
+	// saveMu makes the store's saves of the list go one at a time.
+	saveMu sync.Mutex
 	// unswept are the tenants whose Citus sweep failed, since when
 	// (unswept.go).
 	unswept unsweptTenants

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -12,14 +13,25 @@ import (
 // (mcp_sweep_tenant_list, migration 0033), whenever a read of every shard
 // finds it changed: a replica that starts while a worker is down cannot
 // read one, and swept nothing (nor delivered an alert, alertworkers.go)
-// until the worker returned. It sweeps the saved list instead, as a
+// until the worker returned. Such a replica loads the saved list before
+// its first read, and sweeps it when the read fails or hangs, as a
 // replica that read one sweeps its own: the tenants registered since it
-// was saved wait for the worker.
+// was saved wait for the worker. A save that lands after another
+// replica's newer one leaves the older list until the next change.
+
+// sweepListTimeout bounds a save or a load of the saved list: a statement
+// of the coordinator alone.
+const sweepListTimeout = 2 * time.Second
 
 // saveSweepTenants saves tenants, a list read now, on the coordinator when
 // it is not the list this store saved last; a failure is left to the next
-// read.
+// read. One store's saves go one at a time (saveMu), and the function
+// orders those of several replicas.
 func (s *Store) saveSweepTenants(ctx context.Context, tenants []uuid.UUID) {
+	s.saveMu.Lock()
+	defer s.saveMu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, sweepListTimeout)
+	defer cancel()
 	s.engineMu.Lock()
 	same := s.savedTenants != nil && slices.Equal(s.savedTenants, tenants)
 	s.engineMu.Unlock()
@@ -36,7 +48,9 @@ func (s *Store) saveSweepTenants(ctx context.Context, tenants []uuid.UUID) {
 }
 
 // loadSavedSweepTenants makes the list saved on the coordinator the
-// sweep's last list when the store has none.
+// sweep's last list when the store has none: read before the store's own
+// read of every shard, which may fail or hang, so that the sweep has a
+// list to fall back on (sweepTenants).
 func (s *Store) loadSavedSweepTenants(ctx context.Context) {
 	s.engineMu.Lock()
 	known := s.sweptTenants != nil
@@ -44,6 +58,8 @@ func (s *Store) loadSavedSweepTenants(ctx context.Context) {
 	if known {
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, sweepListTimeout)
+	defer cancel()
 	rows, err := s.pool.Query(ctx, `SELECT tenant_id FROM mcp_sweep_tenants_saved()`)
 	var saved []uuid.UUID
 	if err == nil {
@@ -54,7 +70,7 @@ func (s *Store) loadSavedSweepTenants(ctx context.Context) {
 		return
 	}
 	if saved == nil {
-		saved = []uuid.UUID{}
+		saved = []uuid.UUID{} // a list, if empty
 	}
 	s.engineMu.Lock()
 	if s.sweptTenants == nil {

@@ -258,12 +258,15 @@ func (s *Store) readSweepTenants(ctx context.Context) ([]uuid.UUID, error) {
 			s.engineMu.Lock()
 			s.sweptTenants = r.tenants
 			s.engineMu.Unlock()
-			s.saveSweepTenants(rctx, r.tenants)
 		}
 		p.mu.Lock()
 		p.list = nil
 		p.mu.Unlock()
 		close(r.done)
+		if r.err == nil {
+			// After the sweep that waits has the list.
+			s.saveSweepTenants(rctx, r.tenants)
+		}
 	})
 	p.mu.Unlock()
 	return awaitSweepList(ctx, r, fallback)
