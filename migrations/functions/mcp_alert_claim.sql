@@ -5,45 +5,10 @@ CREATE OR REPLACE FUNCTION mcp_alert_claim(p_destination text, p_claimant uuid, 
  SECURITY DEFINER
  SET search_path TO 'public', 'pg_temp'
 AS $function$
-#variable_conflict use_column
 BEGIN
-    PERFORM 1 FROM mcp_alert_cursors c
-    WHERE c.destination = p_destination AND c.claimed_by = p_claimant;
-    IF NOT FOUND THEN
-        RETURN;
-    END IF;
-    -- Oldest first across tenants, and each tenant's events in position
-    -- order, so that what is delivered of a tenant is always the first of
-    -- its events and the acknowledgement (the tenant's last position
-    -- delivered) skips none: events are ordered by the latest time of
-    -- their tenant's events up to them. A tenant's times are not always
-    -- in position order (each transaction stamps its events with its own
-    -- time, and takes its positions when it locks the tenant's counter),
-    -- and ordering by the time alone cut a batch after a tenant's later
-    -- event and before an earlier one, which the acknowledgement then
-    -- passed over.
-    RETURN QUERY
-    SELECT e.position, e.seq, e.event_id, e.tenant_id, e.kind, e.server_id, e.module_name,
-           e.from_status, e.to_status, e.trace_id, e.occurred_at, e.body
-    FROM (
-        SELECT a.position, a.seq, a.event_id, a.tenant_id, a.kind, a.server_id, a.module_name,
-               a.from_status, a.to_status, a.trace_id::text AS trace_id, a.occurred_at, a.body,
-               max(a.occurred_at) OVER (PARTITION BY a.tenant_id ORDER BY a.position) AS tenant_time
-        FROM mcp_tenant_feed f
-        LEFT JOIN mcp_alert_positions p ON p.destination = p_destination AND p.tenant_id = f.tenant_id
-        CROSS JOIN LATERAL (
-            SELECT a.* FROM mcp_audit_events a
-            WHERE a.tenant_id = f.tenant_id
-              AND (a.kind IN ('mcp.server.unhealthy', 'mcp.server.recovered', 'mcp.server.deregistered')
-                   OR (a.kind = 'mcp.server.registered' AND a.from_status = 'unhealthy'))
-              AND a.position > COALESCE(p.position, 0)
-            ORDER BY a.position
-            LIMIT p_limit
-        ) a
-        WHERE f.alert_position > COALESCE(p.position, 0)
-    ) e
-    ORDER BY e.tenant_time, e.tenant_id, e.position
-    LIMIT p_limit;
+    -- The claim of every tenant: mcp_alert_claim_of's, whose filter a
+    -- NULL list of tenants drops from each plan.
+    RETURN QUERY SELECT * FROM mcp_alert_claim_of(p_destination, p_claimant, p_limit, NULL);
 END
 $function$;
 

@@ -1,6 +1,7 @@
 -- Applied by migrate up after the numbered migrations: migrations/embed.go.
--- mcp_alert_claim for the tenants p_tenants alone. On Citus, while a
--- worker is down, a claim of every tenant fails (it reads every shard):
+-- The alert claim of the tenants p_tenants (NULL: every tenant, which
+-- mcp_alert_claim is). On Citus, while a worker is down, a claim of every
+-- tenant fails (it reads every shard):
 -- the store claims the tenants of each worker that answers with a call of
 -- its own (pkg/pgstore/alertworkers.go), whose filter on the distribution
 -- column (a constant in each custom plan) leaves Citus that worker's
@@ -41,17 +42,17 @@ BEGIN
                max(a.occurred_at) OVER (PARTITION BY a.tenant_id ORDER BY a.position) AS tenant_time
         FROM mcp_tenant_feed f
         LEFT JOIN mcp_alert_positions p ON p.destination = p_destination AND p.tenant_id = f.tenant_id
-                                       AND p.tenant_id = ANY (p_tenants)
+                                       AND (p_tenants IS NULL OR p.tenant_id = ANY (p_tenants))
         CROSS JOIN LATERAL (
             SELECT a.* FROM mcp_audit_events a
-            WHERE a.tenant_id = f.tenant_id AND a.tenant_id = ANY (p_tenants)
+            WHERE a.tenant_id = f.tenant_id AND (p_tenants IS NULL OR a.tenant_id = ANY (p_tenants))
               AND (a.kind IN ('mcp.server.unhealthy', 'mcp.server.recovered', 'mcp.server.deregistered')
                    OR (a.kind = 'mcp.server.registered' AND a.from_status = 'unhealthy'))
               AND a.position > COALESCE(p.position, 0)
             ORDER BY a.position
             LIMIT p_limit
         ) a
-        WHERE f.tenant_id = ANY (p_tenants)
+        WHERE (p_tenants IS NULL OR f.tenant_id = ANY (p_tenants))
           AND f.alert_position > COALESCE(p.position, 0)
     ) e
     ORDER BY e.tenant_time, e.tenant_id, e.position

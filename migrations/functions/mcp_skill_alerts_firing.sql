@@ -5,15 +5,8 @@ CREATE OR REPLACE FUNCTION mcp_skill_alerts_firing(p_destination text)
  STABLE SECURITY DEFINER
  SET search_path TO 'public', 'pg_temp'
 AS $function$
-#variable_conflict use_column
 BEGIN
-    RETURN QUERY
-    SELECT a.tenant_id, a.skill,
-               EXISTS (SELECT 1 FROM mcp_skills s WHERE s.tenant_id = a.tenant_id AND s.name = a.skill AND s.available),
-               a.since
-        FROM mcp_skill_alerts a
-        WHERE a.destination = p_destination
-        ORDER BY a.tenant_id, a.skill;
+    RETURN QUERY SELECT * FROM mcp_skill_alerts_firing_of(p_destination, NULL);
 END
 $function$;
 

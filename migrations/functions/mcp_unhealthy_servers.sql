@@ -5,14 +5,8 @@ CREATE OR REPLACE FUNCTION mcp_unhealthy_servers()
  STABLE SECURITY DEFINER
  SET search_path TO 'public', 'pg_temp'
 AS $function$
-#variable_conflict use_column
 BEGIN
-    RETURN QUERY
-    SELECT s.server_id, s.tenant_id, s.module_name, s.version, s.last_heartbeat_at, s.trace_id::text,
-               (SELECT max(e.occurred_at) FROM mcp_audit_events e
-                 WHERE e.tenant_id = s.tenant_id AND e.server_id = s.server_id AND e.kind = 'mcp.server.unhealthy')
-        FROM mcp_servers s
-        WHERE s.status = 'unhealthy';
+    RETURN QUERY SELECT * FROM mcp_unhealthy_servers_of(NULL);
 END
 $function$;
 

@@ -1,6 +1,7 @@
 -- Applied by migrate up after the numbered migrations: migrations/embed.go.
--- mcp_unhealthy_servers for the tenants p_tenants alone: read per Citus
--- worker while a worker is down (see mcp_alert_claim_of). Each table is
+-- The unhealthy servers of the tenants p_tenants (NULL: every tenant,
+-- which mcp_unhealthy_servers is): read per Citus worker while a worker
+-- is down (see mcp_alert_claim_of). Each table is
 -- filtered by p_tenants: Citus prunes the shards of each by its own.
 CREATE OR REPLACE FUNCTION mcp_unhealthy_servers_of(p_tenants uuid[])
  RETURNS TABLE(server_id uuid, tenant_id uuid, module_name text, version text, last_heartbeat_at timestamp with time zone, trace_id text, unhealthy_since timestamp with time zone)
@@ -14,9 +15,9 @@ BEGIN
     RETURN QUERY
     SELECT s.server_id, s.tenant_id, s.module_name, s.version, s.last_heartbeat_at, s.trace_id::text,
                (SELECT max(e.occurred_at) FROM mcp_audit_events e
-                 WHERE e.tenant_id = s.tenant_id AND e.tenant_id = ANY (p_tenants) AND e.server_id = s.server_id AND e.kind = 'mcp.server.unhealthy')
+                 WHERE e.tenant_id = s.tenant_id AND (p_tenants IS NULL OR e.tenant_id = ANY (p_tenants)) AND e.server_id = s.server_id AND e.kind = 'mcp.server.unhealthy')
         FROM mcp_servers s
-        WHERE s.tenant_id = ANY (p_tenants) AND s.status = 'unhealthy';
+        WHERE (p_tenants IS NULL OR s.tenant_id = ANY (p_tenants)) AND s.status = 'unhealthy';
 END
 $function$;
 

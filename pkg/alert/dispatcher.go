@@ -129,7 +129,7 @@ type destination struct {
 	lastSkillCheck time.Time
 	// skillFiring is ds's firing skill alerts as last reconciled, at
 	// skillFiringAt, and kept up with what rounds recorded since
-	// (keptSkillFiring).
+	// (skillRound, keptOf).
 	skillFiring   []store.SkillAlertState
 	skillFiringAt time.Time
 	// unhealthy is the store's list of unhealthy servers as fetched in
@@ -388,9 +388,8 @@ func (d *Dispatcher) round(ctx context.Context, ds *destination) (more bool, err
 	}
 	if claim == nil {
 		// Another replica is delivering to ds, and may resolve what ds
-		// last read: what ds keeps of tenants with no answer
-		// (fetchUnhealthy, keptSkillFiring) is not to be resent once it
-		// claims again.
+		// last read: what ds keeps of tenants with no answer (keptOf) is
+		// not to be resent once it claims again.
 		ds.fetchedAt, ds.skillFiringAt = time.Time{}, time.Time{}
 		return false, nil
 	}
@@ -524,6 +523,32 @@ func (d *Dispatcher) alertsFor(ctx context.Context, ds *destination, events []re
 	return alerts, eventOf, nil
 }
 
+// keptOf returns the entries of last, a read made at readAt, that keep
+// takes: what a destination keeps of the tenants a read had no answer for
+// (store.PartialReadError), while that read is younger than hold, the
+// alerts' (before, they would have lapsed at the destination anyway).
+func keptOf[T any](last []T, readAt, now time.Time, hold time.Duration, keep func(T) bool) []T {
+	if readAt.IsZero() || now.Sub(readAt) >= hold {
+		return nil
+	}
+	var out []T
+	for _, v := range last {
+		if keep(v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// tenantSet is tenants as a set.
+func tenantSet(tenants []uuid.UUID) map[uuid.UUID]bool {
+	out := make(map[uuid.UUID]bool, len(tenants))
+	for _, t := range tenants {
+		out[t] = true
+	}
+	return out
+}
+
 // stillUnhealthy reports whether ds's list has ev's server unhealthy since
 // ev, or, read in this round, has no answer for its tenant.
 func (ds *destination) stillUnhealthy(ev *registry.Event) bool {
@@ -574,17 +599,9 @@ func (d *Dispatcher) fetchUnhealthy(ctx context.Context, ds *destination) error 
 	var partial *store.PartialReadError
 	switch {
 	case errors.As(err, &partial):
-		unanswered := make(map[uuid.UUID]bool, len(partial.Unanswered))
-		for _, t := range partial.Unanswered {
-			unanswered[t] = true
-		}
-		if !ds.fetchedAt.IsZero() && d.clock.Since(ds.fetchedAt) < holdFactor*d.resend {
-			for _, u := range ds.unhealthy {
-				if unanswered[u.TenantID] {
-					list = append(list, u)
-				}
-			}
-		}
+		unanswered := tenantSet(partial.Unanswered)
+		list = append(list, keptOf(ds.unhealthy, ds.fetchedAt, d.clock.Now(), holdFactor*d.resend,
+			func(u store.UnhealthyServer) bool { return unanswered[u.TenantID] })...)
 		ds.unanswered = unanswered
 		d.logger.DebugContext(ctx, "unhealthy servers of some tenants not read", "destination", ds.name,
 			"tenants", len(partial.Unanswered), "err", partial.Err)

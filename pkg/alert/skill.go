@@ -93,7 +93,11 @@ func (d *Dispatcher) skillRound(ctx context.Context, ds *destination, events []r
 		var partial *store.PartialReadError
 		switch {
 		case errors.As(err, &partial):
-			kept = ds.keptSkillFiring(partial.Unanswered, now, holdFactor*d.resend)
+			unanswered := tenantSet(partial.Unanswered)
+			// One available again whose resolution is not recorded lapses.
+			kept = keptOf(ds.skillFiring, ds.skillFiringAt, now, holdFactor*d.resend, func(st store.SkillAlertState) bool {
+				return unanswered[st.TenantID] && !st.FiringSince.IsZero() && !st.Available
+			})
 			d.logger.DebugContext(ctx, "firing skill alerts of some tenants not read", "destination", ds.name,
 				"tenants", len(partial.Unanswered), "err", partial.Err)
 		case err != nil:
@@ -187,27 +191,6 @@ func (d *Dispatcher) skillRound(ctx context.Context, ds *destination, events []r
 		ds.lastSkillCheck = now
 	}
 	return nil
-}
-
-// keptSkillFiring returns the firing skill alerts of tenants in ds's last
-// reconcile, when it is younger than hold (before, they would have lapsed
-// at the destination anyway).
-func (ds *destination) keptSkillFiring(tenants []uuid.UUID, now time.Time, hold time.Duration) []store.SkillAlertState {
-	if ds.skillFiringAt.IsZero() || now.Sub(ds.skillFiringAt) >= hold {
-		return nil
-	}
-	of := make(map[uuid.UUID]bool, len(tenants))
-	for _, t := range tenants {
-		of[t] = true
-	}
-	var out []store.SkillAlertState
-	for _, st := range ds.skillFiring {
-		// One available again whose resolution is not recorded lapses.
-		if of[st.TenantID] && !st.FiringSince.IsZero() && !st.Available {
-			out = append(out, st)
-		}
-	}
-	return out
 }
 
 // recordedSkillAlerts brings ds's last reconciled firing set up to what a

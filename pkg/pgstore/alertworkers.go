@@ -276,48 +276,44 @@ func mergeClaimed(answers [][]registry.Event, limit int) []registry.Event {
 	return out
 }
 
-// unhealthyPerWorker is UnhealthyServers per worker
-// (mcp_unhealthy_servers_of): the answering workers' tenants' unhealthy
-// servers, with a *store.PartialReadError naming the others'. full is the
-// error of the read of every shard, returned when no worker answered.
-func (s *Store) unhealthyPerWorker(ctx context.Context, full error) ([]store.UnhealthyServer, error) {
+// readAlertRows is a read of every tenant's alert state: all, with args,
+// bounded by alertReadTimeout. On Citus, while a worker is down or known
+// to hang, it is made per worker instead (of, with args and the worker's
+// tenants last), for the tenants the store knows, and the answering
+// workers' rows come with a *store.PartialReadError naming the others.
+// tenantOf is a row's tenant, which the store then knows.
+func readAlertRows[T any](ctx context.Context, s *Store, all, of string, args []any,
+	scan pgx.RowToFunc[T], tenantOf func(T) uuid.UUID,
+) ([]T, error) {
+	full := ErrWorkerStalled
+	if !s.workerHangs(ctx) {
+		rctx, cancel := context.WithTimeout(ctx, alertReadTimeout)
+		defer cancel()
+		rows, err := s.pool.Query(rctx, all, args...)
+		var out []T
+		if err == nil {
+			out, err = pgx.CollectRows(rows, scan)
+		}
+		if err == nil {
+			s.sawTenantsOf(len(out), func(i int) uuid.UUID { return tenantOf(out[i]) })
+			return out, nil
+		}
+		if !s.perWorkerAlerts(ctx, err) {
+			return nil, translate(err)
+		}
+		full = translate(err)
+	}
 	rctx, cancel := context.WithTimeout(ctx, alertReadTimeout)
 	defer cancel()
 	answers, unanswered, err := readWorkersOf(rctx, s, s.alertWorkTenants(),
-		func(wctx context.Context, of []uuid.UUID) ([]store.UnhealthyServer, error) {
-			rows, err := s.pool.Query(wctx, `
-SELECT server_id, tenant_id, module_name, version, last_heartbeat_at, trace_id, unhealthy_since
-FROM mcp_unhealthy_servers_of($1)`, of)
+		func(wctx context.Context, tenants []uuid.UUID) ([]T, error) {
+			rows, err := s.pool.Query(wctx, of, append(slices.Clip(args), tenants)...)
 			if err != nil {
 				return nil, err
 			}
-			return pgx.CollectRows(rows, scanUnhealthyServer)
+			return pgx.CollectRows(rows, scan)
 		})
 	return partialRead(answers, unanswered, err, full)
-}
-
-// firingPerWorker is FiringSkillAlerts per worker
-// (mcp_skill_alerts_firing_of), as unhealthyPerWorker.
-func (s *Store) firingPerWorker(ctx context.Context, destination string, full error) ([]store.SkillAlertState, error) {
-	rctx, cancel := context.WithTimeout(ctx, alertReadTimeout)
-	defer cancel()
-	answers, unanswered, err := readWorkersOf(rctx, s, s.alertWorkTenants(),
-		func(wctx context.Context, of []uuid.UUID) ([]store.SkillAlertState, error) {
-			rows, err := s.pool.Query(wctx, `
-SELECT tenant_id, skill, available, firing_since FROM mcp_skill_alerts_firing_of($1, $2)`, destination, of)
-			if err != nil {
-				return nil, err
-			}
-			return pgx.CollectRows(rows, scanSkillAlertState)
-		})
-	out, err := partialRead(answers, unanswered, err, full)
-	slices.SortFunc(out, func(x, y store.SkillAlertState) int {
-		if c := bytes.Compare(x.TenantID[:], y.TenantID[:]); c != 0 {
-			return c
-		}
-		return cmp.Compare(x.Skill, y.Skill)
-	})
-	return out, err
 }
 
 // partialRead joins the answers of a read per worker: an error when no

@@ -419,9 +419,6 @@ func (s *Store) sweepTenants(ctx context.Context, hung bool) (tenants []uuid.UUI
 			return known, false, nil
 		}
 	}
-	// A replica that has read no list yet (started while a worker is
-	// down or hangs) falls back on the one saved last.
-	s.loadSavedSweepTenants(ctx)
 	tenants, err = s.readSweepTenants(ctx)
 	s.engineMu.Lock()
 	defer s.engineMu.Unlock()
@@ -708,6 +705,9 @@ func (s *Store) learnSweepTenants(ctx context.Context) {
 	known := s.sweptTenants != nil
 	s.engineMu.Unlock()
 	if !known {
+		// A replica started while a worker is down or hangs falls back
+		// on the list saved last (sweeplist.go).
+		s.loadSavedSweepTenants(ctx)
 		_, _, _ = s.sweepTenants(ctx, false)
 	}
 }

@@ -191,28 +191,11 @@ func (s *Store) PendingAlerts(ctx context.Context, destination string) (int64, t
 
 // UnhealthyServers lists every tenant's unhealthy servers. On Citus,
 // while a worker is down or known to hang, those of the workers that
-// answer, with a *store.PartialReadError (unhealthyPerWorker).
+// answer, with a *store.PartialReadError (readAlertRows).
 func (s *Store) UnhealthyServers(ctx context.Context) ([]store.UnhealthyServer, error) {
-	if s.workerHangs(ctx) {
-		return s.unhealthyPerWorker(ctx, ErrWorkerStalled)
-	}
-	rctx, cancel := context.WithTimeout(ctx, alertReadTimeout)
-	defer cancel()
-	rows, err := s.pool.Query(rctx, `
-SELECT server_id, tenant_id, module_name, version, last_heartbeat_at, trace_id, unhealthy_since
-FROM mcp_unhealthy_servers()`)
-	var out []store.UnhealthyServer
-	if err == nil {
-		out, err = pgx.CollectRows(rows, scanUnhealthyServer)
-	}
-	if err != nil {
-		if s.perWorkerAlerts(ctx, err) {
-			return s.unhealthyPerWorker(ctx, translate(err))
-		}
-		return nil, translate(err)
-	}
-	s.sawTenantsOf(len(out), func(i int) uuid.UUID { return out[i].TenantID })
-	return out, nil
+	const columns = `SELECT server_id, tenant_id, module_name, version, last_heartbeat_at, trace_id, unhealthy_since`
+	return readAlertRows(ctx, s, columns+` FROM mcp_unhealthy_servers()`, columns+` FROM mcp_unhealthy_servers_of($1)`,
+		nil, scanUnhealthyServer, func(u store.UnhealthyServer) uuid.UUID { return u.TenantID })
 }
 
 // scanUnhealthyServer reads a row of mcp_unhealthy_servers or

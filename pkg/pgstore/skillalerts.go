@@ -38,27 +38,12 @@ SELECT tenant_id, skill, available, firing_since FROM mcp_skill_alert_states($1,
 // FiringSkillAlerts lists destination's firing MCPSkillUnavailable alerts,
 // each with whether a skill of its name is available again. On Citus,
 // while a worker is down or known to hang, those of the workers that
-// answer, with a *store.PartialReadError (firingPerWorker).
+// answer, with a *store.PartialReadError (readAlertRows).
 func (s *Store) FiringSkillAlerts(ctx context.Context, destination string) ([]store.SkillAlertState, error) {
-	if s.workerHangs(ctx) {
-		return s.firingPerWorker(ctx, destination, ErrWorkerStalled)
-	}
-	rctx, cancel := context.WithTimeout(ctx, alertReadTimeout)
-	defer cancel()
-	rows, err := s.pool.Query(rctx, `
-SELECT tenant_id, skill, available, firing_since FROM mcp_skill_alerts_firing($1)`, destination)
-	var out []store.SkillAlertState
-	if err == nil {
-		out, err = pgx.CollectRows(rows, scanSkillAlertState)
-	}
-	if err != nil {
-		if s.perWorkerAlerts(ctx, err) {
-			return s.firingPerWorker(ctx, destination, translate(err))
-		}
-		return nil, translate(err)
-	}
-	s.sawTenantsOf(len(out), func(i int) uuid.UUID { return out[i].TenantID })
-	return out, nil
+	const columns = `SELECT tenant_id, skill, available, firing_since`
+	return readAlertRows(ctx, s, columns+` FROM mcp_skill_alerts_firing($1)`,
+		columns+` FROM mcp_skill_alerts_firing_of($1, $2)`, []any{destination},
+		scanSkillAlertState, func(f store.SkillAlertState) uuid.UUID { return f.TenantID })
 }
 
 // RecordSkillAlerts records that destination accepted the raise of the
