@@ -15,6 +15,7 @@ import (
 
 	"github.com/cyberos/mcpd/pkg/auth"
 	"github.com/cyberos/mcpd/pkg/feed"
+	"github.com/cyberos/mcpd/pkg/internal/logsample"
 	"github.com/cyberos/mcpd/pkg/lifecycle"
 	"github.com/cyberos/mcpd/pkg/limit"
 	"github.com/cyberos/mcpd/pkg/registry"
@@ -129,8 +130,12 @@ type handler struct {
 	streams   context.Context
 	// streamWriteTimeout bounds each write of a watch stream.
 	streamWriteTimeout time.Duration
-	// tokenClock times the end of a watch stream at its token's exp.
+	// tokenClock times the end of a watch stream at its token's exp, and
+	// the thinning of repeated logs (logs).
 	tokenClock clockwork.Clock
+	// logs thins out the records that a lasting fault repeats on every
+	// request (store unavailable).
+	logs *logsample.Sampler
 	// frames holds the encoded frames of recent events for watch streams.
 	frames frameCache
 	limits *limit.Tenants
@@ -191,6 +196,7 @@ func NewHandler(opts HandlerOptions) http.Handler {
 	if h.tokenClock == nil {
 		h.tokenClock = clockwork.NewRealClock()
 	}
+	h.logs = logsample.New(repeatedLogInterval, h.tokenClock.Now)
 	if h.reg != nil {
 		h.store = h.reg.Store()
 	}

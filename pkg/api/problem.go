@@ -34,6 +34,14 @@ const (
 	ProblemCursorExpired        = apiwire.ProblemCursorExpired
 )
 
+// repeatedLogInterval is how often a record that a lasting fault repeats
+// on every request is logged (logsample).
+const repeatedLogInterval = 10 * time.Second
+
+// logStoreUnavailable is the message of a request refused 503 because the
+// store could not answer.
+const logStoreUnavailable = "store unavailable"
+
 func newProblem(status int, typ, title, detail string) *Problem {
 	return &Problem{Type: typ, Title: title, Status: status, Detail: detail}
 }
@@ -110,7 +118,12 @@ func (h *handler) errorProblem(r *http.Request, err error) *Problem {
 		return unavailableProblem("the request was canceled")
 	case isUnavailable(err):
 		h.metrics.storeErrors.Inc()
-		h.logger.WarnContext(r.Context(), "store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		// Every request meets an outage: one record per
+		// repeatedLogInterval, with how many were held back.
+		if log, held := h.logs.Allow(logStoreUnavailable); log {
+			h.logger.WarnContext(r.Context(), logStoreUnavailable, "method", r.Method, "path", r.URL.Path, "err", err,
+				"suppressed", held)
+		}
 		return unavailableProblem("the store cannot answer now; retry later")
 	default:
 		h.metrics.storeErrors.Inc()

@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/jonboulle/clockwork"
 
 	"github.com/cyberos/mcpd/pkg/memstore"
@@ -58,5 +61,46 @@ func TestRegistryUnavailableRetryAfter(t *testing.T) {
 		if resp.code != http.StatusServiceUnavailable || !retryAfterOneToThree(resp.header.Get("Retry-After")) {
 			t.Fatalf("%s: status %d, Retry-After %q; want 503 with 1 to 3: %s", path, resp.code, resp.header.Get("Retry-After"), resp.body)
 		}
+	}
+}
+
+// A lasting outage is met by every request: the 503s are all counted, but
+// logged once per ten seconds, each record saying how many it stands for
+// (a Citus worker stopped for 30 s logged 2,041 warnings on one replica).
+func TestStoreUnavailableLoggedOncePerInterval(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOptions{clockedHandler: true, store: func(clock clockwork.Clock) testStore {
+		return &faultStore{Store: memstore.New(clock), err: fmt.Errorf("heartbeat: %w: connection refused", registry.ErrUnavailable)}
+	}})
+	heartbeats := func(n int) {
+		for range n {
+			wantProblem(t, b.post(t, "/v1/mcp/servers/heartbeat", `{"server_id":"`+uuid.NewString()+`"}`), 503, "")
+		}
+	}
+	records := func() []string {
+		var out []string
+		for _, l := range strings.Split(b.logs.String(), "\n") {
+			if strings.Contains(l, `"msg":"store unavailable"`) {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	heartbeats(50)
+	if got := records(); len(got) != 1 || !strings.Contains(got[0], `"suppressed":0`) {
+		t.Fatalf("50 refused heartbeats within a second: %d records, want 1 with suppressed 0:\n%s", len(got), strings.Join(got, "\n"))
+	}
+	b.clock.Advance(9 * time.Second)
+	heartbeats(1)
+	if got := records(); len(got) != 1 {
+		t.Fatalf("a heartbeat 9 s later: %d records, want still 1", len(got))
+	}
+	b.clock.Advance(time.Second)
+	heartbeats(1)
+	if got := records(); len(got) != 2 || !strings.Contains(got[1], `"suppressed":50`) {
+		t.Fatalf("a heartbeat 10 s later: %d records, want 2, the second with suppressed 50:\n%s", len(got), strings.Join(got, "\n"))
+	}
+	if metrics := string(b.get(t, "/metrics").body); !strings.Contains(metrics, "mcpd_store_errors_total 52") {
+		t.Fatalf("the 503s are not all counted:\n%s", grepLines(metrics, "mcpd_store_errors_total"))
 	}
 }

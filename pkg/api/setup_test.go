@@ -69,6 +69,9 @@ type setupOptions struct {
 	feed bool
 	// public makes the bundle's tenant the public tenant of /v0.1.
 	public bool
+	// clockedHandler gives the handler the bundle's fake clock
+	// (TokenClock): the end of watch streams and the logs' thinning.
+	clockedHandler bool
 }
 
 func setup(t *testing.T, opts ...setupOptions) *bundle {
@@ -120,9 +123,13 @@ func setup(t *testing.T, opts ...setupOptions) *bundle {
 	if o.public {
 		public = tenant
 	}
-	h := api.NewHandler(api.HandlerOptions{Registrar: reg, Verifier: verifier, Logger: logger, Metrics: metrics,
+	hopts := api.HandlerOptions{Registrar: reg, Verifier: verifier, Logger: logger, Metrics: metrics,
 		Pinger: pinger, RequestTimeout: o.requestTimeout, Limits: o.limits, Catalog: store, Feed: hub,
-		RegistryPublicTenant: public})
+		RegistryPublicTenant: public}
+	if o.clockedHandler {
+		hopts.TokenClock = clock
+	}
+	h := api.NewHandler(hopts)
 	b := &bundle{handler: h, store: store, clock: clock, monitor: mon, metrics: metrics, secret: secret,
 		tenant: tenant, logs: logs, registry: reg, hub: hub}
 	b.token = b.issue(t, b.tenant, "mcp:read mcp:write")

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jonboulle/clockwork"
 
+	"github.com/cyberos/mcpd/pkg/internal/logsample"
 	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/store"
 )
@@ -89,6 +90,10 @@ type FlushStats struct {
 	Dropped int
 }
 
+// partialFlushLogInterval is how often a flush that failed for some
+// tenants is logged while such flushes go on.
+const partialFlushLogInterval = 10 * time.Second
+
 // holder holds heartbeats of healthy servers until they are written.
 type holder struct {
 	writer   store.HeldBatchWriter
@@ -98,7 +103,10 @@ type holder struct {
 	max      int
 	onFlush  func(FlushStats)
 	logger   *slog.Logger
-	sink     TransitionSink
+	// partialLogs thins out the warnings of flushes that failed for some
+	// tenants, which a stopped Citus worker repeats on every flush.
+	partialLogs *logsample.Sampler
+	sink        TransitionSink
 
 	// failing is set by a flush whose every write failed and cleared by
 	// any write that succeeds: while set, nothing is held.
@@ -395,8 +403,10 @@ func (h *holder) flush(ctx context.Context) error {
 		}
 	case stats.Failed > 0:
 		h.failing.Store(false)
-		h.logger.Warn("held heartbeats: write failed for some tenants; theirs go to the store until one succeeds",
-			"tenants", stats.Failed, "err", firstErr)
+		if log, held := h.partialLogs.Allow("partial flush"); log {
+			h.logger.Warn("held heartbeats: write failed for some tenants; theirs go to the store until one succeeds",
+				"tenants", stats.Failed, "err", firstErr, "suppressed", held)
+		}
 	default:
 		h.failing.Store(false)
 	}

@@ -3,6 +3,9 @@ package lifecycle_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +18,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/store"
+	"github.com/cyberos/mcpd/pkg/testing/testlog"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
@@ -533,5 +537,66 @@ func TestMonitorSkipsTenantsWithUnwrittenHeartbeats(t *testing.T) {
 	}
 	if got := e.store.lastSkip(); len(got) != 0 {
 		t.Fatalf("sweep after the write succeeded skipped %v; want none", got)
+	}
+}
+
+// A flush that fails for some tenants (a stopped Citus worker) repeats on
+// every flush while the fault lasts: it is logged once per ten seconds,
+// with how many flushes the record stands for.
+func TestHeldPartialFlushLoggedOncePerInterval(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(start)
+	logs := &testlog.Buffer{}
+	st := &heldStore{Store: memstore.New(clock)}
+	var partial atomic.Int64
+	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: st, Sink: &recorder{}, Clock: clock,
+		FlushInterval: flushWindow, Feed: &followed{}, Logger: slog.New(slog.NewJSONHandler(logs, nil)),
+		OnFlush: func(s lifecycle.FlushStats) {
+			if s.Failed > 0 && s.Failed < s.Calls {
+				partial.Add(1)
+			}
+		}})
+	e := &heldEnv{t: t, ctx: t.Context(), clock: clock, store: st, feed: &followed{}, sink: &recorder{}, reg: reg,
+		tenant: uuid.New()}
+	down := e.register("calendar")
+	e.tenant = uuid.New()
+	up := e.register("mail")
+	st.failTenant.Store(&down.TenantID)
+	// Each round holds a heartbeat of each tenant (the stopped tenant's
+	// first goes to the store, which answers it, and clears its failing
+	// mark), then flushes.
+	round := func() {
+		for _, srv := range []registry.Server{down, up} {
+			e.tenant = srv.TenantID
+			e.heartbeat(srv.ServerID)
+			e.heartbeat(srv.ServerID)
+		}
+		if err := reg.Flush(e.ctx); err != nil {
+			t.Fatalf("flush: %v", err)
+		}
+		clock.Advance(flushWindow)
+	}
+	records := func() []string {
+		var out []string
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "write failed for some tenants") {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	for range 20 { // flushes at 0 to 9.5 s
+		round()
+	}
+	if n := partial.Load(); n < 10 {
+		t.Fatalf("%d flushes failed for one tenant of two, want at least 10", n)
+	}
+	if got := records(); len(got) != 1 || !strings.Contains(got[0], `"suppressed":0`) {
+		t.Fatalf("%d flushes failed for some tenants within 10 s: %d records, want 1 with suppressed 0:\n%s",
+			partial.Load(), len(got), strings.Join(got, "\n"))
+	}
+	before := partial.Load()
+	round() // 10 s after the first
+	if got, want := records(), fmt.Sprintf(`"suppressed":%d`, before-1); len(got) != 2 || !strings.Contains(got[1], want) {
+		t.Fatalf("10 s later: %d records, want 2, the second with %s:\n%s", len(got), want, strings.Join(got, "\n"))
 	}
 }

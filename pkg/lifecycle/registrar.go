@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jonboulle/clockwork"
 
+	"github.com/cyberos/mcpd/pkg/internal/logsample"
 	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/store"
 )
@@ -95,7 +96,8 @@ func NewRegistrar(opts RegistrarOptions) *Registrar {
 		r.held = &holder{writer: bw, feed: opts.Feed, clock: r.clock,
 			interval: opts.FlushInterval,
 			max:      cmp.Or(max(opts.MaxHeld, 0), DefaultMaxHeld), onFlush: opts.OnFlush,
-			logger: logger, sink: r.sink, tenants: make(map[uuid.UUID]*heldTenant)}
+			logger: logger, partialLogs: logsample.New(partialFlushLogInterval, r.clock.Now),
+			sink: r.sink, tenants: make(map[uuid.UUID]*heldTenant)}
 	}
 	return r
 }
