@@ -204,6 +204,7 @@ DECLARE
     v_taken    jsonb;
     v_seq      bigint;
     v_event_id uuid;
+    v_body     jsonb;
 BEGIN
     PERFORM mcp_set_tenant(p_tenant);
     -- Locked first, so that the statements below see what a sweep
@@ -241,15 +242,17 @@ BEGIN
         -- Citus keeps its plan (mcp_audit_seq.sql).
         v_seq := mcp_audit_seq();
         v_event_id := gen_random_uuid();
+        -- Computed apart too: in the INSERT, Citus would evaluate the
+        -- call on each execution, parsing the function's body each time.
+        v_body := mcp_audit_body(v_srv.server_id, v_srv.module_name, v_srv.status, v_srv.version,
+                                 COALESCE(v_srv.supported_protocols, '{}'), v_taken);
         INSERT INTO mcp_audit_events
             (seq, event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at,
              body, position)
         OVERRIDING SYSTEM VALUE
         VALUES (v_seq, v_event_id, p_tenant, 'mcp.server.deregistered', v_srv.server_id, v_srv.module_name, v_from,
                 v_srv.status, v_srv.trace_id, v_srv.deregistered_at,
-                mcp_audit_body(v_srv.server_id, v_srv.module_name, v_srv.status, v_srv.version,
-                               COALESCE(v_srv.supported_protocols, '{}'), v_taken),
-                v_position)
+                v_body, v_position)
         RETURNING * INTO v_ev;
     END IF;
 
@@ -674,6 +677,7 @@ DECLARE
     v_protocols text[];
     v_seq      bigint;
     v_event_id uuid;
+    v_body     jsonb;
 BEGIN
     -- Lock first, in server_id order, as mcp_heartbeat does.
     SELECT array_agg(l.server_id ORDER BY l.server_id), array_agg(l.status ORDER BY l.server_id)
@@ -723,13 +727,15 @@ BEGIN
         -- Citus keeps its plan (mcp_audit_seq.sql).
         v_seq := mcp_audit_seq();
         v_event_id := gen_random_uuid();
+        -- Computed apart too: in the INSERT, Citus would evaluate the
+        -- call on each execution, parsing the function's body each time.
+        v_body := mcp_audit_body(v_rec[i], v_module, 'healthy', v_version, v_protocols, v_names);
         INSERT INTO mcp_audit_events
             (seq, event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
              trace_id, occurred_at, body, position)
         OVERRIDING SYSTEM VALUE
         VALUES (v_seq, v_event_id, p_tenant, 'mcp.server.recovered', v_rec[i], v_module, v_from[i], 'healthy',
-                v_trace, v_now, mcp_audit_body(v_rec[i], v_module, 'healthy', v_version, v_protocols, v_names),
-                v_first + i);
+                v_trace, v_now, v_body, v_first + i);
     END LOOP;
     RETURN QUERY
     SELECT s.tenant_id, s.server_id, v_prev[array_position(v_ids, s.server_id)],
@@ -797,6 +803,7 @@ DECLARE
     v_skill_id uuid;
     v_seq      bigint;
     v_event_id uuid;
+    v_body     jsonb;
 BEGIN
     PERFORM mcp_set_tenant(p_tenant);
     -- A new module: its row. A registration of the module that commits
@@ -876,16 +883,17 @@ BEGIN
     -- keeps its plan (mcp_audit_seq.sql).
     v_seq := mcp_audit_seq();
     v_event_id := gen_random_uuid();
+    -- Computed apart: in the INSERT, Citus would evaluate the call on
+    -- each execution, parsing the function's body each time.
+    v_body := mcp_audit_body(v_srv.server_id, v_srv.module_name, v_srv.status, v_srv.version,
+                             v_srv.supported_protocols, v_affected);
     INSERT INTO mcp_audit_events
         (seq, event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at,
          body, position)
     OVERRIDING SYSTEM VALUE
     VALUES (v_seq, v_event_id, p_tenant, 'mcp.server.registered', v_srv.server_id, v_srv.module_name, v_from,
             v_srv.status, v_srv.trace_id, v_srv.last_heartbeat_at,
-            mcp_audit_body(v_srv.server_id, v_srv.module_name, v_srv.status, v_srv.version,
-                           v_srv.supported_protocols,
-                           v_affected),
-            v_position)
+            v_body, v_position)
     RETURNING * INTO v_ev;
 
     RETURN QUERY SELECT
@@ -1678,6 +1686,7 @@ DECLARE
     v_protocols text[];
     v_seq      bigint;
     v_event_id uuid;
+    v_body     jsonb;
 BEGIN
     IF p_blind_after IS NOT NULL AND p_blind_after > interval '0' THEN
         SELECT t.last_sweep_at, t.blind_until INTO v_swept, v_until
@@ -1755,13 +1764,15 @@ BEGIN
         -- Citus keeps its plan (mcp_audit_seq.sql).
         v_seq := mcp_audit_seq();
         v_event_id := gen_random_uuid();
+        -- Computed apart too: in the INSERT, Citus would evaluate the
+        -- call on each execution, parsing the function's body each time.
+        v_body := mcp_audit_body(v_ids[k], v_module, v_to[k], v_version, v_protocols, v_names);
         INSERT INTO mcp_audit_events
             (seq, event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
              trace_id, occurred_at, body, position)
         OVERRIDING SYSTEM VALUE
         VALUES (v_seq, v_event_id, p_tenant, 'mcp.server.' || v_to[k], v_ids[k], v_module, v_from[k], v_to[k],
-                v_trace, v_now, mcp_audit_body(v_ids[k], v_module, v_to[k], v_version, v_protocols, v_names),
-                v_pos[k]);
+                v_trace, v_now, v_body, v_pos[k]);
     END LOOP;
     RETURN QUERY
     SELECT e.event_id, e.tenant_id, e.kind, e.server_id, e.module_name, e.from_status,

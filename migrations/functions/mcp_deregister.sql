@@ -34,6 +34,7 @@ DECLARE
     v_taken    jsonb;
     v_seq      bigint;
     v_event_id uuid;
+    v_body     jsonb;
 BEGIN
     PERFORM mcp_set_tenant(p_tenant);
     -- Locked first, so that the statements below see what a sweep
@@ -71,15 +72,17 @@ BEGIN
         -- Citus keeps its plan (mcp_audit_seq.sql).
         v_seq := mcp_audit_seq();
         v_event_id := gen_random_uuid();
+        -- Computed apart too: in the INSERT, Citus would evaluate the
+        -- call on each execution, parsing the function's body each time.
+        v_body := mcp_audit_body(v_srv.server_id, v_srv.module_name, v_srv.status, v_srv.version,
+                                 COALESCE(v_srv.supported_protocols, '{}'), v_taken);
         INSERT INTO mcp_audit_events
             (seq, event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at,
              body, position)
         OVERRIDING SYSTEM VALUE
         VALUES (v_seq, v_event_id, p_tenant, 'mcp.server.deregistered', v_srv.server_id, v_srv.module_name, v_from,
                 v_srv.status, v_srv.trace_id, v_srv.deregistered_at,
-                mcp_audit_body(v_srv.server_id, v_srv.module_name, v_srv.status, v_srv.version,
-                               COALESCE(v_srv.supported_protocols, '{}'), v_taken),
-                v_position)
+                v_body, v_position)
         RETURNING * INTO v_ev;
     END IF;
 

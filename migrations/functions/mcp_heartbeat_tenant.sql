@@ -22,6 +22,7 @@ DECLARE
     v_protocols text[];
     v_seq      bigint;
     v_event_id uuid;
+    v_body     jsonb;
 BEGIN
     -- Lock first, in server_id order, as mcp_heartbeat does.
     SELECT array_agg(l.server_id ORDER BY l.server_id), array_agg(l.status ORDER BY l.server_id)
@@ -71,13 +72,15 @@ BEGIN
         -- Citus keeps its plan (mcp_audit_seq.sql).
         v_seq := mcp_audit_seq();
         v_event_id := gen_random_uuid();
+        -- Computed apart too: in the INSERT, Citus would evaluate the
+        -- call on each execution, parsing the function's body each time.
+        v_body := mcp_audit_body(v_rec[i], v_module, 'healthy', v_version, v_protocols, v_names);
         INSERT INTO mcp_audit_events
             (seq, event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
              trace_id, occurred_at, body, position)
         OVERRIDING SYSTEM VALUE
         VALUES (v_seq, v_event_id, p_tenant, 'mcp.server.recovered', v_rec[i], v_module, v_from[i], 'healthy',
-                v_trace, v_now, mcp_audit_body(v_rec[i], v_module, 'healthy', v_version, v_protocols, v_names),
-                v_first + i);
+                v_trace, v_now, v_body, v_first + i);
     END LOOP;
     RETURN QUERY
     SELECT s.tenant_id, s.server_id, v_prev[array_position(v_ids, s.server_id)],

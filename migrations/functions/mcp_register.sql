@@ -36,6 +36,7 @@ DECLARE
     v_skill_id uuid;
     v_seq      bigint;
     v_event_id uuid;
+    v_body     jsonb;
 BEGIN
     PERFORM mcp_set_tenant(p_tenant);
     -- A new module: its row. A registration of the module that commits
@@ -115,16 +116,17 @@ BEGIN
     -- keeps its plan (mcp_audit_seq.sql).
     v_seq := mcp_audit_seq();
     v_event_id := gen_random_uuid();
+    -- Computed apart: in the INSERT, Citus would evaluate the call on
+    -- each execution, parsing the function's body each time.
+    v_body := mcp_audit_body(v_srv.server_id, v_srv.module_name, v_srv.status, v_srv.version,
+                             v_srv.supported_protocols, v_affected);
     INSERT INTO mcp_audit_events
         (seq, event_id, tenant_id, kind, server_id, module_name, from_status, to_status, trace_id, occurred_at,
          body, position)
     OVERRIDING SYSTEM VALUE
     VALUES (v_seq, v_event_id, p_tenant, 'mcp.server.registered', v_srv.server_id, v_srv.module_name, v_from,
             v_srv.status, v_srv.trace_id, v_srv.last_heartbeat_at,
-            mcp_audit_body(v_srv.server_id, v_srv.module_name, v_srv.status, v_srv.version,
-                           v_srv.supported_protocols,
-                           v_affected),
-            v_position)
+            v_body, v_position)
     RETURNING * INTO v_ev;
 
     RETURN QUERY SELECT

@@ -29,6 +29,7 @@ DECLARE
     v_protocols text[];
     v_seq      bigint;
     v_event_id uuid;
+    v_body     jsonb;
 BEGIN
     IF p_blind_after IS NOT NULL AND p_blind_after > interval '0' THEN
         SELECT t.last_sweep_at, t.blind_until INTO v_swept, v_until
@@ -106,13 +107,15 @@ BEGIN
         -- Citus keeps its plan (mcp_audit_seq.sql).
         v_seq := mcp_audit_seq();
         v_event_id := gen_random_uuid();
+        -- Computed apart too: in the INSERT, Citus would evaluate the
+        -- call on each execution, parsing the function's body each time.
+        v_body := mcp_audit_body(v_ids[k], v_module, v_to[k], v_version, v_protocols, v_names);
         INSERT INTO mcp_audit_events
             (seq, event_id, tenant_id, kind, server_id, module_name, from_status, to_status,
              trace_id, occurred_at, body, position)
         OVERRIDING SYSTEM VALUE
         VALUES (v_seq, v_event_id, p_tenant, 'mcp.server.' || v_to[k], v_ids[k], v_module, v_from[k], v_to[k],
-                v_trace, v_now, mcp_audit_body(v_ids[k], v_module, v_to[k], v_version, v_protocols, v_names),
-                v_pos[k]);
+                v_trace, v_now, v_body, v_pos[k]);
     END LOOP;
     RETURN QUERY
     SELECT e.event_id, e.tenant_id, e.kind, e.server_id, e.module_name, e.from_status,
