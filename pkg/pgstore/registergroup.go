@@ -20,17 +20,17 @@ import (
 // Registration groups on Citus. A registration is one delegated call
 // (mcp_register), and the delegation and the commit of a call cost about
 // as much as the registration's own statements (docs/performance.md). So
-// registrations that arrive while registerCallsPerWorker calls of their
-// tenant's worker are in flight wait for one to end, and then go together,
-// at most one of each tenant, in one call of mcp_register_group, made on
-// that worker (writeQueryOn): one call and one commit for all.
-// A registration that finds no call of its worker in flight goes at once,
-// alone: under light load nothing waits. One that finds a call in flight
-// waits for it, so that under load a worker's registrations go in fewer,
-// larger calls (a fifth less CPU per registration than with two calls in
-// flight: docs/performance.md); unless that call has made no progress for
-// registerHedgeAfter (held up by a locked row, a deadlock that PostgreSQL
-// breaks after a second), when it starts a second call. A registration whose trace is
+// registrations of a worker whose call is in flight wait for it to end,
+// and then go together, at most one of each tenant, in one call of
+// mcp_register_group, made on that worker (writeQueryOn): one call and
+// one commit for all. A registration that finds no call of its worker in
+// flight goes at once, alone: under light load nothing waits. Under load
+// a worker's registrations so go in few, large calls (14 % less CPU per
+// registration than with two calls in flight: docs/performance.md). When
+// the worker's calls have made no progress for registerHedgeAfter (a call
+// held up by a locked row, or by a deadlock that PostgreSQL breaks after
+// a second), a registration that arrives starts a second call, at most
+// registerCallsPerWorker in flight. A registration whose trace is
 // recorded always goes alone (Register). A registration refused for its
 // tenant's quota is refused within the call, which registers the others.
 // When the database refuses the call for another reason (a deadlock, a
