@@ -20,17 +20,12 @@ import (
 // Registration groups on Citus. A registration is one delegated call
 // (mcp_register), and the delegation and the commit of a call cost about
 // as much as the registration's own statements (docs/performance.md). So
-// registrations of a worker whose call is in flight wait for it to end,
-// and then go together, at most one of each tenant, in one call of
-// mcp_register_group, made on that worker (writeQueryOn): one call and
-// one commit for all. A registration that finds no call of its worker in
-// flight goes at once, alone: under light load nothing waits. Under load
-// a worker's registrations so go in few, large calls (14 % less CPU per
-// registration than with two calls in flight: docs/performance.md). When
-// the worker's calls have made no progress for registerHedgeAfter (a call
-// held up by a locked row, or by a deadlock that PostgreSQL breaks after
-// a second), a registration that arrives starts a second call, at most
-// registerCallsPerWorker in flight. A registration whose trace is
+// registrations that arrive while registerCallsPerWorker calls of their
+// tenant's worker are in flight wait for one to end, and then go together,
+// at most one of each tenant, in one call of mcp_register_group, made on
+// that worker (writeQueryOn): one call and one commit for all.
+// A registration that finds its worker with a call to spare goes at once,
+// alone: under light load nothing waits. A registration whose trace is
 // recorded always goes alone (Register). A registration refused for its
 // tenant's quota is refused within the call, which registers the others.
 // When the database refuses the call for another reason (a deadlock, a
@@ -47,14 +42,8 @@ import (
 
 const (
 	// registerCallsPerWorker bounds the registration calls in flight to
-	// one worker: one, and a second when the first is held up
-	// (registerHedgeAfter).
+	// one worker.
 	registerCallsPerWorker = 2
-	// registerHedgeAfter is how long a worker's calls may make no
-	// progress (none started or ended) before a registration that arrives
-	// starts another call rather than wait. A call of a group takes a few
-	// milliseconds.
-	registerHedgeAfter = 20 * time.Millisecond
 	// maxRegisterGroup bounds the registrations of one call.
 	maxRegisterGroup = 16
 	// maxGroupedSkills is the most skills of a registration that shares a
@@ -86,8 +75,6 @@ type registerGroups struct {
 	mu     sync.Mutex
 	queued map[int64][]*registerRequest
 	busy   map[int64]int
-	// progress is when a call of each worker last started or ended.
-	progress map[int64]time.Time
 	// closed is set by Store.Close: registrations go alone from then on.
 	closed bool
 	calls  sync.WaitGroup
@@ -120,7 +107,15 @@ func (s *Store) registerGrouped(ctx context.Context, reg registration) registerR
 		g.mu.Unlock()
 		return s.registerOne(ctx, reg)
 	}
-	start := g.enqueue(worker, req, time.Now())
+	if g.queued == nil {
+		g.queued, g.busy = make(map[int64][]*registerRequest), make(map[int64]int)
+	}
+	g.queued[worker] = append(g.queued[worker], req)
+	start := g.busy[worker] < registerCallsPerWorker
+	if start {
+		g.busy[worker]++
+		g.calls.Add(1)
+	}
 	g.mu.Unlock()
 	if start {
 		go s.registerCalls(worker)
@@ -139,25 +134,6 @@ func (s *Store) registerGrouped(ctx context.Context, reg registration) registerR
 		// retry makes harmless, as for a registration of its own.
 		return registerResult{err: translate(ctx.Err())}
 	}
-}
-
-// enqueue queues req for worker's calls and reports whether a call is to
-// start for it (counted as in flight): when none is in flight, or when the
-// one in flight has made no progress for registerHedgeAfter. g.mu is held.
-func (g *registerGroups) enqueue(worker int64, req *registerRequest, now time.Time) bool {
-	if g.queued == nil {
-		g.queued, g.busy = make(map[int64][]*registerRequest), make(map[int64]int)
-		g.progress = make(map[int64]time.Time)
-	}
-	g.queued[worker] = append(g.queued[worker], req)
-	busy := g.busy[worker]
-	start := busy == 0 || busy < registerCallsPerWorker && now.Sub(g.progress[worker]) >= registerHedgeAfter
-	if start {
-		g.busy[worker]++
-		g.progress[worker] = now
-		g.calls.Add(1)
-	}
-	return start
 }
 
 // validUTF8 reports whether reg's text is UTF-8, as JSON carries it
@@ -182,7 +158,7 @@ func (reg *registration) validUTF8() bool {
 func (s *Store) registerCalls(worker int64) {
 	defer s.registerGroups.calls.Done()
 	for {
-		group := s.registerGroups.take(worker, time.Now())
+		group := s.registerGroups.take(worker)
 		if group == nil {
 			return
 		}
@@ -193,14 +169,10 @@ func (s *Store) registerCalls(worker int64) {
 // take removes the next call's registrations from worker's queue and
 // returns them: the first of each tenant, at most maxRegisterGroup, in
 // tenant order, so that two calls take their tenants' locks in one order.
-// With nothing queued it gives the call's slot back and returns nil. Either
-// way the worker's calls made progress at now.
-func (g *registerGroups) take(worker int64, now time.Time) []*registerRequest {
+// With nothing queued it gives the call's slot back and returns nil.
+func (g *registerGroups) take(worker int64) []*registerRequest {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.progress != nil {
-		g.progress[worker] = now
-	}
 	var group, rest []*registerRequest
 	for _, r := range g.queued[worker] {
 		switch {
@@ -221,7 +193,6 @@ func (g *registerGroups) take(worker int64, now time.Time) []*registerRequest {
 	if len(group) == 0 {
 		if g.busy[worker]--; g.busy[worker] <= 0 {
 			delete(g.busy, worker)
-			delete(g.progress, worker)
 		}
 		return nil
 	}
