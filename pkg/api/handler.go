@@ -76,7 +76,8 @@ type HandlerOptions struct {
 	// DefaultStreamWriteTimeout.
 	StreamWriteTimeout time.Duration
 	// TokenClock tells when a token expires, which ends the watch stream
-	// it opened; nil: the real clock.
+	// it opened, and times the thinning of repeated log records (one
+	// "store unavailable" per route and 10 s); nil: the real clock.
 	TokenClock clockwork.Clock
 	// Catalog serves the MCP registry API (/v0.1); nil: those routes are
 	// not served.
@@ -196,7 +197,7 @@ func NewHandler(opts HandlerOptions) http.Handler {
 	if h.tokenClock == nil {
 		h.tokenClock = clockwork.NewRealClock()
 	}
-	h.logs = logsample.New(repeatedLogInterval, h.tokenClock.Now)
+	h.logs = logsample.New(repeatedLogInterval, 1, h.tokenClock.Now)
 	if h.reg != nil {
 		h.store = h.reg.Store()
 	}

@@ -118,11 +118,14 @@ func (h *handler) errorProblem(r *http.Request, err error) *Problem {
 		return unavailableProblem("the request was canceled")
 	case isUnavailable(err):
 		h.metrics.storeErrors.Inc()
-		// Every request meets an outage: one record per
-		// repeatedLogInterval, with how many were held back.
-		if log, held := h.logs.Allow(logStoreUnavailable); log {
-			h.logger.WarnContext(r.Context(), logStoreUnavailable, "method", r.Method, "path", r.URL.Path, "err", err,
-				"suppressed", held)
+		// Every request meets an outage: one record per route and
+		// repeatedLogInterval, with how many were left out.
+		if log, suppressed := h.logs.Allow(logStoreUnavailable + " " + r.Pattern); log {
+			args := []any{"method", r.Method, "path", r.URL.Path, "err", err}
+			if suppressed > 0 {
+				args = append(args, "suppressed", suppressed)
+			}
+			h.logger.WarnContext(r.Context(), logStoreUnavailable, args...)
 		}
 		return unavailableProblem("the store cannot answer now; retry later")
 	default:

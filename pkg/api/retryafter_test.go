@@ -65,8 +65,9 @@ func TestRegistryUnavailableRetryAfter(t *testing.T) {
 }
 
 // A lasting outage is met by every request: the 503s are all counted, but
-// logged once per ten seconds, each record saying how many it stands for
-// (a Citus worker stopped for 30 s logged 2,041 warnings on one replica).
+// logged once per route and ten seconds, each record saying how many were
+// left out since the last (a Citus worker stopped for 30 s logged 2,041
+// warnings on one replica).
 func TestStoreUnavailableLoggedOncePerInterval(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOptions{clockedHandler: true, store: func(clock clockwork.Clock) testStore {
@@ -87,20 +88,25 @@ func TestStoreUnavailableLoggedOncePerInterval(t *testing.T) {
 		return out
 	}
 	heartbeats(50)
-	if got := records(); len(got) != 1 || !strings.Contains(got[0], `"suppressed":0`) {
-		t.Fatalf("50 refused heartbeats within a second: %d records, want 1 with suppressed 0:\n%s", len(got), strings.Join(got, "\n"))
+	if got := records(); len(got) != 1 || strings.Contains(got[0], `"suppressed"`) {
+		t.Fatalf("50 refused heartbeats within a second: %d records, want 1 without suppressed:\n%s", len(got), strings.Join(got, "\n"))
+	}
+	// Another route's refusal is a record of its own.
+	wantProblem(t, b.get(t, "/v1/mcp/servers/"+uuid.NewString()), 503, "")
+	if got := records(); len(got) != 2 || !strings.Contains(got[1], `"path":"/v1/mcp/servers/`) {
+		t.Fatalf("a refused read after the heartbeats: %d records, want 2, the second of its path:\n%s", len(got), strings.Join(got, "\n"))
 	}
 	b.clock.Advance(9 * time.Second)
 	heartbeats(1)
-	if got := records(); len(got) != 1 {
-		t.Fatalf("a heartbeat 9 s later: %d records, want still 1", len(got))
+	if got := records(); len(got) != 2 {
+		t.Fatalf("a heartbeat 9 s later: %d records, want still 2", len(got))
 	}
 	b.clock.Advance(time.Second)
 	heartbeats(1)
-	if got := records(); len(got) != 2 || !strings.Contains(got[1], `"suppressed":50`) {
-		t.Fatalf("a heartbeat 10 s later: %d records, want 2, the second with suppressed 50:\n%s", len(got), strings.Join(got, "\n"))
+	if got := records(); len(got) != 3 || !strings.Contains(got[2], `"suppressed":50`) {
+		t.Fatalf("a heartbeat 10 s later: %d records, want 3, the last with suppressed 50:\n%s", len(got), strings.Join(got, "\n"))
 	}
-	if metrics := string(b.get(t, "/metrics").body); !strings.Contains(metrics, "mcpd_store_errors_total 52") {
+	if metrics := string(b.get(t, "/metrics").body); !strings.Contains(metrics, "mcpd_store_errors_total 53") {
 		t.Fatalf("the 503s are not all counted:\n%s", grepLines(metrics, "mcpd_store_errors_total"))
 	}
 }

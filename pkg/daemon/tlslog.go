@@ -5,11 +5,12 @@ import (
 	"log"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cyberos/mcpd/pkg/internal/logsample"
 )
 
 // How many failed TLS handshakes are logged: the first handshakeLogBurst of
@@ -43,19 +44,16 @@ const handshakePrefix = "http: TLS handshake error from "
 // other line is logged at warn level as it comes.
 type serverErrorLog struct {
 	logger *slog.Logger
-	clock  clockwork.Clock
 	errors *prometheus.CounterVec // nil without TLS
 
-	mu          sync.Mutex
-	windowStart time.Time
-	logged      int // in this window
-	suppressed  int // since the last line logged
+	// handshakes samples the failed handshakes' lines.
+	handshakes *logsample.Sampler
 }
 
 // newServerErrorLog returns the error log; reg, when not nil, gets the
 // handshake counter (with TLS only).
 func newServerErrorLog(logger *slog.Logger, clock clockwork.Clock, reg prometheus.Registerer) *serverErrorLog {
-	l := &serverErrorLog{logger: logger, clock: clock}
+	l := &serverErrorLog{logger: logger, handshakes: logsample.New(handshakeLogWindow, handshakeLogBurst, clock.Now)}
 	if reg != nil {
 		l.errors = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpd_tls_handshake_errors_total",
@@ -85,20 +83,10 @@ func (l *serverErrorLog) Write(p []byte) (int, error) {
 	if l.errors != nil {
 		l.errors.WithLabelValues(reason).Inc()
 	}
-	l.mu.Lock()
-	now := l.clock.Now()
-	if l.windowStart.IsZero() || now.Sub(l.windowStart) >= handshakeLogWindow {
-		l.windowStart, l.logged = now, 0
-	}
-	if l.logged >= handshakeLogBurst {
-		l.suppressed++
-		l.mu.Unlock()
+	log, suppressed := l.handshakes.Allow("TLS handshake error")
+	if !log {
 		return len(p), nil
 	}
-	l.logged++
-	suppressed := l.suppressed
-	l.suppressed = 0
-	l.mu.Unlock()
 	args := []any{"remote_addr", remote, "reason", reason, "err", cause}
 	if suppressed > 0 {
 		args = append(args, "suppressed", suppressed)

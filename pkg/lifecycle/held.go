@@ -94,6 +94,9 @@ type FlushStats struct {
 // tenants is logged while such flushes go on.
 const partialFlushLogInterval = 10 * time.Second
 
+// logPartialFlush is the message of a flush that failed for some tenants.
+const logPartialFlush = "held heartbeats: write failed for some tenants; theirs go to the store until one succeeds"
+
 // holder holds heartbeats of healthy servers until they are written.
 type holder struct {
 	writer   store.HeldBatchWriter
@@ -403,9 +406,13 @@ func (h *holder) flush(ctx context.Context) error {
 		}
 	case stats.Failed > 0:
 		h.failing.Store(false)
-		if log, held := h.partialLogs.Allow("partial flush"); log {
-			h.logger.Warn("held heartbeats: write failed for some tenants; theirs go to the store until one succeeds",
-				"tenants", stats.Failed, "err", firstErr, "suppressed", held)
+		if log, suppressed := h.partialLogs.Allow(logPartialFlush); log {
+			args := []any{"tenants", stats.Failed, "err", firstErr}
+			if suppressed > 0 {
+				// Flushes left out of the log since the last record.
+				args = append(args, "suppressed", suppressed)
+			}
+			h.logger.Warn(logPartialFlush, args...)
 		}
 	default:
 		h.failing.Store(false)

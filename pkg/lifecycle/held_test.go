@@ -590,8 +590,8 @@ func TestHeldPartialFlushLoggedOncePerInterval(t *testing.T) {
 	if n := partial.Load(); n < 10 {
 		t.Fatalf("%d flushes failed for one tenant of two, want at least 10", n)
 	}
-	if got := records(); len(got) != 1 || !strings.Contains(got[0], `"suppressed":0`) {
-		t.Fatalf("%d flushes failed for some tenants within 10 s: %d records, want 1 with suppressed 0:\n%s",
+	if got := records(); len(got) != 1 || strings.Contains(got[0], `"suppressed"`) {
+		t.Fatalf("%d flushes failed for some tenants within 10 s: %d records, want 1 without suppressed:\n%s",
 			partial.Load(), len(got), strings.Join(got, "\n"))
 	}
 	before := partial.Load()

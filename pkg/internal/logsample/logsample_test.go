@@ -18,7 +18,7 @@ type step struct {
 func TestSamplerLogsFirstThenOnePerInterval(t *testing.T) {
 	start := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
 	now := start
-	s := logsample.New(10*time.Second, func() time.Time { return now })
+	s := logsample.New(10*time.Second, 1, func() time.Time { return now })
 	for i, st := range []step{
 		{0, "a", true, 0},
 		{time.Second, "a", false, 0},
@@ -39,11 +39,41 @@ func TestSamplerLogsFirstThenOnePerInterval(t *testing.T) {
 	}
 }
 
+// With a burst, the first records of each window are logged, and the
+// first logged after those left out counts them.
+func TestSamplerBurst(t *testing.T) {
+	start := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	now := start
+	s := logsample.New(time.Minute, 3, func() time.Time { return now })
+	var got []int // -1: left out, else the count logged
+	for i := range 8 {
+		now = start.Add(time.Duration(i) * time.Second)
+		if log, left := s.Allow("handshake"); log {
+			got = append(got, left)
+		} else {
+			got = append(got, -1)
+		}
+	}
+	now = start.Add(time.Minute) // a new window
+	if log, left := s.Allow("handshake"); log {
+		got = append(got, left)
+	}
+	want := []int{0, 0, 0, -1, -1, -1, -1, -1, 5}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("got %v, want %v", got, want)
+		}
+	}
+}
+
 // Every record is either logged or counted in a later logged one's held.
 func TestSamplerCountsEveryRecordOnce(t *testing.T) {
 	var mu sync.Mutex
 	tick := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
-	s := logsample.New(time.Second, func() time.Time {
+	s := logsample.New(time.Second, 1, func() time.Time {
 		mu.Lock()
 		defer mu.Unlock()
 		tick = tick.Add(time.Millisecond)
