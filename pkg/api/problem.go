@@ -120,13 +120,8 @@ func (h *handler) errorProblem(r *http.Request, err error) *Problem {
 		h.metrics.storeErrors.Inc()
 		// Every request meets an outage: one record per route and
 		// repeatedLogInterval, with how many were left out.
-		if log, suppressed := h.logs.Allow(logStoreUnavailable + " " + r.Pattern); log {
-			args := []any{"method", r.Method, "path", r.URL.Path, "err", err}
-			if suppressed > 0 {
-				args = append(args, "suppressed", suppressed)
-			}
-			h.logger.WarnContext(r.Context(), logStoreUnavailable, args...)
-		}
+		h.logs.Warn(r.Context(), h.logger, logStoreUnavailable+" "+r.Pattern, logStoreUnavailable,
+			"method", r.Method, "path", r.URL.Path, "err", err)
 		return unavailableProblem("the store cannot answer now; retry later")
 	default:
 		h.metrics.storeErrors.Inc()

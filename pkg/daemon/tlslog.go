@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bytes"
+	"context"
 	"log"
 	"log/slog"
 	"strings"
@@ -83,15 +84,8 @@ func (l *serverErrorLog) Write(p []byte) (int, error) {
 	if l.errors != nil {
 		l.errors.WithLabelValues(reason).Inc()
 	}
-	log, suppressed := l.handshakes.Allow("TLS handshake error")
-	if !log {
-		return len(p), nil
-	}
-	args := []any{"remote_addr", remote, "reason", reason, "err", cause}
-	if suppressed > 0 {
-		args = append(args, "suppressed", suppressed)
-	}
-	l.logger.Warn("TLS handshake error", args...)
+	l.handshakes.Warn(context.Background(), l.logger, "TLS handshake error", "TLS handshake error",
+		"remote_addr", remote, "reason", reason, "err", cause)
 	return len(p), nil
 }
 

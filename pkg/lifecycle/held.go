@@ -90,12 +90,15 @@ type FlushStats struct {
 	Dropped int
 }
 
-// partialFlushLogInterval is how often a flush that failed for some
-// tenants is logged while such flushes go on.
-const partialFlushLogInterval = 10 * time.Second
+// failedFlushLogInterval is how often a flush that failed, for some
+// tenants or all, is logged while such flushes go on.
+const failedFlushLogInterval = 10 * time.Second
 
-// logPartialFlush is the message of a flush that failed for some tenants.
-const logPartialFlush = "held heartbeats: write failed for some tenants; theirs go to the store until one succeeds"
+// Messages of failed flushes: for every tenant, and for some.
+const (
+	logFailedFlush  = "held heartbeats: write failed; heartbeats go to the store until one succeeds"
+	logPartialFlush = "held heartbeats: write failed for some tenants; theirs go to the store until one succeeds"
+)
 
 // holder holds heartbeats of healthy servers until they are written.
 type holder struct {
@@ -106,10 +109,10 @@ type holder struct {
 	max      int
 	onFlush  func(FlushStats)
 	logger   *slog.Logger
-	// partialLogs thins out the warnings of flushes that failed for some
-	// tenants, which a stopped Citus worker repeats on every flush.
-	partialLogs *logsample.Sampler
-	sink        TransitionSink
+	// flushLogs thins out the warnings of failed flushes, which a
+	// stopped database or Citus worker repeats on every flush.
+	flushLogs *logsample.Sampler
+	sink      TransitionSink
 
 	// failing is set by a flush whose every write failed and cleared by
 	// any write that succeeds: while set, nothing is held.
@@ -400,20 +403,11 @@ func (h *holder) flush(ctx context.Context) error {
 	h.mu.Unlock()
 	switch {
 	case stats.Failed == stats.Calls:
-		if !h.failing.Swap(true) {
-			h.logger.Warn("held heartbeats: write failed; heartbeats go to the store until one succeeds",
-				"err", firstErr)
-		}
+		h.failing.Store(true)
+		h.flushLogs.Warn(ctx, h.logger, logFailedFlush, logFailedFlush, "err", firstErr)
 	case stats.Failed > 0:
 		h.failing.Store(false)
-		if log, suppressed := h.partialLogs.Allow(logPartialFlush); log {
-			args := []any{"tenants", stats.Failed, "err", firstErr}
-			if suppressed > 0 {
-				// Flushes left out of the log since the last record.
-				args = append(args, "suppressed", suppressed)
-			}
-			h.logger.Warn(logPartialFlush, args...)
-		}
+		h.flushLogs.Warn(ctx, h.logger, logPartialFlush, logPartialFlush, "tenants", stats.Failed, "err", firstErr)
 	default:
 		h.failing.Store(false)
 	}

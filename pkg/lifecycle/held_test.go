@@ -600,3 +600,44 @@ func TestHeldPartialFlushLoggedOncePerInterval(t *testing.T) {
 		t.Fatalf("10 s later: %d records, want 2, the second with %s:\n%s", len(got), want, strings.Join(got, "\n"))
 	}
 }
+
+// A flush that fails for every tenant it writes (its heartbeats are all
+// of a stopped Citus worker's tenants) is logged once per ten seconds
+// too: the store's answer to one of the tenant's heartbeats between two
+// flushes turns holding back on, so the warning was logged on every
+// flush (99 in 30 s in a black-box run).
+func TestHeldFailedFlushLoggedOncePerInterval(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(start)
+	logs := &testlog.Buffer{}
+	st := &heldStore{Store: memstore.New(clock)}
+	reg := lifecycle.NewRegistrar(lifecycle.RegistrarOptions{Store: st, Sink: &recorder{}, Clock: clock,
+		FlushInterval: flushWindow, Feed: &followed{}, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	e := &heldEnv{t: t, ctx: t.Context(), clock: clock, store: st, feed: &followed{}, sink: &recorder{}, reg: reg,
+		tenant: uuid.New()}
+	down := e.register("calendar")
+	st.failTenant.Store(&down.TenantID)
+	records := func() []string {
+		var out []string
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "held heartbeats: write failed; heartbeats go to the store") {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	failed := 0
+	for range 21 { // flushes from 0 to 10 s
+		e.heartbeat(down.ServerID) // to the store after a failed write: holding on again
+		e.heartbeat(down.ServerID) // held
+		if err := reg.Flush(e.ctx); err != nil {
+			failed++
+		}
+		clock.Advance(flushWindow)
+	}
+	if failed < 20 {
+		t.Fatalf("%d of 21 flushes failed, want at least 20", failed)
+	}
+	if got := records(); len(got) != 2 || strings.Contains(got[0], `"suppressed"`) || !strings.Contains(got[1], `"suppressed":`) {
+		t.Fatalf("%d failed flushes over 10 s: %d records, want 2, the second with suppressed:\n%s", failed, len(got), strings.Join(got, "\n"))
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jonboulle/clockwork"
 
+	"github.com/cyberos/mcpd/pkg/internal/logsample"
 	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/store"
 )
@@ -33,12 +34,25 @@ const maxSweepBatches = 100
 // in a row for 44 s).
 const MinSweepTimeout = time.Second
 
+// repeatedWarningInterval is how often a warning that a lasting fault
+// repeats on every sweep is logged.
+const repeatedWarningInterval = 10 * time.Second
+
+// Warnings of a sweep that an outage of a Citus worker repeats.
+const (
+	logPartialSweep     = "sweep failed for some tenants"
+	logFlushBeforeSweep = "sweep: writing held heartbeats first failed"
+)
+
 // Monitor is the health monitor: every period it sweeps all tenants and
 // moves servers that stopped heartbeating to degraded and unhealthy.
 type Monitor struct {
-	store    store.Monitor
-	sink     TransitionSink
-	logger   *slog.Logger
+	store  store.Monitor
+	sink   TransitionSink
+	logger *slog.Logger
+	// logs thins out the warnings that an outage of a Citus worker
+	// repeats on every sweep.
+	logs     *logsample.Sampler
 	clock    clockwork.Clock
 	interval time.Duration
 	period   time.Duration
@@ -140,6 +154,7 @@ func NewMonitor(opts MonitorOptions) *Monitor {
 		beforeSweep:  opts.BeforeSweep,
 		unwritten:    opts.Unwritten,
 	}
+	m.logs = logsample.New(repeatedWarningInterval, 1, m.clock.Now)
 	m.blindAfter, m.onBlind = opts.BlindAfter, opts.OnBlind
 	switch {
 	case m.blindAfter == 0:
@@ -198,7 +213,7 @@ func (m *Monitor) sweepOnce(ctx context.Context) {
 		// The tenants of a Citus worker that is down are as in an outage
 		// (their own blind window covers them); the monitor serves the
 		// others and stays healthy.
-		m.logger.WarnContext(ctx, "sweep failed for some tenants", "err", err,
+		m.logs.Warn(ctx, m.logger, logPartialSweep, logPartialSweep, "err", err,
 			"tenants_failed", partial.Failed, "tenants", partial.Tenants)
 		err = nil
 	}
@@ -272,7 +287,7 @@ func (m *Monitor) Sweep(ctx context.Context, now time.Time) (all []registry.Even
 		// (the database, or their Citus worker), which the sweep cannot
 		// write either, while the others are swept.
 		if err := m.beforeSweep(ctx); err != nil {
-			m.logger.WarnContext(ctx, "sweep: writing held heartbeats first failed", "err", err)
+			m.logs.Warn(ctx, m.logger, logFlushBeforeSweep, logFlushBeforeSweep, "err", err)
 		}
 	}
 	// A tenant whose held heartbeats were answered and not written is not

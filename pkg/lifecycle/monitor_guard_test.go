@@ -3,6 +3,8 @@ package lifecycle_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/memstore"
 	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/store"
+	"github.com/cyberos/mcpd/pkg/testing/testlog"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
@@ -169,5 +172,34 @@ func TestMonitorMassLossOfASweepOutOfTime(t *testing.T) {
 	}
 	if len(reports) != 1 || reports[0].TenantID != lost || reports[0].Unhealthy != 12 {
 		t.Fatalf("mass-loss reports %+v, want one for the tenant that lost 12 of 12", reports)
+	}
+}
+
+// A flush before the sweep that fails on every sweep (a Citus worker down
+// with heartbeats of its tenants held) is logged once per ten seconds,
+// with how many sweeps met it since.
+func TestMonitorFailedFlushLoggedOncePerInterval(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(start)
+	logs := &testlog.Buffer{}
+	m := lifecycle.NewMonitor(lifecycle.MonitorOptions{Store: memstore.New(clock), Clock: clock,
+		Logger: slog.New(slog.NewJSONHandler(logs, nil)), Period: time.Hour, BlindAfter: -1,
+		BeforeSweep: func(context.Context) error { return registry.ErrUnavailable }})
+	records := func() []string {
+		var out []string
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "writing held heartbeats first failed") {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	for range 41 { // a sweep every 250 ms, from 0 to 10 s
+		if _, err := m.Sweep(t.Context(), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(250 * time.Millisecond)
+	}
+	if got := records(); len(got) != 2 || strings.Contains(got[0], `"suppressed"`) || !strings.Contains(got[1], `"suppressed":39`) {
+		t.Fatalf("41 sweeps over 10 s: %d records, want 2, the second with suppressed 39:\n%s", len(got), strings.Join(got, "\n"))
 	}
 }

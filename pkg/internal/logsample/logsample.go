@@ -6,6 +6,8 @@
 package logsample
 
 import (
+	"context"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -59,4 +61,18 @@ func (s *Sampler) Allow(kind string) (log bool, leftOut int) {
 	r.logged++
 	leftOut, r.left = r.left, 0
 	return true, leftOut
+}
+
+// Warn logs msg with args on logger at warn level when s allows a record
+// of kind, adding "suppressed" (how many records of kind were left out
+// since the last one logged) when there were any.
+func (s *Sampler) Warn(ctx context.Context, logger *slog.Logger, kind, msg string, args ...any) {
+	log, leftOut := s.Allow(kind)
+	if !log {
+		return
+	}
+	if leftOut > 0 {
+		args = append(args, "suppressed", leftOut)
+	}
+	logger.WarnContext(ctx, msg, args...)
 }
