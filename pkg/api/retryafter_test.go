@@ -78,15 +78,7 @@ func TestStoreUnavailableLoggedOncePerInterval(t *testing.T) {
 			wantProblem(t, b.post(t, "/v1/mcp/servers/heartbeat", `{"server_id":"`+uuid.NewString()+`"}`), 503, "")
 		}
 	}
-	records := func() []string {
-		var out []string
-		for _, l := range strings.Split(b.logs.String(), "\n") {
-			if strings.Contains(l, `"msg":"store unavailable"`) {
-				out = append(out, l)
-			}
-		}
-		return out
-	}
+	records := func() []string { return b.logs.Lines(`"msg":"store unavailable"`) }
 	heartbeats(50)
 	if got := records(); len(got) != 1 || strings.Contains(got[0], `"suppressed"`) {
 		t.Fatalf("50 refused heartbeats within a second: %d records, want 1 without suppressed:\n%s", len(got), strings.Join(got, "\n"))

@@ -575,15 +575,7 @@ func TestHeldPartialFlushLoggedOncePerInterval(t *testing.T) {
 		}
 		clock.Advance(flushWindow)
 	}
-	records := func() []string {
-		var out []string
-		for _, l := range strings.Split(logs.String(), "\n") {
-			if strings.Contains(l, "write failed for some tenants") {
-				out = append(out, l)
-			}
-		}
-		return out
-	}
+	records := func() []string { return logs.Lines("write failed for some tenants") }
 	for range 20 { // flushes at 0 to 9.5 s
 		round()
 	}
@@ -616,15 +608,7 @@ func TestHeldFailedFlushLoggedOncePerInterval(t *testing.T) {
 		tenant: uuid.New()}
 	down := e.register("calendar")
 	st.failTenant.Store(&down.TenantID)
-	records := func() []string {
-		var out []string
-		for _, l := range strings.Split(logs.String(), "\n") {
-			if strings.Contains(l, "held heartbeats: write failed; heartbeats go to the store") {
-				out = append(out, l)
-			}
-		}
-		return out
-	}
+	records := func() []string { return logs.Lines("held heartbeats: write failed; heartbeats go to the store") }
 	failed := 0
 	for range 21 { // flushes from 0 to 10 s
 		e.heartbeat(down.ServerID) // to the store after a failed write: holding on again

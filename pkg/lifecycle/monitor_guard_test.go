@@ -184,15 +184,7 @@ func TestMonitorFailedFlushLoggedOncePerInterval(t *testing.T) {
 	m := lifecycle.NewMonitor(lifecycle.MonitorOptions{Store: memstore.New(clock), Clock: clock,
 		Logger: slog.New(slog.NewJSONHandler(logs, nil)), Period: time.Hour, BlindAfter: -1,
 		BeforeSweep: func(context.Context) error { return registry.ErrUnavailable }})
-	records := func() []string {
-		var out []string
-		for _, l := range strings.Split(logs.String(), "\n") {
-			if strings.Contains(l, "writing held heartbeats first failed") {
-				out = append(out, l)
-			}
-		}
-		return out
-	}
+	records := func() []string { return logs.Lines("writing held heartbeats first failed") }
 	for range 41 { // a sweep every 250 ms, from 0 to 10 s
 		if _, err := m.Sweep(t.Context(), time.Time{}); err != nil {
 			t.Fatal(err)

@@ -4,6 +4,7 @@ package testlog
 
 import (
 	"bytes"
+	"strings"
 	"sync"
 )
 
@@ -25,4 +26,15 @@ func (l *Buffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// Lines are the lines written so far that contain substr.
+func (l *Buffer) Lines(substr string) []string {
+	var out []string
+	for _, line := range strings.Split(l.String(), "\n") {
+		if strings.Contains(line, substr) {
+			out = append(out, line)
+		}
+	}
+	return out
 }
