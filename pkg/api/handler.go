@@ -197,7 +197,7 @@ func NewHandler(opts HandlerOptions) http.Handler {
 	if h.tokenClock == nil {
 		h.tokenClock = clockwork.NewRealClock()
 	}
-	h.logs = logsample.New(repeatedLogInterval, 1, h.tokenClock.Now)
+	h.logs = logsample.NewRepeated(h.tokenClock.Now)
 	if h.reg != nil {
 		h.store = h.reg.Store()
 	}

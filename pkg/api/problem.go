@@ -34,10 +34,6 @@ const (
 	ProblemCursorExpired        = apiwire.ProblemCursorExpired
 )
 
-// repeatedLogInterval is how often a record that a lasting fault repeats
-// on every request is logged (logsample).
-const repeatedLogInterval = 10 * time.Second
-
 // logStoreUnavailable is the message of a request refused 503 because the
 // store could not answer.
 const logStoreUnavailable = "store unavailable"
@@ -119,7 +115,7 @@ func (h *handler) errorProblem(r *http.Request, err error) *Problem {
 	case isUnavailable(err):
 		h.metrics.storeErrors.Inc()
 		// Every request meets an outage: one record per route and
-		// repeatedLogInterval, with how many were left out.
+		// logsample.RepeatWindow, with how many were left out.
 		h.logs.Warn(r.Context(), h.logger, logStoreUnavailable+" "+r.Pattern, logStoreUnavailable,
 			"method", r.Method, "path", r.URL.Path, "err", err)
 		return unavailableProblem("the store cannot answer now; retry later")

@@ -90,10 +90,6 @@ type FlushStats struct {
 	Dropped int
 }
 
-// failedFlushLogInterval is how often a flush that failed, for some
-// tenants or all, is logged while such flushes go on.
-const failedFlushLogInterval = 10 * time.Second
-
 // Messages of failed flushes: for every tenant, and for some.
 const (
 	logFailedFlush  = "held heartbeats: write failed; heartbeats go to the store until one succeeds"

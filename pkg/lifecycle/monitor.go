@@ -34,10 +34,6 @@ const maxSweepBatches = 100
 // in a row for 44 s).
 const MinSweepTimeout = time.Second
 
-// repeatedWarningInterval is how often a warning that a lasting fault
-// repeats on every sweep is logged.
-const repeatedWarningInterval = 10 * time.Second
-
 // Warnings of a sweep that an outage of a Citus worker repeats.
 const (
 	logPartialSweep     = "sweep failed for some tenants"
@@ -154,7 +150,7 @@ func NewMonitor(opts MonitorOptions) *Monitor {
 		beforeSweep:  opts.BeforeSweep,
 		unwritten:    opts.Unwritten,
 	}
-	m.logs = logsample.New(repeatedWarningInterval, 1, m.clock.Now)
+	m.logs = logsample.NewRepeated(m.clock.Now)
 	m.blindAfter, m.onBlind = opts.BlindAfter, opts.OnBlind
 	switch {
 	case m.blindAfter == 0:

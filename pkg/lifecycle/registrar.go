@@ -96,7 +96,7 @@ func NewRegistrar(opts RegistrarOptions) *Registrar {
 		r.held = &holder{writer: bw, feed: opts.Feed, clock: r.clock,
 			interval: opts.FlushInterval,
 			max:      cmp.Or(max(opts.MaxHeld, 0), DefaultMaxHeld), onFlush: opts.OnFlush,
-			logger: logger, flushLogs: logsample.New(failedFlushLogInterval, 1, r.clock.Now),
+			logger: logger, flushLogs: logsample.NewRepeated(r.clock.Now),
 			sink: r.sink, tenants: make(map[uuid.UUID]*heldTenant)}
 	}
 	return r

@@ -12,6 +12,15 @@ import (
 	"time"
 )
 
+// RepeatWindow is how often a record that a lasting fault repeats on every
+// request, flush or sweep (an outage of the database or of a Citus worker)
+// is logged.
+const RepeatWindow = 10 * time.Second
+
+// NewRepeated returns a Sampler that logs one record of a kind per
+// RepeatWindow, reading the time from now.
+func NewRepeated(now func() time.Time) *Sampler { return New(RepeatWindow, 1, now) }
+
 // Sampler decides which records of each kind are logged. Make one with
 // New; it is safe for concurrent use.
 type Sampler struct {
