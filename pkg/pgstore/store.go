@@ -17,7 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/cyberos/mcpd/pkg/pguuid"
+	"github.com/cyberos/mcpd/pkg/pgsession"
 	"github.com/cyberos/mcpd/pkg/registry"
 	"github.com/cyberos/mcpd/pkg/store"
 )
@@ -184,7 +184,7 @@ func ConnectTraced(ctx context.Context, databaseURL string, tp trace.TracerProvi
 	if tp != nil {
 		cfg.ConnConfig.Tracer = queryTracer{tracer: tp.Tracer(tracerName)}
 	}
-	cfg.AfterConnect = pguuid.AfterConnect(cfg.AfterConnect)
+	cfg.AfterConnect = pgsession.AfterConnect(cfg.AfterConnect)
 	retireReadOnlySessions(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -71,7 +71,9 @@ var delegatedFunctions = []string{
 // sweeps out of time in 2 minutes, against 576 and 49 with one). Set by
 // ALTER FUNCTION here rather than in the functions' files: on plain
 // PostgreSQL the parameter is unknown, and a migrating role that is not
-// a superuser may not set it.
+// a superuser may not set it. mcpd's sessions set it as well
+// (pkg/pgsession) unless the operator did; these functions keep 1 either
+// way.
 var onePoolFunctions = []string{
 	"mcp_sweep_tenants()",
 	"mcp_sweep_due(timestamptz, interval, interval)",

@@ -18,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
-	"github.com/cyberos/mcpd/pkg/pguuid"
+	"github.com/cyberos/mcpd/pkg/pgsession"
 	"github.com/cyberos/mcpd/pkg/schema"
 )
 
@@ -333,7 +333,7 @@ func newPool(ctx context.Context, conn string) (*pgxpool.Pool, error) {
 	cfg.MaxConns = 8
 	cfg.ConnConfig.ConnectTimeout = 10 * time.Second
 	// As pgstore.Connect makes mcpd's connections.
-	cfg.AfterConnect = pguuid.AfterConnect(cfg.AfterConnect)
+	cfg.AfterConnect = pgsession.AfterConnect(cfg.AfterConnect)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("pool: %w", err)

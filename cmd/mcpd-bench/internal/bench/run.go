@@ -13,7 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/cyberos/mcpd/pkg/pguuid"
+	"github.com/cyberos/mcpd/pkg/pgsession"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
 )
 
@@ -357,7 +357,7 @@ func newPool(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, er
 		return nil, err
 	}
 	cfg.MaxConns = maxConns
-	cfg.AfterConnect = pguuid.AfterConnect(cfg.AfterConnect) // as pgstore.Connect
+	cfg.AfterConnect = pgsession.AfterConnect(cfg.AfterConnect) // as pgstore.Connect
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
