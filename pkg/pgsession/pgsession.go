@@ -6,6 +6,7 @@ package pgsession
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -18,8 +19,9 @@ import (
 // the server's configuration, the database, the role or the connection's
 // options set it.
 //
-// mcpd's statements that read several shards (the sweep's list of what is
-// due, the feed's reads of many tenants) do little on each shard. Citus
+// mcpd's statements that read several shards (the counts behind
+// /metrics, the undelivered alerts, the feed's reads of many tenants) do
+// little on each shard. Citus
 // runs them over the connection its session already holds to each worker
 // and opens more when the tasks are not done within
 // citus.executor_slow_start_interval (10 ms); it closes those at the end
@@ -36,11 +38,23 @@ const CitusExecutorPoolSize = 1
 var citusSettings = fmt.Sprintf(`SELECT set_config(name, '%d', false) FROM pg_settings
 	WHERE name = 'citus.max_adaptive_executor_pool_size' AND source = 'default'`, CitusExecutorPoolSize)
 
+// SettingsTimeout bounds the statement that sets a new connection's
+// session settings: a connection the pool opens in the background has no
+// deadline of its own, and a server that hangs after it accepted the
+// connection would hold that connection's slot forever.
+const SettingsTimeout = 5 * time.Second
+
+// settingsTimeout is SettingsTimeout; tests shorten it.
+var settingsTimeout = SettingsTimeout
+
 // AfterConnect prepares conn, then runs next when it is not nil: a
 // pgxpool.Config's AfterConnect.
 func AfterConnect(next func(context.Context, *pgx.Conn) error) func(context.Context, *pgx.Conn) error {
 	return pguuid.AfterConnect(func(ctx context.Context, conn *pgx.Conn) error {
-		if _, err := conn.Exec(ctx, citusSettings); err != nil {
+		sctx, cancel := context.WithTimeout(ctx, settingsTimeout)
+		_, err := conn.Exec(sctx, citusSettings)
+		cancel()
+		if err != nil {
 			return fmt.Errorf("session settings: %w", err)
 		}
 		if next != nil {

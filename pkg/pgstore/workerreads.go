@@ -243,16 +243,17 @@ func (s *Store) newWorkerPool(ctx context.Context, group int64, host string, por
 	cfg.ConnConfig.Fallbacks = fallbacks
 	after := cfg.AfterConnect
 	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		// Bounded as a new connection is: one the pool opens in the
+		// background has no deadline of its own, and a worker that
+		// hangs after it accepted the connection would hold it forever
+		// (the session settings of after are a statement too).
+		pctx, cancel := context.WithTimeout(ctx, workerConnectTimeout)
+		defer cancel()
 		if after != nil {
-			if err := after(ctx, conn); err != nil {
+			if err := after(pctx, conn); err != nil {
 				return err
 			}
 		}
-		// Bounded as a new connection is: one the pool opens in the
-		// background has no deadline of its own, and a worker that
-		// hangs after it accepted the connection would hold it forever.
-		pctx, cancel := context.WithTimeout(ctx, workerConnectTimeout)
-		defer cancel()
 		return proveWorker(pctx, conn, group)
 	}
 	ctx, cancel := context.WithTimeout(ctx, workerReadOpenTimeout)
