@@ -116,7 +116,7 @@ func (h *handler) errorProblem(r *http.Request, err error) *Problem {
 		h.metrics.storeErrors.Inc()
 		// Every request meets an outage: one record per route and
 		// logsample.RepeatWindow, with how many were left out.
-		h.logs.Warn(r.Context(), h.logger, logStoreUnavailable+" "+r.Pattern, logStoreUnavailable,
+		h.logs.WarnAs(r.Context(), h.logger, logStoreUnavailable+" "+r.Pattern, logStoreUnavailable,
 			"method", r.Method, "path", r.URL.Path, "err", err)
 		return unavailableProblem("the store cannot answer now; retry later")
 	default:

@@ -84,7 +84,7 @@ func (l *serverErrorLog) Write(p []byte) (int, error) {
 	if l.errors != nil {
 		l.errors.WithLabelValues(reason).Inc()
 	}
-	l.handshakes.Warn(context.Background(), l.logger, "TLS handshake error", "TLS handshake error",
+	l.handshakes.Warn(context.Background(), l.logger, "TLS handshake error",
 		"remote_addr", remote, "reason", reason, "err", cause)
 	return len(p), nil
 }

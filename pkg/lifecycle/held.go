@@ -400,10 +400,10 @@ func (h *holder) flush(ctx context.Context) error {
 	switch {
 	case stats.Failed == stats.Calls:
 		h.failing.Store(true)
-		h.flushLogs.Warn(ctx, h.logger, logFailedFlush, logFailedFlush, "err", firstErr)
+		h.flushLogs.Warn(ctx, h.logger, logFailedFlush, "err", firstErr)
 	case stats.Failed > 0:
 		h.failing.Store(false)
-		h.flushLogs.Warn(ctx, h.logger, logPartialFlush, logPartialFlush, "tenants", stats.Failed, "err", firstErr)
+		h.flushLogs.Warn(ctx, h.logger, logPartialFlush, "tenants", stats.Failed, "err", firstErr)
 	default:
 		h.failing.Store(false)
 	}

@@ -209,7 +209,7 @@ func (m *Monitor) sweepOnce(ctx context.Context) {
 		// The tenants of a Citus worker that is down are as in an outage
 		// (their own blind window covers them); the monitor serves the
 		// others and stays healthy.
-		m.logs.Warn(ctx, m.logger, logPartialSweep, logPartialSweep, "err", err,
+		m.logs.Warn(ctx, m.logger, logPartialSweep, "err", err,
 			"tenants_failed", partial.Failed, "tenants", partial.Tenants)
 		err = nil
 	}
@@ -283,7 +283,7 @@ func (m *Monitor) Sweep(ctx context.Context, now time.Time) (all []registry.Even
 		// (the database, or their Citus worker), which the sweep cannot
 		// write either, while the others are swept.
 		if err := m.beforeSweep(ctx); err != nil {
-			m.logs.Warn(ctx, m.logger, logFlushBeforeSweep, logFlushBeforeSweep, "err", err)
+			m.logs.Warn(ctx, m.logger, logFlushBeforeSweep, "err", err)
 		}
 	}
 	// A tenant whose held heartbeats were answered and not written is not

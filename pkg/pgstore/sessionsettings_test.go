@@ -32,16 +32,8 @@ func TestSessionSettings(t *testing.T) {
 	}
 	withOption := func(t *testing.T, databaseURL, option string) string {
 		t.Helper()
-		u, err := url.Parse(databaseURL)
-		if err != nil {
-			t.Fatal(err)
-		}
 		// A space as %20: the driver does not read "+" as one.
-		if u.RawQuery != "" {
-			u.RawQuery += "&"
-		}
-		u.RawQuery += "options=" + strings.ReplaceAll(url.QueryEscape("-c "+setting+"="+option), "+", "%20")
-		return u.String()
+		return pgtest.WithQuery(t, databaseURL, "options="+strings.ReplaceAll(url.QueryEscape("-c "+setting+"="+option), "+", "%20"))
 	}
 	want := strconv.Itoa(pgsession.CitusExecutorPoolSize)
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -93,20 +92,6 @@ func TestUpDownCurrent(t *testing.T) {
 	}
 }
 
-// withQuery adds query to a URL's query string.
-func withQuery(t *testing.T, raw, query string) string {
-	t.Helper()
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if u.RawQuery != "" {
-		u.RawQuery += "&"
-	}
-	u.RawQuery += query
-	return u.String()
-}
-
 func TestConnectionStringForms(t *testing.T) {
 	t.Parallel()
 	db := emptyDB(t)
@@ -120,7 +105,7 @@ func TestConnectionStringForms(t *testing.T) {
 		strings.Replace(db.AdminURL, "postgres://", "pgx5://", 1),
 		fmt.Sprintf("host=%s port=%d user=%s dbname=%s sslmode=disable", cfg.Host, cfg.Port, cfg.User, cfg.Database),
 		// mcpd's own URL may carry pgxpool's keywords.
-		withQuery(t, db.AdminURL, "pool_max_conns=4"),
+		pgtest.WithQuery(t, db.AdminURL, "pool_max_conns=4"),
 	}
 	if !strings.HasPrefix(cfg.Host, "/") {
 		// A host list, the first of which refuses: libpq goes on to the next.

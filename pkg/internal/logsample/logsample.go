@@ -73,9 +73,15 @@ func (s *Sampler) Allow(kind string) (log bool, leftOut int) {
 }
 
 // Warn logs msg with args on logger at warn level when s allows a record
-// of kind, adding "suppressed" (how many records of kind were left out
-// since the last one logged) when there were any.
-func (s *Sampler) Warn(ctx context.Context, logger *slog.Logger, kind, msg string, args ...any) {
+// of the kind msg, adding "suppressed" (how many records of that kind
+// were left out since the last one logged) when there were any.
+func (s *Sampler) Warn(ctx context.Context, logger *slog.Logger, msg string, args ...any) {
+	s.WarnAs(ctx, logger, msg, msg, args...)
+}
+
+// WarnAs is Warn for records of kind, which one message may have several
+// of (one per route, say).
+func (s *Sampler) WarnAs(ctx context.Context, logger *slog.Logger, kind, msg string, args ...any) {
 	log, leftOut := s.Allow(kind)
 	if !log {
 		return

@@ -341,6 +341,21 @@ func newPool(ctx context.Context, conn string) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
+// WithQuery returns the URL raw with query (already escaped) added to its
+// query string.
+func WithQuery(t testing.TB, raw, query string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.RawQuery != "" {
+		u.RawQuery += "&"
+	}
+	u.RawQuery += query
+	return u.String()
+}
+
 // withDatabase returns conn (a URL or a key=value DSN) naming database.
 func withDatabase(conn, database string) string {
 	if u, ok := parseURL(conn); ok {
