@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/cyberos/mcpd/pkg/registry"
 )
@@ -72,3 +73,11 @@ func (s *Store) ReadsOnWorkers() int64 { return s.workerReads.made.Load() }
 // CallsOnWorkers returns how many calls of delegated functions the store
 // made on a Citus worker itself (writeConn).
 func (s *Store) CallsOnWorkers() int64 { return s.workerReads.writes.Load() }
+
+// ReadInTenant runs sql, a query of one int4 column, as a read scoped to
+// tenant (queryInTenant), for the test that a read that fails leaves its
+// session in the pool.
+func (s *Store) ReadInTenant(ctx context.Context, tenant uuid.UUID, sql string) error {
+	_, err := queryInTenant(ctx, s, tenant, pgx.RowTo[int32], sql)
+	return err
+}

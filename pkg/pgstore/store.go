@@ -326,7 +326,12 @@ func queryInTenantAfter[T any](ctx context.Context, s *Store, first string, firs
 	if citus {
 		pb.Queue(`COMMIT`)
 	}
-	br := s.pool.SendBatch(ctx, &pb)
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer c.Release()
+	br := c.SendBatch(ctx, &pb)
 	out, err := func() ([]T, error) {
 		if citus {
 			if _, err := br.Exec(); err != nil {
@@ -361,9 +366,31 @@ func queryInTenantAfter[T any](ctx context.Context, s *Store, first string, firs
 		err = closeErr
 	}
 	if err != nil {
+		if citus {
+			endFailedTransaction(ctx, c.Conn())
+		}
 		return nil, translate(err)
 	}
 	return out, nil
+}
+
+// failedTransactionEndTimeout bounds the ROLLBACK of endFailedTransaction.
+const failedTransactionEndTimeout = time.Second
+
+// endFailedTransaction rolls back the transaction that a pipeline left
+// open on conn when one of its statements failed (the server skips the
+// rest, COMMIT too), so that the pool takes the session back instead of
+// closing it: on Citus each new session on the coordinator opens its own
+// connections to the workers, and a worker that is down fails every read
+// of its tenants. A connection that the driver closed, or that does not
+// answer within failedTransactionEndTimeout, is left to the pool to close.
+func endFailedTransaction(ctx context.Context, conn *pgx.Conn) {
+	if conn.IsClosed() || conn.PgConn().TxStatus() == 'I' {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failedTransactionEndTimeout)
+	defer cancel()
+	_, _ = conn.Exec(rctx, `ROLLBACK`)
 }
 
 // inTenant runs fn in a transaction scoped to tenant by row-level security.
