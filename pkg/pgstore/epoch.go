@@ -215,7 +215,8 @@ func (s *Store) readWorkerTimelines(ctx context.Context) {
 
 // workerTimeline reads worker n's timeline (mcp_feed_epoch there), each
 // try within workerTimelineTimeout: on its own pool, else through the
-// coordinator (master_run_on_worker, at the address it lists).
+// coordinator (master_run_on_worker, at the address it lists), which
+// bounds the statement itself (queryRowBoundedByServer).
 func (s *Store) workerTimeline(ctx context.Context, n workerNode) (int64, bool) {
 	var tl int64
 	if pool := s.workerPool(n.group); pool != nil {
@@ -226,13 +227,15 @@ func (s *Store) workerTimeline(ctx context.Context, n workerNode) (int64, bool) 
 			return tl, true
 		}
 	}
-	cctx, cancel := context.WithTimeout(ctx, workerTimelineTimeout)
-	defer cancel()
+	// Bounded by the coordinator: a read every second that its context
+	// cut short would cost a coordinator session each time, as long as
+	// the worker is slow to answer (after its return, while every
+	// session reconnects to it).
 	var (
 		ok     bool
 		result string
 	)
-	if err := s.pool.QueryRow(cctx, workerTimelineSQL, n.host, int32(n.port)).Scan(&ok, &result); err != nil || !ok {
+	if err := queryRowBoundedByServer(ctx, s.pool, workerTimelineTimeout, workerTimelineSQL, []any{n.host, int32(n.port)}, &ok, &result); err != nil || !ok {
 		return 0, false
 	}
 	tl, err := strconv.ParseInt(result, 10, 64)
