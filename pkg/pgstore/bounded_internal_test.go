@@ -23,15 +23,7 @@ func TestQueryRowBoundedByServerKeepsTheSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	backend := func() int32 {
-		t.Helper()
-		var pid int32
-		if err := pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-			t.Fatal(err)
-		}
-		return pid
-	}
-	first := backend()
+	first := pgtest.BackendPID(t, pool)
 
 	var answer int32
 	if err := queryRowBoundedByServer(ctx, pool, time.Second, `SELECT $1::int4 + 1`, []any{int32(41)}, &answer); err != nil || answer != 42 {
@@ -43,7 +35,7 @@ func TestQueryRowBoundedByServerKeepsTheSession(t *testing.T) {
 	if !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.QueryCanceled {
 		t.Fatalf("a bounded sleep past its bound: %v, want the server's 57014", err)
 	}
-	if pid := backend(); pid != first {
+	if pid := pgtest.BackendPID(t, pool); pid != first {
 		t.Fatalf("after a bounded statement the server cancelled, the store's session is backend %d, before it %d", pid, first)
 	}
 	var timeout string
@@ -57,7 +49,7 @@ func TestQueryRowBoundedByServerKeepsTheSession(t *testing.T) {
 	if err := pool.QueryRow(cctx, `SELECT pg_sleep(30)::text`).Scan(&slept); err == nil {
 		t.Fatal("a sleep of 30 s ended within 50 ms")
 	}
-	if pid := backend(); pid == first {
+	if pid := pgtest.BackendPID(t, pool); pid == first {
 		t.Fatalf("a statement cut short by its context kept its session (backend %d): the bound by the server would not be needed", pid)
 	}
 }

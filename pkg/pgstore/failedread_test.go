@@ -38,20 +38,12 @@ func TestFailedReadKeepsItsSession(t *testing.T) {
 			if err := store.ReadInTenant(ctx, tenant, `SELECT 1`); err != nil {
 				t.Fatal(err)
 			}
-			backend := func() int32 {
-				t.Helper()
-				var pid int32
-				if err := pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-					t.Fatal(err)
-				}
-				return pid
-			}
-			first := backend()
+			first := pgtest.BackendPID(t, pool)
 			for range 3 {
 				if err := store.ReadInTenant(ctx, tenant, `SELECT 1 / 0`); err == nil {
 					t.Fatal("a read of 1 / 0 succeeded")
 				}
-				if pid := backend(); pid != first {
+				if pid := pgtest.BackendPID(t, pool); pid != first {
 					t.Fatalf("after a failed read the store's session is backend %d, before it %d: the pool closed it", pid, first)
 				}
 			}

@@ -356,6 +356,18 @@ func WithQuery(t testing.TB, raw, query string) string {
 	return u.String()
 }
 
+// BackendPID returns the server process of the session pool runs its next
+// statement on: with one connection in the pool (pool_max_conns=1), the
+// same process twice means that the pool kept that session.
+func BackendPID(t testing.TB, pool *pgxpool.Pool) int32 {
+	t.Helper()
+	var pid int32
+	if err := pool.QueryRow(t.Context(), `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
 // withDatabase returns conn (a URL or a key=value DSN) naming database.
 func withDatabase(conn, database string) string {
 	if u, ok := parseURL(conn); ok {
