@@ -15,10 +15,21 @@ import (
 // A statement bounded by the server is cancelled there and answered 57014,
 // and the pool keeps the session; the session's own statement_timeout is
 // untouched. One cut short by its context costs the session (the driver
-// closes it), which is why the bound is the server's.
+// closes it), which is why the bound is the server's. In each query mode
+// an operator may choose (default_query_exec_mode: mcpd's, and those for
+// a pooler in transaction mode).
 func TestQueryRowBoundedByServerKeepsTheSession(t *testing.T) {
+	db := pgtest.NewDB(t)
+	for _, mode := range []string{"cache_describe", "exec", "simple_protocol"} {
+		t.Run(mode, func(t *testing.T) {
+			testQueryRowBoundedByServer(t, pgtest.WithQuery(t, db.AppURL, "pool_max_conns=1&default_query_exec_mode="+mode))
+		})
+	}
+}
+
+func testQueryRowBoundedByServer(t *testing.T, databaseURL string) {
 	ctx := t.Context()
-	pool, err := Connect(ctx, pgtest.WithQuery(t, pgtest.NewDB(t).AppURL, "pool_max_conns=1"))
+	pool, err := Connect(ctx, databaseURL)
 	if err != nil {
 		t.Fatal(err)
 	}
