@@ -38,14 +38,11 @@ const CitusExecutorPoolSize = 1
 var citusSettings = fmt.Sprintf(`SELECT set_config(name, '%d', false) FROM pg_settings
 	WHERE name = 'citus.max_adaptive_executor_pool_size' AND source = 'default'`, CitusExecutorPoolSize)
 
-// SettingsTimeout bounds the statement that sets a new connection's
+// settingsTimeout bounds the statement that sets a new connection's
 // session settings: a connection the pool opens in the background has no
 // deadline of its own, and a server that hangs after it accepted the
-// connection would hold that connection's slot forever.
-const SettingsTimeout = 5 * time.Second
-
-// settingsTimeout is SettingsTimeout; tests shorten it.
-var settingsTimeout = SettingsTimeout
+// connection would hold that connection's slot forever. Tests shorten it.
+var settingsTimeout = 5 * time.Second
 
 // AfterConnect prepares conn, then runs next when it is not nil: a
 // pgxpool.Config's AfterConnect.

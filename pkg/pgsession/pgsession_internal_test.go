@@ -52,8 +52,9 @@ func TestAfterConnectBoundedWhenTheServerHangs(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 
+	bound := settingsTimeout
 	settingsTimeout = 50 * time.Millisecond
-	t.Cleanup(func() { settingsTimeout = SettingsTimeout })
+	t.Cleanup(func() { settingsTimeout = bound })
 	done := make(chan error, 1)
 	go func() { done <- AfterConnect(nil)(context.Background(), conn) }()
 	select {
