@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -113,9 +114,11 @@ type holder struct {
 	// failing is set by a flush whose every write failed and cleared by
 	// any write that succeeds: while set, nothing is held.
 	failing atomic.Bool
-	// flushMu makes flushes one at a time; flushingSince is when the
-	// flush under way began (UnixNano of the clock; 0: none).
-	flushMu       sync.Mutex
+	// flushSlot makes flushes one at a time (a flush holds its one
+	// place), and a flush that waits for it gives up when its context
+	// ends; flushingSince is when the flush under way began (UnixNano of
+	// the clock; 0: none).
+	flushSlot     chan struct{}
 	flushingSince atomic.Int64
 
 	mu      sync.Mutex
@@ -345,8 +348,14 @@ type tenantBeats struct {
 // the next flush and turns holding off for its tenant; the first error is
 // returned when no share was written.
 func (h *holder) flush(ctx context.Context) error {
-	h.flushMu.Lock()
-	defer h.flushMu.Unlock()
+	select {
+	case h.flushSlot <- struct{}{}:
+	case <-ctx.Done():
+		// The flush under way writes what was held when it began; what
+		// came since waits for the next.
+		return fmt.Errorf("held heartbeats: waiting for the flush under way: %w", ctx.Err())
+	}
+	defer func() { <-h.flushSlot }()
 	h.flushingSince.Store(h.clock.Now().UnixNano())
 	defer h.flushingSince.Store(0)
 	ctx, cancel := context.WithTimeout(ctx, flushTimeout)

@@ -117,8 +117,8 @@ type MonitorOptions struct {
 	// held heartbeats' flush window, when heartbeats are held.
 	Grace time.Duration
 	// BeforeSweep, when set, runs before each sweep (Registrar.Flush, so
-	// that this replica's held heartbeats are written); its error is
-	// logged and the sweep runs.
+	// that this replica's held heartbeats are written), within half of the
+	// time the sweep has left; its error is logged and the sweep runs.
 	BeforeSweep func(ctx context.Context) error
 	// Unwritten, when set, returns after BeforeSweep the tenants of which
 	// this replica holds heartbeats it answered and could not write, one
@@ -282,7 +282,10 @@ func (m *Monitor) Sweep(ctx context.Context, now time.Time) (all []registry.Even
 		// on: the tenants it failed for are those whose store cannot write
 		// (the database, or their Citus worker), which the sweep cannot
 		// write either, while the others are swept.
-		if err := m.beforeSweep(ctx); err != nil {
+		fctx, cancel := beforeSweepContext(ctx)
+		err := m.beforeSweep(fctx)
+		cancel()
+		if err != nil {
 			m.logs.Warn(ctx, m.logger, logFlushBeforeSweep, "err", err)
 		}
 	}
@@ -329,6 +332,23 @@ func (m *Monitor) Sweep(ctx context.Context, now time.Time) (all []registry.Even
 		m.observe(m.clock.Since(start), all, err)
 	}
 	return all, err
+}
+
+// beforeSweepShare is the share of a sweep's time that the write before
+// it (BeforeSweep) may take: half of what is left. A write held up on one
+// tenant (its Citus worker just back, its rows locked) used to take the
+// whole of it, and every tenant's sweep then failed; the tenants it leaves
+// unwritten are skipped (Unwritten), and the others are swept.
+const beforeSweepShare = 2
+
+// beforeSweepContext bounds BeforeSweep to its share of the time ctx has
+// left; a ctx without a deadline bounds nothing.
+func beforeSweepContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, time.Until(deadline)/beforeSweepShare)
 }
 
 func (m *Monitor) reportBlind(ctx context.Context, w store.BlindWindow) {

@@ -97,7 +97,7 @@ func NewRegistrar(opts RegistrarOptions) *Registrar {
 			interval: opts.FlushInterval,
 			max:      cmp.Or(max(opts.MaxHeld, 0), DefaultMaxHeld), onFlush: opts.OnFlush,
 			logger: logger, flushLogs: logsample.NewRepeated(r.clock.Now),
-			sink: r.sink, tenants: make(map[uuid.UUID]*heldTenant)}
+			sink: r.sink, tenants: make(map[uuid.UUID]*heldTenant), flushSlot: make(chan struct{}, 1)}
 	}
 	return r
 }
