@@ -374,7 +374,8 @@ func queryInTenantAfter[T any](ctx context.Context, s *Store, first string, firs
 	return out, nil
 }
 
-// failedTransactionEndTimeout bounds the ROLLBACK of endFailedTransaction.
+// failedTransactionEndTimeout bounds the ROLLBACK of endFailedTransaction
+// and of rollbackBounded.
 const failedTransactionEndTimeout = time.Second
 
 // endFailedTransaction rolls back the transaction that a pipeline left
@@ -393,6 +394,18 @@ func endFailedTransaction(ctx context.Context, conn *pgx.Conn) {
 	_, _ = conn.Exec(rctx, `ROLLBACK`)
 }
 
+// rollbackBounded ends tx unless it committed: a ROLLBACK sent even when
+// ctx has ended (the session goes back to the pool out of its
+// transaction), and bounded by failedTransactionEndTimeout, so that a
+// server that stopped answering meanwhile (a host that hangs, a network
+// that drops packets) does not hold the caller past it; the driver then
+// closes the connection.
+func rollbackBounded(ctx context.Context, tx pgx.Tx) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failedTransactionEndTimeout)
+	defer cancel()
+	_ = tx.Rollback(rctx)
+}
+
 // inTenant runs fn in a transaction scoped to tenant by row-level security.
 func (s *Store) inTenant(ctx context.Context, tenant uuid.UUID, fn func(tx pgx.Tx) error) error {
 	// Before the transaction takes a connection: the first call asks the
@@ -405,7 +418,7 @@ func (s *Store) inTenant(ctx context.Context, tenant uuid.UUID, fn func(tx pgx.T
 	if err != nil {
 		return translate(err)
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	defer rollbackBounded(ctx, tx)
 	set := setTenant
 	if citus {
 		set = setTenantCitus
