@@ -158,9 +158,9 @@ func BenchmarkHorizon(b *testing.B) {
 	}
 }
 
-// measureBusy runs call in b's loop and reports the machine's busy CPU
-// time per call (busy-µs/op).
-func measureBusy(b *testing.B, call func() error) {
+// measureBusy runs call in b's loop, reports the machine's busy CPU time
+// per call (busy-µs/op) and returns it.
+func measureBusy(b *testing.B, call func() error) time.Duration {
 	b.Helper()
 	before := machineBusy(b)
 	for b.Loop() {
@@ -168,7 +168,9 @@ func measureBusy(b *testing.B, call func() error) {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric((machineBusy(b)-before).Seconds()*1e6/float64(b.N), "busy-µs/op")
+	perCall := (machineBusy(b) - before) / time.Duration(b.N)
+	b.ReportMetric(float64(perCall.Nanoseconds())/1e3, "busy-µs/op")
+	return perCall
 }
 
 // machineBusy is the busy time of every CPU of the machine so far, from
@@ -427,9 +429,8 @@ func BenchmarkHeldBatch(b *testing.B) {
 			if err := flush(); err != nil { // the tenants' workers known
 				b.Fatal(err)
 			}
-			before := machineBusy(b)
-			measureBusy(b, flush)
-			b.ReportMetric((machineBusy(b)-before).Seconds()*1e6/float64(b.N*tenants*servers), "busy-µs/heartbeat")
+			perFlush := measureBusy(b, flush)
+			b.ReportMetric(float64(perFlush.Nanoseconds())/1e3/(tenants*servers), "busy-µs/heartbeat")
 		})
 	}
 }

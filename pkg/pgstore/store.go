@@ -374,34 +374,37 @@ func queryInTenantAfter[T any](ctx context.Context, s *Store, first string, firs
 	return out, nil
 }
 
-// failedTransactionEndTimeout bounds the ROLLBACK of endFailedTransaction
-// and of rollbackBounded.
-const failedTransactionEndTimeout = time.Second
+// rollbackTimeout bounds a ROLLBACK that mcpd sends to end a transaction
+// (rollbackContext).
+const rollbackTimeout = time.Second
+
+// rollbackContext is the context of a ROLLBACK: sent even when ctx has
+// ended, so that the session goes back to the pool out of its transaction,
+// and bounded by rollbackTimeout, so that a server that stopped answering
+// meanwhile (a host that hangs, a network that drops packets) does not
+// hold the caller past it; the driver then closes the connection.
+func rollbackContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+}
 
 // endFailedTransaction rolls back the transaction that a pipeline left
 // open on conn when one of its statements failed (the server skips the
 // rest, COMMIT too), so that the pool takes the session back instead of
 // closing it: on Citus each new session on the coordinator opens its own
 // connections to the workers, and a worker that is down fails every read
-// of its tenants. A connection that the driver closed, or that does not
-// answer within failedTransactionEndTimeout, is left to the pool to close.
+// of its tenants. A connection that the driver closed is left to the pool.
 func endFailedTransaction(ctx context.Context, conn *pgx.Conn) {
 	if conn.IsClosed() || conn.PgConn().TxStatus() == 'I' {
 		return
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failedTransactionEndTimeout)
+	rctx, cancel := rollbackContext(ctx)
 	defer cancel()
 	_, _ = conn.Exec(rctx, `ROLLBACK`)
 }
 
-// rollbackBounded ends tx unless it committed: a ROLLBACK sent even when
-// ctx has ended (the session goes back to the pool out of its
-// transaction), and bounded by failedTransactionEndTimeout, so that a
-// server that stopped answering meanwhile (a host that hangs, a network
-// that drops packets) does not hold the caller past it; the driver then
-// closes the connection.
+// rollbackBounded ends tx unless it committed (rollbackContext).
 func rollbackBounded(ctx context.Context, tx pgx.Tx) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failedTransactionEndTimeout)
+	rctx, cancel := rollbackContext(ctx)
 	defer cancel()
 	_ = tx.Rollback(rctx)
 }
