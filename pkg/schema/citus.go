@@ -121,14 +121,15 @@ func isCitus(ctx context.Context, q interface {
 // distribute makes the schema Citus's, on a Citus coordinator: it widens
 // the keys that must include tenant_id, distributes the tenant tables by
 // tenant_id (colocated) and makes the cursor key a reference table, in one
-// transaction; tables already distributed are left alone, so that it runs
-// after every migrate up. Column grants do not reach the shards
+// transaction, moving their rows into the shards; tables already
+// distributed are left alone, so that it runs after every migrate up. It
+// reports whether it distributed any table. Column grants do not reach the shards
 // (Citus refuses them), so cyberos_app's UPDATE is granted on the tables;
 // row-level security still confines it to its tenant.
-func distribute(ctx context.Context, db *sql.DB) error {
+func distribute(ctx context.Context, db *sql.DB) (bool, error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer func() { _ = tx.Rollback() }()
 	distributed := func(table string) (bool, error) {
@@ -145,25 +146,27 @@ func distribute(ctx context.Context, db *sql.DB) error {
 	}
 	done, err := distributed(tenantTables[0])
 	if err != nil {
-		return err
+		return false, err
 	}
+	// moved are the tables this run distributes.
+	var moved []string
 	if !done {
 		// The skills' foreign key names the servers' key: dropped, and
 		// made again on the wider key once both tables are distributed.
 		if err := exec(`ALTER TABLE mcp_skills DROP CONSTRAINT IF EXISTS mcp_skills_server_fk`); err != nil {
-			return err
+			return false, err
 		}
 		for _, k := range widenKeys {
 			if err := exec(fmt.Sprintf(`ALTER TABLE %s DROP CONSTRAINT %s, ADD CONSTRAINT %s PRIMARY KEY (%s)`,
 				k.table, k.constraint, k.constraint, k.columns)); err != nil {
-				return err
+				return false, err
 			}
 		}
 	}
 	for i, table := range tenantTables {
 		ok, err := distributed(table)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if ok {
 			continue
@@ -173,30 +176,41 @@ func distribute(ctx context.Context, db *sql.DB) error {
 			stmt = fmt.Sprintf(`SELECT create_distributed_table('%s', 'tenant_id', colocate_with => '%s')`, table, tenantTables[0])
 		}
 		if err := exec(stmt); err != nil {
-			return err
+			return false, err
 		}
+		moved = append(moved, table)
 	}
 	if !done {
 		if err := exec(`ALTER TABLE mcp_skills ADD CONSTRAINT mcp_skills_server_fk
 			FOREIGN KEY (tenant_id, server_id) REFERENCES mcp_servers (tenant_id, server_id)`); err != nil {
-			return err
+			return false, err
 		}
 		if err := exec(`GRANT UPDATE ON mcp_servers, mcp_skills, mcp_tenant_servers, mcp_tenant_feed TO cyberos_app`); err != nil {
-			return err
+			return false, err
 		}
 	}
 	for _, table := range referenceTables {
 		ok, err := distributed(table)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if !ok {
 			if err := exec(fmt.Sprintf(`SELECT create_reference_table('%s')`, table)); err != nil {
-				return err
+				return false, err
 			}
+			moved = append(moved, table)
 		}
 	}
-	return tx.Commit()
+	// Distributing a table copies its rows into the shards and leaves
+	// them on the coordinator too, unseen but on its disk: a database
+	// that already held a fleet (docs/scaling.md, "Moving a running
+	// installation onto Citus") would keep a second copy of it there.
+	for _, table := range moved {
+		if err := exec(fmt.Sprintf(`SELECT truncate_local_data_after_distributing_table('%s')`, table)); err != nil {
+			return false, err
+		}
+	}
+	return len(moved) > 0, tx.Commit()
 }
 
 // Engine reports what the database at databaseURL is: EngineCitus when it

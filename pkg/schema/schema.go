@@ -175,12 +175,16 @@ func (r *runner) finish(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("detect citus: %w", shortError(err))
 	}
+	var distributed bool
 	if citus {
-		if err := distribute(ctx, db); err != nil {
+		if distributed, err = distribute(ctx, db); err != nil {
 			return fmt.Errorf("distribute on citus: %w", shortError(err))
 		}
 	}
-	if err := applyFunctions(ctx, db); err != nil {
+	// Functions made before the tables were distributed (a database that
+	// ran on plain PostgreSQL before Citus) are on the coordinator alone:
+	// made again, Citus makes them on the workers too.
+	if err := applyFunctions(ctx, db, distributed); err != nil {
 		return fmt.Errorf("functions: %w", shortError(err))
 	}
 	if citus {
@@ -193,13 +197,13 @@ func (r *runner) finish(ctx context.Context) (err error) {
 
 // applyFunctions creates or replaces every function of migrations.Functions
 // and records their digest, in one transaction, unless the database holds
-// that set already.
-func applyFunctions(ctx context.Context, db *sql.DB) error {
+// that set already and again is false.
+func applyFunctions(ctx context.Context, db *sql.DB, again bool) error {
 	digest := migrations.FunctionsDigest()
 	var have string
 	err := db.QueryRowContext(ctx, `SELECT digest FROM mcp_schema_functions`).Scan(&have)
 	switch {
-	case err == nil && have == digest:
+	case err == nil && have == digest && !again:
 		return nil
 	case err != nil && !errors.Is(err, sql.ErrNoRows):
 		return err

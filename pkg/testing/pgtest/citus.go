@@ -355,6 +355,46 @@ func (c *Citus) NewEmptyDB(t testing.TB) *DB {
 	return db
 }
 
+// NewPlainDB returns a database on every node without the citus
+// extension and without any migration: what the primary of a plain
+// installation holds before it becomes the coordinator (docs/scaling.md,
+// "Moving a running installation onto Citus"). AppURL and App connect to
+// the coordinator as the app role; AddCitus turns the database into a
+// Citus one.
+func (c *Citus) NewPlainDB(t testing.TB) *DB {
+	t.Helper()
+	// The template makes the app role, on every node.
+	if err := c.ensureTemplate(); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	name := fmt.Sprintf("mcpd_citus_%d_%s", dbCounter.Add(1), randomHex(3))
+	db, err := c.createDB(ctx, name, "template0")
+	c.cleanup(t, db, name)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	co := c.Coordinator
+	db.AppURL = co.connString(co.appRole, co.appPass, name)
+	if db.App, err = newPool(ctx, db.AppURL); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	return db
+}
+
+// AddCitus creates the citus extension in db on every node and adds the
+// workers to the coordinator's metadata, as an operator does before
+// mcpctl migrate up distributes the tables of a database of NewPlainDB.
+func (c *Citus) AddCitus(t testing.TB, db *DB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := c.initCitus(ctx, db.Name); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+}
+
 // NewDB returns a fresh database of the cluster at the latest schema
 // version, distributed as mcpctl migrate up distributes it: a copy, on each
 // node, of that node's template database, made once. Pools connect to the
