@@ -15,6 +15,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/schema"
 	"github.com/cyberos/mcpd/pkg/store"
 	"github.com/cyberos/mcpd/pkg/testing/pgtest"
+	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
 // movedTenants are the tenants of TestCitusMoveOfAFleet: fixed, so that
@@ -236,4 +237,47 @@ func TestCitusMoveOfAFleet(t *testing.T) {
 			t.Errorf("event %d after the move: %s at %d, want %s at %d", i, ev.Kind, ev.Position.Seq, kind, was.horizon.Seq+int64(i)+1)
 		}
 	}
+
+	// A run of migrate up that distributed the tables and stopped before
+	// it made the functions again left them on the coordinator alone, and
+	// in no metadata of Citus's: the next run makes them on the workers.
+	var dropped int
+	if err := db.Admin.QueryRow(ctx, `SELECT count(*) FILTER (WHERE success) FROM run_command_on_workers(
+		$$SET citus.enable_ddl_propagation TO off; DROP FUNCTION mcp_feed_read_each$$)`).Scan(&dropped); err != nil || dropped != 2 {
+		t.Fatalf("the function dropped on %d workers (%v), want 2", dropped, err)
+	}
+	if _, err := db.Admin.Exec(ctx, `DELETE FROM pg_dist_object o USING pg_proc p
+		WHERE o.classid = 'pg_proc'::regclass AND p.oid = o.objid AND p.proname LIKE 'mcp\_%'`); err != nil {
+		t.Fatal(err)
+	}
+	read := func(st *pgstore.Store) error {
+		if _, err := st.Horizon(ctx, tenant); err != nil {
+			return err
+		}
+		_, err := st.ReadFeed(ctx, []uuid.UUID{tenant}, []registry.Position{{}}, 1000)
+		return err
+	}
+	half := pgstore.New(app, pgstore.Options{})
+	defer half.Close()
+	// The store's first reads go through the coordinator, until its
+	// connections to the workers are made.
+	var halfErr error
+	testwait.Eventually(t, "a feed read made on a worker", func() bool {
+		halfErr = read(half)
+		return half.ReadsOnWorkers() > 0
+	})
+	if halfErr == nil {
+		t.Fatal("a feed read without the function on the workers did not fail: the test no longer makes the half-moved state")
+	}
+	if err := schema.Up(ctx, db.AdminURL); err != nil {
+		t.Fatalf("migrate up again: %v", err)
+	}
+	healed := pgstore.New(app, pgstore.Options{})
+	defer healed.Close()
+	testwait.Eventually(t, "a feed read made on a worker", func() bool {
+		if err := read(healed); err != nil {
+			t.Fatalf("feed read after migrate up again: %v", err)
+		}
+		return healed.ReadsOnWorkers() > 0
+	})
 }

@@ -109,6 +109,17 @@ func delegate(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
+// functionsOnCoordinatorOnly reports whether mcpd's functions are missing
+// from the workers of a Citus coordinator: made while the database had no
+// extension, none of them is in Citus's metadata of the objects it keeps
+// on every node.
+func functionsOnCoordinatorOnly(ctx context.Context, db *sql.DB) (bool, error) {
+	var onWorkers bool
+	err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_dist_object o JOIN pg_proc p ON p.oid = o.objid
+		WHERE o.classid = 'pg_proc'::regclass AND p.proname LIKE 'mcp\_%')`).Scan(&onWorkers)
+	return !onWorkers, err
+}
+
 // isCitus reports whether the database has the citus extension.
 func isCitus(ctx context.Context, q interface {
 	QueryRowContext(context.Context, string, ...any) *sql.Row
