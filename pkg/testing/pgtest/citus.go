@@ -363,24 +363,7 @@ func (c *Citus) NewEmptyDB(t testing.TB) *DB {
 // Citus one.
 func (c *Citus) NewPlainDB(t testing.TB) *DB {
 	t.Helper()
-	// The template makes the app role, on every node.
-	if err := c.ensureTemplate(); err != nil {
-		t.Fatalf("pgtest: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	name := fmt.Sprintf("mcpd_citus_%d_%s", dbCounter.Add(1), randomHex(3))
-	db, err := c.createDB(ctx, name, "template0")
-	c.cleanup(t, db, name)
-	if err != nil {
-		t.Fatalf("pgtest: %v", err)
-	}
-	co := c.Coordinator
-	db.AppURL = co.connString(co.appRole, co.appPass, name)
-	if db.App, err = newPool(ctx, db.AppURL); err != nil {
-		t.Fatalf("pgtest: %v", err)
-	}
-	return db
+	return c.newAppDB(t, "template0")
 }
 
 // AddCitus creates the citus extension in db on every node and adds the
@@ -401,13 +384,21 @@ func (c *Citus) AddCitus(t testing.TB, db *DB) {
 // coordinator as the superuser and as the app role.
 func (c *Citus) NewDB(t testing.TB) *DB {
 	t.Helper()
+	return c.newAppDB(t, c.Coordinator.template)
+}
+
+// newAppDB makes a database on every node from template, with pools of
+// the coordinator as the superuser and as the app role, which the
+// template databases' making creates on every node.
+func (c *Citus) newAppDB(t testing.TB, template string) *DB {
+	t.Helper()
 	if err := c.ensureTemplate(); err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	name := fmt.Sprintf("mcpd_citus_%d_%s", dbCounter.Add(1), randomHex(3))
-	db, err := c.createDB(ctx, name, c.Coordinator.template)
+	db, err := c.createDB(ctx, name, template)
 	c.cleanup(t, db, name)
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
