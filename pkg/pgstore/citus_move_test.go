@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -122,6 +123,12 @@ func TestCitusMoveOfAFleet(t *testing.T) {
 			t.Fatalf("tenant %s before the move: %d events, position %d; want 7 and 7", tenant, got, before[tenant].horizon.Seq)
 		}
 	}
+	// The key that seals the API's cursors: the same after the move, or
+	// every cursor handed out before it would be refused.
+	key, err := plain.CursorKey(ctx)
+	if err != nil || len(key) == 0 {
+		t.Fatalf("cursor key before the move: %x, %v", key, err)
+	}
 	plain.Close()
 	db.App.Close()
 
@@ -156,6 +163,9 @@ func TestCitusMoveOfAFleet(t *testing.T) {
 	defer moved.Close()
 	if !moved.TenantRouted(ctx) {
 		t.Fatal("the store opened after the move does not see Citus")
+	}
+	if got, err := moved.CursorKey(ctx); err != nil || !bytes.Equal(got, key) {
+		t.Errorf("cursor key after the move: %x (%v), before %x", got, err, key)
 	}
 	nodes := make(map[int64]bool)
 	for _, tenant := range tenants {
