@@ -37,23 +37,32 @@ type tenantTrail struct {
 	statuses map[uuid.UUID]registry.Status
 }
 
+// readFeedOf reads tenant's position, then every event of its feed.
+func readFeedOf(ctx context.Context, st *pgstore.Store, tenant uuid.UUID) (registry.Position, []registry.Event, error) {
+	h, err := st.Horizon(ctx, tenant)
+	if err != nil {
+		return h, nil, fmt.Errorf("horizon: %w", err)
+	}
+	batches, err := st.ReadFeed(ctx, []uuid.UUID{tenant}, []registry.Position{{}}, 1000)
+	if err != nil || len(batches) != 1 {
+		return h, nil, fmt.Errorf("feed: %d batches, %w", len(batches), err)
+	}
+	return h, batches[0].Events, nil
+}
+
 // readTrail reads tenant's position, every event of its feed and its
 // servers' statuses.
 func readTrail(ctx context.Context, t *testing.T, st *pgstore.Store, tenant uuid.UUID) tenantTrail {
 	t.Helper()
-	h, err := st.Horizon(ctx, tenant)
+	h, events, err := readFeedOf(ctx, st, tenant)
 	if err != nil {
-		t.Fatalf("horizon of %s: %v", tenant, err)
-	}
-	batches, err := st.ReadFeed(ctx, []uuid.UUID{tenant}, []registry.Position{{}}, 1000)
-	if err != nil || len(batches) != 1 {
-		t.Fatalf("feed of %s: %d batches, %v", tenant, len(batches), err)
+		t.Fatalf("tenant %s: %v", tenant, err)
 	}
 	page, err := st.Servers(ctx, tenant, registry.ServerFilter{Limit: 100})
 	if err != nil {
 		t.Fatalf("servers of %s: %v", tenant, err)
 	}
-	tr := tenantTrail{horizon: h, events: batches[0].Events, statuses: make(map[uuid.UUID]registry.Status)}
+	tr := tenantTrail{horizon: h, events: events, statuses: make(map[uuid.UUID]registry.Status)}
 	for _, srv := range page.Servers {
 		tr.statuses[srv.ServerID] = srv.Status
 	}
@@ -261,10 +270,7 @@ func TestCitusMoveOfAFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	read := func(st *pgstore.Store) error {
-		if _, err := st.Horizon(ctx, tenant); err != nil {
-			return err
-		}
-		_, err := st.ReadFeed(ctx, []uuid.UUID{tenant}, []registry.Position{{}}, 1000)
+		_, _, err := readFeedOf(ctx, st, tenant)
 		return err
 	}
 	half := pgstore.New(app, pgstore.Options{})

@@ -110,9 +110,10 @@ func delegate(ctx context.Context, db *sql.DB) error {
 }
 
 // functionsOnCoordinatorOnly reports whether mcpd's functions are missing
-// from the workers of a Citus coordinator: made while the database had no
-// extension, none of them is in Citus's metadata of the objects it keeps
-// on every node.
+// from the workers of a Citus coordinator: none of them is in Citus's
+// metadata of the objects it keeps on every node, as when they were made
+// while the database had no extension (an installation moved onto Citus),
+// or not yet.
 func functionsOnCoordinatorOnly(ctx context.Context, db *sql.DB) (bool, error) {
 	var onWorkers bool
 	err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_dist_object o JOIN pg_proc p ON p.oid = o.objid
@@ -133,14 +134,14 @@ func isCitus(ctx context.Context, q interface {
 // the keys that must include tenant_id, distributes the tenant tables by
 // tenant_id (colocated) and makes the cursor key a reference table, in one
 // transaction, moving their rows into the shards; tables already
-// distributed are left alone, so that it runs after every migrate up. It
-// reports whether it distributed any table. Column grants do not reach the shards
+// distributed are left alone, so that it runs after every migrate up.
+// Column grants do not reach the shards
 // (Citus refuses them), so cyberos_app's UPDATE is granted on the tables;
 // row-level security still confines it to its tenant.
-func distribute(ctx context.Context, db *sql.DB) (bool, error) {
+func distribute(ctx context.Context, db *sql.DB) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return false, err
+		return err
 	}
 	defer func() { _ = tx.Rollback() }()
 	distributed := func(table string) (bool, error) {
@@ -157,7 +158,7 @@ func distribute(ctx context.Context, db *sql.DB) (bool, error) {
 	}
 	done, err := distributed(tenantTables[0])
 	if err != nil {
-		return false, err
+		return err
 	}
 	// moved are the tables this run distributes.
 	var moved []string
@@ -165,19 +166,19 @@ func distribute(ctx context.Context, db *sql.DB) (bool, error) {
 		// The skills' foreign key names the servers' key: dropped, and
 		// made again on the wider key once both tables are distributed.
 		if err := exec(`ALTER TABLE mcp_skills DROP CONSTRAINT IF EXISTS mcp_skills_server_fk`); err != nil {
-			return false, err
+			return err
 		}
 		for _, k := range widenKeys {
 			if err := exec(fmt.Sprintf(`ALTER TABLE %s DROP CONSTRAINT %s, ADD CONSTRAINT %s PRIMARY KEY (%s)`,
 				k.table, k.constraint, k.constraint, k.columns)); err != nil {
-				return false, err
+				return err
 			}
 		}
 	}
 	for i, table := range tenantTables {
 		ok, err := distributed(table)
 		if err != nil {
-			return false, err
+			return err
 		}
 		if ok {
 			continue
@@ -187,27 +188,27 @@ func distribute(ctx context.Context, db *sql.DB) (bool, error) {
 			stmt = fmt.Sprintf(`SELECT create_distributed_table('%s', 'tenant_id', colocate_with => '%s')`, table, tenantTables[0])
 		}
 		if err := exec(stmt); err != nil {
-			return false, err
+			return err
 		}
 		moved = append(moved, table)
 	}
 	if !done {
 		if err := exec(`ALTER TABLE mcp_skills ADD CONSTRAINT mcp_skills_server_fk
 			FOREIGN KEY (tenant_id, server_id) REFERENCES mcp_servers (tenant_id, server_id)`); err != nil {
-			return false, err
+			return err
 		}
 		if err := exec(`GRANT UPDATE ON mcp_servers, mcp_skills, mcp_tenant_servers, mcp_tenant_feed TO cyberos_app`); err != nil {
-			return false, err
+			return err
 		}
 	}
 	for _, table := range referenceTables {
 		ok, err := distributed(table)
 		if err != nil {
-			return false, err
+			return err
 		}
 		if !ok {
 			if err := exec(fmt.Sprintf(`SELECT create_reference_table('%s')`, table)); err != nil {
-				return false, err
+				return err
 			}
 			moved = append(moved, table)
 		}
@@ -218,10 +219,10 @@ func distribute(ctx context.Context, db *sql.DB) (bool, error) {
 	// installation onto Citus") would keep a second copy of it there.
 	for _, table := range moved {
 		if err := exec(fmt.Sprintf(`SELECT truncate_local_data_after_distributing_table('%s')`, table)); err != nil {
-			return false, err
+			return err
 		}
 	}
-	return len(moved) > 0, tx.Commit()
+	return tx.Commit()
 }
 
 // Engine reports what the database at databaseURL is: EngineCitus when it

@@ -176,18 +176,16 @@ func (r *runner) finish(ctx context.Context) (err error) {
 		return fmt.Errorf("detect citus: %w", shortError(err))
 	}
 	// Functions made before the tables were distributed (a database that
-	// ran on plain PostgreSQL before Citus) are on the coordinator alone:
-	// made again, Citus makes them on the workers too.
+	// ran on plain PostgreSQL before Citus, or a run cut short after it
+	// distributed them) are on the coordinator alone: made again, Citus
+	// makes them on the workers too.
 	var again bool
 	if citus {
-		if again, err = distribute(ctx, db); err != nil {
+		if err := distribute(ctx, db); err != nil {
 			return fmt.Errorf("distribute on citus: %w", shortError(err))
 		}
-		if !again {
-			// A run that distributed the tables and stopped before this.
-			if again, err = functionsOnCoordinatorOnly(ctx, db); err != nil {
-				return fmt.Errorf("functions on the workers: %w", shortError(err))
-			}
+		if again, err = functionsOnCoordinatorOnly(ctx, db); err != nil {
+			return fmt.Errorf("functions on the workers: %w", shortError(err))
 		}
 	}
 	if err := applyFunctions(ctx, db, again); err != nil {
