@@ -424,16 +424,23 @@ func (l *sweepLog) fill(res *CitusEngineResult) {
 
 // citusRatio is the row of a load's rate on Citus ÷ plain, against target
 // (0: none), with both engines' figures and PostgreSQL CPU per call (pgP,
-// pgC) in its note; an error row when plain did nothing.
+// pgC; both 0: not measured, left out) in its note; an error row when
+// plain did nothing.
 func citusRatio(id, measure string, p, c LoadResult, target, pgP, pgC float64) Row {
 	if p.Throughput == 0 {
 		return Row{ID: id, Measure: measure, Verdict: "error", Note: firstLine("plain PostgreSQL did nothing: " + p.FirstError)}
 	}
+	// CPU per call, when the load measured it.
+	plainCPU, citusCPU := "", ""
+	if pgP > 0 || pgC > 0 {
+		plainCPU = fmt.Sprintf(", PostgreSQL CPU %.0f µs per call", pgP)
+		citusCPU = fmt.Sprintf(", CPU of the 3 nodes %.0f µs per call", pgC)
+	}
 	row := Row{ID: id, Measure: measure, Value: c.Throughput / p.Throughput, Unit: unitRatio, Basis: BasisWall,
-		Note: fmt.Sprintf("plain %s/s (p50 %.2f ms, p99 %.2f ms, %d errors, PostgreSQL CPU %.0f µs per call); "+
-			"Citus %s/s (p50 %.2f ms, p99 %.2f ms, %d errors, CPU of the 3 nodes %.0f µs per call)",
-			groupThousands(p.Throughput), millis(p.P50), millis(p.P99), p.Errors, pgP,
-			groupThousands(c.Throughput), millis(c.P50), millis(c.P99), c.Errors, pgC)}
+		Note: fmt.Sprintf("plain %s/s (p50 %.2f ms, p99 %.2f ms, %d errors%s); "+
+			"Citus %s/s (p50 %.2f ms, p99 %.2f ms, %d errors%s)",
+			groupThousands(p.Throughput), millis(p.P50), millis(p.P99), p.Errors, plainCPU,
+			groupThousands(c.Throughput), millis(c.P50), millis(c.P99), c.Errors, citusCPU)}
 	if target > 0 {
 		row.Target, row.Direction = target, AtLeast
 	}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,6 +45,14 @@ func TestCitusRowSet(t *testing.T) {
 		if !ok || r.Verdict == "error" || r.Verdict == "skipped" || r.Value <= 0 {
 			t.Errorf("row %s: %+v (present %v)", id, r, ok)
 		}
+	}
+	// The CPU per call is in the notes of the loads that measure it, and
+	// nowhere else.
+	if n := rows["citus_register"].Note; !strings.Contains(n, "µs per call") {
+		t.Errorf("citus_register: no CPU per call in %q", n)
+	}
+	if n := rows["citus_register_serial"].Note; strings.Contains(n, "CPU") {
+		t.Errorf("citus_register_serial measures no CPU, its note says %q", n)
 	}
 	for _, id := range []string{"citus_false_transitions", "citus_mcpd_false_transitions"} {
 		if r := rows[id]; r.Verdict != "pass" || r.Value != 0 {
