@@ -388,6 +388,50 @@ func TestSIGTERMExitsZero(t *testing.T) {
 	}
 }
 
+// TestSIGTERMWithTheDatabaseHung stops mcpd while its database hangs (its
+// processes stopped, as on a host that froze): reads cut short at their
+// deadline leave connections whose cancel requests the server never reads,
+// and closing the pool waits for them (pgx gives each 15 s). The stop still
+// ends within --shutdown-timeout, and, cut off, exits 1 (docs/mcpd.md).
+func TestSIGTERMWithTheDatabaseHung(t *testing.T) {
+	t.Parallel()
+	const shutdown = 2 * time.Second
+	// What the exit may take beyond the timeout: a loaded machine.
+	const slack = 3 * time.Second
+	cluster := pgtest.NewCluster(t)
+	db := cluster.NewDB(t)
+	p := startMcpd(t, db.AppURL, "--shutdown-timeout", shutdown.String())
+	c := p.client(t, uuid.New())
+	ctx := context.Background()
+	ids := registerN(t, []*client.Client{c}, "hung", 2, 1)
+	cluster.Freeze(t)
+	for _, id := range ids {
+		if _, err := c.Server(ctx, id); !isUnavailable(err) {
+			t.Fatalf("a read with the database hung: %v, want 503", err)
+		}
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	select {
+	case <-p.done:
+	case <-time.After(shutdown + slack + pollCap):
+		t.Fatal("mcpd did not exit after SIGTERM")
+	}
+	took := time.Since(start)
+	if took > shutdown+slack {
+		t.Fatalf("mcpd exited %s after SIGTERM with --shutdown-timeout %s", took.Round(time.Millisecond), shutdown)
+	}
+	if code := p.cmd.ProcessState.ExitCode(); code != 1 {
+		t.Fatalf("exit code %d after a stop cut off, want 1", code)
+	}
+	if !logLineWith(p.stderr.String(), `"msg":"mcpd stopped"`, `"err":`) {
+		t.Fatalf("no stop log with the error:\n%s", p.stderr.String())
+	}
+	t.Logf("mcpd exited 1 %s after SIGTERM with the database hung (--shutdown-timeout %s)", took.Round(time.Millisecond), shutdown)
+}
+
 func TestDatabaseRestartSurvived(t *testing.T) {
 	t.Parallel()
 	cluster := pgtest.NewCluster(t)

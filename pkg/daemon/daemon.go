@@ -149,8 +149,10 @@ func (d *Daemon) Start(ctx context.Context) (err error) {
 	d.started = true
 	defer func() {
 		if err != nil {
-			_ = d.jobs.stop(context.WithoutCancel(ctx))
-			d.closeResources()
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.ShutdownTimeout)
+			defer cancel()
+			_ = d.jobs.stop(sctx)
+			_ = d.closeResources(sctx)
 		}
 	}()
 
@@ -550,7 +552,9 @@ func (d *Daemon) Stop(ctx context.Context) error {
 	if err := d.jobs.stop(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	d.closeResources()
+	if err := d.closeResources(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	d.stopErr = errors.Join(errs...)
 	if d.stopErr != nil {
 		d.logger.Warn("mcpd stopped", "err", d.stopErr)
@@ -561,8 +565,8 @@ func (d *Daemon) Stop(ctx context.Context) error {
 }
 
 // closeResources closes the store and its pool and removes the --dev
-// secret file.
-func (d *Daemon) closeResources() {
+// secret file. The store's close is given until ctx ends (closeStore).
+func (d *Daemon) closeResources(ctx context.Context) error {
 	if d.stopStreams != nil {
 		d.stopStreams()
 	}
@@ -572,14 +576,7 @@ func (d *Daemon) closeResources() {
 	if d.adminLn != nil {
 		_ = d.adminLn.Close() // closed already after a Shutdown: harmless
 	}
-	if d.pgStore != nil {
-		d.pgStore.Close()
-		d.pgStore = nil
-	}
-	if d.pool != nil {
-		d.pool.Close()
-		d.pool = nil
-	}
+	err := d.closeStore(ctx)
 	if d.secretFile != "" {
 		if err := os.Remove(d.secretFile); err != nil && !errors.Is(err, os.ErrNotExist) {
 			d.logger.Warn("remove dev secret file", "path", d.secretFile, "err", err)
@@ -595,6 +592,37 @@ func (d *Daemon) closeResources() {
 		}
 		cancel()
 		d.tracing = nil
+	}
+	return err
+}
+
+// closeStore closes the store and its pool, or gives up when ctx ends
+// first. A pool's close waits for each connection's end, and a connection
+// whose statement was cut short waits up to 15 s (pgx's bound) for its
+// cancel request to reach the server: a database that hangs would hold
+// the stop past --shutdown-timeout. What is left is the process's exit's
+// to end; the held heartbeats' last write is the jobs', before this.
+func (d *Daemon) closeStore(ctx context.Context) error {
+	pgStore, pool := d.pgStore, d.pool
+	d.pgStore, d.pool = nil, nil
+	if pgStore == nil && pool == nil {
+		return nil
+	}
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		if pgStore != nil {
+			pgStore.Close()
+		}
+		if pool != nil {
+			pool.Close()
+		}
+	}()
+	select {
+	case <-closed:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("close the database connections: %w", context.Cause(ctx))
 	}
 }
 
