@@ -189,24 +189,13 @@ func (h *Handler) Close() {
 // opened it expires.
 func (h *Handler) ServeMCP(w http.ResponseWriter, r *http.Request, claims auth.Claims,
 	acquireStream func() (release func(), ok bool)) {
-	t, err := h.acquire(r.Context(), claims.TenantID)
-	if err != nil {
-		if r.Context().Err() == nil {
-			h.opts.Logger.ErrorContext(r.Context(), "mcp: start the tenant's server", "tenant_id",
-				claims.TenantID.String(), "err", err)
-		}
-		writeRPCError(w, http.StatusServiceUnavailable, "the registry is unavailable; try again")
-		return
-	}
-	defer h.release(t)
-
 	modern := r.Header.Get(headerProtocolVersion) >= statelessRevision
 	stream := r.Method == http.MethodGet && !modern
 	var msgs []rpcMessage
 	if r.Method == http.MethodPost {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 		if err != nil {
-			writeRPCError(w, http.StatusRequestEntityTooLarge, "the request body is too large")
+			writeRPCError(w, http.StatusRequestEntityTooLarge, nil, "the request body is too large")
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -230,6 +219,18 @@ func (h *Handler) ServeMCP(w http.ResponseWriter, r *http.Request, claims auth.C
 			return
 		}
 	}
+	// After the body is read: a refusal answers the call's own id.
+	t, err := h.acquire(r.Context(), claims.TenantID)
+	if err != nil {
+		if r.Context().Err() == nil {
+			h.opts.Logger.ErrorContext(r.Context(), "mcp: start the tenant's server", "tenant_id",
+				claims.TenantID.String(), "err", err)
+		}
+		writeRPCError(w, http.StatusServiceUnavailable, callID(msgs), "the registry is unavailable; try again")
+		return
+	}
+	defer h.release(t)
+
 	sw := &streamWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: h.opts.StreamWriteTimeout,
 		capture: r.Method == http.MethodPost}
 	if !modern && r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
@@ -237,12 +238,8 @@ func (h *Handler) ServeMCP(w http.ResponseWriter, r *http.Request, claims auth.C
 		// goes to the session before its client learns its id.
 		reserved, refusal := t.reserveSession(subjectOf(r, claims), h.opts.MaxSessions, h.opts.MaxSessionsPerSubject)
 		if reserved == nil {
-			var id json.RawMessage
-			if len(msgs) == 1 && msgs[0].isCall() {
-				id = msgs[0].ID
-			}
 			w.Header().Set("Retry-After", strconv.Itoa(int(sessionRetryAfter/time.Second)))
-			writeRPC(w, http.StatusTooManyRequests, id, -32000, refusal)
+			writeRPC(w, http.StatusTooManyRequests, callID(msgs), codeServerError, refusal)
 			return
 		}
 		// Its answer is held until it is whole: an initialize refused
@@ -675,14 +672,25 @@ func isErrorAnswer(p []byte) bool {
 	return json.Unmarshal(data, &m) == nil && len(m.Error) > 0 && string(m.Error) != "null"
 }
 
-// writeRPCError answers a request the endpoint refuses before MCP sees it.
-func writeRPCError(w http.ResponseWriter, status int, msg string) {
+// writeRPCError answers a request the endpoint refuses before MCP sees it,
+// with the id of the call it refuses (nil: none known, JSON null).
+func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, msg string) {
 	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", strconv.Itoa(apiwire.UnavailableRetryAfter()))
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil,
-		"error": map[string]any{"code": -32000, "message": msg}})
-	_, _ = w.Write(b)
+	writeRPC(w, status, id, codeServerError, msg)
+}
+
+// codeServerError is the JSON-RPC error code of mcpd's own refusals (a
+// session past its limit, the registry unavailable): the range -32000 to
+// -32099 is the implementation's.
+const codeServerError = -32000
+
+// callID is the id of the request's message when it is one call (a
+// request, not a notification or a response), else nil.
+func callID(msgs []rpcMessage) json.RawMessage {
+	if len(msgs) == 1 && msgs[0].isCall() {
+		return msgs[0].ID
+	}
+	return nil
 }

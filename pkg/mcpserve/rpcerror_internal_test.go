@@ -14,7 +14,7 @@ func TestRPCErrorRetryAfter(t *testing.T) {
 		want   bool
 	}{{http.StatusServiceUnavailable, true}, {http.StatusBadRequest, false}} {
 		rec := httptest.NewRecorder()
-		writeRPCError(rec, tc.status, "x")
+		writeRPCError(rec, tc.status, nil, "x")
 		got := rec.Header().Get("Retry-After")
 		if ok := got == "1" || got == "2" || got == "3"; ok != tc.want || !tc.want && got != "" {
 			t.Fatalf("status %d: Retry-After %q; want one: %v", tc.status, got, tc.want)

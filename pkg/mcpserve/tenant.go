@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jonboulle/clockwork"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/cyberos/mcpd/pkg/feed"
@@ -378,7 +379,7 @@ func (t *tenant) readSkill(ctx context.Context, req *mcp.ReadResourceRequest) (*
 	}
 	p, err := t.providers(ctx, name, "")
 	if err != nil {
-		return nil, err
+		return nil, resourceError(err)
 	}
 	return jsonContents(uri, p)
 }
@@ -392,9 +393,21 @@ func (t *tenant) readServer(ctx context.Context, req *mcp.ReadResourceRequest) (
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
 	if err != nil {
-		return nil, err
+		return nil, resourceError(err)
 	}
 	return jsonContents(uri, d)
+}
+
+// resourceError is the JSON-RPC error of a resource read that failed: one
+// the read gave itself as it is, any other (the store's failure, said by
+// fault) as the server error -32000 that /mcp answers when the registry is
+// unavailable. The SDK would answer a plain error with code 0, which
+// JSON-RPC does not define.
+func resourceError(err error) error {
+	if wire, ok := errors.AsType[*jsonrpc.Error](err); ok {
+		return wire
+	}
+	return &jsonrpc.Error{Code: codeServerError, Message: err.Error()}
 }
 
 func jsonContents(uri string, v any) (*mcp.ReadResourceResult, error) {
