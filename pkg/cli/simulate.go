@@ -67,9 +67,9 @@ Servers stay registered at the end unless the scenario deregisters them.`,
 				return usagef("invalid --duration %s: want more than 0 and at most %s", sim.Duration, maxSimDuration)
 			case sim.Interval != 0 && sim.Interval < minSimInterval:
 				return usagef("invalid --interval %s: want 0 (the interval mcpd reports) or at least %s", sim.Interval, minSimInterval)
-			case sim.MissRate < 0 || sim.MissRate > 1:
+			case !(sim.MissRate >= 0 && sim.MissRate <= 1): // NaN too
 				return usagef("invalid --miss-rate %g: want 0 to 1", sim.MissRate)
-			case sim.Jitter < 0 || sim.Jitter >= 1:
+			case !(sim.Jitter >= 0 && sim.Jitter < 1): // NaN too
 				return usagef("invalid --jitter %g: want 0 up to (not including) 1", sim.Jitter)
 			case sim.Concurrency < 0:
 				return usagef("invalid --concurrency %d: want 0 (automatic) or more", sim.Concurrency)

@@ -57,6 +57,10 @@ func TestSimulateParse(t *testing.T) {
 		{"--servers", "1", "--duration", "1s", "--interval", "1ms"},
 		{"--servers", "1", "--duration", "1s", "--miss-rate", "1.5"},
 		{"--servers", "1", "--duration", "1s", "--jitter", "1"},
+		// NaN compares false both ways: it passed checks written as
+		// x < lo || x > hi, and a jitter of NaN made every wait zero.
+		{"--servers", "1", "--duration", "1s", "--jitter", "NaN"},
+		{"--servers", "1", "--duration", "1s", "--miss-rate", "NaN"},
 		{"--servers", "1", "--duration", "1s", "--prefix", "Bad"},
 		{"--servers", "1", "--duration", "1s", "--concurrency", "-2"},
 		{"--servers", "x", "--duration", "1s"},

@@ -280,7 +280,7 @@ func (c Config) Validate() error {
 			bad(KeyAdminListen, "%v", err)
 		}
 	}
-	if c.MassLossShare <= 0 || c.MassLossShare > 1 {
+	if !(c.MassLossShare > 0 && c.MassLossShare <= 1) { // NaN too
 		bad(KeyMassLossShare, "%v is not a share in (0, 1]", c.MassLossShare)
 	}
 	if c.MassLossMin < 1 {

@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"log/slog"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +67,11 @@ func TestValidate(t *testing.T) {
 		{"no connections", func(c *config.Config) { c.MaxConnections = 0 }, "--max-connections: 0 is not"},
 		{"negative quota", func(c *config.Config) { c.TenantMaxServers = -1 }, "--tenant-max-servers: -1 is negative"},
 		{"negative rate", func(c *config.Config) { c.TenantRateLimit = -5 }, "--tenant-rate-limit: -5"},
+		{"rate NaN", func(c *config.Config) { c.TenantRateLimit = math.NaN() }, "--tenant-rate-limit: NaN"},
+		{"mass-loss share over 1", func(c *config.Config) { c.MassLossShare = 1.5 }, "--mass-loss-share: 1.5"},
+		// NaN compares false both ways: a check written as x <= 0 || x > 1
+		// let it through, and no mass loss was ever more than NaN.
+		{"mass-loss share NaN", func(c *config.Config) { c.MassLossShare = math.NaN() }, "--mass-loss-share: NaN"},
 		{"rate without burst", func(c *config.Config) { c.TenantRateBurst = 0 }, "--tenant-rate-burst: 0"},
 		{"negative watches", func(c *config.Config) { c.TenantMaxWatches = -1 }, "--tenant-max-watches"},
 		{"no mcp sessions", func(c *config.Config) { c.MCPMaxSessions = 0 }, "--mcp-max-sessions: 0 is not"},

@@ -84,7 +84,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.Jitter = DefaultJitter
 	case o.Jitter < 0:
 		o.Jitter = 0
-	case o.Jitter >= 1:
+	case !(o.Jitter < 1): // NaN too
 		return o, fmt.Errorf("%w: jitter %v is not below 1", ErrOptions, o.Jitter)
 	}
 	if o.MissRate < 0 || o.MissRate > 1 || math.IsNaN(o.MissRate) {

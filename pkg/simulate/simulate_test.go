@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -449,6 +450,7 @@ func TestOptionsErrors(t *testing.T) {
 		{"negative interval", Options{Servers: 1, Duration: time.Second, Interval: -1}, "interval"},
 		{"miss rate", Options{Servers: 1, Duration: time.Second, MissRate: 1.5}, "miss rate"},
 		{"jitter", Options{Servers: 1, Duration: time.Second, Jitter: 1}, "jitter"},
+		{"jitter NaN", Options{Servers: 1, Duration: time.Second, Jitter: math.NaN()}, "jitter"},
 		{"prefix", Options{Servers: 1, Duration: time.Second, Prefix: "Sim"}, "prefix"},
 		{"long prefix", Options{Servers: 1, Duration: time.Second, Prefix: strings.Repeat("a", 60)}, "prefix"},
 		{"concurrency", Options{Servers: 1, Duration: time.Second, Concurrency: -2}, "concurrency"},
