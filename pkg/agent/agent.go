@@ -439,7 +439,13 @@ func (a *Agent) register(ctx context.Context, reg mcpinspect.Registration) error
 	srv, created, err := a.opts.Registry.Register(cctx, reg.Request, a.opts.Traceparent)
 	cancel()
 	if err != nil {
-		if ctx.Err() == nil {
+		switch {
+		case ctx.Err() != nil:
+		case a.registered == nil && classify(err) == outcomeRejected:
+			// The first registration refused ends the agent
+			// (PermanentError): no retry to announce.
+			a.log.Error("register refused", "err", err)
+		default:
 			a.callFailed("register", err)
 		}
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -22,6 +23,7 @@ import (
 	"github.com/cyberos/mcpd/pkg/mcpinspect"
 	"github.com/cyberos/mcpd/pkg/mcpinspect/mcptest"
 	"github.com/cyberos/mcpd/pkg/registry"
+	"github.com/cyberos/mcpd/pkg/testing/testlog"
 	"github.com/cyberos/mcpd/pkg/testing/testwait"
 )
 
@@ -293,10 +295,16 @@ func TestAgentPermanentErrors(t *testing.T) {
 	opts := fastOptions(reg, "odd", c.target)
 	opts.Version = "2.0.0"
 	opts.Registry = readOnly
+	logs := &testlog.Buffer{}
+	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	err = run(opts)
 	var p *api.Problem
 	if !errors.As(err, &pe) || !errors.As(err, &p) || p.Status != 403 {
 		t.Fatalf("Run with a read-only token = %v, want a permanent 403", err)
+	}
+	// It says it gives up, and promises no retry.
+	if l := logs.String(); !strings.Contains(l, "register refused") || strings.Contains(l, "retry_in") {
+		t.Fatalf("log of a refused first registration:\n%s", l)
 	}
 
 	// The version given overrides the server's.
