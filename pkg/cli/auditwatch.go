@@ -123,6 +123,11 @@ func auditWatchRun(ctx context.Context, opts *auditWatchOptions) error {
 	if errors.As(err, &p) && p.Status == http.StatusGone {
 		return &cursorExpiredError{p: p}
 	}
+	if errors.As(err, &p) && p.Status == http.StatusBadRequest && opts.Cursor != "" && last == opts.Cursor {
+		// Refused before any event: the cursor given, which the client
+		// sends as the stream's Last-Event-ID (the name in the problem).
+		return fmt.Errorf("invalid --cursor %q: %w", opts.Cursor, err)
+	}
 	if err != nil {
 		return err
 	}

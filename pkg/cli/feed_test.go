@@ -334,7 +334,10 @@ func TestAuditWatchRefused(t *testing.T) {
 	err = <-w.done
 	w.done <- err
 	var p *api.Problem
-	if !errors.As(err, &p) || p.Status != 400 {
-		t.Fatalf("bad cursor: %v, want a 400 problem", err)
+	if !errors.As(err, &p) || p.Status != 400 || !strings.HasPrefix(err.Error(), `invalid --cursor "garbage": `) {
+		t.Fatalf("bad cursor: %v, want a 400 problem that names --cursor", err)
+	}
+	if exitCode(failed(err)) != ExitFailed {
+		t.Fatalf("bad cursor: exit code %d, want 1", exitCode(failed(err)))
 	}
 }
