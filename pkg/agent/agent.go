@@ -279,8 +279,12 @@ func (a *Agent) start(ctx context.Context) error {
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case classify(err) == outcomeRejected:
+			// The first registration refused ends the agent: no retry
+			// to announce.
+			a.log.Error("register refused", "err", err)
 			return &PermanentError{Err: fmt.Errorf("register %s: %w", a.opts.Module, err)}
 		}
+		a.callFailed("register", err)
 		if err := a.sleep(ctx, a.retryDelay()); err != nil {
 			return err
 		}
@@ -424,12 +428,14 @@ func (a *Agent) registerDelay(ctx context.Context, reg mcpinspect.Registration) 
 		if ctx.Err() != nil {
 			return a.heartbeatDelay()
 		}
+		a.callFailed("register", err)
 		return min(a.retryDelay(), a.heartbeatDelay())
 	}
 	return a.heartbeatDelay()
 }
 
 // register sends the registration; until it succeeds every tick registers.
+// Its callers log a failure: the first registration refused ends the agent.
 func (a *Agent) register(ctx context.Context, reg mcpinspect.Registration) error {
 	a.reregister = true
 	for _, w := range reg.Warnings {
@@ -439,15 +445,6 @@ func (a *Agent) register(ctx context.Context, reg mcpinspect.Registration) error
 	srv, created, err := a.opts.Registry.Register(cctx, reg.Request, a.opts.Traceparent)
 	cancel()
 	if err != nil {
-		switch {
-		case ctx.Err() != nil:
-		case a.registered == nil && classify(err) == outcomeRejected:
-			// The first registration refused ends the agent
-			// (PermanentError): no retry to announce.
-			a.log.Error("register refused", "err", err)
-		default:
-			a.callFailed("register", err)
-		}
 		return err
 	}
 	req := reg.Request

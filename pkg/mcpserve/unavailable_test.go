@@ -14,8 +14,8 @@ import (
 )
 
 // downStore is a store that cannot read tenant down's position, nor,
-// once unreadable is set, tenant unread's skills, as when its database or
-// its Citus worker is down.
+// once unreadable (when not nil) is set, tenant unread's skills, as when
+// its database or its Citus worker is down.
 type downStore struct {
 	testStore
 	down, unread uuid.UUID
@@ -23,7 +23,7 @@ type downStore struct {
 }
 
 func (s downStore) FindSkills(ctx context.Context, tenant uuid.UUID, f registry.SkillFilter) (registry.SkillPage, error) {
-	if tenant == s.unread && s.unreadable.Load() {
+	if tenant == s.unread && s.unreadable != nil && s.unreadable.Load() {
 		return registry.SkillPage{}, registry.ErrUnavailable
 	}
 	return s.testStore.FindSkills(ctx, tenant, f)
@@ -44,7 +44,7 @@ func TestUnavailableAnswersTheCallsID(t *testing.T) {
 	t.Parallel()
 	down := uuid.New()
 	e := setup(t, envOptions{store: func(_ testing.TB, clock clockwork.Clock) testStore {
-		return downStore{testStore: memstore.New(clock), down: down, unreadable: new(atomic.Bool)}
+		return downStore{testStore: memstore.New(clock), down: down}
 	}})
 	token := e.token(t, down, "mcp:read")
 	for _, c := range []struct {
